@@ -287,6 +287,9 @@ def _confirmed_first(out: list[Finding], fams: list[tuple[str, ...]]) -> list[Fi
 # other terms keep the loss on the graph, so backward() runs and parameters get gradients; a
 # run shows no symptom of such a cut, hence cannot refute it.
 _ONE_TERM = "this term of the loss"
+# and for a Parameter read through ``.data`` on one path of several (GT105):
+# the layer's live call still gives it a gradient (NOTE [layer parameter read through data]).
+_ONE_PATH = "this path gives"
 # Refutable rules in a form whose symptom the run does not watch: the run finds layers held in
 # a plain container (the module hooks see them run), not Parameters held in one (a plain dict
 # of ``nn.Parameter`` used in forward gets gradients and no step, and the run says nothing).
@@ -298,6 +301,7 @@ def refuted(s: Finding, backwards: int, steps: int) -> bool:
     would have shown the symptom of static finding ``s`` had it been real (see _REFUTABLE)."""
     need = _REFUTABLE.get(s.code)
     if need is None or backwards == 0 or steps < need or _ONE_TERM in s.message \
+            or _ONE_PATH in s.message \
             or s.code in _UNWATCHED and _UNWATCHED[s.code] in s.message:
         return False
     return s.code not in _WATCHED_FORM or _statement_is(s, _WATCHED_FORM[s.code])

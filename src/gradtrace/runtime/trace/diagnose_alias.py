@@ -72,7 +72,8 @@ def _partial(stmt: ast.stmt) -> bool:
     ``acc = feats; acc += ...`` changes the caller's tensor). A write of the whole tensor made
     in the same function (``acc += v``, ``acc.add_(v)``: an accumulator started from one of
     its own values) has an out-of-place form on its own line (``acc = acc + v``): that write
-    is the line named."""
+    is the line named; so does one started from a tensor a callee returned to the function
+    (``c2, c3 = fpem(c2, c3)`` then ``c2_ffm = c2``, ``c2_ffm += c2``: MMOCR's FPEM_FFM)."""
     if isinstance(stmt, ast.Assign):
         return True
     if isinstance(stmt, ast.AugAssign):
@@ -123,7 +124,23 @@ def alias_site(where: Site, made: Site | None = None) -> tuple[Site, str, str] |
     other = _aliased(bound.value)
     if other is None or other == name:
         return None
+    if not _partial(written) and _call_result(where, bound, other):
+        return None  # NOTE [whole-tensor write through an alias]: a callee made it for us
     return Site(where.path, bound.lineno, where.function), name, other
+
+
+def _call_result(where: Site, bound: ast.stmt, other: str) -> bool:
+    """The last binding of ``other`` before the alias, in the function holding the write,
+    takes a call's result (``c2, c3 = block(c2, c3)``, ``x = blk(x)``): the tensor is the
+    function's own, made for it by a callee, as one made in the function itself is (a name
+    never bound there is what a caller gave it)."""
+    from gradtrace.runtime.trace.diagnose_args import assignment_before
+
+    b = assignment_before(Site(where.path, bound.lineno, where.function), other)
+    return isinstance(b, ast.Assign) and isinstance(b.value, ast.Call) \
+        and not isinstance(b.value.func, ast.Attribute) or isinstance(b, ast.Assign) \
+        and isinstance(b.value, ast.Call) and isinstance(b.value.func, ast.Attribute) \
+        and b.value.func.attr not in _VIEW_METHODS
 
 
 def _changed_leaf(node: Any, shape: tuple[int, ...] | None = None) -> bool | None:

@@ -19,6 +19,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.cuts import objects_of
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.graph_breaks._param_data import parameter_data_reads
 from gradtrace.lint.rules.graph_breaks._layer_source import (
     _layer_call, _layer_source, _return_deps)
 
@@ -31,7 +32,11 @@ class DataInLoss(LossCutRule):
     grad and does not have a grad_fn`; one term built from it adds nothing to the gradient; a
     module whose `forward` returns `out.data` cuts every layer before it from the loss. Use the
     tensor itself (or `.detach()` where a stop-gradient is really meant).
-    Known limits: follows names inside one function; `.data` on a parameter used inside
+    A Parameter of a `torch.nn` layer of the module read through `.data` in what `forward`
+    returns (`att = self.fc.weight.data[query]`, OpenNRE's bag attention) gets no gradient
+    through that path, even when the layer is also called live
+    (NOTE [layer parameter read through data]).
+    Known limits: follows names inside one function; `.data` on another parameter used inside
     `forward` next to live inputs is not reported (see "Not statically decidable"); in what
     `forward` returns, only a `.data` that cuts the output of one of the module's layers
     (`self.encoder(x).data`) is reported, not statistics or tables computed from the inputs
@@ -111,8 +116,27 @@ class DataInLoss(LossCutRule):
         if (wide or node.name == "forward" and worth_reporting(node, ctx)) \
                 and _file_has(ctx, self.file_needs):
             seen = {(f.line, f.column) for f in found}
-            yield from (f for f in self._forward_chain(node, ctx, wide)
-                        if (f.line, f.column) not in seen)
+            chain = [f for f in self._forward_chain(node, ctx, wide)
+                     if (f.line, f.column) not in seen]
+            yield from chain
+            if node.name == "forward" and not chain and lp_in_module(ctx, node):
+                yield from self._parameter_data(node, ctx, seen)
+
+    def _parameter_data(self, node: ast.FunctionDef, ctx: Context,
+                        seen: set[tuple[int, int]]) -> Iterator[Finding]:
+        """NOTE [layer parameter read through data]: ``self.fc.weight.data`` in a value
+        ``forward`` returns."""
+        for n, s, layer in parameter_data_reads(node, ctx):
+            f = self.report(n, ctx, related=(Related(
+                ctx.path, layer.lineno, f"`{short(ctx.source(n.value), 30)}` is a Parameter of "
+                "the layer built here", ctx.column(layer)),), expr=short(ctx.source(n)),
+                operand=short(ctx.source(n.value)),
+                consequence=f"the Parameter reaches this module's output without history "
+                            f"here, so this path gives `{short(ctx.source(n.value), 30)}` no "
+                            f"gradient; use it without `.data`")
+            if (f.line, f.column) not in seen:
+                yield f
+                return
 
     def _forward_chain(self, node: ast.FunctionDef, ctx: Context,
                        wide: bool = False) -> Iterator[Finding]:
@@ -150,6 +174,12 @@ class DataInLoss(LossCutRule):
                                     "output without history, so that layer and every one "
                                     "before it get no gradient through it")
                     break
+
+
+def lp_in_module(ctx: Context, node: ast.FunctionDef) -> bool:
+    """``node`` is the ``forward`` of a module class of the file."""
+    info = ctx.analysis.class_of(node)
+    return info is not None and info.is_module
 
 
 def _cut_before(e: ast.expr, s: ast.stmt, lp: LossPaths) -> bool:

@@ -13,6 +13,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import parent_map, scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.graph_breaks._param_leaf import parameter_mid_forward
+from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 
 # what takes the values of a tensor without its history
 CUTS = frozenset({"detach", "detach_", "data"})
@@ -181,7 +183,10 @@ class FreshLeafBandAid(Rule):
     same band-aid on a loss inside the function that calls `backward()`.
     A module's `forward` that re-leafs its own submodule's output (`[p.detach().requires_grad_()
     for p in self.net(x).chunk(2)]`, pytorch-forecasting#2208) cuts that submodule off, in a
-    file that asks for no tensor's gradient.
+    file that asks for no tensor's gradient. A value computed in a function and set on a
+    module as `layer.weight = nn.Parameter(merged)` before the function runs a forward and
+    returns its result (a weight-entangled NAS supernet's merged kernel) is the same new leaf:
+    what `merged` was computed from gets no gradient (NOTE [parameter made mid-forward]).
     Known limits: a leaf bound to a name in the same function is left to GT106; a helper is
     followed only when the file calls it, by name or on `self`.
     """
@@ -192,7 +197,7 @@ class FreshLeafBandAid(Rule):
                "nothing can read "
                "its gradient{where}: the term it builds is a constant to autograd and the model "
                "gets no gradient through it; compute it from the tensor itself")
-    triggers = ("requires_grad",)
+    triggers = ("requires_grad", "Parameter(")
     gate_statements = True
     examples = [
         Bad("""
@@ -273,6 +278,15 @@ class FreshLeafBandAid(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        if is_parameter_call(node, ctx) and ctx.mentions(".backward("):
+            fwd = parameter_mid_forward(node, ctx)  # NOTE [parameter made mid-forward]
+            if fwd is not None:
+                yield self.report(node, ctx, related=[Related(
+                    ctx.path, fwd.lineno, "the function runs this forward with it and returns "
+                    "its result", ctx.column(fwd))], expr=_short(ctx.source(node)),
+                    cut=_short(ctx.source(node.args[0])),
+                    where=f" (`{_short(ctx.source(fwd))}` is run with it, line {fwd.lineno})")
+            return
         cut = _fresh_leaf(node, ctx)
         if cut is None or not ctx.mentions(".backward("):
             return

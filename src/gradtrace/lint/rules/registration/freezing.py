@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -16,6 +17,7 @@ from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
 from gradtrace.lint.rules.registration._modules import (
     covers, is_module_expr, optimizer_builds, rebound_between, step_lines,
 )
+from gradtrace.lint.rules.registration._rewrapped import file_freeze, rewrapped_loop
 from gradtrace.lint.rules.registration._freeze_sites import (
     _class_module_attr, _head_assignments, _new_part, _rebound, _reloaded, _set_to_tensor_before,
     trainable_only_filter)
@@ -210,7 +212,13 @@ class ParameterWrapResetsRequiresGrad(Rule):
     was (verified on torch 2.13: `nn.Parameter(frozen).requires_grad` is True). Wrapping a
     tensor that was just frozen, or assigning a new Parameter into a module frozen earlier,
     re-enables training for it. Pass `requires_grad=False` when it should stay frozen.
-    Known limits: the freeze and the wrapping must be in one function.
+    A function that registers a new Parameter made from each parameter of a module
+    (`for name, p in self.named_parameters(): self.register_parameter(name,
+    nn.Parameter(shard(p)))`, torchtitan's re-distribution of states) brings every frozen one
+    back, in a file that freezes parameters (NOTE [parameters re-wrapped]).
+    Known limits: the freeze and the wrapping must be in one function, or the wrapped value
+    must come from a loop over `parameters()`/`named_parameters()` (in the function, or
+    passed by every caller of the file).
     """
 
     code = "GT409"
@@ -218,6 +226,10 @@ class ParameterWrapResetsRequiresGrad(Rule):
     name = "parameter-wrap-resets-requires-grad"
     message = ("`nn.Parameter({arg})` requires grad by default: {why} (line {line}) is undone; "
                "pass `requires_grad=False` to keep it frozen")
+    message_loop = ("`nn.Parameter({arg})` requires grad by default: it re-wraps each "
+                    "parameter of `{it}`, and one frozen (the file freezes parameters, line "
+                    "{line}) comes back trainable; pass `requires_grad=` the old parameter's "
+                    "flag")
     triggers = ("Parameter",)
     examples = [
         Bad("""
@@ -257,8 +269,10 @@ class ParameterWrapResetsRequiresGrad(Rule):
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         if not is_parameter_call(node, ctx) or not node.args or len(node.args) > 1 \
-                or keyword(node, "requires_grad") is not None \
-                or not scope_mentions(ctx, "requires_grad"):
+                or keyword(node, "requires_grad") is not None:
+            return
+        if not scope_mentions(ctx, "requires_grad"):
+            yield from self._rewrapped(node, ctx)  # NOTE [parameters re-wrapped]
             return
         scope = ctx.scope()
         stmt = scope.statement_of(node)
@@ -286,6 +300,19 @@ class ParameterWrapResetsRequiresGrad(Rule):
                     yield self.report(node, ctx, arg=ctx.source(node.args[0])[:40],
                                       why=f"the freeze of `{f.root}`", line=f.stmt.lineno)
                     return
+
+    def _rewrapped(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        loop = rewrapped_loop(node, ctx)
+        freeze = file_freeze(ctx) if loop is not None else None
+        if loop is not None and freeze is not None:
+            it = ctx.source(loop.iter)[:50]  # type: ignore[attr-defined]
+            f = self.report(node, ctx, arg=ctx.source(node.args[0])[:40], why="", line=0,
+                            related=[Related(ctx.path, loop.lineno, f"each parameter of `{it}` "
+                                             "is re-wrapped", ctx.column(loop)),
+                                     Related(ctx.path, freeze, "a parameter is frozen here",
+                                             0)])
+            yield dataclasses.replace(f, message=self.message_loop.format(
+                arg=ctx.source(node.args[0])[:40], it=it, line=freeze))
 
     @staticmethod
     def _frozen_at(scope: Scope, name: str, line: int) -> int | None:

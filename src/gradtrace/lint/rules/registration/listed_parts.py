@@ -30,6 +30,9 @@ def _part(e: ast.AST) -> tuple[str, str] | None:
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "list" \
             and len(e.args) == 1:
         e = e.args[0]
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "filter" \
+            and len(e.args) == 2:  # `filter(lambda p: p.requires_grad, m.backbone.parameters())`
+        e = e.args[1]
     if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
             and e.func.attr in PARAM_ITERS and isinstance(e.func.value, ast.Attribute)):
         return None
@@ -79,6 +82,7 @@ def _trainable_attrs(cls: ClassInfo, ctx: Context) -> dict[str, ast.stmt]:
 
 
 FILLS = frozenset({"append", "extend", "insert", "add_module"})
+CONTAINERS = frozenset({"ModuleList", "ModuleDict", "Sequential"})
 
 
 def _filled_with_params(cls: ClassInfo, name: str, made: ast.Call, ctx: Context) -> bool:
@@ -88,8 +92,9 @@ def _filled_with_params(cls: ClassInfo, name: str, made: ast.Call, ctx: Context)
     AudioLDM's ``self.cond_stage_models.append(instantiate_from_config(cfg))``: conditioners
     built (and frozen) by another file's classes. Any other container: as built."""
     if made.args and not (isinstance(made.args[0], ast.List) and not made.args[0].elts) \
-            or made.keywords:
-        return True
+            or made.keywords or (ctx.qualified_name(made.func) or "").rpartition(".")[2] \
+            not in CONTAINERS:
+        return True  # `Backbone()`: a layer, not an empty container
     for m in cls.methods.values():
         for n in walk(m):
             if isinstance(n, ast.AugAssign) and dotted(n.target) == f"self.{name}":
@@ -207,7 +212,9 @@ class SubmoduleMissingFromParamGroups(Rule):
     silently (HDMNet#21, MACE's `get_params_options`, MMF's `get_optimizer_parameters`).
     Add the part to the groups, or build them from `model.named_parameters()`.
     Known limits: the groups must name at least two submodules of one receiver in one list
-    (dicts with `'params'`, or the `parameters()` calls themselves); the receiver's class must be
+    (dicts with `'params'`, or the `parameters()` calls themselves), or in a local list the
+    function grows before it builds the optimizer (`groups = []`, `groups += [{...}]`,
+    `groups.append({...})`: SiamCAR's `build_opt_lr`), every group naming its part; the receiver's class must be
     a class of the file (`self`, a subclass that inherits the method, the kind of the receiver,
     or the only instantiated class of the file that has every listed part); the missing part is
     built in `__init__` with parameters, read by another method, and nothing in the file
@@ -258,7 +265,28 @@ class SubmoduleMissingFromParamGroups(Rule):
     ]
 
     def visit_List(self, node: ast.List, ctx: Context) -> Iterator[Finding]:
+        s = ctx.statement
+        if isinstance(s, ast.AugAssign) and s.value is node and isinstance(s.target, ast.Name):
+            yield from self._grown(s.target.id, ctx)  # `groups += [{'params': ...}]`
+            return
         yield from self._check(node, ctx)
+
+    def _grown(self, name: str, ctx: Context) -> Iterator[Finding]:
+        """The optimizer built from the local list ``name`` that the function grows group by
+        group (``groups = []``, ``groups += [{...}]``, ``SGD(groups)``), checked once."""
+        scope = ctx.scope()
+        s = ctx.statement
+        seen: set[int] = ctx.memo("gt462-grown", ctx.tree, set)
+        for n in walk(scope.node):
+            if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) \
+                    and n.args[0].id == name and s is not None and n.lineno > s.lineno \
+                    and is_optimizer_call(n, ctx):
+                if id(n) not in seen:
+                    seen.add(id(n))
+                    items = _grown_list(name, n, ctx)
+                    if items:
+                        yield from self._check(n, ctx, items=items)
+                return
 
     def visit_Tuple(self, node: ast.Tuple, ctx: Context) -> Iterator[Finding]:
         yield from self._check(node, ctx)
@@ -274,7 +302,12 @@ class SubmoduleMissingFromParamGroups(Rule):
         """# NOTE [one part per optimizer]: ``Adam(self.vae.encoder.parameters())`` in a function
         that builds several optimizers (one per part): the part's siblings that the held
         model runs need an optimizer too."""
-        if not node.args or not is_optimizer_call(node, ctx):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in ("append", "extend") \
+                and isinstance(f.value, ast.Name):
+            yield from self._grown(f.value.id, ctx)
+        if not node.args or not is_optimizer_call(node, ctx) \
+                or isinstance(node.args[0], ast.Name):
             return
         part = _part(node.args[0])
         if part is None or not part[0].startswith("self.") or part[0].count(".") != 1:
@@ -285,9 +318,12 @@ class SubmoduleMissingFromParamGroups(Rule):
         yield from self._check(node, ctx, single=True)  # NOTE [one part per optimizer]
 
     def _check(self, node: ast.List | ast.Tuple | ast.BinOp | ast.Call, ctx: Context,
-               single: bool = False) -> Iterator[Finding]:
-        parts = [_group_part(e) for e in _items(node)] if not single else \
+               single: bool = False, items: list[ast.expr] | None = None
+               ) -> Iterator[Finding]:
+        parts = [_group_part(e) for e in (items or _items(node))] if not single else \
             [_part(node.args[0])]  # type: ignore[union-attr]
+        if items and None in parts:
+            return  # a grown list: every group must name its part
         recvs = {p[0] for p in parts if p is not None}
         if len(recvs) != 1 or sum(p is not None for p in parts) < (1 if single else 2):
             return
@@ -365,3 +401,46 @@ class SubmoduleMissingFromParamGroups(Rule):
         fits = [c for c in classes.values() if c.is_module and c.name in made
                 and listed & set(_trainable_attrs(c, ctx))]
         return fits if len(fits) == 1 else []
+
+
+def _grown_list(name: str, call: ast.Call, ctx: Context) -> list[ast.expr]:
+    """The groups of a list the function grows before handing it to the optimizer ``call``:
+    ``groups = []`` then ``groups += [{'params': m.neck.parameters()}]`` /
+    ``groups.append({...})`` / ``groups.extend([...])`` (pysot's and SiamCAR's
+    ``build_opt_lr``); [] when the list is bound otherwise, read or changed in another way
+    before the call, or given to the optimizer after a loop that could add to it unseen."""
+    scope = ctx.scope()
+    made = [x for x in scope.bindings.get(name, ()) if not isinstance(x.stmt, ast.AugAssign)]
+    b = made[0] if len(made) == 1 else None
+    if b is None or not isinstance(b.stmt, ast.Assign) or not isinstance(b.value, ast.List) \
+            or b.line > call.lineno:
+        return []
+    items: list[ast.expr] = list(b.value.elts)
+    for n in walk(scope.node):
+        if not (isinstance(n, ast.Name) and n.id == name) or n is call.args[0] \
+                or n.lineno == b.stmt.lineno:
+            continue
+        if n.lineno > call.lineno:
+            continue
+        s = scope.statement_of(n)
+        if isinstance(s, ast.AugAssign) and s.target is n and isinstance(s.op, ast.Add) \
+                and isinstance(s.value, (ast.List, ast.Tuple)):
+            items.extend(s.value.elts)
+            continue
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+                and isinstance(s.value.func, ast.Attribute) and s.value.func.value is n \
+                and len(s.value.args) == 1 and not s.value.keywords:
+            arg = s.value.args[0]
+            if s.value.func.attr == "append":
+                items.append(arg)
+                continue
+            if s.value.func.attr == "extend" and isinstance(arg, (ast.List, ast.Tuple)):
+                items.extend(arg.elts)
+                continue
+        return []
+    if any(isinstance(e, ast.Starred) for e in items) or any(
+            scope.loops_of(s) for s in scope.stmts if s.lineno < call.lineno
+            and any(isinstance(n, ast.Name) and n.id == name for n in walk(s))
+            and not isinstance(s, (ast.For, ast.AsyncFor, ast.While))):
+        return []
+    return items

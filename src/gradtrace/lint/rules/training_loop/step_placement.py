@@ -21,6 +21,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+from gradtrace.lint.rules.training_loop._clear_calls import clearing_calls
 from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Step,
@@ -38,7 +39,10 @@ class StepOutsideBackwardLoop(LoopRule):
     the epoch level) applies whatever the last pass left: the last batch's gradient alone,
     once per epoch, and every other batch is computed for nothing (a few steps instead of
     one per batch). Step inside the loop, after `backward()`; to accumulate over the loop,
-    clear once before it.
+    clear once before it. The same holds one call away: a method that clears `self.<opt>`
+    and runs its backward, called on every pass, and a method stepping it called once after
+    the loop (an RL trainer's `forward_backward` per micro-batch, then `optim_step`): the clear
+    in the method is reported (NOTE [clearing method per pass]).
     Known limits: the clear must run unconditionally on every pass before the backward, and
     the loop must hold no step of that optimizer.
     """
@@ -71,6 +75,23 @@ class StepOutsideBackwardLoop(LoopRule):
                     optimizer.step()
             """),
     ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from super().visit_FunctionDef(node, ctx)
+        if ctx.mentions("zero_grad") and ".backward(" in ctx.code_of(node):
+            yield from self._through_calls(node, ctx)
+
+    def _through_calls(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        """NOTE [clearing method per pass]: the clear sits in a method the loop calls."""
+        for z, call, loop, step in clearing_calls(node, ctx):
+            yield self.report(z.call, ctx, related=(
+                related_at(ctx, call, f"`{node.name}` runs on every pass of this loop"),
+                related_at(ctx, step, "the step after the loop applies what is left")),
+                lead=f"`{ctx.source(step)}` (line {step.lineno})", loop_line=loop.lineno,
+                clear=ctx.source(z.call), clear_line=z.call.lineno,
+                advice=f"clear once before the loop or after the step, not on every call of "
+                       f"`{node.name}`")
+            return
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         # (NOTE [step level]) the zero_grad's loop, and the first step after it one level up
