@@ -97,8 +97,8 @@ class Context:
         time made the cost grow with the square of the file's length. The identifiers'
         prefilter is used only once something else has built them: a file asks about eleven
         distinct words (transformers), whose scans of the code cost half as much as building
-        the identifiers (and the prefilter never changes the answer: NOTE [identifier
-        prefilter])."""
+        the identifiers (the prefilter never changes the answer:
+        NOTE [identifier prefilter])."""
         cache = self._mentions
         for w in words:
             hit = cache.get(w)
