@@ -265,8 +265,8 @@ class FileChecker(CheckerSetup):
                 first = min(first, d.lineno)
         if last - first < SHORT:  # NOTE [gated lines]
             by_line = self._gated_by_line
-            hit: frozenset[int] | None = None
-            for line in range(first, last + 1):
+            hit: frozenset[int] | None = by_line.get(first)
+            for line in range(first + 1, last + 1):
                 r = by_line.get(line)
                 if r is not None:
                     hit = r if hit is None else hit | r
@@ -304,14 +304,17 @@ class FileChecker(CheckerSetup):
         else:
             last = s.end_lineno  # type: ignore[attr-defined]
         lr = self._line_rules
-        hit: frozenset[int] | set[int] = frozenset()
-        for line in range(first, last + 1):
-            r = lr.get(line)
-            if r:
-                hit = hit | r
+        if first == last:  # most statements: one line, its rules as they are
+            hit: frozenset[int] | None = lr.get(first)
+        else:
+            hit = frozenset()
+            for line in range(first, last + 1):
+                r = lr.get(line)
+                if r:
+                    hit = hit | r
         if not hit:
             return
-        key = frozenset(hit)
+        key = hit
         got = self._combined.get(key)
         if got is None:
             table: dict[type, list[tuple[int, Visitor]]] = {}

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import ast
 from functools import lru_cache
-from typing import TYPE_CHECKING, Sequence
+from itertools import repeat
+from typing import TYPE_CHECKING, NamedTuple, Sequence
 
 from gradtrace.lint import function_gate
 from gradtrace.lint.code_text import may_hold
@@ -39,6 +40,35 @@ def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
     return frozenset(w for r in rules for w in (*r.triggers, *r.statement_triggers))
 
 
+@lru_cache(maxsize=4096)
+def _inside(qual: str, words: frozenset[str]) -> frozenset[str]:
+    """The ``words`` that an imported name holds (``probe2`` of ``x.probe2``), per process."""
+    return frozenset(w for w in words if w in qual)
+
+
+class _Plan(NamedTuple):
+    """The word sets of one list of rule types, made once per process (not once per file)."""
+
+    all_words: frozenset[str]
+    other_words: frozenset[str]  # words of visit_Module-only rules: whether they occur
+    req_words: frozenset[str]  # NOTE [function requires]
+    keys: frozenset[str]  # whole words (NOTE [keyword lines])
+    base: frozenset[str]  # the words whose lines are searched (operators: substrings)
+    cached: frozenset[str]  # the words searched through the line cache (NOTE [line cache])
+    runs: frozenset[str]  # the keywords searched there as whole runs
+    by_word: dict[str, tuple[int, ...]]  # trigger word -> positions of its rules
+
+
+@lru_cache(maxsize=16)
+def _plan(rules: tuple[type[Rule], ...]) -> _Plan:
+    line_words, other_words = _split_words(rules)
+    req_words, req_keys = function_gate.required_words(rules)
+    keys = req_keys | walk_keys(rules)
+    base = line_words.union(("import",), req_words, spelt(keys))
+    return _Plan(_all_words(rules), other_words, req_words, keys, base,
+                 base | other_words.difference(keys), keys - base, by_trigger(rules))
+
+
 class CheckerSetup:
     """The set-up half of :class:`~gradtrace.lint.engine.FileChecker`, a base class of it."""
 
@@ -55,25 +85,25 @@ class CheckerSetup:
 
     def _activate(self, rules: Sequence[Rule | type[Rule]]) -> None:
         """Which rules are active in this file, and on which lines (NOTE [triggers])."""
-        types = tuple(r if isinstance(r, type) else type(r) for r in rules)
-        all_words = _all_words(types)
+        types = tuple(rules)
+        if not all(map(isinstance, types, repeat(type))):
+            types = tuple(r if isinstance(r, type) else type(r) for r in rules)
+        plan = _plan(types)
+        all_words = plan.all_words
         # local aliases of imported names that contain a trigger word (`import x as probe2`)
         aliases: dict[str, set[str]] = {}
         for local, qual in self.imports.aliases.items():
             if local != qual.rpartition(".")[2]:
-                inside = {w for w in all_words if w in qual}
+                inside = _inside(qual, all_words)
                 if inside:
-                    aliases[local] = inside
-        line_words, other_words = _split_words(types)
+                    aliases[local] = set(inside)
+        other_words, keys, base = plan.other_words, plan.keys, plan.base
         code = self.ctx.code
-        req_words, req_keys = function_gate.required_words(types)  # NOTE [function requires]
-        function_gate.add_aliases(aliases, self.imports.aliases, req_words)
-        keys = req_keys | walk_keys(types)  # whole words (NOTE [keyword lines])
-        base = line_words.union(("import",), req_words, spelt(keys))  # operators: substrings
-        searched = base.union(aliases)
+        function_gate.add_aliases(aliases, self.imports.aliases, plan.req_words)
+        searched = base.union(aliases) if aliases else base
         # the words of every file through the line cache (NOTE [line cache]), those of
         # visit_Module-only rules too (whether they occur); a file's own aliases apart
-        found = line_word_lines(code, base | other_words.difference(keys), keys - base)
+        found = line_word_lines(code, plan.cached, plan.runs)
         if found is not None:
             word_lines = found
             extra = searched.difference(base, other_words)
@@ -117,7 +147,7 @@ class CheckerSetup:
         gates: dict[tuple[str, ...], tuple[set[int], list[int] | None]] = {}
         hit_words: set[tuple[str, ...]] = set()
         key_types: set[type] = set()  # statement types whose keyword lines are hit lines
-        by_word = by_trigger(types)  # only a rule with a trigger word found can be active
+        by_word = plan.by_word  # only a rule with a trigger word found can be active
         words = set(word_lines).union(*(ws for a, ws in aliases.items() if a in word_lines))
         for j in sorted({j for w in words.intersection(by_word) for j in by_word[w]}):
             rule = rules[j]

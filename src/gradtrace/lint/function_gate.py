@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from gradtrace.lint.rule import Rule
 
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+# the node types with one of those fields (a class, an `if`, a handler, a match case...)
+_HOLDERS = frozenset(t for t in vars(ast).values() if isinstance(t, type)
+                     and issubclass(t, ast.AST) and not issubclass(t, ast.expr)
+                     and set(_BODIES).intersection(t._fields))
 
 
 @lru_cache(maxsize=16)
@@ -64,7 +68,7 @@ def outer_functions(tree: ast.Module) -> list[tuple[int, int]]:
                 if isinstance(s, FUNCTION_TYPES):
                     first = min([s.lineno, *(d.lineno for d in s.decorator_list)])
                     out.append((first, s.end_lineno or s.lineno))
-                elif not isinstance(s, ast.expr):
+                elif s.__class__ in _HOLDERS:  # a statement without a body holds no def
                     todo.append(s)
     out.sort()
     return out
