@@ -86,7 +86,11 @@ def run(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(path.parent))
     for m in [m for m in sys.modules if m == "losses" or m.startswith("losses.")]:
         monkeypatch.delitem(sys.modules, m)
-    runpy.run_path(str(path), run_name="__main__")
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:  # the project's `losses` must not stay imported for the next test
+        for m in [m for m in sys.modules if m == "losses" or m.startswith("losses.")]:
+            del sys.modules[m]
 
 
 def gt609(path: Path) -> list[int]:

@@ -107,9 +107,13 @@ def torch_warns(path: Path, monkeypatch: pytest.MonkeyPatch) -> bool:
     monkeypatch.syspath_prepend(str(path.parent))
     for m in [m for m in sys.modules if m == "utils" or m.startswith("utils.")]:
         monkeypatch.delitem(sys.modules, m)
-    with warnings.catch_warnings(record=True) as got:
-        warnings.simplefilter("always")
-        runpy.run_path(str(path), run_name="__main__")
+    try:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            runpy.run_path(str(path), run_name="__main__")
+    finally:  # the project's `utils` must not stay imported for the next test
+        for m in [m for m in sys.modules if m == "utils" or m.startswith("utils.")]:
+            del sys.modules[m]
     return any("lr_scheduler.step()" in str(w.message) for w in got)
 
 
