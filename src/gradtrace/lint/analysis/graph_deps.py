@@ -302,10 +302,22 @@ class Graphs:
         its saved tensors (PyTorch runs no node it does not need). So when the inputs are
         plain local names, a binding is freed only if it is computed from one of them (the
         inputs themselves are not: their own ``grad_fn`` does not run). Inputs spelled any other
-        way (``model.parameters()``, an attribute) are taken to reach everything.
+        way (an attribute, a list built elsewhere) are taken to reach everything, but for the
+        parameters of one module (``self.head.parameters()``, ``list(net.parameters())``): then
+        the pass runs that module's nodes and those after it, so a binding is freed only if it
+        is computed through a call of that module (MAML's inner ``autograd.grad(loss,
+        learner.parameters())`` leaves the encoder's graph of the support features intact).
         """
         if bw.inputs is None:
             return True
+        owner = _parameters_of(bw.inputs)
+        if owner is not None:
+            v = value_of(b)
+            vals = [v, *(value_of(x) for x in self.deps(v, b.line).bindings)] if v is not None \
+                else []
+            return v is None or any(
+                isinstance(n, ast.Call) and (dotted(n.func) or "") in (owner, owner + ".forward")
+                for e in vals if e is not None for n in ast.walk(e))
         names = bw.inputs.elts if isinstance(bw.inputs, (ast.Tuple, ast.List)) else [bw.inputs]
         if not all(isinstance(n, ast.Name) for n in names):
             return True
@@ -323,6 +335,20 @@ class Graphs:
             if module_like(self.ctx, self.scope, callee, b.line):
                 return callee
         return None
+
+
+def _parameters_of(e: ast.expr) -> str | None:
+    """``m`` for ``m.parameters()``, ``list(m.parameters())``, ``[*m.parameters()]``."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in (
+            "list", "tuple") and len(e.args) == 1:
+        e = e.args[0]
+    elif isinstance(e, (ast.List, ast.Tuple)) and len(e.elts) == 1 \
+            and isinstance(e.elts[0], ast.Starred):
+        e = e.elts[0].value
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and e.func.attr == "parameters" and not e.args:
+        return dotted(e.func.value)
+    return None
 
 
 def _grad_leaf(b: Binding | None) -> bool:

@@ -2,8 +2,10 @@
 ``if mode in ["single"]:`` test one name against constants that cannot both hold, so no run
 enters both bodies (PDEBench's FNO and U-Net trainers keep one loss per batch, backpropagated
 in whichever of the two blocks the run's ``training_type`` selects). Read from the ``if``
-statements around each statement: ``name == c``, ``name in (c1, c2)``, their negations and
-``else`` arms, with the name bound nowhere between the two tests.
+statements around each statement: ``name == c``, ``name in (c1, c2)``, a flag tested for
+truth (``if self.auto:``), their negations and ``else`` arms, and each part of an ``and`` in a
+body, with the name bound nowhere between the two tests (nor, for a flag, given to a method
+call).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 
 Guard = tuple[str, frozenset[object], bool, ast.If]  # (name, constants, holds?, the `if`)
+_TRUE = frozenset({"<true>"})  # the one "constant" of a flag tested for truth
 
 
 def exclusive_settings(scope: Scope, a: ast.stmt, b: ast.stmt) -> bool:
@@ -28,12 +31,15 @@ def exclusive_settings(scope: Scope, a: ast.stmt, b: ast.stmt) -> bool:
         return False
     for name, ca, ha, ia in _guards(a, parents):
         for other, cb, hb, ib in gb:
-            if other != name or ia is ib:
-                continue
+            if other != name or ia is ib or (ca == _TRUE) != (cb == _TRUE):
+                continue  # `if mode:` and `if mode == "a":` both hold for "a"
             if not (ha and hb and not ca & cb or ha and not hb and ca <= cb
                     or hb and not ha and cb <= ca):
                 continue
-            if not scope.bindings_within(name, min(ia.lineno, ib.lineno), b.lineno):
+            lo = min(ia.lineno, ib.lineno)
+            if not scope.bindings_within(name, lo, b.lineno) and not (ca == _TRUE and any(
+                    m.receiver == name and lo <= m.stmt.lineno <= b.lineno
+                    for m in scope.method_calls)):  # `buf.append(x)` may make `buf` true
                 return True
     return False
 
@@ -43,15 +49,32 @@ def _guards(s: ast.stmt, parents: dict[int, ast.AST]) -> list[Guard]:
     child: ast.AST = s
     p = parents.get(id(s))
     while p is not None:
-        if isinstance(p, ast.If) and child is not p.test and (t := _test(p.test)) is not None:
-            name, consts, holds = t
-            out.append((name, consts, holds == any(x is child for x in p.body), p))
+        if isinstance(p, ast.If) and child is not p.test:
+            body = any(x is child for x in p.body)
+            for name, consts, holds in _tests(p.test, body):
+                out.append((name, consts, holds == body, p))
         child, p = p, parents.get(id(p))
     return out
 
 
+def _tests(e: ast.expr, body: bool) -> list[tuple[str, frozenset[object], bool]]:
+    """The tests that hold (``body``) or fail in an arm of ``if e:``: ``e`` itself, or each
+    part of an ``and`` in its body (``if self.auto and not self.fixed:`` runs only when
+    ``self.auto`` is true), each part of an ``or`` in its ``else`` arm."""
+    if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.And if body else ast.Or):
+        return [t for v in e.values for t in _tests(v, body)]
+    t = _test(e)
+    return [t] if t is not None else []
+
+
 def _test(e: ast.expr) -> tuple[str, frozenset[object], bool] | None:
-    """``name == c`` / ``name in (c1, c2)`` (True) or their negations (False)."""
+    """``name == c`` / ``name in (c1, c2)`` (True) or their negations (False); a flag tested
+    for truth (``if self.auto:``, ``if not use_bias:``) as ``name in {TRUE}``."""
+    negated = isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not)
+    flag = dotted(e.operand if negated else e)  # type: ignore[attr-defined]
+    if flag is not None and (flag.count(".") == 0 or flag.startswith("self.")
+                             and flag.count(".") == 1):
+        return flag, _TRUE, not negated
     if not (isinstance(e, ast.Compare) and len(e.ops) == 1):
         return None
     name, op, right = dotted(e.left), e.ops[0], e.comparators[0]

@@ -14,6 +14,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, optimizer_like, uncleared_optimizers)
+from gradtrace.lint.analysis.torch_classes import gradless_optimizer
 from gradtrace.lint.rules.training_loop._part_zero import part_of
 from gradtrace.lint.rules.training_loop._reach import for_another
 from gradtrace.lint.rules.training_loop._clear_facts import (
@@ -152,7 +153,8 @@ class MissingZeroGrad(LoopRule):
                         where=f"on every call of `{name}`", units="calls"), ctx)
                 continue
             if id(loop) in seen or fresh_each_pass(f, loop, s) \
-                    or may_clear_elsewhere(f, loop, s):
+                    or may_clear_elsewhere(f, loop, s) \
+                    or gradless_optimizer(ctx, f.scope, s.optimizer, s.call.lineno):
                 continue
             seen.add(id(loop))
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
