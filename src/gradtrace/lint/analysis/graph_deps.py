@@ -305,8 +305,9 @@ class Graphs:
         way (an attribute, a list built elsewhere) are taken to reach everything, but for the
         parameters of one module (``self.head.parameters()``, ``list(net.parameters())``): then
         the pass runs that module's nodes and those after it, so a binding is freed only if it
-        is computed through a call of that module (MAML's inner ``autograd.grad(loss,
-        learner.parameters())`` leaves the encoder's graph of the support features intact).
+        is computed from that module (a call of it or of a part of it, a read of a weight):
+        MAML's inner ``autograd.grad(loss, learner.parameters())`` leaves the encoder's graph
+        of the support features intact.
         """
         if bw.inputs is None:
             return True
@@ -315,8 +316,9 @@ class Graphs:
             v = value_of(b)
             vals = [v, *(value_of(x) for x in self.deps(v, b.line).bindings)] if v is not None \
                 else []
-            return v is None or any(
-                isinstance(n, ast.Call) and (dotted(n.func) or "") in (owner, owner + ".forward")
+            return v is None or any(  # the module, a part or a weight of it, is read
+                isinstance(n, (ast.Name, ast.Attribute)) and (
+                    (d := dotted(n) or "") == owner or d.startswith(owner + "."))
                 for e in vals if e is not None for n in ast.walk(e))
         names = bw.inputs.elts if isinstance(bw.inputs, (ast.Tuple, ast.List)) else [bw.inputs]
         if not all(isinstance(n, ast.Name) for n in names):
