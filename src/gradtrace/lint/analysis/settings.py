@@ -5,7 +5,7 @@ in whichever of the two blocks the run's ``training_type`` selects). Read from t
 statements around each statement: ``name == c``, ``name in (c1, c2)``, a flag tested for
 truth (``if self.auto:``), their negations and ``else`` arms, and each part of an ``and`` in a
 body, with the name bound nowhere between the two tests (nor, for a flag, given to a method
-call).
+call, or its object: ``self.eval()`` between two tests of ``self.training``).
 """
 from __future__ import annotations
 
@@ -38,9 +38,9 @@ def exclusive_settings(scope: Scope, a: ast.stmt, b: ast.stmt) -> bool:
                 continue
             lo = min(ia.lineno, ib.lineno)
             if not scope.bindings_within(name, lo, b.lineno) and not (ca == _TRUE and any(
-                    m.receiver == name and lo <= m.stmt.lineno <= b.lineno
-                    for m in scope.method_calls)):  # `buf.append(x)` may make `buf` true
-                return True
+                    m.receiver in (name, name.partition(".")[0]) and lo <= m.stmt.lineno
+                    <= b.lineno for m in scope.method_calls)):  # `buf.append(x)` may make
+                return True  # `buf` true, `self.eval()` changes `self.training`
     return False
 
 
