@@ -166,6 +166,35 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return alpha_loss
         SAC(False, True).train(torch.randn(4))
         """, "GT101", line=9, raises=(AttributeError, "has no attribute 'backward'"))),
+    # the same settings fact as GT509 reads it (`shared_pairs`): two backward passes under
+    # `if self.training:` and `if not self.training:` never both run. Twin: `self.eval()`
+    # between the two tests sets the flag, both run, the second raises
+    "backward-passes-under-opposite-arms-of-one-flag": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 1)
+            def fit(self, x):
+                loss = torch.tanh(self.fc(x)).sum()
+                if self.training:
+                    loss.backward()
+                if not self.training:
+                    loss.backward()
+        Net().fit(torch.randn(2, 3))
+        """, "GT509"), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 1)
+            def fit(self, x):
+                loss = torch.tanh(self.fc(x)).sum()
+                if self.training:
+                    loss.backward()
+                self.eval()
+                if not self.training:
+                    loss.backward()
+        Net().fit(torch.randn(2, 3))
+        """, "GT509", line=8, raises=(RuntimeError, "backward through the graph a second"))),
     # meta-transfer-learning (pytorch/models/mtl.py): `torch.autograd.grad(loss,
     # self.base_learner.parameters())` in MAML's inner loop runs only the learner's nodes;
     # the encoder's graph of the support features is kept for the later passes and the

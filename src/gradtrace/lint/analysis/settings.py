@@ -5,7 +5,8 @@ in whichever of the two blocks the run's ``training_type`` selects). Read from t
 statements around each statement: ``name == c``, ``name in (c1, c2)``, a flag tested for
 truth (``if self.auto:``), their negations and ``else`` arms, and each part of an ``and`` in a
 body, with the name bound nowhere between the two tests (nor, for a flag, given to a method
-call, or its object: ``self.eval()`` between two tests of ``self.training``).
+call, nor a call on its object that may set it: ``self.eval()`` between two tests of
+``self.training``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import parent_map
 
 if TYPE_CHECKING:
-    from gradtrace.lint.flow import Scope
+    from gradtrace.lint.flow import MethodCall, Scope
 
 Guard = tuple[str, frozenset[object], bool, ast.If]  # (name, constants, holds?, the `if`)
 _TRUE = frozenset({"<true>"})  # the one "constant" of a flag tested for truth
@@ -38,10 +39,30 @@ def exclusive_settings(scope: Scope, a: ast.stmt, b: ast.stmt) -> bool:
                 continue
             lo = min(ia.lineno, ib.lineno)
             if not scope.bindings_within(name, lo, b.lineno) and not (ca == _TRUE and any(
-                    m.receiver in (name, name.partition(".")[0]) and lo <= m.stmt.lineno
-                    <= b.lineno for m in scope.method_calls)):  # `buf.append(x)` may make
-                return True  # `buf` true, `self.eval()` changes `self.training`
+                    lo <= m.stmt.lineno <= b.lineno and _may_change(scope, name, m)
+                    for m in scope.method_calls)):
+                return True
     return False
+
+
+def _may_change(scope: Scope, flag: str, m: MethodCall) -> bool:
+    """The call ``m`` may change what the truth test of ``flag`` reads: a method of the flag
+    itself (``buf.append(x)``), or of its object (``self.eval()`` sets ``self.training``)
+    unless that method is one of this file's class that assigns no ``self.<flag>`` or the call
+    runs a part the object holds (``self.policy(obs)``)."""
+    if m.receiver == flag:
+        return True
+    if m.receiver != "self" or not flag.startswith("self."):
+        return False
+    cls = scope.ctx.analysis.class_of(scope.node)
+    fn = cls.methods.get(m.method) if cls is not None else None
+    if fn is None:  # `self.policy(obs)`: a part the object holds, not a method that sets it
+        return cls is None or m.method not in cls.attrs
+    return any(
+        isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(
+            dotted(t) == flag for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+        or isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "self.__setattr__")
+        for n in ast.walk(fn))
 
 
 def _guards(s: ast.stmt, parents: dict[int, ast.AST]) -> list[Guard]:
