@@ -139,6 +139,8 @@ class MissingZeroGrad(LoopRule):
         for s in f.steps:
             if only is not None and s.optimizer not in only:
                 continue
+            if gradless_optimizer(ctx, f.scope, s.optimizer, s.call.lineno):
+                continue  # its step reads no `.grad`: the summed gradients change nothing
             loop = None if s.closure else step_loop(f, s)
             if loop is None:
                 # a per-call step (NOTE [step functions])
@@ -153,8 +155,7 @@ class MissingZeroGrad(LoopRule):
                         where=f"on every call of `{name}`", units="calls"), ctx)
                 continue
             if id(loop) in seen or fresh_each_pass(f, loop, s) \
-                    or may_clear_elsewhere(f, loop, s) \
-                    or gradless_optimizer(ctx, f.scope, s.optimizer, s.call.lineno):
+                    or may_clear_elsewhere(f, loop, s):
                 continue
             seen.add(id(loop))
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
