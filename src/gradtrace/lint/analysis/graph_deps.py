@@ -21,6 +21,7 @@ from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params
 from gradtrace.lint.analysis.project import foreign_callee, home
+from gradtrace.lint.analysis.grad_inputs import parameters_of, reads_module
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
 from gradtrace.lint.analysis.model_calls import bound_module, model_calls, module_like, runs_model
@@ -303,23 +304,15 @@ class Graphs:
         plain local names, a binding is freed only if it is computed from one of them (the
         inputs themselves are not: their own ``grad_fn`` does not run). Inputs spelled any other
         way (an attribute, a list built elsewhere) are taken to reach everything, but for the
-        parameters of one module (``self.head.parameters()``, ``list(net.parameters())``): then
-        the pass runs that module's nodes and those after it, so a binding is freed only if it
-        is computed from that module (a call of it or of a part of it, a read of a weight):
-        MAML's inner ``autograd.grad(loss, learner.parameters())`` leaves the encoder's graph
-        of the support features intact.
+        parameters of one module (:func:`.grad_inputs.parameters_of`).
         """
         if bw.inputs is None:
             return True
-        owner = _parameters_of(bw.inputs)
+        owner = parameters_of(bw.inputs)
         if owner is not None:
             v = value_of(b)
-            vals = [v, *(value_of(x) for x in self.deps(v, b.line).bindings)] if v is not None \
-                else []
-            return v is None or any(  # the module, a part or a weight of it, is read
-                isinstance(n, (ast.Name, ast.Attribute)) and (
-                    (d := dotted(n) or "") == owner or d.startswith(owner + "."))
-                for e in vals if e is not None for n in ast.walk(e))
+            return v is None or reads_module(
+                [v, *(value_of(x) for x in self.deps(v, b.line).bindings)], owner)
         names = bw.inputs.elts if isinstance(bw.inputs, (ast.Tuple, ast.List)) else [bw.inputs]
         if not all(isinstance(n, ast.Name) for n in names):
             return True
@@ -337,20 +330,6 @@ class Graphs:
             if module_like(self.ctx, self.scope, callee, b.line):
                 return callee
         return None
-
-
-def _parameters_of(e: ast.expr) -> str | None:
-    """``m`` for ``m.parameters()``, ``list(m.parameters())``, ``[*m.parameters()]``."""
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in (
-            "list", "tuple") and len(e.args) == 1:
-        e = e.args[0]
-    elif isinstance(e, (ast.List, ast.Tuple)) and len(e.elts) == 1 \
-            and isinstance(e.elts[0], ast.Starred):
-        e = e.elts[0].value
-    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-            and e.func.attr == "parameters" and not e.args:
-        return dotted(e.func.value)
-    return None
 
 
 def _grad_leaf(b: Binding | None) -> bool:
