@@ -212,7 +212,9 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # morl-baselines (common/model_based/probabilistic_ensemble.py): `loss =
     # self._compute_loss(batch_x, batch_y)` on tensors made by `th.from_numpy`, the method
     # running `self.forward(x)` and reading `self.max_logvar`: a method of the model, not a
-    # parameter-free loss function named like one. Twin: the method never reads `self`
+    # parameter-free loss function named like one. Twin: the method never reads `self` (its
+    # batches copied by `torch.tensor`: `torch.from_numpy` takes an array, which has no
+    # history to lose, and is no cut since unseen32b)
     "loss-named-method-that-runs-the-model": (Shape("""
         class Ensemble(nn.Module):
             def __init__(self):
@@ -253,7 +255,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 opt = torch.optim.Adam(self.parameters())
                 for i in range(3):
                     batch_x, batch_y = X[i:i + 2], Y[i:i + 2]
-                    batch_x, batch_y = torch.from_numpy(batch_x).float(), torch.from_numpy(batch_y).float()
+                    batch_x, batch_y = torch.tensor(batch_x).float(), torch.tensor(batch_y).float()
                     loss = self._compute_loss(batch_x, batch_y)
                     opt.zero_grad()
                     loss.backward()

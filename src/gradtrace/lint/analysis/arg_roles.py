@@ -22,12 +22,17 @@ def loss_inputs(scope: Scope, ctx: Context) -> frozenset[str]:
     ``F.cross_entropy(y, pseudo_labels)``, ``losses.l2_loss(a, ref)`` of a callee named like
     a loss): a prediction whatever its name, as a target never goes there. A slice of a name
     (``y[:, :2]``) and the names it was sliced from (``u, a = y[:, 0:1], y[:, 1:2]``) count:
-    a physics-informed loss reads the network's output ``y`` that way."""
+    a physics-informed loss reads the network's output ``y`` that way. What the function turns
+    into log-probabilities (``F.log_softmax(y, 1)``) is a prediction too: a class label cannot
+    go there, and a distillation's teacher is given as probabilities (PVCNN's ``kl_loss(x,
+    y)``: ``x`` detached, ``y`` the student's logits)."""
     def make() -> frozenset[str]:
         out = set()
         for node in walk(scope.node):
             if isinstance(node, ast.Call) and node.args and _loss_callee(node, ctx):
                 out.update(_predicted(node.args[0], scope, 0))
+            elif isinstance(node, ast.Call) and (lp := _log_probs_of(node, ctx)) is not None:
+                out.update(_predicted(lp, scope, 0))
         todo = list(out)
         while todo:
             for b in scope.bindings.get(todo.pop(), ()):
@@ -58,6 +63,17 @@ def _predicted(e: ast.expr, scope: Scope, depth: int) -> set[str]:
             isinstance(e.args[0], (ast.List, ast.Tuple)):
         return {n for x in e.args[0].elts for n in _predicted(x, scope, depth + 1)}
     return set()
+
+
+def _log_probs_of(call: ast.Call, ctx: Context) -> ast.expr | None:
+    """``y`` of ``F.log_softmax(y, 1)``, ``torch.log_softmax(y, -1)``, ``y.log_softmax(-1)``."""
+    q = ctx.qualified_name(call.func) or ""
+    if q in ("torch.nn.functional.log_softmax", "torch.log_softmax") and call.args:
+        return call.args[0]
+    f = call.func
+    if isinstance(f, ast.Attribute) and f.attr == "log_softmax" and not q.startswith("torch."):
+        return f.value
+    return None
 
 
 def _loss_callee(call: ast.Call, ctx: Context) -> bool:

@@ -21,6 +21,7 @@ from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
 from gradtrace.lint.analysis.project import foreign_callee, home
+from gradtrace.lint.analysis.grad_inputs import parameters_of, reads_module
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
 from gradtrace.lint.analysis.model_calls import bound_module, model_calls, module_like, runs_model
@@ -310,10 +311,16 @@ class Graphs:
         its saved tensors (PyTorch runs no node it does not need). So when the inputs are
         plain local names, a binding is freed only if it is computed from one of them (the
         inputs themselves are not: their own ``grad_fn`` does not run). Inputs spelled any other
-        way (``model.parameters()``, an attribute) are taken to reach everything.
+        way (an attribute, a list built elsewhere) are taken to reach everything, but for the
+        parameters of one module (:func:`.grad_inputs.parameters_of`).
         """
         if bw.inputs is None:
             return True
+        owner = parameters_of(bw.inputs)
+        if owner is not None:
+            v = value_of(b)
+            return v is None or reads_module(
+                [v, *(value_of(x) for x in self.deps(v, b.line).bindings)], owner)
         names = bw.inputs.elts if isinstance(bw.inputs, (ast.Tuple, ast.List)) else [bw.inputs]
         if not all(isinstance(n, ast.Name) for n in names):
             return True

@@ -321,6 +321,10 @@ class Tracer(CallTraces):
         if qual == "map" and len(e.args) == 2 and map_cut_kind(e.args[0], self.ctx) is not None:
             # `map(torch.detach, (q, k, v))`: each element cut (compressive-transformer)
             return self._cut(map_cut_kind(e.args[0], self.ctx), e, [e.args[1]], use, line)  # type: ignore[arg-type]
+        if qual == "torch.from_numpy" and e.args:
+            # its argument is a NumPy array (torch raises TypeError for anything else): no
+            # history to lose here; a cut, if any, is where the array was made (`.numpy()`)
+            return Trace(False, self.trace(e.args[0], use, line).cuts)
         if qual in REBUILD_FUNCS or qual == "torch.as_tensor" and e.args \
                 and self._sequence(e.args[0], use, line):
             return self._rebuild(e, use, line)

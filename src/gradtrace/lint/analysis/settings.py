@@ -2,8 +2,11 @@
 ``if mode in ["single"]:`` test one name against constants that cannot both hold, so no run
 enters both bodies (PDEBench's FNO and U-Net trainers keep one loss per batch, backpropagated
 in whichever of the two blocks the run's ``training_type`` selects). Read from the ``if``
-statements around each statement: ``name == c``, ``name in (c1, c2)``, their negations and
-``else`` arms, with the name bound nowhere between the two tests.
+statements around each statement: ``name == c``, ``name in (c1, c2)``, a flag tested for
+truth (``if self.auto:``), their negations and ``else`` arms, and each part of an ``and`` in a
+body, with the name bound nowhere between the two tests (nor, for a flag, given to a method
+call, nor a call on its object that may set it: ``self.eval()`` between two tests of
+``self.training``).
 """
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import parent_map
 
 if TYPE_CHECKING:
-    from gradtrace.lint.flow import Scope
+    from gradtrace.lint.flow import MethodCall, Scope
 
 Guard = tuple[str, frozenset[object], bool, ast.If]  # (name, constants, holds?, the `if`)
+_TRUE = frozenset({"<true>"})  # the one "constant" of a flag tested for truth
 
 
 def exclusive_settings(scope: Scope, a: ast.stmt, b: ast.stmt) -> bool:
@@ -28,14 +32,37 @@ def exclusive_settings(scope: Scope, a: ast.stmt, b: ast.stmt) -> bool:
         return False
     for name, ca, ha, ia in _guards(a, parents):
         for other, cb, hb, ib in gb:
-            if other != name or ia is ib:
-                continue
+            if other != name or ia is ib or (ca == _TRUE) != (cb == _TRUE):
+                continue  # `if mode:` and `if mode == "a":` both hold for "a"
             if not (ha and hb and not ca & cb or ha and not hb and ca <= cb
                     or hb and not ha and cb <= ca):
                 continue
-            if not scope.bindings_within(name, min(ia.lineno, ib.lineno), b.lineno):
+            lo = min(ia.lineno, ib.lineno)
+            if not scope.bindings_within(name, lo, b.lineno) and not (ca == _TRUE and any(
+                    lo <= m.stmt.lineno <= b.lineno and _may_change(scope, name, m)
+                    for m in scope.method_calls)):
                 return True
     return False
+
+
+def _may_change(scope: Scope, flag: str, m: MethodCall) -> bool:
+    """The call ``m`` may change what the truth test of ``flag`` reads: a method of the flag
+    itself (``buf.append(x)``), or of its object (``self.eval()`` sets ``self.training``)
+    unless that method is one of this file's class that assigns no ``self.<flag>`` or the call
+    runs a part the object holds (``self.policy(obs)``)."""
+    if m.receiver == flag:
+        return True
+    if m.receiver != "self" or not flag.startswith("self."):
+        return False
+    cls = scope.ctx.analysis.class_of(scope.node)
+    fn = cls.methods.get(m.method) if cls is not None else None
+    if fn is None:  # `self.policy(obs)`: a part the object holds, not a method that sets it
+        return cls is None or m.method not in cls.attrs
+    return any(
+        isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(
+            dotted(t) == flag for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))
+        or isinstance(n, ast.Call) and dotted(n.func) in ("setattr", "self.__setattr__")
+        for n in ast.walk(fn))
 
 
 def _guards(s: ast.stmt, parents: dict[int, ast.AST]) -> list[Guard]:
@@ -43,15 +70,32 @@ def _guards(s: ast.stmt, parents: dict[int, ast.AST]) -> list[Guard]:
     child: ast.AST = s
     p = parents.get(id(s))
     while p is not None:
-        if isinstance(p, ast.If) and child is not p.test and (t := _test(p.test)) is not None:
-            name, consts, holds = t
-            out.append((name, consts, holds == any(x is child for x in p.body), p))
+        if isinstance(p, ast.If) and child is not p.test:
+            body = any(x is child for x in p.body)
+            for name, consts, holds in _tests(p.test, body):
+                out.append((name, consts, holds == body, p))
         child, p = p, parents.get(id(p))
     return out
 
 
+def _tests(e: ast.expr, body: bool) -> list[tuple[str, frozenset[object], bool]]:
+    """The tests that hold (``body``) or fail in an arm of ``if e:``: ``e`` itself, or each
+    part of an ``and`` in its body (``if self.auto and not self.fixed:`` runs only when
+    ``self.auto`` is true), each part of an ``or`` in its ``else`` arm."""
+    if isinstance(e, ast.BoolOp) and isinstance(e.op, ast.And if body else ast.Or):
+        return [t for v in e.values for t in _tests(v, body)]
+    t = _test(e)
+    return [t] if t is not None else []
+
+
 def _test(e: ast.expr) -> tuple[str, frozenset[object], bool] | None:
-    """``name == c`` / ``name in (c1, c2)`` (True) or their negations (False)."""
+    """``name == c`` / ``name in (c1, c2)`` (True) or their negations (False); a flag tested
+    for truth (``if self.auto:``, ``if not use_bias:``) as ``name in {TRUE}``."""
+    negated = isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.Not)
+    flag = dotted(e.operand if negated else e)  # type: ignore[attr-defined]
+    if flag is not None and (flag.count(".") == 0 or flag.startswith("self.")
+                             and flag.count(".") == 1):
+        return flag, _TRUE, not negated
     if not (isinstance(e, ast.Compare) and len(e.ops) == 1):
         return None
     name, op, right = dotted(e.left), e.ops[0], e.comparators[0]

@@ -70,3 +70,31 @@ def dataset_method(ctx: Context, fn: ast.AST | None) -> bool:
     differentiated."""
     info = ctx.analysis.class_of(fn)
     return info is not None and _derives(info.node, ctx, DATASET_BASES)
+
+
+def gradless_optimizer(ctx: Context, scope: object, name: str, line: int) -> bool:
+    """The optimizer ``name`` (read at ``line``) is an object of a class of the project (this
+    file or another, NOTE [project index]) that derives from torch's ``Optimizer`` alone and
+    defines a ``step`` that applies no gradient: no method reads any ``.grad`` and ``step``
+    runs no ``super().step()``. A K-FAC preconditioner gathering curvature from hooks is one
+    (last_layer_laplace's ``KFAC(net)``): ``.grad`` left to add up changes nothing it does."""
+    b = scope.binding_before(name, line)  # type: ignore[attr-defined]
+    v = b.value if b is not None else None
+    if not isinstance(v, ast.Call):
+        return False
+    cctx, cls = ctx, None
+    if isinstance(v.func, ast.Name) and v.func.id in ctx.analysis.classes:
+        cls = ctx.analysis.classes[v.func.id].node
+    else:
+        from gradtrace.lint.analysis.project import foreign_def
+        got = foreign_def(ctx, v.func)
+        if got is not None and isinstance(got[1], ast.ClassDef):
+            cctx, cls = got
+    if not isinstance(cls, ast.ClassDef) or not cls.bases or any(
+            (cctx.qualified_name(x) or "") not in OPTIMIZER_BASES for x in cls.bases):
+        return False
+    if not any(isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == "step"
+               for m in cls.body):
+        return False
+    return not any(isinstance(n, ast.Attribute) and (n.attr == "grad" or n.attr == "step" and (
+        isinstance(n.value, ast.Call) and dotted(n.value.func) == "super")) for n in ast.walk(cls))

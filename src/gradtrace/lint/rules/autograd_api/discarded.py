@@ -23,6 +23,12 @@ PURE_WITH_INPLACE = frozenset({
     "masked_fill", "index_fill", "index_add", "scatter", "scatter_add", "renorm", "lerp",
     "addcmul", "addcdiv", "nan_to_num", "fmod", "remainder", "reciprocal", "square",
     "true_divide", "multiply", "subtract", "divide", "detach"})
+# ... of which these take no argument as a tensor's method (`t.log()`; `t.log(w, step)` raises
+# TypeError): called with arguments, the receiver is another object (a summary's `log(writer,
+# step)`, biva's `Diagnostic`)
+NO_ARGUMENTS = frozenset({
+    "neg", "abs", "sqrt", "exp", "log", "sign", "sigmoid", "tanh", "relu", "floor", "ceil",
+    "reciprocal", "square", "detach"})
 # ... of which these names are torch.Tensor's own (no NumPy array, container or common
 # library object has them): on a name whose value the scope cannot place, the call is still
 # a tensor's (flamingo's `attn.masked_fill(mask, 0.)` on an attention map built through a
@@ -254,7 +260,8 @@ class TensorOpResultDiscarded(Rule):
             target = call.func.value
         else:
             return
-        if method == "detach" and (call.args or call.keywords):
+        if (method == "detach" or method in NO_ARGUMENTS and target is call.func.value) and (
+                call.args or call.keywords):
             return
         if not _held(target) or _rebound_unread(node, target, ctx) \
                 or _top_level_unread(node, target, ctx):

@@ -9,6 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import NUMBER, NUMPY
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.cuts import CUT_FUNCS
+from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule, related_for, short
 from gradtrace.lint.rules.graph_breaks._paths import Cut, LossPaths, Verdict
 from gradtrace.lint.rules.graph_breaks._paths import NUMBER as CUT_NUMBER
@@ -88,6 +89,9 @@ class BackwardOnPythonNumber(Rule):
         name = ctx.source(recv)
         what = "number" if kind == NUMBER else "NumPy value"
         b = scope.binding_before(name, node.lineno)
+        stmt = scope.statement_of(node)
+        if b is not None and stmt is not None and exclusive_settings(scope, b.stmt, stmt):
+            return  # bound so under a setting this backward never runs with (EDAC's alpha)
         if b is None:
             yield self.report(node, ctx, expr=name, what=what,
                               consequence=f"`.backward()` on it raises {_attr_error(None, ctx)}")

@@ -302,6 +302,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # the collected values are differentiated later: graphs are needed
         if isinstance(value, ast.Call) and number_call(f.ctx, f.node, value):
             return None  # the call hands back a Python number: no graph is collected
+        if _numpy_result(f.ctx, value):
+            return None  # a NumPy function's result is an array: no graph is collected
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
                   for b in reaching(f.scope, n, s.lineno, prefix=True)
@@ -409,6 +411,16 @@ class LossAccumulatedWithGraph(LoopRule):
             if not only_formatted(stmt, acc):
                 return "unsafe"
         return "safe"
+
+
+def _numpy_result(ctx: Context, value: ast.expr) -> bool:
+    """``-np.max(scores, 1)``: the value is what a NumPy function returns (an array, or a
+    NumPy scalar), whatever it reads; a tensor that requires grad makes NumPy raise, it is
+    never handed back with its graph (energy_ood's ODIN scores)."""
+    while isinstance(value, ast.UnaryOp):
+        value = value.operand
+    return isinstance(value, ast.Call) and (
+        ctx.qualified_name(value.func) or "").startswith("numpy.")
 
 
 def _trains_in_helper(f: LoopFacts, loop: ast.stmt) -> bool:

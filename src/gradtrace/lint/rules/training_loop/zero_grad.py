@@ -15,6 +15,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, optimizer_like, uncleared_optimizers)
+from gradtrace.lint.analysis.torch_classes import gradless_optimizer
 from gradtrace.lint.rules.training_loop._part_zero import part_of
 from gradtrace.lint.rules.training_loop._reach import for_another
 from gradtrace.lint.rules.training_loop._clear_facts import (
@@ -142,6 +143,8 @@ class MissingZeroGrad(LoopRule):
         for s in f.steps:
             if only is not None and s.optimizer not in only:
                 continue
+            if gradless_optimizer(ctx, f.scope, s.optimizer, s.call.lineno):
+                continue  # its step reads no `.grad`: the summed gradients change nothing
             loop = None if s.closure else step_loop(f, s)
             if loop is None:
                 # a per-call step (NOTE [step functions])
