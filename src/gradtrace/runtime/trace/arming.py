@@ -47,7 +47,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.pace import WARM_STEPS, Pace, floor_step
-from gradtrace.runtime.ran import RAN_STEPS, RanRecorder
+from gradtrace.runtime.ran import PAUSED, RAN_STEPS, RanRecorder, resume_after_import
 
 
 class Arming:
@@ -111,6 +111,8 @@ class Arming:
         """Count one optimizer step and arm or disarm the next one."""
         if threading.get_ident() != self.thread:
             return
+        if PAUSED:  # NOTE [imports unrecorded]
+            resume_after_import()
         if self.popped:
             self.resume()
         armed, steps = self.armed, self.steps
