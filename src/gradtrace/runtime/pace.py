@@ -33,7 +33,7 @@ A tracer's findings must not depend on the machine's load, yet its paced steps d
 machine times the steps differently, so the price, and with it which steps are armed, moves).
 So the steps every finding relies on are chosen by the step count alone: the warm-up (and its
 re-warms: a new optimizer, a non-finite gradient) and a floor of armed steps at 2^k and
-3 * 2^(k-1) from ``WARM_STEPS`` on (16, 24, 32, 48, 64, 96, ...; ``floor_step``), armed
+3 * 2^(k-1) after ``WARM_STEPS`` (24, 32, 48, 64, 96, 128, ...; ``floor_step``), armed
 whatever the price. A phase of a run (a second task, an unfreeze at epoch 5, a new loss term)
 that starts at step s and lasts more than s / 2 steps holds a floor step, at a cost of two
 armed steps per doubling of the run. The paced steps come on top and only add chances.
@@ -60,7 +60,7 @@ clock = time.thread_time  # this thread's CPU time: other jobs on the machine do
 
 def floor_step(step: int) -> bool:
     """Whether step ``step`` (0-based) is armed whatever the price (NOTE [load-free findings])."""
-    if step < WARM_STEPS:
+    if step <= WARM_STEPS:
         return False
     odd = step // 3 if step % 3 == 0 else step
     return odd & (odd - 1) == 0
