@@ -21,7 +21,8 @@ that ran. Three sources say which user functions ran:
    to the end of the first ``RAN_STEPS`` optimizer steps (the setup, and one whole loop
    iteration with what runs after its step), off during the optimizer's own work in
    ``step()``, and then off for good. A function that first runs later (an evaluation after
-   epoch 1, an unfreeze at epoch 5) is seen only if it calls torch itself.
+   epoch 1, an unfreeze at epoch 5) is seen only if it calls torch itself. A library
+   module's import pauses it (NOTE [imports unrecorded]).
    A trace or profile function of someone else's (a debugger, coverage.py under pytest-cov)
    is never replaced: the recorder then stays off and only sources 1 and 2 count.
 """
