@@ -71,7 +71,7 @@ class Pace:
 
     def __init__(self, every: int | None, budget: float) -> None:
         self.fixed = every
-        self.forced = os.environ.get("GRADTRACE_PACE", "")  # "every" / "fewest": see the NOTE
+        self.forced = os.environ.get("GRADTRACE_PACE", "")  # NOTE [load-free findings]
         self.budget = budget
         self.cost = 0.0  # recording work of the current recorded step (seconds)
         self._last: float | None = None  # clock at the end of step ``_last_step``
