@@ -80,13 +80,15 @@ def test_a_phase_after_the_warm_up_gives_the_same_findings_at_both_extremes(monk
     assert any(code == "GT844" for code, _ in found["every"]) == cut
 
 
-# one case per family whose findings could hang on a later step: a second task's loss term
-# (grad_mode), its look-alike, a model unfrozen mid-run (freezing), a scheduler stepped in
-# the wrong place (loop_order)
+# cases whose findings could hang on a later step: a second task's loss term (grad_mode), its
+# look-alike, a look-alike whose post-loop code ran armed or not (runtime31), a layer unfrozen
+# after the optimizer was built (freezing), gradients zeroed once before all epochs (loop_order)
 EXTREME_CASES = [
     "grad_mode/avalanche_lwf_current_multitask_outputs_under_no_grad.py",
     "grad_mode/avalanche_lwf_current_multitask_outputs_with_grad_ok.py",
     "grad_mode/tinyllava_clip_vision_tower_forward_with_grad_ok.py",
+    "freezing/unfreeze_after_optimizer_built.py",
+    "loop_order/corr_prediction_zero_grad_once_before_all_epochs.py",
 ]
 
 
