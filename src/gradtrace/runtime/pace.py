@@ -24,10 +24,28 @@ it. A recorded step that finds a non-finite gradient goes back to recording ever
 Between recorded steps the hooks only count the step, and the global forward hook is
 removed (it is put back before the next recorded step). A fixed ``every=N`` records one
 step in N, as before; ``every=1`` records them all.
+
+Because the price is a measurement, which steps after the warm-up are recorded depends on the
+machine's load; a finding must not (NOTE [load-free findings]).
+
+# NOTE [load-free findings]
+A tracer's findings must not depend on the machine's load, yet its paced steps do (a loaded
+machine times the steps differently, so the price, and with it which steps are armed, moves).
+So the steps every finding relies on are chosen by the step count alone: the warm-up (and its
+re-warms: a new optimizer, a non-finite gradient) and a floor of armed steps at 2^k and
+3 * 2^(k-1) after ``WARM_STEPS`` (24, 32, 48, 64, 96, 128, ...; ``floor_step``), armed
+whatever the price. A phase of a run (a second task, an unfreeze at epoch 5, a new loss term)
+that starts at step s and lasts more than s / 2 steps holds a floor step, at a cost of two
+armed steps per doubling of the run. The paced steps come on top and only add chances.
+``GRADTRACE_PACE=every`` or ``=fewest`` in the environment forces the two extremes a price can
+reach (every step armed; none but the warm-up and the floor), for the tests and benchmarks
+that check that a case's findings are the same at both (tests/runtime/test_runtime32.py).
+A fixed ``every=N`` is load-free already and has no floor.
 """
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections import deque
@@ -40,11 +58,20 @@ REPROBE = 64  # a model priced at every step skips one step in this many, to tim
 clock = time.thread_time  # this thread's CPU time: other jobs on the machine do not count
 
 
+def floor_step(step: int) -> bool:
+    """Whether step ``step`` (0-based) is armed whatever the price (NOTE [load-free findings])."""
+    if step <= WARM_STEPS:
+        return False
+    odd = step // 3 if step % 3 == 0 else step
+    return odd & (odd - 1) == 0
+
+
 class Pace:
     """The timing state of one watched model."""
 
     def __init__(self, every: int | None, budget: float) -> None:
         self.fixed = every
+        self.forced = os.environ.get("GRADTRACE_PACE", "")  # NOTE [load-free findings]
         self.budget = budget
         self.cost = 0.0  # recording work of the current recorded step (seconds)
         self._last: float | None = None  # clock at the end of step ``_last_step``
@@ -76,7 +103,11 @@ class Pace:
         if self.fixed is not None:
             return self.fixed
         self.anchor = steps - 1  # a new price counts from this step, not from step 0
-        if anomaly or steps < WARM_STEPS or not self._recorded:
+        if anomaly or steps < WARM_STEPS or self.forced == "every":
+            return 1
+        if self.forced == "fewest":
+            return MAX_EVERY
+        if not self._recorded:
             return 1
         if len(self._plain) < PROBES:  # price against timed unrecorded steps, not a guess
             return 2

@@ -21,12 +21,14 @@ that ran. Three sources say which user functions ran:
    to the end of the first ``RAN_STEPS`` optimizer steps (the setup, and one whole loop
    iteration with what runs after its step), off during the optimizer's own work in
    ``step()``, and then off for good. A function that first runs later (an evaluation after
-   epoch 1, an unfreeze at epoch 5) is seen only if it calls torch itself.
+   epoch 1, an unfreeze at epoch 5) is seen only if it calls torch itself. A library
+   module's import pauses it (NOTE [imports unrecorded]).
    A trace or profile function of someone else's (a debugger, coverage.py under pytest-cov)
    is never replaced: the recorder then stays off and only sources 1 and 2 count.
 """
 from __future__ import annotations
 
+import importlib._bootstrap
 import os
 import sys
 import sysconfig
@@ -125,10 +127,55 @@ _STARTS = [0]  # sys.monitoring recordings started in this process
 
 
 def _call(frame: FrameType, event: str, arg: Any) -> None:
-    """The ``sys.settrace`` function: 'call' events only (returns no local trace function)."""
+    """The ``sys.settrace`` function: 'call' events only (returns no local trace function).
+    A library module's body pauses it (NOTE [imports unrecorded])."""
     code = frame.f_code
+    if code.co_name == "<module>" and frame.f_back is not None \
+            and frame.f_back.f_code is _IMPORT_EXEC and not is_user_file(code.co_filename):
+        sys.settrace(None)
+        PAUSED[:] = [frame, threading.get_ident()]
+        return
     for sink in _SINKS:
         sink[id(code)] = code
+
+
+# NOTE [imports unrecorded]
+# Before 3.12 the recorder's ``sys.settrace`` slows every Python frame, and the largest stretch
+# of frames while it is on is often an import: a script's own imports after the tracer entered,
+# or a first call that imports lazily (``torch.optim``'s first optimizer imports
+# ``torch._dynamo``, about 1 s of module bodies: +0.3 s under the recorder). A library module's
+# body is not the user's code and what it calls during its import is library code too, so the
+# recorder takes itself off (``sys.settrace(None)``) when the import system starts a library
+# module's body (not for code run by ``exec``: a dataclass's generated methods), and
+# ``resume_after_import`` puts it back once that body's frame is no longer on the stack; it
+# is asked on the tracer's next torch call and optimizer step hook, and it records the code of
+# every frame on the stack then (a user function that started after the import and called
+# torch). A user module's body and the functions it runs are recorded as before. What an
+# import leaves unrecorded: a user function called from a library's module body, and one that
+# starts and returns between the end of an import and the tracer's next torch call without
+# calling torch itself.
+PAUSED: list[Any] = []  # [the library module frame, the thread] while paused for an import
+_IMPORT_EXEC = importlib._bootstrap._call_with_frames_removed.__code__  # runs a module's body
+
+
+def resume_after_import() -> None:
+    """Record again once the paused import's module body is off the stack (see the NOTE)."""
+    if not PAUSED or PAUSED[1] != threading.get_ident():
+        return
+    paused, frames = PAUSED[0], []
+    f: FrameType | None = sys._getframe(1)
+    while f is not None:
+        if f is paused:
+            return
+        frames.append(f.f_code)
+        f = f.f_back
+    PAUSED.clear()
+    if not _SINKS or sys.gettrace() is not None or sys.getprofile() is not None:
+        return
+    for code in frames:
+        for sink in _SINKS:
+            sink[id(code)] = code
+    sys.settrace(_call)
 
 
 def _started(code: CodeType, offset: int) -> Any:
@@ -164,6 +211,8 @@ class RanRecorder:
             if _STARTS[0]:  # an earlier recording's DISABLE still holds for the code it saw
                 sys.monitoring.restart_events()  # type: ignore[attr-defined]
             _STARTS[0] += 1
+        elif PAUSED:  # inside a library's import: resume_after_import() puts it on
+            pass
         elif sys.gettrace() is not _call:
             if sys.gettrace() is not None or sys.getprofile() is not None:
                 self.blind = True
@@ -196,6 +245,7 @@ class RanRecorder:
             _SINKS[:] = [s for s in _SINKS if s is not self.codes]
         if _SINKS:
             return
+        PAUSED.clear()
         if _MONITORING:
             _release_tool()
         elif sys.gettrace() is _call:

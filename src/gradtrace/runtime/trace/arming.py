@@ -7,7 +7,8 @@ Most gradient bugs show on the first optimizer steps, so a tracer is *armed* (it
 torch-function stack: every call recorded) for the first ``WARM_STEPS`` optimizer steps, and
 after that for one step in N, N priced as a watch prices its recorded steps
 (NOTE [watch pace]): the median armed step against the median unarmed one, so that arming costs about
-``budget`` (3% by default) of a step. Between armed steps the mode is off the stack and so is
+``budget`` (3% by default) of a step, plus a floor of steps armed by their count alone
+(NOTE [load-free findings]). Between armed steps the mode is off the stack and so is
 the global module hook (any global module hook sends every module call down torch's slow
 path); the optimizer hooks stay and see every step (which parameters got gradients,
 non-finite gradients on due steps). Module facts are therefore those of armed steps: a
@@ -45,8 +46,8 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.pace import WARM_STEPS, Pace
-from gradtrace.runtime.ran import RAN_STEPS, RanRecorder
+from gradtrace.runtime.pace import WARM_STEPS, Pace, floor_step
+from gradtrace.runtime.ran import PAUSED, RAN_STEPS, RanRecorder, resume_after_import
 
 
 class Arming:
@@ -110,6 +111,8 @@ class Arming:
         """Count one optimizer step and arm or disarm the next one."""
         if threading.get_ident() != self.thread:
             return
+        if PAUSED:  # NOTE [imports unrecorded]
+            resume_after_import()
         if self.popped:
             self.resume()
         armed, steps = self.armed, self.steps
@@ -124,7 +127,7 @@ class Arming:
         if self.always or steps < self.warm_until:
             every = 1
         self.every = every
-        want = self.pace.due(steps, every)
+        want = self.pace.due(steps, every) or (self.pace.fixed is None and floor_step(steps))
         if want != armed:
             self._switch(want)
 

@@ -19,6 +19,7 @@ from torch.overrides import TorchFunctionMode
 
 from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, is_internal,
                                       raw_site, site_of, user_frame)
+from gradtrace.runtime.ran import PAUSED, resume_after_import
 from gradtrace.runtime.trace.classify import (
     AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS,
     DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET, CONST_FACTORIES,
@@ -66,6 +67,8 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
             kwargs = {}
         if self.busy or self.state.in_step:  # our own work, or an optimizer's internals
             return func(*args, **kwargs)
+        if PAUSED:  # NOTE [imports unrecorded]
+            resume_after_import()
         kind = CALL_KIND.get(func)
         if kind is None:
             kind = CALL_KIND[func] = _safe_classify(func)
