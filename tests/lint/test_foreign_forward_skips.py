@@ -1,7 +1,8 @@
 """GT5's dependency walk and a module of another file of the project whose ``forward`` reads an
 argument only cut on some path (NOTE [parameter cuts], :func:`instance_skips`): LlamaGen's VQ
 trainer steps the generator, then builds the discriminator's loss from the reconstruction made
-before the step through ``vq_loss(..., optimizer_idx=1)``, whose forward reads it only as
+before the step (a second forward feeds the generator's loss) through ``vq_loss(...,
+optimizer_idx=1)``, whose forward reads it only as
 ``reconstructions.detach()`` there: nothing the step changes is in that graph (GT609 silent, the
 script trains). Without the ``detach`` the discriminator's backward goes back into the
 generator: reported at the step, and torch raises."""
@@ -60,7 +61,8 @@ def main():
     for x in [torch.randn(8, 4) for _ in range(3)]:
         optimizer.zero_grad()
         recons_imgs, codebook_loss = vq_model(x)
-        loss_gen = vq_loss(codebook_loss, x, recons_imgs, optimizer_idx=0)
+        recons_gen, codebook_gen = vq_model(x)
+        loss_gen = vq_loss(codebook_gen, x, recons_gen, optimizer_idx=0)
         loss_gen.backward()
         optimizer.step()
         optimizer_disc.zero_grad()
@@ -71,7 +73,7 @@ def main():
 
 main()
 '''
-STEP_LINE = 28  # optimizer.step()
+STEP_LINE = 29  # optimizer.step()
 
 
 def project(root: Path, cut: str) -> Path:

@@ -73,3 +73,52 @@ def test_experience_with_the_actors_graph_is_reported_at_the_step_and_raises() -
     assert gt609(text) == [STEP_LINE]
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         exec(compile(text, "trainer.py", "exec"), {})
+
+
+SHARED = """
+    import torch
+    from torch import nn
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))
+
+        def cal_loss_cl(self, x):
+            out = self.enc(x)
+            return out.pow(2).mean(), out
+
+        def cal_loss_ib(self, x, out_old):
+            return (self.enc(x) - out_old{cut}).pow(2).mean()
+
+
+    def train_epoch(model, optimizer, data):
+        for x in data:
+            loss_cl, out1 = model.cal_loss_cl(x)
+            loss_cl.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            loss_ib = model.cal_loss_ib(x, out1)
+            loss_ib.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+    model = Model()
+    train_epoch(model, torch.optim.SGD(model.parameters(), lr=0.1), [torch.randn(2, 4)] * 2)
+    """
+
+
+@pytest.mark.parametrize("cut", [".detach()", ""], ids=["read-detached", "read-live"])
+def test_value_from_a_backwarded_loss_statement_is_never_this_rules_error(cut: str) -> None:
+    """SSLRec's AdaGCL trainer: `out1` comes with `loss_cl`, whose backward before the step
+    freed its graph; the next loss reads it detached (trains) or live (torch raises 'backward
+    through the graph a second time', not an in-place error): GT609 silent on both."""
+    text = textwrap.dedent(SHARED.format(cut=cut)).lstrip("\n")
+    assert gt609(text) == []
+    if cut:
+        exec(compile(text, "trainer.py", "exec"), {})
+    else:
+        with pytest.raises(RuntimeError, match="a second time"):
+            exec(compile(text, "trainer.py", "exec"), {})

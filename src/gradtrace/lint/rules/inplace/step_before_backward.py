@@ -132,7 +132,8 @@ class OptimizerStepBeforeBackward(Rule):
             return None
         if b.line >= st.call.lineno:  # NOTE [loss built after the step from a value before]
             done = {dotted(e.loss) for e in events if e.loss is not None and e.line < st.line}
-            return _read_before(later, st, b, owners, scope, cls, ctx, done)
+            return _read_before(later, st, b, owners, scope, cls, ctx, done,
+                                _freed_before(st, events, scope))
         if scope.loops_of(later.call) != scope.loops_of(b.stmt) and \
                 scope.loops_of(st.call) != scope.loops_of(b.stmt):
             return None  # built once per outer pass, stepped in an inner loop: not read
@@ -153,9 +154,30 @@ class OptimizerStepBeforeBackward(Rule):
         return None
 
 
+def _freed_before(st: Event, events: list[Event], scope) -> set[int]:  # type: ignore
+    """ids of the bindings whose graph a backward before the step ``st`` freed: what each
+    such loss is computed from, and the values bound by the same statement as the loss
+    (``loss_cl, out1, out2 = model.cal_loss_cl(batch)``: one graph). Reading one of them live
+    after the step raises 'backward through the graph a second time' (GT601's), and reading
+    it detached is fine: neither is this rule's error."""
+    g = graphs(scope)
+    out: set[int] = set()
+    for e in events:
+        name = dotted(e.loss) if e.loss is not None else None
+        if name is None or e.line >= st.line or e.retains:
+            continue
+        lb = scope.binding_before(name, e.call.lineno)
+        if lb is None:
+            continue
+        out.update(id(x) for xs in scope.bindings.values() for x in xs if x.stmt is lb.stmt)
+        if value_of(lb) is not None:
+            out.update(id(x) for x in g.deps(value_of(lb), lb.line).bindings)
+    return out
+
+
 def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ignore
-                 scope, cls: ast.ClassDef | None, ctx: Context, done: set[str | None]
-                 ) -> tuple[int, str, str | None] | None:
+                 scope, cls: ast.ClassDef | None, ctx: Context, done: set[str | None],
+                 freed: set[int]) -> tuple[int, str, str | None] | None:
     """# NOTE [loss built after the step from a value before]
     SAC's ``q_pred = min(qf_1(s, a_new), qf_2(s, a_new))`` is computed before
     ``qf_1_optimizer.step()``, and ``actor_loss = (alpha * log_prob - (q_pred - v)).mean()``
@@ -163,7 +185,8 @@ def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ig
     saved the Q weights the step changes in place. (line, owner, name) for the first value the
     loss is computed from (its bindings, transitively, outside ``.detach()``) that was bound
     before the step, in the step's loop (the backward in it too), with grad on and not the
-    result of a function run with grad off (NOTE [no-grad helpers]), not
+    result of a function run with grad off (NOTE [no-grad helpers]), not in the graph of a
+    loss backpropagated before the step (:func:`_freed_before`), not
     backpropagated before the step (``running_loss += loss`` after ``loss.backward()``: a
     second pass, GT509's), and runs the stepped model. One finding per backward: the first
     step that breaks such a value (SAC's ``qf_2_optimizer.step()`` right after the first one
@@ -175,7 +198,7 @@ def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ig
     for d in g.deps(value_of(b), b.line).bindings:
         v = value_of(d)
         if d.line >= st.call.lineno or d.no_grad or v is None or d.name in done \
-                or scope.loops_of(d.stmt) != loops or g.plain_result(d):
+                or scope.loops_of(d.stmt) != loops or id(d) in freed or g.plain_result(d):
             continue
         for o in sorted(owners):
             names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
