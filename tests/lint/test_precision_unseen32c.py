@@ -364,6 +364,26 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return torch.cat(feats_all, dim=0)
         out = extract_features([torch.ones(2, 3)] * 3)
         """, "GT505", line=6, holds="out.grad_fn is not None")),
+    # dvgodoy/PyTorchStepByStep (Chapter04, Chapter11: notebooks): `torch.sigmoid(z)` as a
+    # cell's last line shows a value; the next cells only show other values of `z` (or define
+    # functions that never name it) before a cell makes a new `z`: nothing keeps a value an
+    # update could have changed. Twin: a list keeps `z * 2` before the new `z`
+    "a-cell-shows-a-value-then-the-name-is-made-again": (Shape("""
+        z = torch.tensor([-3., 0., 3.])
+        torch.sigmoid(z)
+        nn.Sigmoid()(z)
+        print(z)
+        def helper(v):
+            return v + 1
+        z = torch.tensor([1.0, 2.0])
+        got = helper(z)
+        """, "GT708", holds="got.tolist() == [2.0, 3.0]"),
+        Shape("""
+        z = torch.tensor([-3., 0., 3.])
+        torch.sigmoid(z)
+        kept = [z * 2]
+        z = torch.tensor([1.0, 2.0])
+        """, "GT708", line=2, holds="kept[0].min() < 0")),
 }
 
 
