@@ -214,9 +214,11 @@ class PlateauMaxModeOnLoss(Rule):
                 continue
             where = owner.get(id(n))
             if built is not None and where is fn and cls is None:
-                b = ctx.scope(where).binding_before(target, n.lineno)
-                if b is not None and b.value is not None and b.value is not built:
-                    continue
+                sc = ctx.scope(where)
+                b, mine = sc.binding_before(target, n.lineno), sc.statement_of(built)
+                if b is not None and b.value is not None and b.value is not built \
+                        and mine is not None and not sc.exclusive(b.stmt, mine):
+                    continue  # (another arm's scheduler of one `if` may reach it instead)
             if where is fn or (cls is not None and ctx.analysis.class_of(where) is cls):
                 yield n, ctx.scope(where)
 
