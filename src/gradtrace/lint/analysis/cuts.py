@@ -233,6 +233,16 @@ def asks_grad(e: ast.Call) -> bool:
                                                  and k.value.value is False) for k in e.keywords)
 
 
+def graphless_no_grad(value: ast.AST | None) -> bool:
+    """A value bound under ``torch.no_grad()`` holds no graph, unless it is made a leaf that
+    requires grad there (``torch.zeros(3, requires_grad=True)``, ``nn.Parameter(t)``,
+    ``t.requires_grad_()``: grad mode does not stop those)."""
+    return value is not None and not any(
+        isinstance(n, ast.Call) and (asks_grad(n) or (dotted(n.func) or "").endswith(
+            "Parameter") or isinstance(n.func, ast.Attribute)
+            and n.func.attr == "requires_grad_") for n in walk(value))
+
+
 def unpacks_indices(s: ast.stmt, name: str, ctx: Context) -> bool:
     """``_, preds = torch.max(out, 1)``, ``v, idx = out.topk(k)``, ``v, idx = x.sort()``:
     ``name`` takes the indices of a (values, indices) pair, an integer tensor without history

@@ -16,6 +16,7 @@ nothing, and each fact costs one pass over the code it depends on.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import param_kind, unpacked_return
@@ -217,7 +218,7 @@ class Analysis(FunctionFacts):
             return None
         owner = self._kind(e.value, scope, line, depth + 1)
         if owner is not None and owner.what in (MODULE, OBJECT) and owner.cls in self.classes:
-            return self.classes[owner.cls].attr_kind(e.attr)
+            return _in_caller_terms(self.classes[owner.cls].attr_kind(e.attr), e.value)
         return None
 
     @staticmethod
@@ -333,3 +334,14 @@ def unpacked_value(b: Binding, name: str) -> ast.expr | None:
 
 
 __all__ = ["Analysis", "BUFFER", "CONTAINER", "TENSOR", "PARAMETER"]
+
+
+def _in_caller_terms(k: Kind | None, receiver: ast.expr) -> Kind | None:
+    """An attribute's kind read through an instance (``self.critic.optimizer``, its class
+    making ``self.optimizer = Adam(self.parameters())``): the owners its class names as
+    ``self``/``self.<x>`` are the receiver's (``self.critic``), not the reader's ``self``."""
+    r = dotted(receiver)
+    if k is None or not k.over or r is None or r == "self":
+        return k
+    over = frozenset(r + o[4:] if o == "self" or o.startswith("self.") else o for o in k.over)
+    return k if over == k.over else replace(k, over=over)

@@ -72,8 +72,23 @@ def file_unfreezes(ctx: Context) -> bool:
     return ctx.memo("file-unfreezes", ctx.tree, lambda: _unfreezes(ctx.tree))
 
 
-def _unfreezes(tree: ast.AST) -> bool:
+def _unfreezes(tree: ast.AST, name: str | None = None) -> bool:
+    """With ``name``: an unfreeze of the parameters of another name (``for p in
+    m.parameters(): p.requires_grad = True``) does not count for ``name``."""
+    others: set[int] = set()
+    if name is not None:
+        for lp in walk(tree):
+            if isinstance(lp, ast.For) and isinstance(lp.target, ast.Name) \
+                    and isinstance(lp.iter, ast.Call) and isinstance(lp.iter.func, ast.Attribute) \
+                    and lp.iter.func.attr == "parameters" \
+                    and isinstance(lp.iter.func.value, ast.Name) and lp.iter.func.value.id != name:
+                others.update(id(n) for b in lp.body for n in walk(b) if isinstance(
+                    n, ast.Attribute) and isinstance(n.value, ast.Name)
+                    and n.value.id == lp.target.id)
     for n in walk(tree):
+        if isinstance(n, ast.Call) and id(n.func) in others or isinstance(n, ast.Assign) \
+                and any(id(t) in others for t in n.targets):
+            continue
         if isinstance(n, ast.keyword) and n.arg == "requires_grad" \
                 and not isinstance(n.value, ast.Constant):
             return True
@@ -133,19 +148,36 @@ def frozen_local(ctx: Context, scope: object, callee: str, line: int) -> ast.AST
     the module, as ``eval()`` and ``to()`` do), so its output carries a graph only through its
     inputs. The freezing call, or None when not known (the file may unfreeze; another binding
     of the name reaches ``line``)."""
-    if "." in callee or file_unfreezes(ctx):
+    if "." in callee or file_unfreezes(ctx) and _unfreezes(ctx.tree, callee):
         return None
     got = scope.binding_before(callee, line)  # type: ignore[attr-defined]
-    if got is None or not isinstance(got.stmt, ast.Assign):
+    if got is None and scope.node is not ctx.tree \
+            and not scope.bindings.get(callee):  # type: ignore[attr-defined]
+        # a global: the function runs after the module's statements, so each binding of the
+        # module (a notebook builds it again in a later cell) must be frozen after it
+        top = ctx.scope(ctx.tree)
+        bs = sorted(top.bindings.get(callee, ()), key=lambda b: b.line)
+        ends = [b.line for b in bs[1:]] + [10**9]
+        found = [_frozen_from(top, b, callee, end) for b, end in zip(bs, ends)]
+        return found[-1] if found and all(found) else None
+    return _frozen_from(scope, got, callee, line)
+
+
+def _frozen_from(scope: object, got: object, callee: str, line: int) -> ast.AST | None:
+    """The call freezing the module ``got`` binds, in its value or on a statement of its own
+    (``m.requires_grad_(False)``, ``_ = m.requires_grad_(False)``) before ``line``."""
+    if got is None or not isinstance(got.stmt, ast.Assign):  # type: ignore[attr-defined]
         return None
-    v = got.stmt.value if len(got.stmt.targets) == 1 else None
+    st = got.stmt  # type: ignore[attr-defined]
+    v = st.value if len(st.targets) == 1 else None
     while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
             and v.func.attr in _SELF_RETURNING:
         if _freezes_call(v):
             return v
         v = v.func.value
     for n in scope_nodes(scope.node):  # type: ignore[attr-defined]
-        if isinstance(n, ast.Expr) and got.line < n.lineno < line and _freezes_call(n.value) \
+        if isinstance(n, (ast.Expr, ast.Assign)) and got.line < n.lineno < line \
+                and _freezes_call(n.value) \
                 and isinstance(n.value.func.value, ast.Name) \
                 and n.value.func.value.id == callee:  # type: ignore[attr-defined]
             return n.value

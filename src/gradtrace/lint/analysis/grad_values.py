@@ -32,7 +32,7 @@ from gradtrace.lint.analysis.callees import function_sites, module_sites
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.param_attrs import asks_no_grad, file_freezes
 from gradtrace.lint.context import FUNCTION_TYPES
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import parent_map, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -66,8 +66,43 @@ def requires_grad(ctx: Context, where: ast.AST, e: ast.AST, line: int) -> ast.AS
     """The node a value's gradient comes from (a module call, a Parameter) when ``e``, read
     at ``line`` in the function (or module) ``where``, surely requires grad; else None
     (NOTE [values that require grad])."""
+    if read_without_grad(ctx, e):
+        return None
     src = _requires(ctx, where, e, line, 0)
     return None if src is None or file_freezes(ctx) else src
+
+
+def read_without_grad(ctx: Context, e: ast.AST) -> bool:
+    """``e`` is read only on the arm of a test saying the tensor it starts from does not
+    require grad: the ``else`` of ``t.detach().numpy() if t.requires_grad else t.numpy()``
+    (PyTorch's ONNX tutorial's ``to_numpy``), the body of ``if not t.requires_grad:``."""
+    root = e
+    while isinstance(root, (ast.Subscript, ast.Attribute, ast.Call)):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    if not isinstance(root, ast.Name):
+        return False
+    parents = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
+    child, up = e, parents.get(id(e))
+    while up is not None and not isinstance(up, FUNCTION_TYPES + (ast.ClassDef,)):
+        if isinstance(up, (ast.IfExp, ast.If)) and child is not up.test:
+            says = _requires_test(up.test, root.id)
+            in_body = child is up.body if isinstance(up, ast.IfExp) else child in up.body
+            if says is not None and says != in_body:
+                return True
+        child, up = up, parents.get(id(up))
+    return False
+
+
+def _requires_test(test: ast.expr, name: str) -> bool | None:
+    """True when ``test`` holds exactly when ``name`` requires grad (``name.requires_grad``),
+    False when it holds exactly when it does not (``not name.requires_grad``)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _requires_test(test.operand, name)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Attribute) and test.attr == "requires_grad" \
+            and isinstance(test.value, ast.Name) and test.value.id == name:
+        return True
+    return None
 
 
 def _requires(ctx: Context, where: ast.AST, e: ast.AST, line: int,
@@ -255,7 +290,8 @@ def passed_param(ctx: Context, where: ast.AST, e: ast.AST, line: int,
     :data:`KEEPS`, subscripts, the first argument of a ``torch.*`` function
     (``F.interpolate(image, ...)``) and rebindings of it (``mat = mat.unsqueeze(0)``); None
     when it is anything else."""
-    if depth > MAX_DEPTH or not isinstance(where, FUNCTION_TYPES):
+    if depth > MAX_DEPTH or not isinstance(where, FUNCTION_TYPES) \
+            or depth == 0 and read_without_grad(ctx, e):
         return None
     while True:
         if isinstance(e, ast.Subscript) or isinstance(e, ast.Attribute) and e.attr in KEEP_ATTRS:

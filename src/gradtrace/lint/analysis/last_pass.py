@@ -90,3 +90,47 @@ def _encloses(body: list[ast.stmt], s: ast.stmt) -> bool:
 def _binds(s: ast.stmt, name: str) -> bool:
     return isinstance(s, ast.Assign) and any(
         isinstance(t, ast.Name) and t.id == name for t in s.targets)
+
+
+def only_on_last_pass(loop: ast.stmt, s: ast.stmt) -> bool:
+    """``s`` runs under an ``if`` directly in ``loop``'s body whose test holds on the loop's
+    last pass only: ``i == n - 1`` / ``i + 1 == n`` (either side), ``i`` the loop's index (its
+    target, or the first name of a tuple target), ``n`` the ``range`` bound or ``len(...)``
+    of what the loop runs over (``steps = list(enumerate(loader))``, ``for i, b in
+    tqdm(steps)``, ``if i == len(steps) - 1: validate(model)``): nothing of the loop runs
+    after it."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    t = loop.target
+    first = t.elts[0] if isinstance(t, ast.Tuple) and t.elts else t
+    if not isinstance(first, ast.Name):
+        return False
+    index, bound = _index_and_bound(loop)  # type: ignore[arg-type]
+    for x in loop.body:
+        if isinstance(x, ast.If) and _encloses(x.body, s) and _true_last(
+                x.test, first.id, bound if index == first.id else None):
+            return True
+    return False
+
+
+def _true_last(test: ast.expr, index: str, bound: ast.expr | None) -> bool:
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1 \
+            or not isinstance(test.ops[0], ast.Eq):
+        return False
+    for a, b in ((test.left, test.comparators[0]), (test.comparators[0], test.left)):
+        n = _len_call(b, bound, minus=True) if isinstance(a, ast.Name) and a.id == index \
+            else _plus_one(a, index) and _len_call(b, bound, minus=False)
+        if n:
+            return True
+    return False
+
+
+def _len_call(e: ast.expr, bound: ast.expr | None, minus: bool) -> bool:
+    """``e`` is ``n - 1`` (``minus``) or ``n``, ``n`` the range bound or a ``len(...)``."""
+    if minus:
+        if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Sub)
+                and isinstance(e.right, ast.Constant) and e.right.value == 1):
+            return False
+        e = e.left
+    return _same(e, bound) or isinstance(e, ast.Call) and isinstance(e.func, ast.Name) \
+        and e.func.id == "len" and len(e.args) == 1

@@ -51,7 +51,26 @@ def module_like(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
     owner, _, last = callee.rpartition(".")
     if last in FORWARD_METHODS and owner:  # `vae.encode(x)`, `clip.get_text_features(t)`
         return bound_module(ctx, scope, owner, line) or model_spelling(owner.rpartition(".")[2])
-    return model_spelling(last)
+    return model_spelling(last) and not _other_library(ctx, scope, callee, line)
+
+
+# array libraries whose functions and compiled callables make no torch graph
+OTHER_LIBRARIES = ("jax.", "flax.", "tensorflow.", "keras.", "numpy.", "sklearn.")
+
+
+def _other_library(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
+    """``callee`` is a name bound (in the function, or once at the module level) to what a
+    function of another array library returns: ``apply_resnet = jax.jit(lambda x: ...)``
+    computes with JAX, whatever its name says."""
+    if "." in callee:
+        return False
+    b = scope.binding_before(callee, line)
+    if b is None and scope.node is not ctx.tree:
+        top = ctx.scope(ctx.tree).bindings.get(callee, ())
+        b = top[0] if len(top) == 1 else None
+    v = getattr(b, "value", None)
+    return isinstance(v, ast.Call) and (ctx.qualified_name(v.func) or "").startswith(
+        OTHER_LIBRARIES)
 
 
 def calls_module(c: ast.Call, scope: Scope, ctx: Context) -> bool:

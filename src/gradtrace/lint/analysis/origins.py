@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Iterable
 
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, LIVE, NON_TENSOR_KWARGS, NONDIFF, NUMPY,
-    PAIR_METHODS, REBUILD_FUNCS, Cut, Trace, asks_grad, is_functional_loss, is_torch_loss,
-    map_cut_kind, objects_of, pair_source, peel, pure_loss, top_defs, unpacks_indices,
+    PAIR_METHODS, REBUILD_FUNCS, Cut, Trace, asks_grad, graphless_no_grad, is_functional_loss,
+    is_torch_loss, map_cut_kind, objects_of, pair_source, peel, pure_loss, top_defs,
+    unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
@@ -258,6 +259,8 @@ class Tracer(CallTraces):
         s = b.stmt
         if isinstance(s, ast.AugAssign):
             return self._name(b.name, s, b.line) | self.trace(s.value, s, b.line)
+        if b.no_grad and graphless_no_grad(b.value):  # made with grad off: no graph, its
+            return Trace(False, self.trace(b.value, s, b.line).cuts)  # cuts kept (GT107)
         if b.value is not None:
             return self.trace(b.value, s, b.line)
         if id(s) in batch_unpackings(self.scope, self.ctx):

@@ -102,7 +102,8 @@ def _rebound_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
     """The name ``target`` is bound again later in ``node``'s own block (``x1 =
     torch.FloatTensor(3, 4)``) with no read of it, nor a jump, in between: nothing could
     see the update, so none is lost (a notebook cell showing ``torch.exp(x1)``, the next
-    cell making a new ``x1``)."""
+    cell making a new ``x1``). In the module's body, a read by a statement that only shows a
+    value (an expression statement) does not count."""
     if not isinstance(target, ast.Name):
         return False
     parent = ctx.stmts[-2] if len(ctx.stmts) > 1 else ctx.tree
@@ -113,6 +114,14 @@ def _rebound_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
     name = target.id
     for s in block[block.index(node) + 1:]:
         nodes = list(ast.walk(s))
+        if parent is ctx.tree and isinstance(s, FUNCTION_TYPES + (ast.ClassDef,)):
+            if any(isinstance(n, ast.Name) and n.id == name or isinstance(
+                    n, (ast.Global, ast.Nonlocal)) and name in n.names for n in nodes):
+                return False
+            continue  # a def of the script that never names it cannot read it
+        if parent is ctx.tree and isinstance(s, ast.Expr) and _shows(s.value, ctx):
+            continue  # a script's line that shows a value (`nn.Sigmoid()(z)` after
+            # `torch.sigmoid(z)`, one notebook cell each) keeps nothing: no lasting read
         if any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Store)
                or isinstance(n, (ast.Break, ast.Continue, ast.Return, ast.Raise, ast.Yield,
                                  ast.YieldFrom, ast.Global, ast.Nonlocal)) for n in nodes):
@@ -124,6 +133,17 @@ def _rebound_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
                 isinstance(n, FUNCTION_TYPES + (ast.ClassDef,)) for n in nodes):
             return False
     return False
+
+
+def _shows(e: ast.expr, ctx: Context) -> bool:
+    """An expression statement that only computes a value to show: no call, or a torch
+    function, a torch layer built and called at once (``nn.Tanh()(z)``), ``print``."""
+    if not isinstance(e, ast.Call):
+        return not any(isinstance(n, (ast.Call, ast.Lambda, ast.NamedExpr, ast.Yield,
+                                      ast.YieldFrom, ast.Await)) for n in ast.walk(e))
+    f = e.func.func if isinstance(e.func, ast.Call) else e.func
+    q = ctx.qualified_name(f) or ""
+    return q.startswith("torch.") or isinstance(f, ast.Name) and f.id == "print"
 
 
 def _top_level_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:

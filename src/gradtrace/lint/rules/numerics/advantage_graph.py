@@ -153,7 +153,7 @@ class AdvantageKeepsCriticGraph(Rule):
                 continue
             fit = next((f for f in fits if f[0] == values and _names(f[1]) & _names(other)),
                        None)
-            if fit is None:
+            if fit is None or not _live(side, assign, scope, ctx):
                 continue
             term = self._term(adv, values, nodes, scope, ctx)
             if term is None:
@@ -205,6 +205,14 @@ class AdvantageKeepsCriticGraph(Rule):
                 return True
         return any(self._policy(x, vb, scope, ctx, b.line, depth + 1)
                    for x in _names(value) if x != name)
+
+
+def _live(e: ast.AST, at: ast.stmt, scope: Scope, ctx: Context) -> bool:
+    """The critic's values, as the advantage reads them, may carry a graph (the shared
+    tracer): ``with torch.no_grad(): values = critic(s)`` again after the value loss's step
+    holds none."""
+    from gradtrace.lint.analysis.origins import origins
+    return origins(ctx, scope.node).trace(e, at, at.lineno).live
 
 
 def _is_sub(n: ast.AST) -> bool:

@@ -15,6 +15,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.grad_values import is_parameter
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -57,13 +58,14 @@ def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
 def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
     """The divisor is the constant 1 (``% 1``, a name bound once to 1, or the entry under a
     constant key of a dict literal bound once and never written by key): the guard holds on
-    every pass, so the step is not periodic."""
+    every pass, so the step is not periodic. A parameter of the function is bound by its
+    caller too: ``accumulate = 1`` in a warm-up branch does not make ``accumulate`` 1."""
     d, key = mod.right, None
     if isinstance(d, ast.Subscript) and isinstance(d.slice, ast.Constant):
         d, key = d.value, d.slice.value
     if isinstance(d, ast.Name):
         bound = f.scope.bindings.get(d.id, [])
-        if len(bound) != 1 or bound[0].value is None:
+        if len(bound) != 1 or bound[0].value is None or is_parameter(f.node, d.id):
             return False
         d = bound[0].value
         if key is not None:

@@ -7,6 +7,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.kinds import MODULE, Kind
+from gradtrace.lint.analysis.last_pass import only_on_last_pass
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
@@ -297,6 +298,9 @@ def _leaves_eval(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str, after: 
     if both:
         return both[0], False
     trained_at += [s.stmt for s in f.steps if f.inside(s.stmt, loop)]
+    evals = [(s, c) for s, c in evals  # NOTE [last pass]: no pass of the loop follows it
+             if not only_on_last_pass((f.loops_of(s) or (None,))[-1], s)
+             or (f.loops_of(s) or (None,))[-1] is not loop]
     if not trained_at or not evals:
         return None
     for s, c in evals:

@@ -179,7 +179,7 @@ class PlateauMaxModeOnLoss(Rule):
             target = self._target(n, owner, ctx)
             if target is None:
                 continue
-            for step, scope in self._steps(target, owner.get(id(n)), owner, ctx):
+            for step, scope in self._steps(target, owner.get(id(n)), owner, ctx, built=n):
                 arg = step.args[0] if step.args else next(
                     (k.value for k in step.keywords if k.arg == "metrics"), None)
                 if arg is not None and _LossValue(ctx).expr(arg, scope, step.lineno):
@@ -200,9 +200,12 @@ class PlateauMaxModeOnLoss(Rule):
 
     @staticmethod
     def _steps(target: str, fn: ast.AST | None, owner: dict[int, ast.AST], ctx: Context,
-               given: bool = True) -> Iterator[tuple[ast.Call, Scope]]:
+               given: bool = True, built: ast.Call | None = None
+               ) -> Iterator[tuple[ast.Call, Scope]]:
         """``<target>.step(...)`` calls with an argument (without one when not ``given``): in
-        the scope that built it, or for ``self.<x>``, in the methods of the same class."""
+        the scope that built it, or for ``self.<x>``, in the methods of the same class. With
+        ``built``, a step in that scope that another binding of the name reaches steps another
+        scheduler (a notebook's ``dummy_scheduler = StepLR(...)`` cell before the plateau's)."""
         cls = ctx.analysis.class_of(fn) if target.startswith("self.") else None
         for n in walk(ctx.tree):
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
@@ -210,6 +213,12 @@ class PlateauMaxModeOnLoss(Rule):
                     and dotted(n.func.value) == target):
                 continue
             where = owner.get(id(n))
+            if built is not None and where is fn and cls is None:
+                sc = ctx.scope(where)
+                b, mine = sc.binding_before(target, n.lineno), sc.statement_of(built)
+                if b is not None and b.value is not None and b.value is not built \
+                        and mine is not None and not sc.exclusive(b.stmt, mine):
+                    continue  # (another arm's scheduler of one `if` may reach it instead)
             if where is fn or (cls is not None and ctx.analysis.class_of(where) is cls):
                 yield n, ctx.scope(where)
 
@@ -299,7 +308,7 @@ class PlateauStepWithoutMetric(Rule):
         target = PlateauMaxModeOnLoss._target(n, owner, ctx)
         if target is not None:
             for step, _ in PlateauMaxModeOnLoss._steps(target, owner.get(id(n)), owner, ctx,
-                                                       given=False):
+                                                       given=False, built=n):
                 yield step, target
         fn = factory_of(n, owner)
         if fn is None:
