@@ -1,0 +1,168 @@
+"""Facts across the files of a project, session 32 (NOTE [construction sites]): what a class
+is given when it is built in another file. Each case is a small project in tmp_path; the
+buggy twins run on real torch to show the claim."""
+from __future__ import annotations
+
+import runpy
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+
+from gradtrace.lint import check_paths
+from gradtrace.lint.config import Settings
+
+# OpenTransformer's shape: a table of the project's own schedulers in one file, a trainer that
+# stores the scheduler it is given in another, and a script that builds both in a third.
+SCHED = """
+    import torch
+
+    BuildOptimizer = {"sgd": torch.optim.SGD}
+
+
+    class BaseScheduler(object):
+        def __init__(self, optimizer, lr=0.1):
+            self.optimizer = optimizer
+            self.global_step = 0
+            self.lr = lr
+
+        def set_lr(self):
+            for g in self.optimizer.param_groups:
+                g["lr"] = self.lr
+
+        def step(self):
+            self.global_step += 1
+            self.lr = self.get_lr()
+            self.set_lr()
+
+
+    class ConstantScheduler(BaseScheduler):
+        def get_lr(self):
+            return 0.1
+
+
+    class DecayScheduler(BaseScheduler):
+        def get_lr(self):
+            return 0.1 * 0.9 ** self.global_step
+
+
+    BuildScheduler = {"constant": ConstantScheduler, "decay": DecayScheduler}
+    """
+TRAINER = """
+    import torch
+
+
+    class Trainer(object):
+        def __init__(self, model, optimizer, scheduler, epochs=2):
+            self.model = model
+            self.optimizer = optimizer
+            self.scheduler = scheduler
+            self.epochs = epochs
+
+        def train(self, x, y):
+            for _ in range(self.epochs):
+                loss = ((self.model(x) - y) ** 2).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.scheduler.step()
+                self.optimizer.step()
+    """
+STEP_LINE = 16  # `self.scheduler.step()` in TRAINER
+RUN = """
+    import torch
+    from torch import nn
+    from pkg.sched import BuildOptimizer, BuildScheduler
+    from pkg.trainer import Trainer
+
+    model = nn.Linear(4, 1)
+    optimizer = BuildOptimizer["sgd"](model.parameters(), lr=0.1)
+    scheduler = {sched}
+    trainer = Trainer(model, optimizer=optimizer, scheduler=scheduler)
+    trainer.train(torch.randn(8, 4), torch.randn(8, 1))
+    """
+OWN = 'BuildScheduler["decay"](optimizer)'
+TORCH = "torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)"
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def project(root: Path, sched: str, **more: str) -> Path:
+    return write(root, {"pkg/__init__.py": "", "pkg/sched.py": SCHED, "pkg/trainer.py": TRAINER,
+                        "run.py": RUN.format(sched=sched), **more})
+
+
+def gt515(root: Path) -> list[tuple[str, int]]:
+    got = check_paths([str(root)], Settings()).findings
+    return [(Path(f.path).name, f.line) for f in got if f.code == "GT515"]
+
+
+def order_warnings(root: Path) -> list[str]:
+    """Run ``run.py`` on real torch: the scheduler-order warnings it raises."""
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(root))
+    try:
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            runpy.run_path(str(root / "run.py"), run_name="__main__")
+    finally:
+        sys.path.remove(str(root))
+        for m in ("pkg", "pkg.sched", "pkg.trainer"):
+            sys.modules.pop(m, None)
+    return [str(w.message) for w in got if "lr_scheduler.step()" in str(w.message)]
+
+
+def test_own_scheduler_from_a_table_of_another_file_is_silent(tmp_path):
+    root = project(tmp_path, OWN)
+    assert gt515(root) == []
+    assert order_warnings(root) == []
+
+
+def test_torch_scheduler_given_by_another_file_is_found(tmp_path):
+    root = project(tmp_path, TORCH)
+    assert gt515(root) == [("trainer.py", STEP_LINE)]
+    assert order_warnings(root)  # PyTorch: "Detected call of `lr_scheduler.step()` before ..."
+
+
+def test_one_torch_scheduler_in_the_table_is_found(tmp_path):
+    sched = SCHED.replace('"decay": DecayScheduler}',
+                          '"decay": DecayScheduler, "step": torch.optim.lr_scheduler.StepLR}')
+    root = project(tmp_path, OWN, **{"pkg/sched.py": sched})
+    assert gt515(root) == [("trainer.py", STEP_LINE)]
+
+
+def test_a_second_site_passing_a_torch_scheduler_is_found(tmp_path):
+    other = RUN.format(sched=TORCH)
+    root = project(tmp_path, OWN, **{"finetune.py": other})
+    assert gt515(root) == [("trainer.py", STEP_LINE)]
+
+
+def test_a_site_leaving_the_scheduler_to_kwargs_is_unknown(tmp_path):
+    run = RUN.format(sched=OWN).replace("scheduler=scheduler)", "**dict(scheduler=scheduler))")
+    root = project(tmp_path, OWN, **{"run.py": textwrap.dedent(run)})
+    assert gt515(root) == [("trainer.py", STEP_LINE)]  # unknown: the name decides, as before
+
+
+def test_subclass_inheriting_step_from_a_torch_free_base_is_own(tmp_path):
+    root = write(tmp_path, {"train.py": textwrap.dedent(SCHED) + textwrap.dedent("""
+        from torch import nn
+
+        model = nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = DecayScheduler(optimizer)
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        for _ in range(3):
+            loss = ((model(x) - y) ** 2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            scheduler.step()
+            optimizer.step()
+        """)})
+    assert gt515(root) == []
