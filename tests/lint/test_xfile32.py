@@ -166,3 +166,120 @@ def test_subclass_inheriting_step_from_a_torch_free_base_is_own(tmp_path):
             optimizer.step()
         """)})
     assert gt515(root) == []
+
+
+# The VITS family (MeloTTS, RVC, VITS-fast-fine-tuning): the generator (another file) returns
+# slice starts made by a helper of a third file, and the training step slices the waveform
+# with a helper of `commons.py` that reads the starts only as slice bounds, through a loop.
+COMMONS = """
+    import torch
+
+
+    def rand_ids(b, high):
+        return (torch.rand([b]) * high).long()
+
+
+    def slice_segments(x, ids_str, segment_size=4):
+        ret = torch.zeros_like(x[:, :, :segment_size])
+        for i in range(x.size(0)):
+            idx_str = ids_str[i]
+            idx_end = idx_str + segment_size
+            ret[i] = x[i, :, idx_str:idx_end]
+        return ret
+    """
+MODELS = """
+    from torch import nn
+    import commons
+
+
+    class Generator(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Conv1d(1, 1, 3, padding=1)
+
+        def forward(self, z):
+            h = self.net(z)
+            return h[:, :, :8], commons.rand_ids(z.size(0), 4)
+    """
+VITS = """
+    import torch
+    from torch import nn
+    import commons
+    from models import Generator
+
+
+    def train_and_evaluate(nets, optims, batches):
+        net_g, net_d = nets
+        optim_g, optim_d = optims
+        for z, y in batches:
+            y_hat, ids_slice = net_g(z)
+            y = {use}
+            loss_disc = (net_d(y) - 1).pow(2).mean() + net_d(y_hat.detach()).pow(2).mean()
+            optim_d.zero_grad()
+            loss_disc.backward()
+            optim_d.step()
+            loss_gen = (net_d(y_hat) - 1).pow(2).mean() + (y.mean() - y_hat.mean()).abs()
+            optim_g.zero_grad()
+            loss_gen.backward()
+            optim_g.step()
+
+
+    net_g, net_d = Generator(), nn.Conv1d(1, 1, 3)
+    optims = torch.optim.AdamW(net_g.parameters()), torch.optim.AdamW(net_d.parameters())
+    train_and_evaluate([net_g, net_d], optims, [(torch.randn(2, 1, 32), torch.randn(2, 1, 32))])
+    """
+TARGET = "commons.slice_segments(y, ids_slice * 6, 8)"
+GEN_OUT = "commons.slice_segments(y_hat, ids_slice, 4)"
+LOSS_GEN_LINE = 17  # `loss_gen = ...` of VITS: `y` read again after the step
+
+
+def vits(root: Path, use: str) -> Path:
+    return write(root, {"commons.py": COMMONS, "models.py": MODELS,
+                        "train.py": VITS.format(use=use)})
+
+
+def runs(root: Path) -> str | None:
+    """Run ``train.py`` on real torch: None, or the error it ends with."""
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(root))
+    try:
+        runpy.run_path(str(root / "train.py"), run_name="__main__")
+    except RuntimeError as exc:
+        return str(exc)
+    finally:
+        sys.path.remove(str(root))
+        for m in ("commons", "models"):
+            sys.modules.pop(m, None)
+    return None
+
+
+def codes(root: Path) -> list[str]:
+    return [f.code for f in check_paths([str(root)], Settings()).findings]
+
+
+def lines(root: Path) -> list[tuple[str, int]]:
+    return [(f.code, f.line) for f in check_paths([str(root)], Settings()).findings]
+
+
+def test_vits_target_sliced_by_a_helper_reading_starts_as_bounds_is_silent(tmp_path):
+    root = vits(tmp_path, TARGET)
+    assert codes(root) == []
+    assert runs(root) is None
+
+
+def test_vits_twin_generator_output_sliced_into_the_target_is_found(tmp_path):
+    """The helper's first parameter carries its graph: the generator's output, sliced without
+    `detach()`, is freed by the discriminator's backward and read again by the generator's."""
+    root = vits(tmp_path, GEN_OUT)
+    assert lines(root) == [("GT509", LOSS_GEN_LINE)]
+    assert "backward through the graph a second time" in (runs(root) or "")
+
+
+def test_starts_read_as_values_in_the_loop_still_carry(tmp_path):
+    """A helper that reads its second parameter as a value (not only as bounds) keeps it."""
+    commons = COMMONS.replace("ret[i] = x[i, :, idx_str:idx_end]",
+                              "ret[i] = x[i, :, idx_str:idx_end] * idx_str")
+    root = write(tmp_path, {"commons.py": commons, "models.py": MODELS.replace(
+        "commons.rand_ids(z.size(0), 4)", "h[:, :, :2].mean(-1).squeeze(1)"),
+        "train.py": VITS.format(use="commons.slice_segments(y, ids_slice, 8)")})
+    assert codes(root) == ["GT509"]
