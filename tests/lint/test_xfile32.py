@@ -283,3 +283,85 @@ def test_starts_read_as_values_in_the_loop_still_carry(tmp_path):
         "commons.rand_ids(z.size(0), 4)", "h[:, :, :2].mean(-1).squeeze(1)"),
         "train.py": VITS.format(use="commons.slice_segments(y, ids_slice, 8)")})
     assert codes(root) == ["GT509"]
+
+
+# Latte: the project's own copy of `clip_grad_norm_`, with a flag that turns the clip off
+# (the call then only measures the norm), called before backward with the flag off.
+CLIP_UTILS = """
+    import torch
+
+
+    def clip_grad_norm_(parameters, max_norm, norm_type=2.0, clip_grad=True):
+        grads = [p.grad for p in parameters if p.grad is not None]
+        if len(grads) == 0:
+            return torch.tensor(0.)
+        total_norm = torch.norm(torch.stack([torch.norm(g.detach(), norm_type) for g in grads]),
+                                norm_type)
+        if clip_grad:
+            clip_coef = torch.clamp(max_norm / (total_norm + 1e-6), max=1.0)
+            for g in grads:
+                g.detach().mul_(clip_coef)
+        return total_norm
+    """
+CLIP_TRAIN = """
+    import torch
+    from torch import nn
+    from utils import clip_grad_norm_
+
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(8, 4) * 100, torch.randn(8, 1)
+    for _ in range(2):
+        loss = ((model(x) - y) ** 2).mean()
+        opt.zero_grad()
+        norm = {call}
+        loss.backward()
+        applied = torch.norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+        opt.step()
+    """
+CLIP_LINE = 11  # the `norm = ...` line of CLIP_TRAIN
+
+
+def clip_project(root: Path, call: str, utils: str = CLIP_UTILS) -> Path:
+    return write(root, {"utils.py": utils, "train.py": CLIP_TRAIN.format(call=call)})
+
+
+def applied_norm(root: Path) -> float:
+    """Run ``train.py`` on real torch: the norm of the gradients its last step applied."""
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(root))
+    try:
+        return float(runpy.run_path(str(root / "train.py"), run_name="__main__")["applied"])
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("utils", None)
+
+
+def test_own_clip_with_its_flag_off_only_measures_and_is_silent(tmp_path):
+    root = clip_project(tmp_path, "clip_grad_norm_(model.parameters(), 1.0, clip_grad=False)")
+    assert lines(root) == []
+    assert applied_norm(root) > 1.0  # nothing was meant to be clipped
+
+
+def test_own_clip_with_its_flag_on_before_backward_is_found(tmp_path):
+    root = clip_project(tmp_path, "clip_grad_norm_(model.parameters(), 1.0, clip_grad=True)")
+    assert lines(root) == [("GT514", CLIP_LINE)]
+    assert applied_norm(root) > 1.0  # the step applied unclipped gradients
+
+
+def test_own_clip_left_to_its_default_flag_is_found(tmp_path):
+    root = clip_project(tmp_path, "clip_grad_norm_(model.parameters(), 1.0)")
+    assert lines(root) == [("GT514", CLIP_LINE)]
+
+
+def test_own_clip_calling_another_helper_under_the_flag_is_found(tmp_path):
+    utils = CLIP_UTILS.replace("""            for g in grads:
+                g.detach().mul_(clip_coef)""", """            scale(grads, clip_coef)""") + """
+
+    def scale(grads, c):
+        for g in grads:
+            g.detach().mul_(c)
+    """
+    root = clip_project(tmp_path, "clip_grad_norm_(model.parameters(), 1.0, clip_grad=True)",
+                        utils)
+    assert lines(root) == [("GT514", CLIP_LINE)]
