@@ -75,12 +75,24 @@ def own_schedule(ctx: Context, cls: ClassInfo) -> bool:
     """Whether ``cls`` sets the learning rate by its own ``step()`` (NOTE [own schedule])."""
     if torch_base(ctx, ctx.analysis.classes, cls.node) == SCHEDULER:
         return False
-    step = cls.methods.get("step")
-    if step is None or not _plain(ctx, cls, 0):
+    if not _plain(ctx, cls, 0):
+        return False
+    line = _lineage(ctx, cls)  # the class and its bases of the file (its `step` inherited)
+    if not any("step" in c.methods for c in line):
         return False
     return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                    and n.func.attr == "step" and not _is_self(n.func.value)
-                   for n in ast.walk(cls.node))
+                   for c in line for n in ast.walk(c.node))
+
+
+def _lineage(ctx: Context, cls: ClassInfo) -> list[ClassInfo]:
+    out = [cls]
+    for c in out:
+        for b in c.node.bases:
+            own = ctx.analysis.classes.get(b.id) if isinstance(b, ast.Name) else None
+            if own is not None and own not in out and len(out) <= MAX_HOPS:
+                out.append(own)
+    return out
 
 
 def _is_self(e: ast.expr) -> bool:

@@ -60,6 +60,11 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
                 stack.extend(a for i, a in enumerate(n.args) if i not in cuts)
                 stack.extend(k.value for k in n.keywords)
                 continue
+            if cut is not None and not any(isinstance(a, ast.Starred) for a in n.args) \
+                    and (cuts := cut.foreign_cuts(f)) is not None:  # a helper of another file
+                stack.extend(a for i, a in enumerate(n.args) if i not in cuts)
+                stack.extend(k.value for k in n.keywords)
+                continue
             fwd = cut.forward_skips(f.attr) if cut is not None and isinstance(
                 f, ast.Attribute) and dotted(f.value) == "self" else None
             if fwd is None and skips is not None and isinstance(f, ast.Name):

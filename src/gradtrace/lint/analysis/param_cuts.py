@@ -4,11 +4,14 @@
 ``def penalty(real, fake): x = Variable(real.data, requires_grad=True) ...`` reads ``real``
 only inside calls that cut the graph (``.detach()``, ``.item()``, ``Variable(...)``,
 ``torch.tensor(...)``, ``.data``, or under ``no_grad``): a graph passed there is not carried
-into the result. :class:`CutParams` gives, by the function's name, the positions of such
-parameters, and for ``self.<attr>(...)`` running a module of the file the ``forward``
-parameters some path leaves unread, and for ``crit(...)`` on an instance of a module class of
-another file of the project the same (:func:`instance_skips`). The counterpart of :mod:`.helper_cuts` (functions that
-cut what they *return*); the GT5 dependency walk reads both through
+into the result. A name read only inside a subscript's brackets (an index, a slice's bounds:
+``x[i, :, start:end]``) carries none either: indexing differentiates the indexed tensor only
+(an integer or bool index has no gradient; a float one is refused by PyTorch).
+:class:`CutParams` gives, by the function's name, the positions of such parameters, and
+for ``self.<attr>(...)`` running a module of the file the ``forward`` parameters some path
+leaves unread, and for ``crit(...)`` on an instance of a module class of another file of the
+project the same (:func:`instance_skips`). The counterpart of :mod:`.helper_cuts` (functions
+that cut what they *return*); the GT5 dependency walk reads both through
 :func:`gradtrace.lint.analysis.graph_deps.loads`.
 """
 from __future__ import annotations
@@ -17,7 +20,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import DETACHING_METHODS, LEAF_CALLS, NON_VALUE_ATTRS
-from gradtrace.lint.analysis.project import foreign_callee, home
+from gradtrace.lint.analysis.project import foreign_callee, foreign_def, home
 from gradtrace.lint.analysis.reach import decorated_off, defs_by_name
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
@@ -43,6 +46,7 @@ class CutParams:
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
         self._cuts: dict[str, frozenset[int] | None] = {}
+        self._foreign: dict[str, frozenset[int] | None] = {}
 
     def get(self, name: str) -> frozenset[int] | None:
         """The cut positions of the functions named ``name`` (their common ones when several
@@ -57,6 +61,22 @@ class CutParams:
                     out = cut if out is None else out & cut
             self._cuts[name] = out
         return self._cuts[name]
+
+    def foreign_cuts(self, func: ast.expr) -> frozenset[int] | None:
+        """The cut positions of the function of another file of the project that ``func``
+        names (``commons.slice_segments``, an imported ``helper``), computed in that file
+        (NOTE [project index]); None: not such a function, or it cuts none."""
+        key = dotted(func)
+        if key is None:
+            return None
+        if key not in self._foreign:
+            self._foreign[key] = None
+            ctx = self._ctx
+            if not (isinstance(func, ast.Name) and func.id in defs_by_name(ctx)):
+                got = foreign_def(ctx, func)
+                if got is not None and isinstance(got[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    self._foreign[key] = cut_params(got[0]).get(got[1].name)
+        return self._foreign[key]
 
     def forward_skips(self, attr: str) -> tuple[list[str], frozenset[str]] | None:
         """(parameters, skipped ones) of the ``forward`` that ``self.<attr>(...)`` runs, when
@@ -152,8 +172,11 @@ def _dead_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> se
     """Parameters read, outside cuts, only on the way to local names that are themselves only
     cut later (``x = mix(real, fake)``; ``x = x.to(device)``; ``x = Variable(x,
     requires_grad=True)``: tab-ddpm's gradient penalty). Only assignments of the body's own
-    straight line pass a value on; every read in a nested block, a loop or any other
-    statement keeps what it reads (and all its earlier bindings)."""
+    straight line, and of the straight line of a ``for``/``while`` body in it, pass a value
+    on (in a loop, a read may see every binding of its name: the next pass reads this one's);
+    every read in another nested block or statement keeps what it reads (and all its earlier
+    bindings). VITS's ``slice_segments(x, ids_str, n)``: ``idx_str = ids_str[i]`` in its loop,
+    read only as slice bounds (NOTE [parameter cuts]), leaves ``ids_str`` dead."""
     scope = ctx.scope(fn)
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     top = {id(s) for s in fn.body}
@@ -164,26 +187,35 @@ def _dead_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> se
         for b in bs:
             by_stmt.setdefault(id(b.stmt), []).append(id(b))
 
-    def sources(name: str, line: int) -> list[object]:
+    def sources(name: str, line: int, looped: bool) -> list[object]:
         out: list[object] = []
         for b in reversed(scope.bindings.get(name, ())):
-            if b.line < line:
+            if looped or b.line < line:
                 out.append(id(b))
-                if id(b.stmt) in top:
+                if id(b.stmt) in top and not looped:
                     return out
         return [*out, "p:" + name]
-    for s in fn.body:
+    todo: list[tuple[ast.stmt, bool]] = [(s, False) for s in reversed(fn.body)]
+    while todo:
+        s, looped = todo.pop()
+        if isinstance(s, (ast.For, ast.While)) and not s.orelse:
+            head = [s.iter] if isinstance(s, ast.For) else [s.test]
+            live.extend(src for name in _uncut_loads(fn, ctx, head)
+                        for src in sources(name, s.lineno, looped))
+            todo.extend((c, True) for c in reversed(s.body))
+            continue
         if isinstance(s, ast.Assign) and all(isinstance(n, ast.Name) for t in s.targets
                                              for n in (t.elts if isinstance(t, ast.Tuple)
                                                        else [t])):
             made = by_stmt.get(id(s), [])
             for name in _uncut_loads(fn, ctx, [s.value]):
-                for src in sources(name, s.lineno):
+                for src in sources(name, s.lineno, looped):
                     edges.setdefault(src, []).extend(made)
             if made:
                 continue
         end = (s.end_lineno or s.lineno) + 1
-        live.extend(src for name in _uncut_loads(fn, ctx, [s]) for src in sources(name, end))
+        live.extend(src for name in _uncut_loads(fn, ctx, [s])
+                    for src in sources(name, end, looped))
     seen = set(live)
     back: dict[object, list[object]] = {}
     for src, dsts in edges.items():
@@ -256,6 +288,9 @@ def _uncut_loads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context,
                 continue  # `x.detach()`, `x.size()`, `x.argmax(1)`: a result with no history
         elif isinstance(n, ast.Attribute) and n.attr in NON_VALUE_ATTRS:
             continue  # `x.data`, `x.shape`, `x.device`
+        elif isinstance(n, ast.Subscript):  # `x[i, :, start:end]`: indices carry no graph
+            stack.append((n.value, n, off))
+            continue
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             if not (off and _operand(n, parent)):
                 out.add(n.id)

@@ -231,7 +231,7 @@ class StepCalls:
         recv = dotted(func.value) if isinstance(func, ast.Attribute) else ""
         if name == "zero_grad":
             self.zero_grads.append(Named(call, s, recv or ""))
-        elif name in CLIP_FUNCS:
+        elif name in CLIP_FUNCS and not _measures_only(ctx, call):
             self.clips.append(Named(call, s, recv or ""))
         elif name == "unscale_" and recv:
             self.unscales.append(Named(call, s, recv))
@@ -246,3 +246,10 @@ class StepCalls:
 def step_calls(ctx: Context, node: ast.AST) -> StepCalls:
     """The (cached) :class:`StepCalls` of the function or module ``node``."""
     return ctx.memo("steps", node, lambda: StepCalls(node, ctx))
+
+
+def _measures_only(ctx: Context, call: ast.Call) -> bool:
+    """A project's own clip function that, under this call's flags, writes no gradient
+    (NOTE [clip flags])."""
+    from gradtrace.lint.analysis.clip_calls import clips_nothing
+    return clips_nothing(ctx, call)

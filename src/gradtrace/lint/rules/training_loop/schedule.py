@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.built_classes import built_class, own_schedule
+from gradtrace.lint.analysis.constructed import built_classes, constructor_values
 from gradtrace.lint.analysis.kinds import SCHEDULER
 from gradtrace.lint.analysis.protocol import first_pass_truth, stepped_through_self
 from gradtrace.lint.analysis.vocabulary import is_scheduler_name
@@ -15,6 +16,9 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
+
+if TYPE_CHECKING:
+    from gradtrace.lint.analysis.modules import AttrInfo, ClassInfo
 
 
 def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, str | None]:
@@ -56,7 +60,27 @@ def scheduler_optimizer(f: LoopFacts, recv: ast.expr, line: int) -> tuple[bool, 
             v = info.value
             opt = v.args[0] if v.args else None
             return True, dotted(opt) if opt is not None else None
+    if own is not None and info is not None and _own_schedule_built(f.ctx, own, info):
+        return False, None
     return is_scheduler_name(name), None
+
+
+def _own_schedule_built(ctx: Context, own: ClassInfo, info: AttrInfo) -> bool:
+    """Whether ``self.<attr>``, a parameter of ``__init__`` stored as is, is a class of the
+    project that sets the rate by its own ``step()`` at every construction site of the class
+    (NOTE [construction sites])."""
+    v = info.value
+    if not isinstance(v, ast.Name) or info.method is not own.methods.get("__init__") or \
+            info.later:
+        return False
+    sites = constructor_values(ctx, own, v.id)
+    if not sites:
+        return False
+    for sctx, val, where in sites:
+        got = built_classes(sctx, val, where, val.lineno)
+        if not got or not all(own_schedule(*g) for g in got):
+            return False
+    return True
 
 
 def _own_schedule_given(f: LoopFacts, name: str) -> bool:
