@@ -13,12 +13,13 @@ NUMPY = ("numpy.", "np.")
 
 
 def _reduced(e: ast.AST, op: str, ctx: Context) -> ast.AST | None:
-    """``x`` when ``e`` is ``x.<op>(...)``, ``torch.<op>(x, ...)`` or ``np.<op>(x, ...)``."""
+    """``x`` when ``e`` is ``x.<op>(...)`` or ``torch.<op>(x, ...)`` (``np.<op>(x)``: NumPy's
+    statistics standardise data before any tensor exists, no gradient goes through them)."""
     if not isinstance(e, ast.Call):
         return None
     f = e.func
     q = ctx.qualified_name(f) or ""
-    if q in (f"torch.{op}", f"numpy.{op}") and e.args:
+    if q == f"torch.{op}" and e.args:
         return e.args[0]
     if isinstance(f, ast.Attribute) and f.attr == op and not q.startswith(("torch.", *NUMPY)):
         return f.value
@@ -40,7 +41,8 @@ class StandardisedByBareStd(Rule):
     name bound to it in the same function), the denominator is its bare `std` (or a name
     bound once to it and not changed after); only where a gradient or a loss is computed
     after it: in a `forward`, a loss, or code that runs `backward()` (a helper a `forward`
-    calls, often an inference wrapper's input normalisation, is not reported).
+    calls, often an inference wrapper's input normalisation, is not reported); `np.std(...)`
+    and `np.mean(...)` (data standardised before it becomes a tensor) are not read.
     """
 
     code = "GT776"
