@@ -75,10 +75,8 @@ def own_schedule(ctx: Context, cls: ClassInfo) -> bool:
     """Whether ``cls`` sets the learning rate by its own ``step()`` (NOTE [own schedule])."""
     if torch_base(ctx, ctx.analysis.classes, cls.node) == SCHEDULER:
         return False
-    if not _plain(ctx, cls, 0):
-        return False
     line = _lineage(ctx, cls)  # the class and its bases of the file (its `step` inherited)
-    if not any("step" in c.methods for c in line):
+    if not _plain(ctx, line) or not any("step" in c.methods for c in line):
         return False
     return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                    and n.func.attr == "step" and not _is_self(n.func.value)
@@ -99,14 +97,10 @@ def _is_self(e: ast.expr) -> bool:
     return isinstance(e, ast.Name) and e.id == "self"
 
 
-def _plain(ctx: Context, cls: ClassInfo, depth: int) -> bool:
-    """Whether ``cls``'s bases are ``object`` or classes of the file with the same property."""
-    if depth > MAX_HOPS:
-        return False
-    for b in cls.node.bases:
-        if isinstance(b, ast.Name) and b.id == "object":
-            continue
-        own = ctx.analysis.classes.get(b.id) if isinstance(b, ast.Name) else None
-        if own is None or own.node is cls.node or not _plain(ctx, own, depth + 1):
-            return False
-    return True
+def _plain(ctx: Context, line: list[ClassInfo]) -> bool:
+    """Whether every base in the lineage is ``object`` or a class of the file (the lineage
+    whole: not cut short at ``MAX_HOPS``)."""
+    classes = ctx.analysis.classes
+    return len(line) <= MAX_HOPS and all(
+        isinstance(b, ast.Name) and (b.id == "object" or b.id in classes)
+        for c in line for b in c.node.bases)

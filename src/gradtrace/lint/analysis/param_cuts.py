@@ -132,10 +132,7 @@ class CutParams:
             fwds.add(id(fn))
         if fn is None or len(fwds) != 1:
             return None
-        params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
-        read = _live_reads(fn, self._ctx)
-        skip = frozenset(p for p in params if p not in read)
-        return (params, skip) if skip else None
+        return _forward_skips_of(fn, self._ctx)
 
 
 def instance_skips(ctx: Context, scope: object, call: ast.Call, line: int
@@ -151,8 +148,15 @@ def instance_skips(ctx: Context, scope: object, call: ast.Call, line: int
     fn = foreign_callee(ctx, call, scope, line)
     if fn is None or fn.name != "forward":
         return None
+    octx = home(ctx, fn)
+    return octx.memo("forward-skips", fn, lambda: _forward_skips_of(fn, octx))
+
+
+def _forward_skips_of(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
+                      ) -> tuple[list[str], frozenset[str]] | None:
+    """(parameters after ``self``, those some path of ``fn`` leaves unread or reads cut)."""
     params = [a.arg for a in fn.args.posonlyargs + fn.args.args][1:]
-    read = _live_reads(fn, home(ctx, fn))
+    read = _live_reads(fn, ctx)
     skip = frozenset(p for p in params if p not in read)
     return (params, skip) if skip else None
 
