@@ -287,7 +287,7 @@ def _uses(ctx: Context, name: str) -> tuple[list[tuple[ast.Call, ast.AST]], bool
     whether the plain name is also used as a value, whether ``self.name`` is), one pass over
     the statements naming it (NOTE [call sites]), cached per file and name."""
     def make() -> tuple[list[tuple[ast.Call, ast.AST]], bool, bool]:
-        index = call_index(ctx)  # NOTE [call index]
+        index = call_index(ctx, name)  # NOTE [call index]
         if index is not None:
             return [(n, next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)),
                              ctx.tree)) for n, _, outer in index.calls.get(name, ())], \

@@ -182,7 +182,7 @@ def call_sites(ctx: Context, name: str
     """(call, statement, enclosing statements) for every call of ``name(...)`` or
     ``<anything>.name(...)`` in the file, in source pre-order (cached per name)."""
     def make() -> list[tuple[ast.Call, ast.AST, tuple[ast.AST, ...]]]:
-        index = call_index(ctx)  # NOTE [call index]
+        index = call_index(ctx, name)  # NOTE [call index]
         if index is not None:
             return list(index.calls.get(name, ()))
         found = statements_on(ctx, word_lines(ctx, (name,))) if ascii_code(ctx) \
@@ -208,6 +208,9 @@ def named_calls(ctx: Context, name: str) -> list[tuple[ast.Call, ast.AST]]:
     taken when its parent is: :func:`calls_by_name`), but
     through the statements whose lines hold ``name`` only (NOTE [call sites]: the others
     hold no such call, and leaving them out keeps the order of the rest). ASCII code only."""
+    if call_index(ctx, name) is not None:  # many names asked: the whole file's, once
+        return list(ctx.memo("analysis-call-sites", ctx.tree,  # (NOTE [call index])
+                             lambda: calls_by_name(ctx.tree)).get(name, ()))
     lines = word_lines(ctx, (name,))
     out: list[tuple[ast.Call, ast.AST]] = []
     if not lines:

@@ -104,13 +104,14 @@ class CallIndex:
         self.calls, self.named, self.self_refs = calls, named, self_refs
 
 
-def call_index(ctx: Context) -> CallIndex | None:
-    """The file's :class:`CallIndex` once it has asked about more than :data:`INDEX_AFTER`
-    names (each ask counted here), else None: answer the name by its own pass."""
-    state: list = ctx.memo("call-index", ctx.tree, lambda: [0, None])
+def call_index(ctx: Context, name: str) -> CallIndex | None:
+    """The file's :class:`CallIndex` once it has been asked about more than
+    :data:`INDEX_AFTER` distinct names (``name`` is counted here), else None: answer the name
+    by its own pass."""
+    state: list = ctx.memo("call-index", ctx.tree, lambda: [set(), None])
     if state[1] is None:
-        state[0] += 1
-        if state[0] <= INDEX_AFTER:
+        state[0].add(name)
+        if len(state[0]) <= INDEX_AFTER:
             return None
         state[1] = CallIndex(ctx.tree)  # type: ignore[arg-type]
     return state[1]
