@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_fields, children
 
 if TYPE_CHECKING:
@@ -30,6 +29,7 @@ INDEX_AFTER = 16  # names asked one by one in a file before its calls are indexe
 BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 TYPE_CHECKS = frozenset({"isinstance", "issubclass", "type", "super"})  # no escape
 _FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_REVERSED: dict[type, tuple[str, ...]] = {}  # child_fields, last first (pushed on a stack)
 
 Site = tuple[ast.Call, ast.AST, tuple[ast.AST, ...]]  # call, statement, enclosing statements
 
@@ -80,27 +80,52 @@ class CallIndex:
         calls: dict[str, list[Site]] = {}
         named: set[str] = set()
         self_refs: set[str] = set()
-        Call, Name, Attribute, Load = ast.Call, ast.Name, ast.Attribute, ast.Load
+        Call, Name, Attribute, Load, AST = ast.Call, ast.Name, ast.Attribute, ast.Load, ast.AST
+        rev = _REVERSED.get
         for s, outer in every_statement(tree):
             plain: set[int] = set()  # called names, and the arguments of type checks
-            for n in own_nodes(s):  # pre-order: a call comes before its parts
+            # own_nodes(s), inline: pre-order, a call before its parts
+            stack: list = []
+            for f in reversed(statement_fields(s.__class__)[1]):
+                v = getattr(s, f, None)
+                if v.__class__ is list:
+                    stack.extend(x for x in reversed(v) if isinstance(x, AST))
+                elif isinstance(v, AST):
+                    stack.append(v)
+            pop, push = stack.pop, stack.append
+            while stack:
+                n = pop()
                 cls = n.__class__
+                fs = rev(cls)
+                if fs is None:
+                    fs = _REVERSED[cls] = tuple(reversed(child_fields(cls)))
+                for f in fs:
+                    v = getattr(n, f, None)
+                    if v is None:
+                        continue
+                    if v.__class__ is list:
+                        for x in reversed(v):
+                            if isinstance(x, AST):
+                                push(x)
+                    elif isinstance(v, AST):
+                        push(v)
                 if cls is Call:
-                    f = n.func  # type: ignore[attr-defined]
+                    f = n.func
                     fc = f.__class__
                     if fc is Name:
-                        calls.setdefault(f.id, []).append((n, s, outer))  # type: ignore[arg-type]
+                        calls.setdefault(f.id, []).append((n, s, outer))
                         if f.id in TYPE_CHECKS:
-                            plain.update(id(x) for x in n.args)  # type: ignore[attr-defined]
+                            plain.update(id(x) for x in n.args)
                     elif fc is Attribute:
-                        calls.setdefault(f.attr, []).append((n, s, outer))  # type: ignore[arg-type]
+                        calls.setdefault(f.attr, []).append((n, s, outer))
                     plain.add(id(f))
                 elif cls is Name:
-                    if n.ctx.__class__ is Load and id(n) not in plain:  # type: ignore[attr-defined]
-                        named.add(n.id)  # type: ignore[attr-defined]
-                elif cls is Attribute and id(n) not in plain and \
-                        dotted(n.value) == "self":  # type: ignore[attr-defined]
-                    self_refs.add(n.attr)  # type: ignore[attr-defined]
+                    if n.ctx.__class__ is Load and id(n) not in plain:
+                        named.add(n.id)
+                elif cls is Attribute:  # `dotted(n.value) == "self"`: only a Name spells it
+                    v = n.value
+                    if v.__class__ is Name and v.id == "self" and id(n) not in plain:
+                        self_refs.add(n.attr)
         self.calls, self.named, self.self_refs = calls, named, self_refs
 
 
