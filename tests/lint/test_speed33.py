@@ -109,3 +109,15 @@ def test_word_lines_of_an_absent_name_builds_no_identifiers() -> None:
     assert calls.word_lines(ctx, ("keep",)) == [21, 27]
     assert ctx._idents is False
     ctx.release()
+
+
+def test_the_averages_and_gt220_gates_build_no_identifiers() -> None:
+    from gradtrace.lint.analysis.averages import folding_classes
+    from gradtrace.lint.rules.grad_mode.never_with_grad import TrainedModuleRunOnlyWithoutGrad
+    tree = ast.parse(SRC)
+    ctx = Context("f.py", SRC, tree, Imports(), SRC)
+    assert folding_classes(ctx) == {}  # no `zip` in the code
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+    assert list(TrainedModuleRunOnlyWithoutGrad().visit_ClassDef(cls, ctx)) == []  # no `parameters`
+    assert ctx._idents is False
+    ctx.release()
