@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.calls import (
     _every_statement, ascii_code, own_nodes, statements_on, word_lines,
 )
-from gradtrace.lint.analysis.file_index import TYPE_CHECKS as _TYPE_CHECKS, call_index
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
@@ -69,6 +68,7 @@ def resolve(ctx: Context, where: ast.AST, call: ast.Call) -> tuple[Fn, dict[str,
 # unchanged is no caller. Each (function, parameter) is computed once per file; chains of
 # parameters through callers stop after MAX_PARAM_HOPS functions.
 MAX_PARAM_HOPS = 4
+_TYPE_CHECKS = frozenset({"isinstance", "issubclass", "type", "super"})  # no escape
 
 
 def param_kind(a: Analysis, fn: ast.AST, name: str) -> Kind | None:
@@ -287,11 +287,6 @@ def _uses(ctx: Context, name: str) -> tuple[list[tuple[ast.Call, ast.AST]], bool
     whether the plain name is also used as a value, whether ``self.name`` is), one pass over
     the statements naming it (NOTE [call sites]), cached per file and name."""
     def make() -> tuple[list[tuple[ast.Call, ast.AST]], bool, bool]:
-        index = call_index(ctx, name)  # NOTE [call index]
-        if index is not None:
-            return [(n, next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)),
-                             ctx.tree)) for n, _, outer in index.calls.get(name, ())], \
-                name in index.named, name in index.self_refs
         found = statements_on(ctx, word_lines(ctx, (name,))) if ascii_code(ctx) \
             else _every_statement(ctx)
         calls: list[tuple[ast.Call, ast.AST]] = []

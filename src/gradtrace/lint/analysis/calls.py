@@ -18,16 +18,27 @@ import bisect
 import re
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from gradtrace.lint.analysis.file_index import (
-    BODY_FIELDS, call_index, every_statement, own_nodes, statement_fields as _fields,
-)
 from gradtrace.lint.code_text import LINE_END, line_starts
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
-from gradtrace.lint.nodes import child_fields
+from gradtrace.lint.nodes import child_fields, children
 from gradtrace.lint.words import holds as _holds
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
+
+BODY_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+_FIELDS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _fields(t: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(body fields, own-expression fields) of a statement type, in field order."""
+    got = _FIELDS.get(t)
+    if got is None:
+        fs = child_fields(t)
+        got = _FIELDS[t] = (tuple(f for f in fs if f in BODY_FIELDS),
+                            tuple(f for f in fs if f not in BODY_FIELDS))
+    return got
+
 
 def ascii_code(ctx: Context) -> bool:
     """Whether the code (strings and comments out) is ASCII: its names are spelled as parsed."""
@@ -148,6 +159,20 @@ def holding(ctx: Context, parent: ast.AST, field: str, lines: list[int]) -> list
     return [body[k] for k in sorted(picked)]
 
 
+def own_nodes(s: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of a statement's own expressions (not its body statements), in pre-order."""
+    for f in _fields(type(s))[1]:
+        v = getattr(s, f, None)
+        for root in (v if v.__class__ is list else (v,)):
+            if not isinstance(root, ast.AST):
+                continue
+            stack = [root]
+            while stack:
+                n = stack.pop()
+                yield n
+                stack.extend(reversed(list(children(n))))
+
+
 def calls_of(ctx: Context, names: Iterable[str]
              ) -> list[tuple[ast.Call, ast.AST, ast.AST | None]]:
     """(call, statement, enclosing function or None) for every call ``name(...)`` of one of
@@ -173,7 +198,14 @@ def calls_of(ctx: Context, names: Iterable[str]
 
 
 def _every_statement(ctx: Context) -> Iterator[tuple[ast.AST, tuple[ast.AST, ...]]]:
-    return every_statement(ctx.tree)  # type: ignore[arg-type]
+    todo: list[tuple[ast.AST, tuple[ast.AST, ...]]] = [
+        (s, ()) for s in reversed(ctx.tree.body)]
+    while todo:
+        s, outer = todo.pop()
+        yield s, outer
+        inner = outer + (s,)
+        for f in reversed(_fields(type(s))[0]):
+            todo.extend((c, inner) for c in reversed(getattr(s, f)))
 
 
 def call_sites(ctx: Context, name: str
@@ -181,9 +213,6 @@ def call_sites(ctx: Context, name: str
     """(call, statement, enclosing statements) for every call of ``name(...)`` or
     ``<anything>.name(...)`` in the file, in source pre-order (cached per name)."""
     def make() -> list[tuple[ast.Call, ast.AST, tuple[ast.AST, ...]]]:
-        index = call_index(ctx, name)  # NOTE [call index]
-        if index is not None:
-            return list(index.calls.get(name, ()))
         found = statements_on(ctx, word_lines(ctx, (name,))) if ascii_code(ctx) \
             else _every_statement(ctx)
         out = []
@@ -207,9 +236,6 @@ def named_calls(ctx: Context, name: str) -> list[tuple[ast.Call, ast.AST]]:
     taken when its parent is: :func:`calls_by_name`), but
     through the statements whose lines hold ``name`` only (NOTE [call sites]: the others
     hold no such call, and leaving them out keeps the order of the rest). ASCII code only."""
-    if call_index(ctx, name) is not None:  # many names asked: the whole file's, once
-        return list(ctx.memo("analysis-call-sites", ctx.tree,  # (NOTE [call index])
-                             lambda: calls_by_name(ctx.tree)).get(name, ()))
     lines = word_lines(ctx, (name,))
     out: list[tuple[ast.Call, ast.AST]] = []
     if not lines:
