@@ -33,3 +33,34 @@ def reads_module(values: Iterable[ast.expr | None], owner: str) -> bool:
     return any(isinstance(n, (ast.Name, ast.Attribute)) and (
         (d := dotted(n) or "") == owner or d.startswith(owner + "."))
         for e in values if e is not None for n in ast.walk(e))
+
+
+
+def runs_on_output(ctx, fns: Iterable[ast.AST], first: str, then: str) -> bool:
+    """Whether, in ``fns``, a statement that reads the module ``then`` (a call of it or of a
+    part of it, a weight of it) also reads a value computed from ``first`` (through each
+    function's assignments): then ``then``'s nodes may lie on the paths from a loss to
+    ``first``'s parameters, and a pass with ``inputs=first.parameters()`` runs them (NOTE
+    [grad inputs]). ``then`` run on data alone (3DInfomax's 2D model on the molecular graph,
+    beside the 3D model on the conformers) is not on those paths. True also when no statement
+    of ``fns`` reads ``then`` (it runs elsewhere: unknown)."""
+    found = False
+    for fn in fns:
+        scope = ctx.scope(fn)
+        for s in scope.stmts:
+            v = getattr(s, "value", None)
+            if not isinstance(v, ast.expr) or not reads_module([v], then):
+                continue
+            found = True
+            todo, seen = [v], set()
+            while todo:
+                e = todo.pop()
+                if reads_module([e], first):
+                    return True
+                for n in ast.walk(e):
+                    if isinstance(n, ast.Name) and n.id not in seen:
+                        seen.add(n.id)
+                        todo.extend(x for b in scope.bindings.get(n.id, ())
+                                    if (x := b.value if b.value is not None else getattr(
+                                        b.stmt, "value", None)) is not None)
+    return not found
