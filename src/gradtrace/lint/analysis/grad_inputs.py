@@ -40,10 +40,10 @@ def runs_on_output(ctx, fns: Iterable[ast.AST], first: str, then: str) -> bool:
     """Whether, in ``fns``, a statement that reads the module ``then`` (a call of it or of a
     part of it, a weight of it) also reads a value computed from ``first`` (through each
     function's assignments): then ``then``'s nodes may lie on the paths from a loss to
-    ``first``'s parameters, and a pass with ``inputs=first.parameters()`` runs them (NOTE
-    [grad inputs]). ``then`` run on data alone (3DInfomax's 2D model on the molecular graph,
-    beside the 3D model on the conformers) is not on those paths. True also when no statement
-    of ``fns`` reads ``then`` (it runs elsewhere: unknown)."""
+    ``first``'s parameters, and a pass with ``inputs=first.parameters()`` runs them
+    (NOTE [grad inputs]). ``then`` run on data alone (3DInfomax's 2D model on the molecular
+    graph, beside the 3D model on the conformers) is not on those paths. True also when no
+    statement of ``fns`` reads ``then`` (it runs elsewhere: unknown)."""
     found = False
     for fn in fns:
         scope = ctx.scope(fn)
