@@ -33,7 +33,9 @@ class OptimizerStepBetweenBackwards(Rule):
     (pytorch-facts.md#saved-tensor-inplace).
     Do all backward passes first, then step (or sum the losses); in a GAN recompute
     `D(fake)` after the discriminator step. `retain_graph=True` with the step *after* the last
-    backward is fine.
+    backward is fine. A later pass given `inputs=` one module's parameters runs only that
+    module's nodes and those after it: a step of a module that never runs on its output is
+    fine (alternating passes, each restricted to its own model).
     When the later loss feeds an output of the stepped model (`fake = G(z)`) into the model
     that the optimizer stepped after it trains (`D(fake)`), and that optimizer trains none of
     the stepped model, the finding is where it enters the loss: that backward needs no
