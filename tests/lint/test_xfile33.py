@@ -237,3 +237,57 @@ def test_an_unrestricted_pass_after_the_step_is_found(tmp_path):
     assert found(root, "GT601") == [("philosophy.py", FIRST_STEP)]
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         run(root, "run.py", ("trainer",))
+
+
+INLINE = """
+    import torch
+    from torch import nn
+
+
+    def mlp(i, o):
+        return nn.Sequential(nn.Linear(i, 8), nn.Tanh(), nn.Linear(8, o))
+
+
+    class Trainer:
+        def __init__(self, optim):
+            self.model, self.model3d, self.critic = mlp(6, 4), mlp(6, 4), mlp(4, 4)
+            self.optim = optim(self.model.parameters(), lr=0.01)
+            self.optim3d = optim(self.model3d.parameters(), lr=0.01)
+            self.optim_critic = optim(self.critic.parameters(), lr=0.01)
+
+        def process_batch(self, graph, info3d):
+            view2d = self.model(graph)
+            view3d = self.model3d(info3d)
+            critic = {critic}
+            critic_loss = ((critic(view3d) - view3d) ** 2).mean()
+            peasant_loss = ((view2d - view3d) ** 2).mean()
+            philosopher_loss = peasant_loss - critic_loss
+            peasant_loss.backward(inputs=list(self.model.parameters()), retain_graph=True)
+            self.optim.step()
+            critic_loss.backward(inputs=list(self.critic.parameters()), retain_graph=True)
+            self.optim_critic.step()
+            philosopher_loss.backward(inputs=list(self.model3d.parameters()))
+            self.optim3d.step()
+
+
+    trainer = Trainer(torch.optim.Adam)
+    for _ in range(2):
+        trainer.process_batch(torch.randn(5, 6), torch.randn(5, 6))
+    """
+CRITIC_STEP = 26  # `self.optim_critic.step()` in INLINE
+
+
+def test_inline_passes_the_step_does_not_feed_are_silent_and_the_fed_one_is_found(tmp_path):
+    # the 2D step is silent (the critic and 3D passes run none of the 2D model); the critic's
+    # step before the 3D pass, which runs the critic on the 3D output, is found
+    root = write(tmp_path, {"train.py": INLINE.format(critic="self.critic")})
+    assert found(root, "GT601") == [("train.py", CRITIC_STEP)]
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        run(root, "train.py", ())
+
+
+def test_a_module_bound_to_another_name_counts_as_run(tmp_path):
+    root = write(tmp_path, {"train.py": INLINE.format(critic="self.critic if graph.numel() "
+                                                      "else self.model")})
+    # `critic` may be the 2D model: the 2D step before the critic's pass is kept too
+    assert found(root, "GT601") == [("train.py", CRITIC_STEP - 2), ("train.py", CRITIC_STEP)]
