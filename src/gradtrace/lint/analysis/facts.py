@@ -10,6 +10,14 @@ says ``self.encoder = Encoder()`` and ``Encoder.__init__`` says ``self.fc = nn.L
 (``opt = make_optimizer(model)``: an optimizer over ``model``'s parameters). Unknown stays
 None: rules that need a guess use :mod:`.vocabulary`, in one place.
 
+# NOTE [optimizer class given]
+``self.optim = optim(param_groups, **args.optimizer_params)`` in a method whose parameter
+``optim`` is the optimizer class its caller chose (3DInfomax's trainers: ``globals()[name]``
+in another file): a callable handed the parameters of modules (``.parameters()``,
+``.named_parameters()``, through the names and lists built from them) is an optimizer over
+them, whatever class it is. Only a parameter of the function is read so: a name of the file
+or an import is what it is.
+
 Everything is computed lazily and memoised per file, so a file whose rules never ask costs
 nothing, and each fact costs one pass over the code it depends on.
 """
@@ -265,6 +273,10 @@ class Analysis(FunctionFacts):
         fn = self.callee(e, scope.node)
         if fn is not None and not local:
             return self._through(fn, e, scope, line, depth)
+        if isinstance(f, ast.Name) and (e.args or e.keywords) and scope.node is not \
+                self.ctx.tree and self._is_param(scope.node, f.id) and not local and \
+                (over := self._param_owners(e, scope, line, depth)):
+            return Kind(OPTIMIZER, over=over, node=e)  # NOTE [optimizer class given]
         return None
 
     @staticmethod
