@@ -49,6 +49,9 @@ TENSOR_FACTORIES = frozenset({
     "torch.full_like", "torch.normal",
 })
 LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# Lua torch's objects (PyTorch < 1.0): `load_lua(path)` and `torch.legacy.nn` layers are not
+# `nn.Module`s (their `parameters()` returns the two lists `(weights, gradWeights)`)
+LEGACY = ("torch.utils.serialization.", "torch.legacy.")
 MAX_DEPTH = 24
 
 
@@ -277,6 +280,8 @@ class Analysis(FunctionFacts):
                     depth: int) -> Kind | None:
         if q == "torch.nn.Parameter":
             return Kind(PARAMETER, node=e)
+        if q.startswith(LEGACY):
+            return Kind(OBJECT, cls=q, node=e)
         if q == "torch.nn.Buffer":
             return Kind(BUFFER, node=e)
         if q.startswith("torch.nn.") and last[:1].isupper() and q not in NOT_MODULES \
