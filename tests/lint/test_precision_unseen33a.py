@@ -51,6 +51,31 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return net
         net = copy_from_lua("vgg16.t7", nn.Linear(4, 3))
         """, "GT449", line=10, raises=(TypeError, "not subscriptable"))),
+    # EnlightenGAN (util/util.py): the same copy of `load_vgg16`, its import of `load_lua`
+    # deleted with `torch.utils.serialization`: the call raises NameError, the binding never
+    # holds anything, so nothing says it is an nn.Module. Twin: the source model built by a
+    # function of the file (a torch model): indexing its `parameters()` raises TypeError
+    "parameters-of-what-an-undefined-loader-returns": (Shape("""
+        def copy_from_lua(path, net):
+            lua_net = load_legacy(path)
+            for src, dst in zip(lua_net.parameters()[0], net.parameters()):
+                dst.data[:] = src
+            return net
+        try:
+            copy_from_lua("vgg16.t7", nn.Linear(4, 3))
+            failed = False
+        except NameError:
+            failed = True
+        """, "GT449", holds="failed"), Shape("""
+        def load_legacy(path):
+            return nn.Linear(4, 3)
+        def copy_from_lua(path, net):
+            lua_net = load_legacy(path)
+            for src, dst in zip(lua_net.parameters()[0], net.parameters()):
+                dst.data[:] = src
+            return net
+        copy_from_lua("vgg16.t7", nn.Linear(4, 3))
+        """, "GT449", line=5, raises=(TypeError, "not subscriptable"))),
     # PointGroup (lib/pointgroup_ops/functions/pointgroup_ops.py): a ball query Function
     # returns integer index tensors only, one of them rebound from a slice of itself
     # (`idx = idx[:n_active]`): no output requires grad, so its short backward never runs.
