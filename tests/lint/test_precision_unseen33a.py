@@ -148,6 +148,80 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = nn.Linear(3, 1)
         out = train_epoch(m, torch.optim.SGD(m.parameters(), lr=0.1), [torch.randn(2, 3)] * 3)
         """, "GT505", line=12, holds="out.grad_fn is not None")),
+    # PointDSC (misc/eigen.py): a test matrix `np.abs(np.random.randn(n, n))` made a leaf
+    # with `Variable(torch.from_numpy(m), requires_grad=True)` to compare gradients: a NumPy
+    # factory's arguments are sizes, its array has no history, nothing is cut. Twin: the
+    # matrix is the model's output taken through NumPy: no parameter gets a gradient
+    "leaf-made-from-a-numpy-random-matrix": (Shape("""
+        import numpy as np
+        def eig_grad(n):
+            m = np.abs(np.random.randn(n, n))
+            m = m + m.T
+            a = torch.autograd.Variable(torch.from_numpy(m), requires_grad=True)
+            vals, vecs = torch.linalg.eigh(a)
+            vals[-1].backward()
+            return a.grad
+        g = next(eig_grad(k) for k in [4])
+        """, "GT106", holds="g is not None"), Shape("""
+        import numpy as np
+        def eig_grad(net, x):
+            m = np.abs(net(x).detach().numpy())
+            m = m + m.T
+            a = torch.autograd.Variable(torch.from_numpy(m), requires_grad=True)
+            vals, vecs = torch.linalg.eigh(a)
+            vals[-1].backward()
+            return net
+        net = eig_grad(nn.Linear(4, 4), torch.randn(4, 4))
+        """, "GT106", line=5, holds="net.weight.grad is None")),
+    "numpy-random-matrix-through-numpy": (Shape("""
+        import numpy as np
+        def eig_grad(n):
+            m = np.abs(np.random.randn(n, n))
+            a = torch.tensor(m + m.T, requires_grad=True)
+            vals, vecs = torch.linalg.eigh(a)
+            vals[-1].backward()
+            return a.grad
+        g = next(eig_grad(k) for k in [4])
+        """, "GT103", holds="g is not None"), Shape("""
+        import numpy as np
+        def eig_fit(net, x):
+            m = np.abs(net(x).detach().numpy())
+            a = torch.from_numpy(m + m.T)
+            vals, vecs = torch.linalg.eigh(a)
+            vals[-1].backward()
+        eig_fit(nn.Linear(4, 4), torch.randn(4, 4))
+        """, "GT103", line=3, raises=(RuntimeError, "does not require grad"))),
+    # self-label (eval_resnet.py): `with torch.no_grad(): self.optimize_epoch(...,
+    # is_validation=True)`, whose backward sits under `if is_validation is False:`: the call
+    # picks the other arm. Twin: the training call (`is_validation=False`) under no_grad:
+    # 'element 0 of tensors does not require grad'
+    "validation-call-skips-the-backward-arm-by-an-is-test": (Shape("""
+        def optimize_epoch(model, opt, loader, is_validation=False):
+            for x in loader:
+                loss = model(x).pow(2).mean()
+                if is_validation is False:
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            return loss.item()
+        m = nn.Linear(3, 1)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        with torch.no_grad():
+            v = optimize_epoch(m, opt, [torch.randn(2, 3)], is_validation=True)
+        """, "GT210", holds="isinstance(v, float)"), Shape("""
+        def optimize_epoch(model, opt, loader, is_validation=False):
+            for x in loader:
+                loss = model(x).pow(2).mean()
+                if is_validation is False:
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            return loss.item()
+        m = nn.Linear(3, 1)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        with torch.no_grad():
+            v = optimize_epoch(m, opt, [torch.randn(2, 3)], is_validation=False)
+        """, "GT210", line=11, raises=(RuntimeError, "does not require grad"))),
 }
 
 
