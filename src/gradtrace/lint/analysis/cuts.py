@@ -64,8 +64,17 @@ CUT_FUNCS = {
 # tensor constructors that copy their data argument into a new leaf
 REBUILD_FUNCS = COPY_FUNCS | {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
 # results with no history whatever the arguments
-FRESH_FUNCS = FACTORY_FUNCS | {"len", "range", "isinstance", "torch.is_tensor", "torch.numel",
-                               "torch.nn.functional.one_hot"}
+# NumPy arrays made from scratch: their arguments are shapes, ranges and seeds (the
+# `numpy.random.` family, by prefix, is asked with :func:`fresh_call`)
+NUMPY_FACTORIES = frozenset({"numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full",
+                             "numpy.arange", "numpy.linspace", "numpy.eye", "numpy.identity"})
+FRESH_FUNCS = FACTORY_FUNCS | NUMPY_FACTORIES | {"len", "range", "isinstance", "torch.is_tensor",
+                                                 "torch.numel", "torch.nn.functional.one_hot"}
+
+
+def fresh_call(qual: str) -> bool:
+    """Whether a call of ``qual`` makes a value with no history whatever its arguments."""
+    return qual in FRESH_FUNCS or qual.startswith("numpy.random.")
 FRESH_METHODS = frozenset({"size", "dim", "numel", "new_zeros", "new_ones", "new_empty",
                            "new_full", "zero_", "nelement", "element_size", "data_ptr",
                            "get_device", "stride", "is_contiguous", "isnan", "isinf",
