@@ -41,6 +41,7 @@ from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer
+from gradtrace.lint.analysis.loss_evidence import loss_evidence
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
 
@@ -142,8 +143,13 @@ class LossPaths(HelperTracer):
         if isinstance(node.returns, ast.Name) and node.returns.id == "bool":
             return False  # a predicate (`def is_average_loss(self) -> bool`), not a loss
         if LOSS_FUNC_RE.match(name):
-            return not _script_metric(self.ctx, node) and not _library_metric(self.ctx, node)
-        return name in ("forward", "__call__") and is_loss_class(self.ctx.class_def, self.ctx)
+            if _script_metric(self.ctx, node) or _library_metric(self.ctx, node):
+                return False
+        elif name not in ("forward", "__call__") or not is_loss_class(self.ctx.class_def,
+                                                                       self.ctx):
+            return False
+        # NOTE [loss evidence]: the name only proposes; a call reaching a backward decides
+        return loss_evidence(self.ctx, node) is not False
 
     # -- judging -----------------------------------------------------------------------------
     def _judge(self, sink: Sink) -> Verdict | None:

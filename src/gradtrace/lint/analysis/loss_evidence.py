@@ -1,0 +1,181 @@
+"""Whether a function named like a loss is one: the code's evidence, not its name.
+
+# NOTE [loss evidence]
+A function is a loss function by what is done with its result, not by its spelling
+(``loss_wc``, ``logloss``, ``compute_ms_stft_loss`` are NumPy/SciPy objectives and metrics
+nothing backpropagates). :func:`loss_evidence` answers for a function (or the ``forward`` of a
+class) the loss-path rules would take for a loss by its name:
+
+* True: a call of it reaches a backward (``.backward()``, ``autograd.grad``, a trainer's
+  ``manual_backward``/``accelerator.backward``: :mod:`.steps`) in the function making the call
+  (through the names the backpropagated value is built from, the lists it is appended to),
+  or is returned by a function that itself reaches one or by ``training_step`` (Lightning
+  backpropagates what it returns); or a call of it is handed a graph (a model output, a value
+  of kind graph); or, in another file of the project that imports it, such a call
+  (:func:`.loss_callers.project_evidence`); ``training_step`` itself is the protocol's loss;
+* False: every call the file makes is known and none does that, and the project's other
+  files that mention it call it nowhere such (or nowhere at all);
+* None: no code fact at all (the function is also used as a value: handed to a trainer as
+  ``loss_fn=f``; a lone function of a one-file project nothing calls; a project too large to
+  search): only then does the name decide (the last resort of
+  :mod:`~gradtrace.lint.analysis.vocabulary`).
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.callees import function_sites, module_sites, object_sites
+from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.analysis.vocabulary import STEP_METHOD
+from gradtrace.lint.flow import GRAPH
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+Fn = ast.FunctionDef | ast.AsyncFunctionDef
+MAX_HOPS = 2  # functions returning the call's value, up to a backward
+_FILLS = frozenset({"append", "extend", "insert", "add"})
+
+
+def loss_evidence(ctx: Context, fn: Fn, hops: int = 0) -> bool | None:
+    """NOTE [loss evidence]: True, False or None for the function ``fn`` of ``ctx``'s file."""
+    memo: dict = ctx.memo("loss-evidence", ctx.tree, dict)
+    key = (id(fn), hops)
+    if key in memo:
+        return memo[key]  # type: ignore[no-any-return]
+    memo[key] = None  # guard: a function reached again through its own callers
+    got = memo[key] = _evidence(ctx, fn, hops)
+    return got
+
+
+def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
+    if fn.name == STEP_METHOD:
+        return True  # Lightning backpropagates what it returns
+    cls = ctx.analysis.class_of(fn)
+    if _registered(fn) or cls is not None and cls.node is not None and _registered(cls.node):
+        return None  # `@LOSSES.register_module()`: built from a config, by a registry
+    sites = _sites(ctx, fn)
+    if sites is None:
+        return None  # also used as a value: where it goes is not seen
+    for call, where in sites:
+        if reaches_backward(ctx, where, call, hops) or graph_fed(ctx, where, call):
+            return True
+    if hops:
+        return False if sites else None
+    from gradtrace.lint.analysis.loss_callers import project_evidence
+    other = project_evidence(ctx, fn)
+    if other is not None:
+        return other
+    return False if sites else None
+
+
+_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "torch.no_grad",
+                               "torch.enable_grad", "torch.inference_mode"})
+
+
+def _registered(node: ast.AST) -> bool:
+    """A decorator other than the plain ones hands the definition to someone else."""
+    for d in getattr(node, "decorator_list", ()):
+        f = d.func if isinstance(d, ast.Call) else d
+        if (dotted(f) or "") not in _PLAIN_DECORATORS:
+            return True
+    return False
+
+
+def _sites(ctx: Context, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
+    """The calls of ``fn`` in the file (a loss class's ``forward``/``__call__``: the calls of
+    its instances); None when ``fn`` is also used without a call we see."""
+    a = ctx.analysis
+    cls = a.class_of(fn)
+    if cls is not None and fn.name in ("forward", "__call__"):
+        sites = module_sites(a, cls.name) if cls.is_module else object_sites(a, cls.name)
+        if not sites and cls.node is not None:
+            from gradtrace.lint.analysis.calls import named_calls
+            return None if named_calls(ctx, cls.name) else []  # built, called unseen
+        return sites
+    return function_sites(a, fn)
+
+
+def reaches_backward(ctx: Context, where: ast.AST, call: ast.Call, hops: int = 0) -> bool:
+    """The value of ``call`` (made in the function or module ``where``) flows into what
+    ``where`` backpropagates, or into what it returns when ``where`` is itself a loss
+    function by evidence (:data:`MAX_HOPS` such returns)."""
+    if id(call) in fed_calls(ctx, where, backward=True):
+        return True
+    if not isinstance(where, FUNCTION_TYPES) or hops >= MAX_HOPS:
+        return False
+    if id(call) not in fed_calls(ctx, where, backward=False):
+        return False
+    if where.name == STEP_METHOD:
+        return True
+    return loss_evidence(ctx, where, hops + 1) is True  # type: ignore[arg-type]
+
+
+def fed_calls(ctx: Context, where: ast.AST, backward: bool) -> frozenset[int]:
+    """``id`` of every call of ``where`` whose value flows into a value it backpropagates
+    (``backward``) or returns (not ``backward``): through the names those values are built
+    from (every binding of them in the function) and what is appended to them."""
+    def make() -> frozenset[int]:
+        if backward:
+            seeds = [b.loss for b in step_calls(ctx, where).backwards if b.loss is not None]
+        else:
+            seeds = [n.value for n in walk(where) if isinstance(n, ast.Return)
+                     and n.value is not None] if isinstance(where, FUNCTION_TYPES) else []
+        return frozenset(_flowing_calls(ctx, where, seeds))
+    return ctx.memo("loss-evidence-fed:" + ("b" if backward else "r"), where, make)
+
+
+def _flowing_calls(ctx: Context, where: ast.AST, seeds: list[ast.expr]) -> set[int]:
+    scope = ctx.scope(where)
+    out: set[int] = set()
+    seen: set[str] = set()
+    todo: list[ast.AST] = list(seeds)
+    fills: dict[str, list[ast.Call]] | None = None
+    while todo:
+        for n in walk(todo.pop()):
+            if isinstance(n, ast.Call):
+                out.add(id(n))
+                continue
+            name = n.id if isinstance(n, ast.Name) else (
+                dotted(n) if isinstance(n, ast.Attribute) else None)
+            if not name or name in seen:
+                continue
+            seen.add(name)
+            for b in scope.bindings.get(name, ()):
+                v = b.value
+                if v is None and isinstance(b.stmt, (ast.Assign, ast.AugAssign, ast.For)):
+                    v = b.stmt.value if not isinstance(b.stmt, ast.For) else b.stmt.iter
+                if v is not None:
+                    todo.append(v)
+            if fills is None:
+                fills = {}
+                for mc in scope.method_calls:
+                    if mc.method in _FILLS:
+                        fills.setdefault(mc.receiver, []).append(mc.call)
+            for c in fills.get(name, ()):
+                todo.extend(c.args)
+    return out
+
+
+def graph_fed(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
+    """A positional or keyword argument of ``call`` holds a graph where it is made: a model's
+    output (a call of a module, or a name bound to one), or a value the flow facts call a
+    graph."""
+    from gradtrace.lint.analysis.model_calls import calls_module
+    scope = ctx.scope(where)
+    for a in (*call.args, *(k.value for k in call.keywords)):
+        if scope.kind(a, call.lineno) == GRAPH:
+            return True
+        v: ast.AST | None = a
+        if isinstance(a, ast.Name):
+            b = scope.binding_before(a.id, call.lineno)
+            v = b.value if b is not None else None
+        while isinstance(v, ast.Subscript):
+            v = v.value
+        if isinstance(v, ast.Call) and calls_module(v, scope, ctx):
+            return True
+    return False
