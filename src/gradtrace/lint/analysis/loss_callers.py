@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.project_files import _bases, _load, _text, depth_of, roots, use
 
@@ -26,13 +26,14 @@ _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-pa
 _LISTED: dict[str, tuple[str, ...] | None] = {}
 
 
-def project_evidence(ctx: Context, fn: Fn) -> bool | None:
+def project_evidence(ctx: Context, fn: Fn,
+                     judge: Callable[[Context, ast.AST, ast.Call], bool]) -> bool | None:
     """True: another file of the project calls ``fn`` (a top-level function, or the
     ``forward`` of a top-level class through its instances) where its value reaches a
     backward or it is handed a graph; False: the project's other files call it, or mention it,
     nowhere such and nowhere else; None: no fact (a project of one file, too large, or the
-    name used there as a value)."""
-    from gradtrace.lint.analysis.loss_evidence import graph_fed, reaches_backward
+    name used there as a value). ``judge(file's context, function making the call, call)``
+    says whether one call counts."""
     if depth_of(ctx) > 0:
         return None
     cls = ctx.analysis.class_of(fn)
@@ -59,7 +60,7 @@ def project_evidence(ctx: Context, fn: Fn) -> bool | None:
         if sites is None:
             return None  # handed on as a value there
         for call, where in sites:
-            if reaches_backward(octx, where, call) or graph_fed(octx, where, call):
+            if judge(octx, where, call):
                 return True
     return False
 

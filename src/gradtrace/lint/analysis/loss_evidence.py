@@ -26,6 +26,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import function_sites, module_sites, object_sites
+from gradtrace.lint.analysis.loss_callers import project_evidence
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.vocabulary import STEP_METHOD
 from gradtrace.lint.flow import GRAPH
@@ -35,6 +36,7 @@ from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 MAX_HOPS = 2  # functions returning the call's value, up to a backward
@@ -66,8 +68,8 @@ def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
             return True
     if hops:
         return False if sites else None
-    from gradtrace.lint.analysis.loss_callers import project_evidence
-    other = project_evidence(ctx, fn)
+    other = project_evidence(ctx, fn, lambda c, w, call: reaches_backward(c, w, call)
+                             or graph_fed(c, w, call))
     if other is not None:
         return other
     return False if sites else None
@@ -162,20 +164,36 @@ def _flowing_calls(ctx: Context, where: ast.AST, seeds: list[ast.expr]) -> set[i
 
 
 def graph_fed(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
-    """A positional or keyword argument of ``call`` holds a graph where it is made: a model's
-    output (a call of a module, or a name bound to one), or a value the flow facts call a
-    graph."""
-    from gradtrace.lint.analysis.model_calls import calls_module
+    """A positional or keyword argument of ``call`` holds a graph where it is made
+    (:func:`graph_value`)."""
     scope = ctx.scope(where)
-    for a in (*call.args, *(k.value for k in call.keywords)):
-        if scope.kind(a, call.lineno) == GRAPH:
-            return True
-        v: ast.AST | None = a
-        if isinstance(a, ast.Name):
-            b = scope.binding_before(a.id, call.lineno)
-            v = b.value if b is not None else None
+    return any(graph_value(ctx, scope, a, call.lineno)
+               for a in (*call.args, *(k.value for k in call.keywords)))
+
+
+def graph_value(ctx: Context, scope: Scope, a: ast.expr, line: int) -> bool:
+    """``a`` read at ``line`` holds a model's output (a call of a module, or a name bound to
+    one, or a slice of either) or a value the flow facts call a graph."""
+    from gradtrace.lint.analysis.model_calls import calls_module
+    if scope.kind(a, line) == GRAPH:
+        return True
+    v: ast.AST | None = a
+    while isinstance(v, ast.Subscript):
+        v = v.value
+    if isinstance(v, ast.Name):
+        b = scope.binding_before(v.id, line)
+        v = b.value if b is not None else None
         while isinstance(v, ast.Subscript):
             v = v.value
-        if isinstance(v, ast.Call) and calls_module(v, scope, ctx):
-            return True
-    return False
+    return isinstance(v, ast.Call) and calls_module(v, scope, ctx)
+
+
+def passed_graph(ctx: Context, fn: ast.AST, param: str) -> bool:
+    """Some call of ``fn`` in the file hands a graph (:func:`graph_value`) for ``param``:
+    whatever the parameter's name says (``kl_loss(x, y)`` with ``y`` the student's logits),
+    the call sites make it a prediction, not a target."""
+    from gradtrace.lint.analysis.grad_values import callers
+    def make() -> bool:
+        return any(graph_value(ctx, ctx.scope(w), arg, call.lineno)
+                   for call, w, arg in callers(ctx, fn, param))
+    return ctx.memo("loss-evidence-passed:" + param, fn, make)

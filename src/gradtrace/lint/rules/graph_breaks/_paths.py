@@ -148,7 +148,7 @@ class LossPaths(HelperTracer):
         elif name not in ("forward", "__call__") or not is_loss_class(self.ctx.class_def,
                                                                        self.ctx):
             return False
-        # NOTE [loss evidence]: the name only proposes; a call reaching a backward decides
+        # the name only proposes; a call reaching a backward decides (NOTE [loss evidence])
         return loss_evidence(self.ctx, node) is not False
 
     # -- judging -----------------------------------------------------------------------------
