@@ -44,6 +44,8 @@ def project_evidence(ctx: Context, fn: Fn,
         return None
     name = cls.name if cls is not None else fn.name
     me = os.path.realpath(ctx.path)
+    if not os.path.isfile(me):
+        return None  # a buffer or a snippet: no project around it
     files = _project(me)
     if files is None or len(files) < 2:
         return None  # a file of one: no other code to ask
