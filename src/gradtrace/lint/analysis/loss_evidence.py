@@ -99,7 +99,58 @@ def _sites(ctx: Context, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
             from gradtrace.lint.analysis.calls import named_calls
             return None if named_calls(ctx, cls.name) else []  # built, called unseen
         return sites
-    return function_sites(a, fn)
+    got = function_sites(a, fn)
+    if got is None and cls is None and a.functions.get(fn.name) is fn:
+        got = _shadowed_sites(ctx, fn.name)
+    return got
+
+
+_NUMERIC_ROOTS = frozenset({"numpy", "scipy", "sklearn"})
+
+
+def _shadowed_sites(ctx: Context, name: str) -> list[tuple[ast.Call, ast.AST]] | None:
+    """The calls of the top-level function ``name`` when every other use of the name reads a
+    local variable of the same spelling (KGAT's ``logloss = log_loss(...)`` inside ``def
+    logloss``) or hands the function to a NumPy-side library (``scipy.optimize.fmin(f, x0)``:
+    it minimises a number); None when it is used as a value anywhere else."""
+    from gradtrace.lint.analysis.calls import call_sites
+    calls: list[tuple[ast.Call, ast.AST]] = []
+    for call, _, outer in call_sites(ctx, name):
+        where = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), ctx.tree)
+        if isinstance(call.func, ast.Name) and name not in ctx.scope(where).bindings:
+            calls.append((call, where))
+    funcs = {id(c.func) for c, _ in call_sites(ctx, name)}
+    for where in (ctx.tree, *(n for n in walk(ctx.tree) if isinstance(n, FUNCTION_TYPES))):
+        local = where is not ctx.tree and name in ctx.scope(where).bindings
+        for n in _own_loads(where, name):
+            if id(n) in funcs or local:
+                continue
+            if not _numeric_argument(ctx, where, n):
+                return None
+    return calls
+
+
+def _own_loads(where: ast.AST, name: str) -> list[ast.Name]:
+    """The loads of ``name`` in ``where``'s own body (nested functions excluded)."""
+    out: list[ast.Name] = []
+    todo = list(ast.iter_child_nodes(where))
+    while todo:
+        n = todo.pop()
+        if isinstance(n, FUNCTION_TYPES):
+            continue  # (its own walk; a lambda's body is the enclosing function's)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            out.append(n)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _numeric_argument(ctx: Context, where: ast.AST, n: ast.Name) -> bool:
+    """``n`` is an argument of a call of a NumPy-side library (``fmin(loss_wc, x0)``)."""
+    for c in walk(where):
+        if isinstance(c, ast.Call) and any(a is n for a in (*c.args, *(
+                k.value for k in c.keywords))):
+            return (ctx.qualified_name(c.func) or "").partition(".")[0] in _NUMERIC_ROOTS
+    return False
 
 
 def reaches_backward(ctx: Context, where: ast.AST, call: ast.Call, hops: int = 0) -> bool:
