@@ -104,6 +104,29 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         t = Trainer()
         t.fit(torch.randn(8, 4))
         """, "GT104", line=6, raises=(RuntimeError, "does not require grad"))),
+    # KGAT's `logloss`: a local of the same spelling inside the function is no use of the
+    # function as a value; its only call hands it NumPy data. Twin: the call hands it the
+    # model's output as a list, and its value is backpropagated
+    "loss-named-function-shadowed-by-its-own-local": (Shape("""
+        def smooth_loss(seq):
+            smooth_loss = (seq[1:] - seq[:-1]).abs().detach().mean()
+            return smooth_loss
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), 0.1)
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        loss.backward()
+        opt.step()
+        report = float(smooth_loss(torch.from_numpy(np.array([0.3, 0.1, 0.4]))))
+        """, "GT107", holds="model.weight.grad is not None"), Shape("""
+        def smooth_loss(seq):
+            smooth_loss = (seq[1:] - seq[:-1]).abs().detach().mean()
+            return smooth_loss
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), 0.1)
+        loss = smooth_loss(model(torch.randn(8, 4)).flatten())
+        loss.backward()
+        opt.step()
+        """, "GT107", line=2, raises=(RuntimeError, "does not require grad"))),
 }
 
 

@@ -117,9 +117,10 @@ def _shadowed_sites(ctx: Context, name: str) -> list[tuple[ast.Call, ast.AST]] |
     calls: list[tuple[ast.Call, ast.AST]] = []
     for call, _, outer in call_sites(ctx, name):
         where = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), ctx.tree)
-        if isinstance(call.func, ast.Name) and name not in ctx.scope(where).bindings:
+        if isinstance(call.func, ast.Name) and (where is ctx.tree or name not in ctx.scope(
+                where).bindings):
             calls.append((call, where))
-    funcs = {id(c.func) for c, _ in call_sites(ctx, name)}
+    funcs = {id(c.func) for c, _, _ in call_sites(ctx, name)}
     for where in (ctx.tree, *(n for n in walk(ctx.tree) if isinstance(n, FUNCTION_TYPES))):
         local = where is not ctx.tree and name in ctx.scope(where).bindings
         for n in _own_loads(where, name):
