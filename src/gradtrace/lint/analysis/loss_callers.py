@@ -13,7 +13,8 @@ import ast
 import os
 from typing import TYPE_CHECKING, Callable
 
-from gradtrace.lint.analysis.project_files import _bases, _load, _text, depth_of, roots, use
+from gradtrace.lint.analysis.project_files import (
+    _bases, _load, _text, depth_of, imports_of, roots, use)
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -51,7 +52,7 @@ def project_evidence(ctx: Context, fn: Fn,
         return None  # a file of one: no other code to ask
     word = name.encode()
     readers = [p for p in files if p != me and word in _text(p)]
-    if len(readers) > MAX_READERS:
+    if len(readers) > MAX_READERS or cls is not None and subclassed(ctx, name):
         return None
     for path in readers:
         f = _load(path, 1)
@@ -78,6 +79,15 @@ def _sites_in(octx: Context, name: str, me: str, is_class: bool
     local: set[str] = set()
     for call, _, outer in call_sites(octx, name):
         got = foreign_def(octx, call.func)
+        if got is None and isinstance(call.func, ast.Name) and \
+                name not in octx.analysis.functions and name not in octx.analysis.classes:
+            return None  # `from src.dlutils import *`: may be this one, not followed
+        root = call.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if got is None and root is not call.func and isinstance(root, ast.Name) and \
+                root.id in imports_of(octx):
+            return None  # `losses.dice_loss(...)` through an import the index cannot follow
         if got is None or got[1].name != name or \
                 os.path.realpath(got[0].path) != me:  # type: ignore[attr-defined]
             continue
@@ -87,19 +97,29 @@ def _sites_in(octx: Context, name: str, me: str, is_class: bool
             local.add(call.func.id)
         out.append((call, where))
     if is_class:
+        if subclassed(octx, name):
+            return None  # its `forward` runs for the instances of a subclass too
         sites: list[tuple[ast.Call, ast.AST]] = []
         for lname in local:
             cinfo = octx.analysis.classes.get(lname)
             if cinfo is not None:
                 continue  # a class of that file by the same name
             sites += module_sites(octx.analysis, lname) + object_sites(octx.analysis, lname)
-        return sites
+        return None if out and not sites else sites  # built there, called where we do not see
     for lname in local:
         for n in ast.walk(octx.tree):
             if isinstance(n, ast.Name) and n.id == lname and isinstance(n.ctx, ast.Load) \
                     and not _called(octx, n):
                 return None
     return out
+
+
+def subclassed(octx: Context, name: str) -> bool:
+    """A class of ``octx``'s file derives from a class spelled ``name`` (``class
+    DiceLoss(_AbstractDiceLoss)``, or ``(base.Name)``)."""
+    return any(isinstance(n, ast.ClassDef) and any(
+        (b.id if isinstance(b, ast.Name) else getattr(b, "attr", None)) == name
+        for b in n.bases) for n in ast.walk(octx.tree))
 
 
 def _called(octx: Context, n: ast.Name) -> bool:

@@ -94,6 +94,9 @@ def _sites(ctx: Context, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
     a = ctx.analysis
     cls = a.class_of(fn)
     if cls is not None and fn.name in ("forward", "__call__"):
+        from gradtrace.lint.analysis.loss_callers import subclassed
+        if subclassed(ctx, cls.name):
+            return None  # its `forward` runs for the instances of a subclass too
         sites = module_sites(a, cls.name) if cls.is_module else object_sites(a, cls.name)
         if not sites and cls.node is not None:
             from gradtrace.lint.analysis.calls import named_calls
