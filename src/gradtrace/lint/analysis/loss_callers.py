@@ -28,13 +28,14 @@ _LISTED: dict[str, tuple[str, ...] | None] = {}
 
 
 def project_evidence(ctx: Context, fn: Fn,
-                     judge: Callable[[Context, ast.AST, ast.Call], bool]) -> bool | None:
+                     judge: Callable[[Context, ast.AST, ast.Call], bool | None]
+                     ) -> bool | None:
     """True: another file of the project calls ``fn`` (a top-level function, or the
     ``forward`` of a top-level class through its instances) where its value reaches a
     backward or it is handed a graph; False: the project's other files call it, or mention it,
     nowhere such and nowhere else; None: no fact (a project of one file, too large, or the
     name used there as a value). ``judge(file's context, function making the call, call)``
-    says whether one call counts."""
+    says whether one call counts (None: unknown)."""
     if depth_of(ctx) > 0:
         return None
     cls = ctx.analysis.class_of(fn)
@@ -54,6 +55,7 @@ def project_evidence(ctx: Context, fn: Fn,
     readers = [p for p in files if p != me and word in _text(p)]
     if len(readers) > MAX_READERS or cls is not None and subclassed(ctx, name):
         return None
+    unknown = False
     for path in readers:
         f = _load(path, 1)
         if f is None:
@@ -63,9 +65,11 @@ def project_evidence(ctx: Context, fn: Fn,
         if sites is None:
             return None  # handed on as a value there
         for call, where in sites:
-            if judge(octx, where, call):
+            got = judge(octx, where, call)
+            if got:
                 return True
-    return False
+            unknown = unknown or got is None
+    return None if unknown else False
 
 
 def _sites_in(octx: Context, name: str, me: str, is_class: bool

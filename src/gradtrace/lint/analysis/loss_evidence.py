@@ -15,7 +15,8 @@ class) the loss-path rules would take for a loss by its name:
   (:func:`.loss_callers.project_evidence`); ``training_step`` itself is the protocol's loss;
 * False: every call the file makes is known and none does that, and the project's other
   files that mention it call it nowhere such (or nowhere at all);
-* None: no code fact at all (the function is also used as a value: handed to a trainer as
+* None: a call's value flows into the return of a function whose own evidence is unknown (a
+  model's ``forward`` returning its loss to a trainer out of sight); or no code fact at all (the function is also used as a value: handed to a trainer as
   ``loss_fn=f``; a lone function of a one-file project nothing calls; a project too large to
   search): only then does the name decide (the last resort of
   :mod:`~gradtrace.lint.analysis.vocabulary`).
@@ -63,16 +64,25 @@ def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
     sites = _sites(ctx, fn)
     if sites is None:
         return None  # also used as a value: where it goes is not seen
+    unknown = not sites
     for call, where in sites:
-        if reaches_backward(ctx, where, call, hops) or graph_fed(ctx, where, call):
+        got = _judge(ctx, where, call, hops)
+        if got:
             return True
+        unknown = unknown or got is None
     if hops:
-        return False if sites else None
-    other = project_evidence(ctx, fn, lambda c, w, call: reaches_backward(c, w, call)
-                             or graph_fed(c, w, call))
-    if other is not None:
+        return None if unknown else False
+    other = project_evidence(ctx, fn, _judge)
+    if other is not None and (other or not sites or not unknown):
         return other
-    return False if sites else None
+    return None if unknown else False
+
+
+def _judge(ctx: Context, where: ast.AST, call: ast.Call, hops: int = 0) -> bool | None:
+    """One call: its value reaches a backward, or it is handed a graph (True); or it flows
+    into the return of a function whose own evidence is unknown (None)."""
+    got = reaches_backward(ctx, where, call, hops)
+    return True if got or graph_fed(ctx, where, call) else got
 
 
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "torch.no_grad",
@@ -157,19 +167,22 @@ def _numeric_argument(ctx: Context, where: ast.AST, n: ast.Name) -> bool:
     return False
 
 
-def reaches_backward(ctx: Context, where: ast.AST, call: ast.Call, hops: int = 0) -> bool:
+def reaches_backward(ctx: Context, where: ast.AST, call: ast.Call, hops: int = 0
+                     ) -> bool | None:
     """The value of ``call`` (made in the function or module ``where``) flows into what
-    ``where`` backpropagates, or into what it returns when ``where`` is itself a loss
-    function by evidence (:data:`MAX_HOPS` such returns)."""
+    ``where`` backpropagates (True), or into what it returns: then ``where``'s own evidence
+    decides (:data:`MAX_HOPS` such returns; None: unknown, as a model's ``forward`` returning
+    its loss to a trainer out of sight)."""
     if id(call) in fed_calls(ctx, where, backward=True):
         return True
-    if not isinstance(where, FUNCTION_TYPES) or hops >= MAX_HOPS:
-        return False
-    if id(call) not in fed_calls(ctx, where, backward=False):
+    if not isinstance(where, FUNCTION_TYPES) or id(call) not in fed_calls(ctx, where,
+                                                                          backward=False):
         return False
     if where.name == STEP_METHOD:
         return True
-    return loss_evidence(ctx, where, hops + 1) is True  # type: ignore[arg-type]
+    if hops >= MAX_HOPS:
+        return None
+    return loss_evidence(ctx, where, hops + 1)  # type: ignore[arg-type]
 
 
 def fed_calls(ctx: Context, where: ast.AST, backward: bool) -> frozenset[int]:
