@@ -70,7 +70,7 @@ def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
         if got:
             return True
         unknown = unknown or got is None
-    if hops:
+    if hops > 1:
         return None if unknown else False
     other = project_evidence(ctx, fn, _judge)
     if other is not None and (other or not sites or not unknown):
