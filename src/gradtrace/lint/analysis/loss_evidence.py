@@ -20,6 +20,22 @@ class) the loss-path rules would take for a loss by its name:
   ``loss_fn=f``; a lone function of a one-file project nothing calls; a project too large to
   search): only then does the name decide (the last resort of
   :mod:`~gradtrace.lint.analysis.vocabulary`).
+
+A parameter spelled like a target (``TARGET_RE``) is data only when no call of the function
+in the file hands it a graph (:func:`passed_graph`, read by the shared tracer of
+:mod:`.origins`).
+
+Decisions of the graph-break and graph-lifetime rules that still rest on a name (session 33,
+docs/triage/evidence33.md): ``LOSS_FUNC_RE`` and a class spelled ``*Loss``/``*Criterion``
+propose the candidates and decide when the answer above is None; ``SKIP_FUNC_RE`` (an
+``eval``/``metric``/``test`` function is never a loss: it silences); ``TARGET_RE`` with no call
+in sight; ``cuts._pure_loss_name`` (an unbound ``criterion``/``self.loss_fn`` is a loss without
+parameters of its own); ``arg_roles._loss_callee`` (a callee spelled like a loss takes the
+prediction first: it silences); ``DATA_ITER_RE`` (a loop over ``loader``/``range(`` yields
+data); the spelling fallback of ``model_calls.module_like`` (a callee of unknown kind spelled
+like a model runs one: the GT5 dependency walk); GT601's ``*opt*`` receiver of unknown kind;
+GT507's ``repackage``/``detach``/``freeze`` words and generator/discriminator roles
+(silencing).
 """
 from __future__ import annotations
 
