@@ -46,7 +46,7 @@ from gradtrace.lint.analysis.callees import function_sites, module_sites, object
 from gradtrace.lint.analysis.loss_callers import project_evidence
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.vocabulary import STEP_METHOD
-from gradtrace.lint.flow import GRAPH
+from gradtrace.lint.flow import GRAPH, MODULE
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -256,9 +256,9 @@ def graph_fed(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
 
 
 def graph_value(ctx: Context, scope: Scope, a: ast.expr, line: int) -> bool:
-    """``a`` read at ``line`` holds a model's output (a call of a module, or a name bound to
-    one, or a slice of either) or a value the flow facts call a graph."""
-    from gradtrace.lint.analysis.model_calls import calls_module
+    """``a`` read at ``line`` holds a model's output (a call of a module object itself or of
+    its ``forward``, or a name bound to one, or a slice of either) or a value the flow facts
+    call a graph. A method of a module (``self._one_hot_encoder(target)``) is not its output."""
     if scope.kind(a, line) == GRAPH:
         return True
     v: ast.AST | None = a
@@ -269,7 +269,15 @@ def graph_value(ctx: Context, scope: Scope, a: ast.expr, line: int) -> bool:
         v = b.value if b is not None else None
         while isinstance(v, ast.Subscript):
             v = v.value
-    return isinstance(v, ast.Call) and calls_module(v, scope, ctx)
+    return isinstance(v, ast.Call) and _runs_module(ctx, scope, v)
+
+
+def _runs_module(ctx: Context, scope: Scope, c: ast.Call) -> bool:
+    f = c.func
+    if isinstance(f, ast.Attribute) and f.attr == "forward":
+        f = f.value
+    k = ctx.analysis.kind(f, scope, c.lineno)
+    return k is not None and k.what == MODULE
 
 
 def passed_graph(ctx: Context, fn: ast.AST, param: str) -> bool:
