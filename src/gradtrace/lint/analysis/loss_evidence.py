@@ -16,9 +16,10 @@ class) the loss-path rules would take for a loss by its name:
 * False: every call the file makes is known and none does that, and the project's other
   files that mention it call it nowhere such (or nowhere at all);
 * None: a call's value flows into the return of a function whose own evidence is unknown (a
-  model's ``forward`` returning its loss to a trainer out of sight); or no code fact at all (the function is also used as a value: handed to a trainer as
-  ``loss_fn=f``; a lone function of a one-file project nothing calls; a project too large to
-  search): only then does the name decide (the last resort of
+  model's ``forward`` returning its loss to a trainer out of sight); or no code fact at all
+  (the function is also used as a value: handed to a trainer as ``loss_fn=f``; a lone
+  function of a one-file project nothing calls; a project too large to search): only then
+  does the name decide (the last resort of
   :mod:`~gradtrace.lint.analysis.vocabulary`).
 
 A parameter spelled like a target (``TARGET_RE``) is data only when no call of the function
@@ -43,7 +44,8 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import function_sites, module_sites, object_sites
-from gradtrace.lint.analysis.loss_callers import project_evidence
+from gradtrace.lint.analysis.calls import call_sites, named_calls
+from gradtrace.lint.analysis.loss_callers import project_evidence, subclassed
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.vocabulary import STEP_METHOD
 from gradtrace.lint.flow import GRAPH, MODULE
@@ -120,12 +122,10 @@ def _sites(ctx: Context, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
     a = ctx.analysis
     cls = a.class_of(fn)
     if cls is not None and fn.name in ("forward", "__call__"):
-        from gradtrace.lint.analysis.loss_callers import subclassed
         if subclassed(ctx, cls.name):
             return None  # its `forward` runs for the instances of a subclass too
         sites = module_sites(a, cls.name) if cls.is_module else object_sites(a, cls.name)
         if not sites and cls.node is not None:
-            from gradtrace.lint.analysis.calls import named_calls
             return None if named_calls(ctx, cls.name) else []  # built, called unseen
         return sites
     got = function_sites(a, fn)
@@ -142,7 +142,6 @@ def _shadowed_sites(ctx: Context, name: str) -> list[tuple[ast.Call, ast.AST]] |
     local variable of the same spelling (KGAT's ``logloss = log_loss(...)`` inside ``def
     logloss``) or hands the function to a NumPy-side library (``scipy.optimize.fmin(f, x0)``:
     it minimises a number); None when it is used as a value anywhere else."""
-    from gradtrace.lint.analysis.calls import call_sites
     calls: list[tuple[ast.Call, ast.AST]] = []
     for call, _, outer in call_sites(ctx, name):
         where = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), ctx.tree)
@@ -285,6 +284,7 @@ def passed_graph(ctx: Context, fn: ast.AST, param: str) -> bool:
     whatever the parameter's name says (``kl_loss(x, y)`` with ``y`` the student's logits),
     the call sites make it a prediction, not a target."""
     from gradtrace.lint.analysis.grad_values import callers
+
     def make() -> bool:
         return any(graph_value(ctx, ctx.scope(w), arg, call.lineno)
                    for call, w, arg in callers(ctx, fn, param))

@@ -145,8 +145,8 @@ class LossPaths(HelperTracer):
         if LOSS_FUNC_RE.match(name):
             if _script_metric(self.ctx, node) or _library_metric(self.ctx, node):
                 return False
-        elif name not in ("forward", "__call__") or not is_loss_class(self.ctx.class_def,
-                                                                       self.ctx):
+        elif name not in ("forward", "__call__") or \
+                not is_loss_class(self.ctx.class_def, self.ctx):
             return False
         # the name only proposes; a call reaching a backward decides (NOTE [loss evidence])
         return loss_evidence(self.ctx, node) is not False
