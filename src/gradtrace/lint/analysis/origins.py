@@ -24,6 +24,7 @@ from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, fie
 from gradtrace.lint.analysis.call_traces import CallTraces
 from gradtrace.lint.analysis.hook_stores import run_between
 from gradtrace.lint.analysis.kinds import BUFFER, NUMBER
+from gradtrace.lint.analysis.loss_evidence import passed_graph
 from gradtrace.lint.analysis.objects import is_record_class
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import (
@@ -161,7 +162,8 @@ class Tracer(CallTraces):
             if name in self.settings or name in nonlocal_numbers(self):
                 return DEAD
             if name in self.params:
-                dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) or \
+                dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) \
+                    and not passed_graph(self.ctx, self.scope.node, name) or \
                     OBJECT_RE.match(name) or name in self._model_inputs() or \
                     self._given_no_graph(name)
                 return DEAD if dead else LIVE
