@@ -72,6 +72,47 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(4)]
         n = run(net, torch.optim.SGD(net.parameters(), lr=0.1), data, Cfg())
         """, "GT519", line=14, holds="n == 4")),
+    # Diffusion-LM (improved-diffusion/scripts/infill_util.py): `langevin_fn3(...)` computes
+    # `tgt_embs = model3(label_ids[...])` before its `with th.enable_grad():` loop of Adagrad
+    # steps on the sample; the sampler of another file calls it inside `with th.no_grad():`
+    # (the function turns grad on itself for that reason): `tgt_embs` has no graph to free.
+    # Twin: the same steps without the function's `enable_grad`, called with grad on: the
+    # second backward reaches the freed graph of the target embedding
+    "target-embedded-before-the-functions-own-enable-grad": (Shape("""
+        def guide(embed, head, labels, sample, steps=3):
+            target = embed(labels)
+            x = nn.Parameter(sample.clone())
+            with torch.enable_grad():
+                for _ in range(steps):
+                    opt = torch.optim.Adagrad([x], lr=0.1)
+                    opt.zero_grad()
+                    loss = head(torch.cat([x, target], 1)).pow(2).mean()
+                    loss.backward()
+                    opt.step()
+            return x.data
+        def sample_loop(fn, n=3):
+            x = torch.randn(2, 4)
+            for _ in range(n):
+                with torch.no_grad():
+                    x = fn(x)
+            return x
+        embed, head = nn.Embedding(10, 4), nn.Linear(8, 1)
+        labels = torch.tensor([1, 2])
+        out = sample_loop(lambda s: guide(embed, head, labels, s))
+        """, "GT507", holds="out.shape == (2, 4)"), Shape("""
+        def guide(embed, head, labels, sample, steps=3):
+            target = embed(labels)
+            x = nn.Parameter(sample.clone())
+            for _ in range(steps):
+                opt = torch.optim.Adagrad([x], lr=0.1)
+                opt.zero_grad()
+                loss = head(torch.cat([x, target], 1)).pow(2).mean()
+                loss.backward()
+                opt.step()
+            return x.data
+        embed, head = nn.Embedding(10, 4), nn.Linear(8, 1)
+        out = guide(embed, head, torch.tensor([1, 2]), torch.randn(2, 4))
+        """, "GT507", line=2, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 
