@@ -113,6 +113,45 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         embed, head = nn.Embedding(10, 4), nn.Linear(8, 1)
         out = guide(embed, head, torch.tensor([1, 2]), torch.randn(2, 4))
         """, "GT507", line=2, raises=(RuntimeError, "backward through the graph a second time"))),
+    # pytorch-maddpg (MADDPG.py): `update_policy` makes `c_loss = []`, then `for agent in
+    # range(self.n_agents):` fits that agent's critic with `self.critic_optimizer[agent]` and
+    # appends `loss_Q`; the list is returned and the caller rebinds it every step: one
+    # iteration's graphs, one per learner. Twin: the losses kept on the object, which grows
+    # with every call
+    "losses-of-one-update-over-the-learners": (Shape("""
+        class Agents:
+            def __init__(self, n):
+                self.critics = [nn.Linear(3, 1) for _ in range(n)]
+                self.optims = [torch.optim.SGD(c.parameters(), lr=0.1) for c in self.critics]
+            def update(self, x, y):
+                losses = []
+                for k in range(len(self.critics)):
+                    self.optims[k].zero_grad()
+                    loss = F.mse_loss(self.critics[k](x), y)
+                    loss.backward()
+                    self.optims[k].step()
+                    losses.append(loss)
+                return losses
+        team = Agents(3)
+        for _ in range(4):
+            last = team.update(torch.randn(5, 3), torch.randn(5, 1))
+        """, "GT505", holds="len(last) == 3"), Shape("""
+        class Agents:
+            def __init__(self, n):
+                self.critics = [nn.Linear(3, 1) for _ in range(n)]
+                self.optims = [torch.optim.SGD(c.parameters(), lr=0.1) for c in self.critics]
+                self.history = []
+            def update(self, x, y):
+                for k in range(len(self.critics)):
+                    self.optims[k].zero_grad()
+                    loss = F.mse_loss(self.critics[k](x), y)
+                    loss.backward()
+                    self.optims[k].step()
+                    self.history.append(loss)
+        team = Agents(3)
+        for _ in range(4):
+            team.update(torch.randn(5, 3), torch.randn(5, 1))
+        """, "GT505", line=12, holds="len(team.history) == 12 and team.history[0].grad_fn is not None")),
 }
 
 
