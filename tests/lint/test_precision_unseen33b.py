@@ -152,6 +152,45 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         for _ in range(4):
             team.update(torch.randn(5, 3), torch.randn(5, 1))
         """, "GT505", line=12, holds="len(team.history) == 12 and team.history[0].grad_fn is not None")),
+    # EasyEdit (easyeditor/models/dinm/dinm_main.py): `with torch.no_grad():` holds
+    # `dict(tok(locality_texts))`, the step runs `dict(tok(...))` again with grad: GT218 took
+    # the builtin (and the tokenizer) for the model the step trains. Here the no-grad term is a
+    # frozen reference's agreement, by design. Twin: the reference run through the trained
+    # network under the same `no_grad`: that term trains nothing
+    "tokenized-batch-made-under-no-grad-and-again-with-grad": (Shape("""
+        def tok(rows):
+            return {"x": torch.tensor(rows), "y": torch.ones(len(rows), 1)}
+        def step(net, frozen, opt, rows, ref_rows):
+            with torch.no_grad():
+                ref = dict(tok(ref_rows))
+                ref_out = frozen(ref["x"])
+            opt.zero_grad()
+            batch = dict(tok(rows))
+            fit = F.mse_loss(net(batch["x"]), batch["y"])
+            drift = F.mse_loss(ref_out, ref["y"])
+            loss = fit + 0.1 * drift
+            loss.backward()
+            opt.step()
+        net, frozen = nn.Linear(2, 1), nn.Linear(2, 1)
+        step(net, frozen, torch.optim.SGD(net.parameters(), lr=0.1), [[1., 2.], [3., 4.]],
+             [[0., 1.]])
+        """, "GT218", holds="net.weight.grad is not None"), Shape("""
+        def tok(rows):
+            return {"x": torch.tensor(rows), "y": torch.ones(len(rows), 1)}
+        def step(net, opt, rows, ref_rows):
+            with torch.no_grad():
+                ref = dict(tok(ref_rows))
+                ref_out = net(ref["x"]).sigmoid()
+            opt.zero_grad()
+            batch = dict(tok(rows))
+            fit = F.mse_loss(net(batch["x"]), batch["y"])
+            keep = F.mse_loss(ref_out, ref["y"])
+            loss = fit + 0.1 * keep
+            loss.backward()
+            return keep.requires_grad
+        net = nn.Linear(2, 1)
+        kept = step(net, torch.optim.SGD(net.parameters(), lr=0.1), [[1., 2.], [3., 4.]], [[0., 1.]])
+        """, "GT218", line=4, holds="kept is False")),
 }
 
 
