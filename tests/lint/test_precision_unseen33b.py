@@ -191,6 +191,50 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net = nn.Linear(2, 1)
         kept = step(net, torch.optim.SGD(net.parameters(), lr=0.1), [[1., 2.], [3., 4.]], [[0., 1.]])
         """, "GT218", line=4, holds="kept is False")),
+    # EasyEdit (easyeditor/models/grace/GRACE.py): the adaptor's `forward` calls
+    # `self.add_key(...)` only under `elif self.iter == 0:` and a distance test; `add_key`
+    # rebuilds `values` as a new Parameter, and the editor builds its optimizer over the
+    # model's parameters after that first forward. Twin: the helper called on every forward:
+    # each call replaces the Parameter the optimizer holds
+    "parameter-grown-by-a-helper-forward-calls-conditionally": (Shape("""
+        class Codebook(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.values = nn.Parameter(torch.zeros(0, d))
+                self.step_no = 0
+            def grow(self, v):
+                self.values = nn.Parameter(torch.cat([self.values.data, v]))
+            def forward(self, x):
+                if self.step_no == 0:
+                    self.grow(x[:1].detach())
+                return x + self.values[-1]
+        book = Codebook(3)
+        for i in range(3):
+            book.step_no = i
+            out = book(torch.randn(2, 3))
+            if i == 0:
+                opt = torch.optim.SGD(book.parameters(), lr=0.1)
+            opt.zero_grad()
+            out.pow(2).sum().backward()
+            opt.step()
+        """, "GT445", holds="opt.param_groups[0]['params'][0] is book.values"), Shape("""
+        class Codebook(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.values = nn.Parameter(torch.zeros(0, d))
+            def grow(self, v):
+                self.values = nn.Parameter(torch.cat([self.values.data, v]))
+            def forward(self, x):
+                self.grow(x[:1].detach())
+                return x + self.values[-1]
+        book = Codebook(3)
+        book(torch.randn(2, 3))
+        opt = torch.optim.SGD(book.parameters(), lr=0.1)
+        for i in range(3):
+            opt.zero_grad()
+            book(torch.randn(2, 3)).pow(2).sum().backward()
+            opt.step()
+        """, "GT445", line=6, holds="opt.param_groups[0]['params'][0] is not book.values")),
 }
 
 
