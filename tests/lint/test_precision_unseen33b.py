@@ -235,6 +235,36 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             book(torch.randn(2, 3)).pow(2).sum().backward()
             opt.step()
         """, "GT445", line=6, holds="opt.param_groups[0]['params'][0] is not book.values")),
+    # RTSF (models/RMLP.py): `x += self.temporal(x.transpose(1, 2)).transpose(1, 2)` with
+    # `temporal` a Sequential opening with `nn.Linear`: on a 3-D input the linear layer
+    # multiplies a folded copy of the transposed view, which it saves instead of `x`.
+    # Twin: the layer on `x` itself, whose saved input the write changes
+    "linear-mixer-over-a-transposed-view-then-added-in-place": (Shape("""
+        class Mixer(nn.Module):
+            def __init__(self, length, width):
+                super().__init__()
+                self.temporal = nn.Sequential(nn.Linear(length, width), nn.ReLU(),
+                                              nn.Linear(width, length))
+                self.head = nn.Linear(length, 2)
+            def forward(self, x):
+                x += self.temporal(x.transpose(1, 2)).transpose(1, 2)
+                return self.head(x.transpose(1, 2))
+        net = Mixer(6, 8)
+        net(torch.randn(4, 6, 3)).pow(2).mean().backward()
+        """, "GT605", holds="net.temporal[0].weight.grad is not None"), Shape("""
+        class Mixer(nn.Module):
+            def __init__(self, length, width):
+                super().__init__()
+                self.channel = nn.Sequential(nn.Linear(length, width), nn.ReLU(),
+                                             nn.Linear(width, length))
+                self.head = nn.Linear(length, 2)
+            def forward(self, x):
+                x = x * 1.0
+                x += self.channel(x)
+                return self.head(x)
+        net = Mixer(6, 8)
+        net(torch.randn(4, 3, 6)).pow(2).mean().backward()
+        """, "GT605", line=9, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
