@@ -113,8 +113,8 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
 
 
 def followed_value(b: Binding, ctx: Context) -> ast.expr | None:
-    """The value a graph may reach ``b`` from: none under grad-off (also the caller's: NOTE
-    [grad turned on by the function]), none for the indices of a (values, indices) pair
+    """The value a graph may reach ``b`` from: none under grad-off (also the caller's:
+    NOTE [grad turned on by the function]), none for the indices of a (values, indices) pair
     (``_, pred = out.max(1)``: an index tensor, without a graph)."""
     return None if b.no_grad or caller_grad_off(b, ctx) or unpacks_indices(
         b.stmt, b.name, ctx) else value_of(b)
