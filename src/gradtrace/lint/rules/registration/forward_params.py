@@ -195,10 +195,8 @@ class ParameterBuiltInForward(Rule):
                for m in methods for n in of_types(m, (ast.Call,))):
             return  # the module trains itself in the call, its optimizer built after them
         for m in methods:
-            if _called_under_guard(m, methods):
-                continue
             ctors = sorted(_unguarded_ctors(m, ctx), key=lambda c: (c.lineno, c.col_offset))
-            if not ctors:
+            if not ctors or _called_under_guard(m, methods):
                 continue
             first = ctors[0]
             arg = _wrapped(first)
