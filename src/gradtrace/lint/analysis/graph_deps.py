@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from gradtrace.lint.analysis.caller_grad import caller_grad_off
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
     TENSOR_METHODS, unpacks_indices)
@@ -112,9 +113,11 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
 
 
 def followed_value(b: Binding, ctx: Context) -> ast.expr | None:
-    """The value a graph may reach ``b`` from: none under grad-off, none for the indices of a
-    (values, indices) pair (``_, pred = out.max(1)``: an index tensor, without a graph)."""
-    return None if b.no_grad or unpacks_indices(b.stmt, b.name, ctx) else value_of(b)
+    """The value a graph may reach ``b`` from: none under grad-off (also the caller's:
+    NOTE [grad turned on by the function]), none for the indices of a (values, indices) pair
+    (``_, pred = out.max(1)``: an index tensor, without a graph)."""
+    return None if b.no_grad or caller_grad_off(b, ctx) or unpacks_indices(
+        b.stmt, b.name, ctx) else value_of(b)
 
 
 @dataclass
