@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
 from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
@@ -380,11 +381,16 @@ def _unmoved(v: ast.expr | None) -> ast.expr | None:
 
 def is_loss_class(cls: ast.ClassDef | None, ctx: Context) -> bool:
     """A class named like a loss (``FocalLoss``, ``Criterion``) or deriving from a torch loss
-    class (``torch.nn.modules.loss._Loss``, ``nn.MSELoss``): its ``forward`` returns a loss."""
+    class (``torch.nn.modules.loss._Loss``, ``nn.MSELoss``): its ``forward`` returns a loss.
+    Not a custom autograd operation (``class TverskyLoss(Function)``): its ``forward`` runs
+    without grad and its ``backward`` gives the gradient, whatever ``forward`` computes."""
     if cls is None:
         return False
+    quals = [ctx.qualified_name(b) or "" for b in cls.bases]
+    if any(q in AUTOGRAD_FUNCTION_BASES for q in quals):
+        return False
     return cls.name.lower().endswith(("loss", "criterion")) or any(
-        is_torch_loss(ctx.qualified_name(b)) for b in cls.bases)
+        is_torch_loss(q) for q in quals)
 
 
 def self_assignments(cls: ast.ClassDef | None, name: str, ctx: Context) -> list[ast.expr | None]:

@@ -24,7 +24,7 @@ from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_s
 from gradtrace.lint.analysis.project import foreign_callee, home
 from gradtrace.lint.analysis.grad_inputs import parameters_of, reads_module
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
-from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
+from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls, step_of
 from gradtrace.lint.analysis.model_calls import bound_module, model_calls, module_like, runs_model
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding, Scope
@@ -110,6 +110,12 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             yield from comprehension_loads(n, lambda e: loads(e, cut, opaque, skips))
         elif not isinstance(n, (ast.Lambda, ast.expr_context, ast.Compare)):
             stack.extend(child_nodes(n))
+
+
+def _stepped(scope: Scope, c: ast.Call, line: int) -> bool:
+    """``opt.step(...)``: what an optimizer's step returns is its closure's new loss (or
+    None), not a graph of its arguments (a line search given ``'current_loss': obj``)."""
+    return isinstance(c.func, ast.Attribute) and step_of(c, scope, line) is not None
 
 
 def followed_value(b: Binding, ctx: Context) -> ast.expr | None:
@@ -201,7 +207,8 @@ class Graphs:
         if hit is None:
             consumers = [(callee, dotted(a) or "<expr>", call)
                          for callee, call in model_calls(e) for a in call.args]
-            bound = [b for name, _ in loads(e, self._cut, skips=lambda c: instance_skips(
+            bound = [b for name, _ in loads(e, self._cut, opaque=lambda c: _stepped(
+                self.scope, c, line), skips=lambda c: instance_skips(
                 self.ctx, self.scope, c, line)) for b in reaching(self.scope, name, line,
                                                                  prefix=True)]
             hit = self._edges[key] = (consumers, bound)
