@@ -10,7 +10,7 @@ file), and compares two such runs with each other and with a reference
 (``realworld.py --runtime --json`` output, or the lead's merged ``{"runtime": ...}`` file).
 
     python benchmarks/pace_extremes.py run --src SRC --family F --pace fewest|every|default \\
-        --out OUT.json [--cases GLOB]
+        --out OUT.json [--cases GLOB] [--case-list FILE]
     python benchmarks/pace_extremes.py compare A.json [B.json] [--reference REF.json]
 
 ``--src`` is the tree whose code runs (a worktree's ``src``, or a ``git archive`` of another
@@ -60,12 +60,17 @@ def _cases(family: str, pattern: str) -> list[str]:
     return out
 
 
-def run(src: str, family: str, pace: str, out: str, pattern: str) -> None:
+def run(src: str, family: str, pace: str, out: str, pattern: str,
+        case_list: str | None = None) -> None:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(src))
     env.pop("GRADTRACE_PACE", None)
     if pace != "default":
         env["GRADTRACE_PACE"] = pace
     cases = _cases(family, pattern)
+    if case_list:
+        with open(case_list, encoding="utf-8") as f:
+            names = {os.path.basename(line.strip()) for line in f if line.strip()}
+        cases = [c for c in cases if os.path.basename(c) in names]
     res: dict[str, object] = {}
     size = 1 if family == "distributed" else BATCH
     for i in range(0, len(cases), size):
@@ -140,13 +145,14 @@ def main() -> None:
     r.add_argument("--pace", choices=["fewest", "every", "default"], required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--cases", default="*.py", help="a glob inside the family's folder")
+    r.add_argument("--case-list", help="a file naming the cases to run, one file name a line")
     c = sub.add_parser("compare", help="compare runs with each other and a reference")
     c.add_argument("a")
     c.add_argument("b", nargs="?")
     c.add_argument("--reference")
     args = parser.parse_args()
     if args.cmd == "run":
-        run(args.src, args.family, args.pace, args.out, args.cases)
+        run(args.src, args.family, args.pace, args.out, args.cases, args.case_list)
     else:
         compare(args.a, args.b, args.reference)
 
