@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import is_functional_loss, is_torch_loss
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.analysis.reach import value_of
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.analysis.reach import built_from, value_of
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -42,7 +41,7 @@ def beside_own_loss(ctx: Context, fn: ast.AST, name: str) -> bool:
     if not elements:
         return False
     scope = ctx.scope(fn)
-    return all(name not in _deps(scope, e) for e in elements)
+    return all(name not in built_from(scope, (e,), value_of) for e in elements)
 
 
 def _loss_elements(ctx: Context, fn: ast.AST) -> list[ast.expr]:
@@ -60,22 +59,6 @@ def _loss_elements(ctx: Context, fn: ast.AST) -> list[ast.expr]:
             return []
         out.append(loss)
     return out
-
-
-def _deps(scope: Scope, e: ast.expr) -> set[str]:
-    """The local names ``e`` is built from, through the function's assignments."""
-    todo = [n.id for n in walk(e) if isinstance(n, ast.Name)]
-    seen: set[str] = set()
-    while todo:
-        n = todo.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        for b in scope.bindings.get(n, ()):
-            v = value_of(b)
-            if v is not None:
-                todo.extend(x.id for x in walk(v) if isinstance(x, ast.Name))
-    return seen
 
 
 def _is_loss(ctx: Context, scope: Scope, e: ast.expr, line: int, depth: int) -> bool:

@@ -27,7 +27,7 @@ from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.analysis.vocabulary import GRAD_OFF_SWITCHES
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import statements
+from gradtrace.lint.nodes import statements, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -228,3 +228,21 @@ def fed_to_model(f: Any, acc: str, loop: ast.stmt, ctx: Context) -> bool:
                     and (callee := dotted(n.func)) and runs_model(ctx, f.scope, callee, s.lineno):
                 return True
     return False
+
+
+def built_from(scope: Scope, exprs: Any, through: Any = None) -> set[str]:
+    """The local names the expressions ``exprs`` are built from, through the function's
+    assignments (``through(binding)``: the value a binding takes; by default its own
+    ``Binding.value``, :func:`value_of` to read a whole assignment's right side too)."""
+    todo = [n.id for e in exprs for n in walk(e) if isinstance(n, ast.Name)]
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for b in scope.bindings.get(name, ()):
+            v = b.value if through is None else through(b)
+            if v is not None:
+                todo.extend(n.id for n in walk(v) if isinstance(n, ast.Name))
+    return seen

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.reach import value_of
+from gradtrace.lint.analysis.reach import built_from, value_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LossPaths, runs_layer
@@ -17,18 +17,8 @@ if TYPE_CHECKING:
 
 def _return_deps(scope: Scope) -> set[str]:
     """Names the return values of a function are built from, through its assignments."""
-    todo = [n.id for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None
-            for n in walk(s.value) if isinstance(n, ast.Name)]
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for b in scope.bindings.get(name, ()):
-            if b.value is not None:
-                todo.extend(n.id for n in walk(b.value) if isinstance(n, ast.Name))
-    return seen
+    return built_from(scope, [s.value for s in scope.stmts
+                              if isinstance(s, ast.Return) and s.value is not None])
 
 
 def _layer_source(e: ast.expr, lp: LossPaths) -> ast.AST | None:
