@@ -6,7 +6,8 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from gradtrace.lint.analysis.graph_deps import Graphs, loads, returned_term
+from gradtrace.lint.analysis.graph_deps import Graphs, loads
+from gradtrace.lint.analysis.returned_terms import returned_term
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.flow import Binding

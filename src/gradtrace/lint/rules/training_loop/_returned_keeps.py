@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.backwarded_returns import backwarded_return
 from gradtrace.lint.analysis.accumulators import _uncut_names
-from gradtrace.lint.analysis.graph_deps import _terms
+from gradtrace.lint.analysis.returned_terms import terms as summed_names
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.update_helpers import node_code
@@ -109,7 +109,7 @@ def _term_at(ctx: Context, fn: ast.AST, whole: int, part: int, width: int) -> bo
         v = r.value
         if not (isinstance(v, ast.Tuple) and len(v.elts) == width):
             return False
-        terms, got = _terms(scope, v.elts[whole], r.lineno), v.elts[part]
+        terms, got = summed_names(scope, v.elts[whole], r.lineno), v.elts[part]
         if isinstance(got, ast.Name):
             if got.id in terms:
                 continue
