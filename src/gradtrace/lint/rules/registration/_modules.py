@@ -51,7 +51,7 @@ def owns_params(node: ast.AST, ctx: Context) -> bool:
     q = ctx.call_name(node) or ""
     last = q.rpartition(".")[2]
     if isinstance(node.func, ast.Name) and node.func.id in module_classes(ctx):
-        return node.func.id not in stateless_classes(ctx)
+        return node.func.id not in stateless_classes(ctx)  # NOTE [buffers are no parameters]
     if not q.startswith("torch.nn."):
         return True
     if q in ("torch.nn.Sequential", "torch.nn.ModuleList"):
@@ -62,15 +62,20 @@ def owns_params(node: ast.AST, ctx: Context) -> bool:
 
 # namespaces of parameter-free data transforms (`torchaudio.transforms.Resample`)
 STATELESS_NAMESPACES = ("torchaudio.transforms.", "torchvision.transforms.")
-OWNING_CALLS = frozenset({"register_parameter", "register_buffer", "add_module",
-                          "register_module", "setattr"})
+OWNING_CALLS = frozenset({"register_parameter", "add_module", "register_module", "setattr"})
 
 
 def stateless_classes(ctx: Context) -> frozenset[str]:
-    """Module classes of this file that visibly own no parameter or buffer: every base is
+    """Module classes of this file that visibly own no parameter: every base is
     ``nn.Module`` or such a class, and no method builds a layer with parameters, an
-    ``nn.Parameter``, a buffer, a tensor with ``requires_grad=True`` or an unknown object
-    stored on ``self``, nor stores an argument that may be a module (``self.m = m``)."""
+    ``nn.Parameter``, a tensor with ``requires_grad=True`` or an unknown object stored on
+    ``self``, nor stores an argument that may be a module (``self.m = m``).
+
+    # NOTE [buffers are no parameters]
+    A buffer (``register_buffer``, ``nn.Buffer``) is state but no parameter: a class holding
+    only buffers (a frozen codebook, running statistics, a mask) gives an optimizer nothing, so
+    leaving it out of parameter groups loses nothing (audiolm-pytorch's ``ResidualVQ`` stand-in
+    beside the listed encoder and decoder)."""
     def make() -> frozenset[str]:
         classes = {n: c.node for n, c in ctx.analysis.classes.items()}
         known = module_classes(ctx)
