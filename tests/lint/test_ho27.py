@@ -1,0 +1,113 @@
+"""The facts widened for held-out batch 27 (docs/triage/ho27.md), each as a buggy twin that is
+reported on its line and a silent look-alike, in other spellings than the cases'. Every snippet
+runs on real torch, and ``holds`` checks what the finding claims."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT501: the step is taken through a helper of the file (NOTE [step helper clears]); the
+    # twin's helper only counts the steps, the look-alike's clears after stepping (lr 0: the
+    # weights stay put, so the summed gradient is exactly three times one batch's)
+    "step-helper-clears": (Shape("""
+        class Engine:
+            def __init__(self):
+                self.steps = 0
+            def optimizer_step(self, optimizer, model=None):
+                optimizer.step()
+                self.steps += 1
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        engine, x = Engine(), torch.ones(8, 4)
+        for _ in range(3):
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            engine.optimizer_step(opt, model)
+        one = torch.autograd.grad(model(x).pow(2).mean(), model.weight)[0]
+        """, "GT501", line=12, holds="torch.allclose(model.weight.grad, 3 * one)"), Shape("""
+        class Engine:
+            def __init__(self):
+                self.steps = 0
+            def optimizer_step(self, optimizer, model=None):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                self.steps += 1
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        engine, x = Engine(), torch.ones(8, 4)
+        for _ in range(3):
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            engine.optimizer_step(opt, model)
+        """, "GT501", holds="model.weight.grad is None")),
+    # GT462: a part whose class registers only buffers (NOTE [buffers are no parameters]);
+    # the twin's part also holds an `nn.Parameter`, which the groups leave out
+    "buffer-only-part": (Shape("""
+        class Scale(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.register_buffer("mean", torch.zeros(dim))
+                self.gain = nn.Parameter(torch.ones(dim))
+            def forward(self, x):
+                return (x - self.mean) * self.gain
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.scale = Scale(4)
+                self.head = nn.Linear(4, 1)
+            def forward(self, x):
+                return self.head(self.scale(self.body(x)))
+        net = Net()
+        opt = torch.optim.SGD([*net.body.parameters(), *net.head.parameters()], lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            net(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+        """, "GT462", line=17, holds="torch.equal(net.scale.gain, torch.ones(4)) and "
+                                      "net.scale.gain.grad is not None"), Shape("""
+        class Scale(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.register_buffer("mean", torch.zeros(dim))
+                self.register_buffer("std", torch.ones(dim))
+            def forward(self, x):
+                return (x - self.mean) / self.std
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(4, 4)
+                self.scale = Scale(4)
+                self.head = nn.Linear(4, 1)
+            def forward(self, x):
+                return self.head(self.scale(self.body(x)))
+        net = Net()
+        opt = torch.optim.SGD([*net.body.parameters(), *net.head.parameters()], lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            net(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+        """, "GT462", holds="len(list(net.scale.parameters())) == 0 and "
+                            "len(list(net.scale.buffers())) == 2")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_twin_reported(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_lookalike_silent(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
