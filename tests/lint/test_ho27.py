@@ -100,6 +100,21 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt.step()
         """, "GT462", holds="len(list(net.scale.parameters())) == 0 and "
                             "len(list(net.scale.buffers())) == 2")),
+    # GT621: `detach_()` on a view (NOTE [sure views]): a helper of the file returns a view
+    # of its argument; the look-alike copies the view first
+    "detach-in-place-on-view": (Shape("""
+        def heads(x):
+            return x.unsqueeze(1)
+        enc = nn.Linear(4, 4)
+        h = heads(enc(torch.randn(2, 4)))
+        h.detach_()
+        """, "GT621", line=5, raises=(RuntimeError, "Can't detach views in-place")), Shape("""
+        def heads(x):
+            return x.unsqueeze(1)
+        enc = nn.Linear(4, 4)
+        h = heads(enc(torch.randn(2, 4))).clone()
+        h.detach_()
+        """, "GT621", holds="not h.requires_grad and h.grad_fn is None")),
 }
 
 
