@@ -115,6 +115,30 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         h = heads(enc(torch.randn(2, 4))).clone()
         h.detach_()
         """, "GT621", holds="not h.requires_grad and h.grad_fn is None")),
+    # GT120: a loss given the same value computed twice (NOTE [value computed twice]); the
+    # look-alike computes the prediction from the student's output
+    "loss-of-value-against-itself": (Shape("""
+        teacher, student = nn.Linear(4, 3), nn.Linear(4, 3)
+        x = torch.randn(8, 4)
+        with torch.no_grad():
+            t = teacher(x)
+        s = student(x)
+        target = F.normalize(t, dim=-1)
+        pred = F.normalize(t, dim=-1)
+        loss = F.mse_loss(pred, target) + 0.0 * s.sum()
+        loss.backward()
+        """, "GT120", line=7, holds="loss.item() == 0.0 and "
+                                    "student.weight.grad.abs().sum().item() == 0.0"), Shape("""
+        teacher, student = nn.Linear(4, 3), nn.Linear(4, 3)
+        x = torch.randn(8, 4)
+        with torch.no_grad():
+            t = teacher(x)
+        s = student(x)
+        target = F.normalize(t, dim=-1)
+        pred = F.normalize(s, dim=-1)
+        loss = F.mse_loss(pred, target) + 0.0 * s.sum()
+        loss.backward()
+        """, "GT120", holds="student.weight.grad.abs().sum().item() > 0")),
 }
 
 
