@@ -139,6 +139,35 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss = F.mse_loss(pred, target) + 0.0 * s.sum()
         loss.backward()
         """, "GT120", holds="student.weight.grad.abs().sum().item() > 0")),
+    # GT601: the later backward's loss is a new name for a value built before the step
+    # (`info_loss = Info_xz`): reported on the backward, the line to change; the look-alike's
+    # value was built from the encoder's output detached, so its graph holds no stepped weight
+    "kept-value-renamed-for-backward": (Shape("""
+        enc = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        disc = nn.Linear(2, 1)
+        opt_e = torch.optim.SGD(enc.parameters(), lr=0.1)
+        z = enc(torch.randn(8, 4))
+        score = disc(z).mean()
+        main_loss = z.pow(2).mean() + score
+        opt_e.zero_grad()
+        main_loss.backward(retain_graph=True)
+        opt_e.step()
+        aux = score
+        aux.backward()
+        """, "GT601", line=11, raises=(RuntimeError, "modified by an inplace operation")),
+        Shape("""
+        enc = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+        disc = nn.Linear(2, 1)
+        opt_e = torch.optim.SGD(enc.parameters(), lr=0.1)
+        z = enc(torch.randn(8, 4))
+        score = disc(z.detach()).mean()
+        main_loss = z.pow(2).mean() + score
+        opt_e.zero_grad()
+        main_loss.backward(retain_graph=True)
+        opt_e.step()
+        aux = score
+        aux.backward()
+        """, "GT601", holds="disc.weight.grad is not None")),
 }
 
 
