@@ -38,8 +38,8 @@ MAX_DEPTH = 6
 
 
 def sure_view(e: ast.AST, fn: ast.AST, ctx: Context, depth: int = 0) -> bool:
-    """Whether ``e``, read in the function (or module) ``fn``, is surely a view (NOTE [sure
-    views])."""
+    """Whether ``e``, read in the function (or module) ``fn``, is surely a view
+    (NOTE [sure views])."""
     if depth > MAX_DEPTH:
         return False
     if isinstance(e, ast.Name):

@@ -40,8 +40,9 @@ class LossOfValueAgainstItself(Rule):
     (annotated_deep_learning_paper_implementations#66) took the student's soft predictions
     from the teacher's logits, so the soft-target term was 0.0 and the student learned from the
     labels alone. The finding is on the first argument's line (the prediction).
-    Known limits: both arguments must be names bound once in the function (NOTE [value
-    computed twice]); a value computed once and passed twice (`mse(x, x)`) is not reported.
+    Known limits: both arguments must be names bound once in the function
+    (NOTE [value computed twice]); a value computed once and passed twice (`mse(x, x)`) is
+    not reported.
     """
 
     code = "GT120"
