@@ -7,7 +7,9 @@ constants, arithmetic, ``torch`` functions and tensor methods, with nothing rand
 (``dropout``, ``rand*``, sampling...) and no call of a module or of a function of the file (two
 forward passes of one model differ under dropout: R-Drop and SimCSE compare them on purpose).
 Nothing the expression reads may be rebound between the two bindings, and it must read a
-value of the program (two tensors made from constants alone are a test's fixture).
+value of the program (two tensors made from constants alone are a test's fixture); neither
+name may be changed in place in the function (``append``, ``add_``, ``x[i] = v``, ``+=``), and
+a container literal (``reps = []``, filled later) is not such a value.
 """
 from __future__ import annotations
 
@@ -98,8 +100,9 @@ class LossOfValueAgainstItself(Rule):
                 or ast.dump(first.value) != ast.dump(second.value):
             return
         lo, hi = sorted((first, second), key=lambda b: b.line)
-        if not _reads_input(lo.value, ctx) or not _deterministic(lo.value, scope, ctx) \
-                or _rebound(lo, hi, scope):
+        if isinstance(lo.value, (ast.List, ast.Tuple, ast.Dict, ast.Set)) \
+                or not _reads_input(lo.value, ctx) or not _deterministic(lo.value, scope, ctx) \
+                or _rebound(lo, hi, scope) or _mutated(scope.node, {first.name, second.name}):
             return
         yield self.report(first.stmt, ctx, related=(Related(
             ctx.path, second.line, "the same value is computed here", ctx.column(second.stmt)),
@@ -153,6 +156,27 @@ def _deterministic(e: ast.AST, scope: Scope, ctx: Context) -> bool:
                 k is None and dotted(f.value).startswith("self."):  # type: ignore[union-attr]
             return False  # a module's method (its forward may drop out)
     return True
+
+
+MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "pop", "remove",
+                      "clear", "setdefault"})
+
+
+def _mutated(fn: ast.AST, names: set[str]) -> bool:
+    """One of ``names`` is changed in place in the function (``x.append(...)``, ``x.add_(y)``,
+    ``x[i] = v``, ``x += y``): the two values may differ after all."""
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and isinstance(n.func.value, ast.Name) and n.func.value.id in names \
+                and (n.func.attr in MUTATORS or n.func.attr.endswith("_")):
+            return True
+        t = n.target if isinstance(n, ast.AugAssign) else None
+        for x in ([t] if t is not None else n.targets if isinstance(n, ast.Assign) else []):
+            if isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) \
+                    and x.value.id in names or isinstance(x, ast.Name) and x.id in names \
+                    and isinstance(n, ast.AugAssign):
+                return True
+    return False
 
 
 def _rebound(lo: Binding, hi: Binding, scope: Scope) -> bool:
