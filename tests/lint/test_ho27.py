@@ -51,7 +51,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             engine.optimizer_step(opt, model)
         """, "GT501", holds="model.weight.grad is None")),
-    # GT462: a part whose class registers only buffers (NOTE [buffers are no parameters]);
+    # GT462: a part whose class registers only buffers (`_modules.param_free_classes`);
     # the twin's part also holds an `nn.Parameter`, which the groups leave out
     "buffer-only-part": (Shape("""
         class Scale(nn.Module):

@@ -39,8 +39,19 @@ that starts at step s and lasts more than s / 2 steps holds a floor step, at a c
 armed steps per doubling of the run. The paced steps come on top and only add chances.
 ``GRADTRACE_PACE=every`` or ``=fewest`` in the environment forces the two extremes a price can
 reach (every step armed; none but the warm-up and the floor), for the tests and benchmarks
-that check that a case's findings are the same at both (tests/runtime/test_runtime32.py).
-A fixed ``every=N`` is load-free already and has no floor.
+that check that a case's findings are the same at both (tests/runtime/test_runtime32.py,
+benchmarks/pace_extremes.py). A fixed ``every=N`` is load-free already and has no floor.
+
+# NOTE [probes unarmed]
+A tracer's steps past the warm-up cost what they arm, and a floor step or a probe armed on a
+model whose armed step is dear (a REINFORCE episode: +24 ms on 12) is most of that cost. Since
+no finding may rely on a step that is neither warm-up nor floor (``fewest`` arms no other), the
+tracer arms no step only to price itself: after the warm-up its first ``PROBES`` steps are
+unarmed and timed in a row and the price is set at the last of them (``unarmed_probes``; the
+warm-up's armed steps already timed the armed side), where the watch alternates recorded and
+unrecorded steps as before. And a paced step that falls within half a period before a floor
+step waits for it (``Arming.step_end``, ``next_floor``): the floor step arms, re-anchors the pace,
+and the paced one is not taken as well. Both remove armed steps that only added chances.
 """
 from __future__ import annotations
 
@@ -66,11 +77,20 @@ def floor_step(step: int) -> bool:
     return odd & (odd - 1) == 0
 
 
+def next_floor(step: int) -> int:
+    """The first floor step after step ``step`` (NOTE [probes unarmed])."""
+    n = max(step, WARM_STEPS) + 1
+    power = 1 << (n - 1).bit_length()  # the least power of two >= n
+    return 3 * power // 4 if 3 * power // 4 >= n else power
+
+
 class Pace:
     """The timing state of one watched model."""
 
-    def __init__(self, every: int | None, budget: float) -> None:
+    def __init__(self, every: int | None, budget: float, unarmed_probes: bool = False) -> None:
         self.fixed = every
+        self.unarmed_probes = unarmed_probes  # NOTE [probes unarmed]: a tracer's pace
+        self.probing = False  # timing PROBES unrecorded steps in a row, priced at the last
         self.forced = os.environ.get("GRADTRACE_PACE", "")  # NOTE [load-free findings]
         self.budget = budget
         self.cost = 0.0  # recording work of the current recorded step (seconds)
@@ -87,8 +107,8 @@ class Pace:
 
         The clock is read only around the steps it prices: the unrecorded step just before a
         recorded one, and the recorded one; the other steps cost a modulo."""
-        if not recorded and every > 2 and (steps + 1 - self.anchor) % every \
-                and (steps - self.anchor) % every:
+        if not recorded and every > 2 and not self.probing \
+                and (steps + 1 - self.anchor) % every and (steps - self.anchor) % every:
             return every
         now = clock()
         if self._last is not None and self._last_step == steps - 1:
@@ -97,6 +117,8 @@ class Pace:
                 self._plain_step = steps
         self._last, self._last_step = now, steps
         if not recorded:
+            if self.probing and len(self._plain) >= PROBES:  # NOTE [probes unarmed]
+                return self._price(steps, every)
             return every
         self._work.append(self.cost)
         self.cost = 0.0
@@ -110,7 +132,15 @@ class Pace:
         if not self._recorded:
             return 1
         if len(self._plain) < PROBES:  # price against timed unrecorded steps, not a guess
+            if self.unarmed_probes:  # NOTE [probes unarmed]: none armed until priced
+                self.probing = True
+                return MAX_EVERY
             return 2
+        return self._price(steps, every)
+
+    def _price(self, steps: int, every: int) -> int:
+        """One recorded step in how many, from the timed steps (NOTE [watch pace])."""
+        self.anchor, self.probing = steps - 1, False
         plain = statistics.median(self._plain)
         extra = max(statistics.median(self._work), statistics.median(self._recorded) - plain)
         if plain <= 0:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import re
 
-from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
@@ -71,10 +70,10 @@ def folding_classes(ctx: Context) -> dict[str, tuple[frozenset[str], frozenset[s
     """As :func:`averaging_classes`, also the classes whose only methods fold values in (an
     ``EMA`` with ``update`` alone, GT572)."""
     def make() -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-        idents = ctx.identifiers
-        if not all(may_hold(idents, w) for w in ("zip", "step")) \
-                or not any(may_hold(idents, w) for w in IN_PLACE) \
-                or not any(may_hold(idents, w) for w in SOURCES):
+        # (each word one run of identifier characters: in ASCII code, `may_hold` of the
+        # identifiers is `w in code`, which `mentions` answers without building them)
+        if ctx.code.isascii() and not (ctx.mentions("zip") and ctx.mentions("step")
+                                       and ctx.mentions(*IN_PLACE) and ctx.mentions(*SOURCES)):
             return {}
         code = ctx.code
         lines = [code.count("\n", 0, m.start()) + 1 for m in HELD_ZIP.finditer(code)]

@@ -18,7 +18,7 @@ import bisect
 import re
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from gradtrace.lint.code_text import LINE_END, line_starts, may_hold
+from gradtrace.lint.code_text import LINE_END, line_starts
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import child_fields, children
 from gradtrace.lint.words import holds as _holds
@@ -78,10 +78,9 @@ def word_lines(ctx: Context, names: Iterable[str]) -> list[int]:
         return sorted({bisect.bisect_right(starts, p) for name in names
                        for p in index.get(name, ())})
     at = []
-    idents = ctx.identifiers  # NOTE [identifier prefilter]: absent names need no scan
     for name in names:
-        if not may_hold(idents, name):
-            continue
+        if not ctx.mentions(name):  # absent: no scan for whole words; the prefilter of
+            continue  # NOTE [identifier prefilter] only once something else has built it
         n = len(name)
         pos = code.find(name)
         while pos != -1:

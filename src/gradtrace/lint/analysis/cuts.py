@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
 from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
@@ -64,8 +65,17 @@ CUT_FUNCS = {
 # tensor constructors that copy their data argument into a new leaf
 REBUILD_FUNCS = COPY_FUNCS | {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
 # results with no history whatever the arguments
-FRESH_FUNCS = FACTORY_FUNCS | {"len", "range", "isinstance", "torch.is_tensor", "torch.numel",
-                               "torch.nn.functional.one_hot"}
+# NumPy arrays made from scratch: their arguments are shapes, ranges and seeds (the
+# `numpy.random.` family, by prefix, is asked with :func:`fresh_call`)
+NUMPY_FACTORIES = frozenset({"numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full",
+                             "numpy.arange", "numpy.linspace", "numpy.eye", "numpy.identity"})
+FRESH_FUNCS = FACTORY_FUNCS | NUMPY_FACTORIES | {"len", "range", "isinstance", "torch.is_tensor",
+                                                 "torch.numel", "torch.nn.functional.one_hot"}
+
+
+def fresh_call(qual: str) -> bool:
+    """Whether a call of ``qual`` makes a value with no history whatever its arguments."""
+    return qual in FRESH_FUNCS or qual.startswith("numpy.random.")
 FRESH_METHODS = frozenset({"size", "dim", "numel", "new_zeros", "new_ones", "new_empty",
                            "new_full", "zero_", "nelement", "element_size", "data_ptr",
                            "get_device", "stride", "is_contiguous", "isnan", "isinf",
@@ -371,11 +381,16 @@ def _unmoved(v: ast.expr | None) -> ast.expr | None:
 
 def is_loss_class(cls: ast.ClassDef | None, ctx: Context) -> bool:
     """A class named like a loss (``FocalLoss``, ``Criterion``) or deriving from a torch loss
-    class (``torch.nn.modules.loss._Loss``, ``nn.MSELoss``): its ``forward`` returns a loss."""
+    class (``torch.nn.modules.loss._Loss``, ``nn.MSELoss``): its ``forward`` returns a loss.
+    Not a custom autograd operation (``class TverskyLoss(Function)``): its ``forward`` runs
+    without grad and its ``backward`` gives the gradient, whatever ``forward`` computes."""
     if cls is None:
         return False
+    quals = [ctx.qualified_name(b) or "" for b in cls.bases]
+    if any(q in AUTOGRAD_FUNCTION_BASES for q in quals):
+        return False
     return cls.name.lower().endswith(("loss", "criterion")) or any(
-        is_torch_loss(ctx.qualified_name(b)) for b in cls.bases)
+        is_torch_loss(q) for q in quals)
 
 
 def self_assignments(cls: ast.ClassDef | None, name: str, ctx: Context) -> list[ast.expr | None]:

@@ -10,6 +10,14 @@ says ``self.encoder = Encoder()`` and ``Encoder.__init__`` says ``self.fc = nn.L
 (``opt = make_optimizer(model)``: an optimizer over ``model``'s parameters). Unknown stays
 None: rules that need a guess use :mod:`.vocabulary`, in one place.
 
+# NOTE [optimizer class given]
+``self.optim = optim(param_groups, **args.optimizer_params)`` in a method whose parameter
+``optim`` is the optimizer class its caller chose (3DInfomax's trainers: ``globals()[name]``
+in another file): a callable handed the parameters of modules (``.parameters()``,
+``.named_parameters()``, through the names and lists built from them) is an optimizer over
+them, whatever class it is. Only a parameter of the function is read so: a name of the file
+or an import is what it is.
+
 Everything is computed lazily and memoised per file, so a file whose rules never ask costs
 nothing, and each fact costs one pass over the code it depends on.
 """
@@ -29,6 +37,7 @@ from gradtrace.lint.analysis.kinds import (
 from gradtrace.lint.analysis.modules import (
     DEFS, NOT_MODULES, ClassInfo, class_defs, function_defs, is_module_class, torch_base,
 )
+from gradtrace.lint.analysis.undefined import undefined_names
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk
@@ -49,6 +58,9 @@ TENSOR_FACTORIES = frozenset({
     "torch.full_like", "torch.normal",
 })
 LOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+# Lua torch's objects (PyTorch < 1.0): `load_lua(path)` and `torch.legacy.nn` layers are not
+# `nn.Module`s (their `parameters()` returns the two lists `(weights, gradWeights)`)
+LEGACY = ("torch.utils.serialization.", "torch.legacy.")
 MAX_DEPTH = 24
 
 
@@ -256,6 +268,8 @@ class Analysis(FunctionFacts):
                 if torch_base(self.ctx, self.classes, cls.node) == SCHEDULER:
                     return Kind(SCHEDULER, node=e)  # `class WarmupLR(LambdaLR)`
                 return Kind(MODULE if cls.is_module else OBJECT, cls=cls.name, node=e)
+        if isinstance(f, ast.Name) and f.id in undefined_names(self.ctx):
+            return Kind(OBJECT, node=e)  # raises NameError: no value, no module
         if q.startswith(MODEL_FACTORIES) and last[:1].islower():
             return Kind(MODULE, cls=q, node=e)
         if last == "from_pretrained" and isinstance(f, ast.Attribute):
@@ -265,6 +279,10 @@ class Analysis(FunctionFacts):
         fn = self.callee(e, scope.node)
         if fn is not None and not local:
             return self._through(fn, e, scope, line, depth)
+        if isinstance(f, ast.Name) and (e.args or e.keywords) and scope.node is not \
+                self.ctx.tree and self._is_param(scope.node, f.id) and not local and \
+                (over := self._param_owners(e, scope, line, depth)):
+            return Kind(OPTIMIZER, over=over, node=e)  # NOTE [optimizer class given]
         return None
 
     @staticmethod
@@ -277,6 +295,8 @@ class Analysis(FunctionFacts):
                     depth: int) -> Kind | None:
         if q == "torch.nn.Parameter":
             return Kind(PARAMETER, node=e)
+        if q.startswith(LEGACY):
+            return Kind(OBJECT, cls=q, node=e)
         if q == "torch.nn.Buffer":
             return Kind(BUFFER, node=e)
         if q.startswith("torch.nn.") and last[:1].isupper() and q not in NOT_MODULES \

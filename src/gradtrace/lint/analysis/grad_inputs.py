@@ -33,3 +33,85 @@ def reads_module(values: Iterable[ast.expr | None], owner: str) -> bool:
     return any(isinstance(n, (ast.Name, ast.Attribute)) and (
         (d := dotted(n) or "") == owner or d.startswith(owner + "."))
         for e in values if e is not None for n in ast.walk(e))
+
+
+
+def runs_on_output(ctx, fns: Iterable[ast.AST], first: str, then: str) -> bool:
+    """Whether, in ``fns``, a statement that reads the module ``then`` (a call of it or of a
+    part of it, a weight of it) also reads a value computed from ``first`` (through each
+    function's assignments): then ``then``'s nodes may lie on the paths from a loss to
+    ``first``'s parameters, and a pass with ``inputs=first.parameters()`` runs them
+    (NOTE [grad inputs]). ``then`` run on data alone (3DInfomax's 2D model on the molecular
+    graph, beside the 3D model on the conformers) is not on those paths. True also when no
+    statement of ``fns`` reads ``then`` (it runs elsewhere: unknown)."""
+    found = False
+    for fn in fns:
+        scope = ctx.scope(fn)
+        for s in scope.stmts:
+            v = getattr(s, "value", None)
+            if not isinstance(v, ast.expr):
+                if reads_module(_header(s), then):
+                    return True  # `for x in then(...)`, `if then(x)...`: not followed
+                continue
+            if not _runs(v, then):
+                continue
+            if _handed(v, then):
+                return True  # `m = self.critic`, `run(self.critic, h)`: not followed
+            found = True
+            todo, seen = [v], set()
+            while todo:
+                e = todo.pop()
+                if reads_module([e], first):
+                    return True
+                for n in ast.walk(e):
+                    if isinstance(n, ast.Name) and n.id not in seen:
+                        seen.add(n.id)
+                        todo.extend(x for b in scope.bindings.get(n.id, ())
+                                    if (x := b.value if b.value is not None else getattr(
+                                        b.stmt, "value", None)) is not None)
+    return not found
+
+
+def _header(s: ast.stmt) -> list[ast.expr]:
+    """The expressions of a statement without its body (a loop's iterable, a test, ...)."""
+    out: list[ast.expr] = []
+    for _, v in ast.iter_fields(s):
+        for x in v if isinstance(v, list) else [v]:
+            if isinstance(x, ast.expr):
+                out.append(x)
+            elif isinstance(x, ast.withitem):
+                out.append(x.context_expr)
+    return out
+
+
+NOT_RUN = frozenset({"parameters", "named_parameters", "zero_grad", "train", "eval", "to",
+                     "cuda", "cpu", "requires_grad_", "state_dict", "load_state_dict"})
+
+
+def _runs(v: ast.expr, module: str) -> bool:
+    """``v`` reads ``module`` other than through a method that runs none of its forward
+    (``module.parameters()``, ``module.zero_grad()``)."""
+    todo: list[ast.AST] = [v]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in NOT_RUN and dotted(n.func.value) == module:
+            todo.extend([*n.args, *(k.value for k in n.keywords)])
+            continue
+        if isinstance(n, (ast.Name, ast.Attribute)) and (
+                (d := dotted(n) or "") == module or d.startswith(module + ".")):
+            return True
+        todo.extend(ast.iter_child_nodes(n))
+    return False
+
+
+def _handed(v: ast.expr, module: str) -> bool:
+    """``module`` itself is a value in ``v`` (bound to a name, handed to a call), not only
+    called or read through (``module(x)``, ``module.fc(x)``, ``module.fc.weight``)."""
+    parent = {id(c): p for p in ast.walk(v) for c in ast.iter_child_nodes(p)}
+    for n in ast.walk(v):
+        if isinstance(n, (ast.Name, ast.Attribute)) and dotted(n) == module:
+            p = parent.get(id(n))
+            if not (isinstance(p, ast.Call) and p.func is n or isinstance(p, ast.Attribute)):
+                return True
+    return False

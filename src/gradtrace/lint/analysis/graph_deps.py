@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from gradtrace.lint.analysis.caller_grad import caller_grad_off
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
     TENSOR_METHODS, unpacks_indices)
@@ -23,7 +24,7 @@ from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_s
 from gradtrace.lint.analysis.project import foreign_callee, home
 from gradtrace.lint.analysis.grad_inputs import parameters_of, reads_module
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
-from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls
+from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls, step_of
 from gradtrace.lint.analysis.model_calls import bound_module, model_calls, module_like, runs_model
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, OPTIMIZER, PARAMS, Binding, Scope
@@ -111,10 +112,18 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             stack.extend(child_nodes(n))
 
 
+def _stepped(scope: Scope, c: ast.Call, line: int) -> bool:
+    """``opt.step(...)``: what an optimizer's step returns is its closure's new loss (or
+    None), not a graph of its arguments (a line search given ``'current_loss': obj``)."""
+    return isinstance(c.func, ast.Attribute) and step_of(c, scope, line) is not None
+
+
 def followed_value(b: Binding, ctx: Context) -> ast.expr | None:
-    """The value a graph may reach ``b`` from: none under grad-off, none for the indices of a
-    (values, indices) pair (``_, pred = out.max(1)``: an index tensor, without a graph)."""
-    return None if b.no_grad or unpacks_indices(b.stmt, b.name, ctx) else value_of(b)
+    """The value a graph may reach ``b`` from: none under grad-off (also the caller's:
+    NOTE [grad turned on by the function]), none for the indices of a (values, indices) pair
+    (``_, pred = out.max(1)``: an index tensor, without a graph)."""
+    return None if b.no_grad or caller_grad_off(b, ctx) or unpacks_indices(
+        b.stmt, b.name, ctx) else value_of(b)
 
 
 @dataclass
@@ -198,7 +207,8 @@ class Graphs:
         if hit is None:
             consumers = [(callee, dotted(a) or "<expr>", call)
                          for callee, call in model_calls(e) for a in call.args]
-            bound = [b for name, _ in loads(e, self._cut, skips=lambda c: instance_skips(
+            bound = [b for name, _ in loads(e, self._cut, opaque=lambda c: _stepped(
+                self.scope, c, line), skips=lambda c: instance_skips(
                 self.ctx, self.scope, c, line)) for b in reaching(self.scope, name, line,
                                                                  prefix=True)]
             hit = self._edges[key] = (consumers, bound)

@@ -73,4 +73,19 @@ def _name_integer(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: 
                 and any(isinstance(x, ast.Name) and x.id == name for x in walk(
                     getattr(n, "target", None) or ast.Pass())):
             return False
-    return bool(values) and all(integer_valued(v, fn, depth + 1) for v in values)
+    # `idx = idx[:n]`, `idx = idx.view(-1)`: a rebinding from the name itself keeps its dtype
+    made = [v for v in values if _root_name(v) != name]
+    return bool(made) and all(integer_valued(v, fn, depth + 1) for v in made)
+
+
+def _root_name(e: ast.expr) -> str | None:
+    """``idx`` for ``idx[:n]``, ``idx.view(-1)``, ``idx[:n].clone()``: the name a chain of
+    slices and same-dtype methods reads."""
+    while True:
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in SAME_DTYPE:
+            e = e.func.value
+        else:
+            return e.id if isinstance(e, ast.Name) else None

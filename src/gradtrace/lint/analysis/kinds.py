@@ -14,7 +14,8 @@ SCHEDULER = "scheduler"    # a learning-rate scheduler
 LOADER = "loader"          # a DataLoader (or a dataset)
 NUMBER = "number"          # a Python number
 CONTAINER = "container"    # a plain list/tuple/dict of modules or parameters (not registered)
-OBJECT = "object"          # an instance of a plain (non-module) class of this file (``cls``)
+OBJECT = "object"          # an instance of a plain (non-module) class of this file (``cls``),
+#                            or another value known not to be an nn.Module (a Lua-torch object)
 KINDS = (MODULE, PARAMETER, BUFFER, TENSOR, PARAMS, OPTIMIZER, SCHEDULER, LOADER, NUMBER,
          CONTAINER, OBJECT)
 # kinds an nn.Module registers when assigned to one of its attributes

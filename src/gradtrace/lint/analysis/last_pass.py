@@ -134,3 +134,20 @@ def _len_call(e: ast.expr, bound: ast.expr | None, minus: bool) -> bool:
         e = e.left
     return _same(e, bound) or isinstance(e, ast.Call) and isinstance(e.func, ast.Name) \
         and e.func.id == "len" and len(e.args) == 1
+
+
+def varies_by_pass(root: ast.AST, node: ast.AST) -> bool:
+    """``node`` runs under an ``if`` inside a ``for`` loop of ``root`` whose test reads the
+    loop's target (``for i, c in enumerate(chs): ... if i == 0: layers.append(nn.ReLU())``),
+    and not only on the loop's last pass: whether it runs depends on the pass, so what it
+    appends last is not known (NOTE [last pass])."""
+    for loop in bfs_walk(root):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        names = {n.id for n in bfs_walk(loop.target) if isinstance(n, ast.Name)}
+        for x in bfs_walk(loop):
+            if isinstance(x, ast.If) and x is not loop and (
+                    _encloses(x.body, node) or _encloses(x.orelse, node)) and any(
+                    isinstance(n, ast.Name) and n.id in names for n in bfs_walk(x.test)):
+                return not only_on_last_pass(loop, node)  # type: ignore[arg-type]
+    return False

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Iterator
 from gradtrace.lint.analysis.added_layers import added_last
 from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.analysis.flag_truth import truth_under as _truth
+from gradtrace.lint.analysis.last_pass import varies_by_pass
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.statement_shapes import argument_default
 
@@ -186,9 +187,9 @@ def _list_last(e: ast.AST, ctx: Context, where: ast.AST | None, line: int) -> as
                 if n.func.attr in ("extend", "insert", "pop"):
                     return None
             if arg is not None and (last is None or n.lineno >= last.lineno):  # type: ignore[attr-defined]
-                last = arg
-    if last is not None:
-        return last
+                last, call = arg, n
+    if last is not None:  # `if i == 0: layers.append(act)` in the loop: not known
+        return None if varies_by_pass(where or ctx.tree, call) else last
     v = _local_value(e, ctx, where)
     return _list_last(v, ctx, where, line) if isinstance(v, (ast.List, ast.ListComp)) else None
 

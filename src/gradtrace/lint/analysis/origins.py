@@ -13,10 +13,10 @@ import ast
 from typing import TYPE_CHECKING, Iterable
 
 from gradtrace.lint.analysis.cuts import (
-    CUT_FUNCS, DATA, DEAD, FRESH_ATTRS, FRESH_FUNCS, LIVE, NON_TENSOR_KWARGS, NONDIFF, NUMPY,
-    PAIR_METHODS, REBUILD_FUNCS, Cut, Trace, asks_grad, graphless_no_grad, is_functional_loss,
-    is_torch_loss, map_cut_kind, objects_of, pair_source, peel, pure_loss, top_defs,
-    unpacks_indices,
+    CUT_FUNCS, DATA, DEAD, FRESH_ATTRS, LIVE, NON_TENSOR_KWARGS, NONDIFF, NUMPY,
+    PAIR_METHODS, REBUILD_FUNCS, Cut, Trace, asks_grad, fresh_call, graphless_no_grad,
+    is_functional_loss, is_torch_loss, map_cut_kind, objects_of, pair_source, peel, pure_loss,
+    top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
@@ -24,6 +24,7 @@ from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, fie
 from gradtrace.lint.analysis.call_traces import CallTraces
 from gradtrace.lint.analysis.hook_stores import run_between
 from gradtrace.lint.analysis.kinds import BUFFER, NUMBER
+from gradtrace.lint.analysis.loss_evidence import passed_graph
 from gradtrace.lint.analysis.objects import is_record_class
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import (
@@ -161,7 +162,8 @@ class Tracer(CallTraces):
             if name in self.settings or name in nonlocal_numbers(self):
                 return DEAD
             if name in self.params:
-                dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) or \
+                dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) \
+                    and not passed_graph(self.ctx, self.scope.node, name) or \
                     OBJECT_RE.match(name) or name in self._model_inputs() or \
                     self._given_no_graph(name)
                 return DEAD if dead else LIVE
@@ -331,7 +333,7 @@ class Tracer(CallTraces):
         if qual in REBUILD_FUNCS or qual == "torch.as_tensor" and e.args \
                 and self._sequence(e.args[0], use, line):
             return self._rebuild(e, use, line)
-        if qual in FRESH_FUNCS:
+        if fresh_call(qual):
             return LIVE if asks_grad(e) else DEAD  # `torch.zeros(3, requires_grad=True)`
         if qual == "torch.where" and len(e.args) == 3:
             values = self._all(e.args[1:], use, line)

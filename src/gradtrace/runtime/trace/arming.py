@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.pace import WARM_STEPS, Pace, floor_step
+from gradtrace.runtime.pace import WARM_STEPS, Pace, floor_step, next_floor
 from gradtrace.runtime.ran import PAUSED, RAN_STEPS, RanRecorder, resume_after_import
 
 
@@ -58,7 +58,7 @@ class Arming:
         self.mode = mode
         self.hooks = hooks
         self.state = state
-        self.pace = Pace(every, budget)
+        self.pace = Pace(every, budget, unarmed_probes=True)  # NOTE [probes unarmed]
         self.always = every == 1
         self.every = 1
         self.steps = 0
@@ -127,7 +127,13 @@ class Arming:
         if self.always or steps < self.warm_until:
             every = 1
         self.every = every
-        want = self.pace.due(steps, every) or (self.pace.fixed is None and floor_step(steps))
+        want = self.pace.due(steps, every)
+        if self.pace.fixed is None:  # NOTE [load-free findings]; NOTE [probes unarmed]
+            if floor_step(steps):
+                want = True
+            elif want and every > 1 and steps >= self.warm_until \
+                    and next_floor(steps) - steps <= every // 2:
+                want = False  # the floor step just ahead arms instead
         if want != armed:
             self._switch(want)
 

@@ -240,6 +240,8 @@ class BackwardGradientCountMismatch(Rule):
         if fwd is None or bwd is None or _never_differentiated(fwd):
             return
         pos = [*fwd.args.posonlyargs, *fwd.args.args]
+        if any(dotted(d) == "classmethod" for d in fwd.decorator_list):
+            pos = pos[1:]  # `cls`, bound by the call: `forward(cls, ctx, ...)`
         if _method(node, "setup_context") is None:
             pos = pos[1:]  # ctx
         total, required = len(pos), len(pos) - len(fwd.args.defaults)

@@ -94,7 +94,7 @@ def _literals(e: ast.expr) -> list[object] | None:
 def _compared(test: ast.Compare, fn: ast.FunctionDef | ast.AsyncFunctionDef,
               call: ast.Call) -> bool | None:
     """The value of ``param == "train"`` / ``param in ["train"]`` (and ``!=``, ``not in``,
-    ``param is None`` / ``is not None``) for ``call``, when it passes ``param`` a constant
+    ``param is None`` / ``is not None``, ``param is False`` / ``is True``) for ``call``, when it passes ``param`` a constant
     (or leaves it to a constant default); None when not known."""
     if len(test.ops) != 1 or not isinstance(test.left, ast.Name):
         return None
@@ -108,8 +108,10 @@ def _compared(test: ast.Compare, fn: ast.FunctionDef | ast.AsyncFunctionDef,
         return (v == right[0]) == isinstance(op, ast.Eq)
     if isinstance(op, (ast.In, ast.NotIn)) and not isinstance(test.comparators[0], ast.Constant):
         return (v in right) == isinstance(op, ast.In)
-    if isinstance(op, (ast.Is, ast.IsNot)) and right == [None]:
-        return (v is None) == isinstance(op, ast.Is)  # `if optim is not None: backward`
+    if isinstance(op, (ast.Is, ast.IsNot)) and len(right) == 1 \
+            and any(right[0] is c for c in (None, True, False)):
+        # `if optim is not None: backward`, `if is_validation is False: backward`
+        return (v is right[0]) == isinstance(op, ast.Is)
     return None
 
 

@@ -7,7 +7,6 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.module_runs import self_module_runs
 from gradtrace.lint.analysis.params import PARAM_ITERS
-from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
@@ -125,9 +124,8 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        idents = ctx.identifiers
-        if not (may_hold(idents, "parameters") and (may_hold(idents, "step") or may_hold(
-                idents, OPTIMIZERS_HOOK))):
+        if ctx.code.isascii() and not (  # one-run words: `mentions` is the identifiers' answer
+                ctx.mentions("parameters") and ctx.mentions("step", OPTIMIZERS_HOOK)):
             return
         if not ctx.mentions("optim") or ctx.mentions(".grad =", "._grad"):
             return   # gradients written by hand (a shared model fed by workers)

@@ -178,20 +178,31 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
 def _trained_run(dead: list[Dead], scope: Scope, ctx: Context
                  ) -> tuple[Dead, str, ast.Call] | None:
     """The first no-grad value that calls a model (``model(x)``, ``self.encoder(x)``) which the
-    function also calls outside every grad-off region: ``(dead, model, live call)``."""
+    function also calls outside every grad-off region: ``(dead, model, live call)``. The
+    callee must be one whose output carries a graph by NOTE [graph-carrying bindings] (bound
+    to a module, or spelled like one): a builtin or a tokenizer run both ways
+    (``dict(tok(texts))`` under the ``no_grad`` of a locality batch, EasyEdit's DINM) makes
+    no graph with grad on either."""
     live_calls: dict[str, ast.Call] = {}
     for s in scope.stmts:
         if scope.grad_off_at(s) is not None or hasattr(s, "body"):
             continue
         for n in walk(s):
-            if isinstance(n, ast.Call) and (name := _callee(n)) is not None:
+            if isinstance(n, ast.Call) and (name := _callee(n)) is not None \
+                    and not _builtin(name, scope):
                 live_calls.setdefault(name, n)
     for d in dead:
         for n in walk(d.expr):
             if isinstance(n, ast.Call) and (name := _callee(n)) is not None \
-                    and name in live_calls:
+                    and name in live_calls and module_like(ctx, scope, name, n.lineno):
                 return d, name, live_calls[name]
     return None
+
+
+def _builtin(name: str, scope: Scope) -> bool:
+    """``dict``, ``list``, ``len``: a Python builtin the function does not rebind."""
+    import builtins
+    return hasattr(builtins, name) and name not in scope.bindings
 
 
 def _read_live(dead: list[Dead], src: HelperSources, scope: Scope, ctx: Context

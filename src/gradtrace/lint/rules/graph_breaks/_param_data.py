@@ -8,7 +8,8 @@ the weight no gradient, even when the layer is also called live elsewhere (OpenN
 attention: the relation matrix learns through the classifier only, not through the attention
 query). Left alone: a value only compared or turned into indices (a nearest-codeword search),
 a file that freezes parameters or writes such a weight by hand (``.weight.data.copy_``, an
-EMA), and grad-off code.
+EMA), grad-off code, and a value returned beside the loss ``forward`` computes itself without
+it (NOTE [own loss element]: CRSLab's GRU4Rec scores, which its systems only rank).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.lint.analysis.layer_params import layer_parameter
+from gradtrace.lint.analysis.own_loss import beside_own_loss
 from gradtrace.lint.analysis.param_attrs import file_freezes
 from gradtrace.lint.analysis.selectors import INDEX_OPS, only_selects
 from gradtrace.lint.names import dotted
@@ -48,6 +50,8 @@ def parameter_data_reads(fn: ast.AST, ctx) -> Iterator[tuple[ast.Attribute, ast.
             if _meta(n, parents) or only_selects(scope, n) or only_selects(scope, s.value) \
                     or _chooses(n, parents):
                 continue
+            if beside_own_loss(ctx, fn, s.targets[0].id):
+                break  # NOTE [own loss element]: the forward's loss does not take this path
             yield n, s, layer
 
 

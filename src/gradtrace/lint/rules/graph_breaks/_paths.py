@@ -41,6 +41,7 @@ from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer
+from gradtrace.lint.analysis.loss_evidence import loss_evidence
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
 
@@ -79,7 +80,10 @@ class LossPaths(HelperTracer):
 
     def __init__(self, scope: Scope, ctx: Context) -> None:
         super().__init__(scope, ctx)
+        self._named = False  # a loss function by its name only (NOTE [loss evidence])
         self.verdicts = [v for s in self.sinks() if (v := self._judge(s)) is not None]
+        if self._named and self.verdicts and loss_evidence(ctx, scope.node) is False:
+            self.verdicts = []  # asked only when something is cut: its callers decide
 
     # -- sinks -------------------------------------------------------------------------------
     def sinks(self) -> list[Sink]:
@@ -91,7 +95,11 @@ class LossPaths(HelperTracer):
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or out:
             return out  # a function that runs backward itself returns its loss only to log it
         only: frozenset[str] | None = None
-        if not self._is_loss_func(node) and id(node) not in backpropagated(self.ctx):
+        if id(node) in backpropagated(self.ctx):
+            pass
+        elif self._is_loss_func(node):
+            self._named = True
+        else:
             if node.name != "forward" or not self._in_module_class():
                 return out
             only = frozenset({DATA})  # a module's output read through `.data`
@@ -142,8 +150,12 @@ class LossPaths(HelperTracer):
         if isinstance(node.returns, ast.Name) and node.returns.id == "bool":
             return False  # a predicate (`def is_average_loss(self) -> bool`), not a loss
         if LOSS_FUNC_RE.match(name):
-            return not _script_metric(self.ctx, node) and not _library_metric(self.ctx, node)
-        return name in ("forward", "__call__") and is_loss_class(self.ctx.class_def, self.ctx)
+            if _script_metric(self.ctx, node) or _library_metric(self.ctx, node):
+                return False
+        elif name not in ("forward", "__call__") or \
+                not is_loss_class(self.ctx.class_def, self.ctx):
+            return False
+        return True  # the name only proposes: the evidence decides once something is cut
 
     # -- judging -----------------------------------------------------------------------------
     def _judge(self, sink: Sink) -> Verdict | None:

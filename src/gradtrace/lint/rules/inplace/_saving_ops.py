@@ -52,7 +52,7 @@ def _candidates(e: ast.AST, ctx: Context, written: str | None = None
                 continue
             a = _unview(n.args[0])  # `self.pos_conv(x.transpose(1, 2))` saves a view of x
             if isinstance(f, (ast.Name, ast.Attribute)) and isinstance(a, ast.Name):
-                out.append((a.id, n, ("module", [f])))
+                out.append((a.id, n, ("module", [f, _reordered(n.args[0])])))
         elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult)):
             for a, b in ((n.left, n.right), (n.right, n.left)):
                 if isinstance(a, ast.Name):
@@ -83,11 +83,35 @@ def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
     k = ctx.analysis.kind(operands[0], None, line)  # a saving layer
     if k is None or k.what != MODULE:
         return False
+    folded = operands[1:] == [True]  # NOTE [a linear layer folds a reordered input]
     if (k.cls or "") in SAVING_MODULES:
-        return True
+        return not (folded and k.cls == LINEAR)
     # a Sequential (or a helper's) whose first layer saves its input (NOTE [module results])
     got = attr_module(operands[0], ctx, ctx.function)
-    return got is not None and first_layer(got[0], ctx, got[1]) in SAVING_MODULES
+    first = first_layer(got[0], ctx, got[1]) if got is not None else None
+    return first in SAVING_MODULES and not (folded and first == LINEAR)
+
+
+LINEAR = "torch.nn.Linear"
+
+
+def _reordered(e: ast.expr) -> bool:
+    """# NOTE [a linear layer folds a reordered input]
+    ``x.transpose(1, 2)`` (two dims, one of them past the first two: the tensor has three or
+    more), ``x.permute(0, 2, 1)``: a view whose leading dims cannot be merged in place.
+    ``nn.Linear`` on an input of three or more dims multiplies its folded 2-D form, which
+    for such a view is a copy: the layer saves that copy, not ``x``, and ``x += fc(x.transpose(
+    1, 2)).transpose(1, 2)`` trains (checked on torch 2.13; RTSF's RMLP). A convolution
+    saves the view itself (WavLM's ``x += x_conv`` raises). Known limit: dims of size 1 can
+    make the view foldable in place, the layer then saves it."""
+    if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.keywords
+            and all(isinstance(a, ast.Constant) and type(a.value) is int and a.value >= 0
+                    for a in e.args)):
+        return False
+    dims = [a.value for a in e.args]  # type: ignore[attr-defined]
+    if e.func.attr == "transpose":
+        return len(dims) == 2 and dims[0] != dims[1] and max(dims) >= 2
+    return e.func.attr == "permute" and len(dims) >= 3 and dims != sorted(dims)
 
 
 def _own_candidates(s: ast.stmt, ctx: Context) -> list[tuple[str, ast.AST, tuple[str, list]]]:

@@ -11,6 +11,7 @@ from gradtrace.lint.flow import GRAPH, OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.cuts import NON_TENSOR_KWARGS
+from gradtrace.lint.analysis.grad_inputs import parameters_of, runs_on_output
 from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.steps import step_calls
@@ -32,7 +33,9 @@ class OptimizerStepBetweenBackwards(Rule):
     (pytorch-facts.md#saved-tensor-inplace).
     Do all backward passes first, then step (or sum the losses); in a GAN recompute
     `D(fake)` after the discriminator step. `retain_graph=True` with the step *after* the last
-    backward is fine.
+    backward is fine. A later pass given `inputs=` one module's parameters runs only that
+    module's nodes and those after it: a step of a module that never runs on its output is
+    fine (alternating passes, each restricted to its own model).
     When the later loss feeds an output of the stepped model (`fake = G(z)`) into the model
     that the optimizer stepped after it trains (`D(fake)`), and that optimizer trains none of
     the stepped model, the finding is where it enters the loss: that backward needs no
@@ -118,6 +121,9 @@ class OptimizerStepBetweenBackwards(Rule):
             if owners and later.call.lineno > node.lineno and \
                     not _may_reach(later.loss, later.call.lineno, owners, scope, ctx):
                 continue  # its graph holds none of the stepped parameters
+            if owners and later.call.lineno > node.lineno and later.inputs is not None and \
+                    not _pass_runs(later.inputs, owners, scope, ctx):
+                continue  # `backward(inputs=m.parameters())` runs no node of the stepped ones
             hit = self._second(later, node, retained, loops, scope)
             if hit is not None and owners and later.call.lineno < node.lineno and \
                     not _old_graph_holds(hit, later, loops, owners, scope, ctx):
@@ -257,6 +263,29 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                         if hits(md) or md.startswith("self.") and md[5:] in methods:
                             return True
     return False
+
+
+def _pass_runs(inputs: ast.expr, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
+               ctx: Context) -> bool:
+    """Whether a pass with ``inputs=m.parameters()`` may run nodes of the stepped ``owners``:
+    one of them is ``m`` or a part of it (or holds it), or is run on ``m``'s output in the
+    function or the methods of its class it calls (NOTE [grad inputs])."""
+    m = parameters_of(inputs)
+    if m is None or any(o == m or m.startswith(o + ".") or o.startswith(m + ".")
+                        for o in owners):
+        return True
+    cls = ctx.class_def
+    methods = {f.name: f for f in (cls.body if cls else ())
+               if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    fns, todo = {id(scope.node): scope.node}, [scope.node]
+    while todo:
+        for c in walk(todo.pop()):
+            d = dotted(c.func) if isinstance(c, ast.Call) else None
+            if d and d.startswith("self.") and (f := methods.get(d[5:])) is not None \
+                    and id(f) not in fns:
+                fns[id(f)] = f
+                todo.append(f)
+    return any(runs_on_output(ctx, fns.values(), m, o) for o in owners)
 
 
 def _detach_site(later, step: ast.Call, owners: frozenset[str], sinks, scope,  # type: ignore[no-untyped-def]

@@ -85,7 +85,17 @@ def _module_output_attr(e: ast.Attribute, ctx: Context) -> ast.stmt | None:
             if not isinstance(st, ast.Assign) or len(targets) != 1 or st.value is None \
                     or requires_grad(ctx, m, st.value, st.lineno) is None \
                     or not isinstance(st.value, (ast.Call, ast.BinOp)) \
-                    or (an.kind_in(st.value, m, st.lineno) or Kind("?")).what in LEAF_KINDS:
+                    or (an.kind_in(st.value, m, st.lineno) or Kind("?")).what in LEAF_KINDS \
+                    or _input_made_leaf(st.value, m):
                 return None  # a Parameter or a factory's tensor is a leaf
             found = found or st
     return found
+
+
+def _input_made_leaf(v: ast.expr, m: ast.AST) -> bool:
+    """``image.requires_grad_()`` of an argument of the method: the caller's input (a leaf)
+    made to require grad in place, the saliency methods' way; backward fills its ``.grad``."""
+    args = getattr(m, "args", None)
+    return isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+        and v.func.attr == "requires_grad_" and isinstance(v.func.value, ast.Name) \
+        and args is not None and v.func.value.id in {a.arg for a in args.args}

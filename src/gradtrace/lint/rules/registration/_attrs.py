@@ -65,7 +65,9 @@ def _optimized_attrs(ctx: Context) -> frozenset[str]:
 def _handed_out(ctx: Context) -> set[str]:
     """``self.X`` listed in a list/tuple literal of ``self`` attributes only that a method
     taking nothing but ``self`` (not ``forward``) returns, directly or through a
-    ``self.Y = [...]`` it returns (see ``_optimized_attrs``)."""
+    ``self.Y = [...]`` it returns (see ``_optimized_attrs``); or that such a ``self.Y`` holds
+    which no method of the file reads: the list is there for the caller, who hands it to
+    its own optimizer (another file's ``torch.optim.Adam(model.alpha)``)."""
     lists: dict[str, ast.expr] = {}
     for n in walk(ctx.tree):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 \
@@ -73,6 +75,12 @@ def _handed_out(ctx: Context) -> set[str]:
                 and (held := _self_attr(n.targets[0])) is not None:
             lists[held] = n.value
     out: set[str] = set()
+    read = {n.attr for n in walk(ctx.tree) if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+            and n.value.id == "self" and n.attr in lists}
+    for held, v in lists.items():  # `self.alpha = [self.alpha1, ...]`, never read by its class:
+        if held not in read and v.elts and all(_self_attr(x) for x in v.elts):  # the caller's
+            out.update(x for x in map(_self_attr, v.elts) if x)  # `Adam(model.alpha)`
     for fn in walk(ctx.tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name == "forward" \
                 or [a.arg for a in fn.args.args] != ["self"]:

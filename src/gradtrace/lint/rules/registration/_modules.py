@@ -43,15 +43,18 @@ def pretrained_root(node: ast.AST, ctx: Context) -> bool:
         ".from_pretrained"))
 
 
-def owns_params(node: ast.AST, ctx: Context) -> bool:
-    """Whether a module-building call surely or probably creates parameters."""
+def owns_params(node: ast.AST, ctx: Context, buffers_count: bool = True) -> bool:
+    """Whether a module-building call surely or probably creates parameters (not
+    ``buffers_count``: a class of the file holding buffers, numbers and plain objects only
+    creates none: ``param_free_classes``)."""
     if not module_ctor(node, ctx):
         return False
     assert isinstance(node, ast.Call)
     q = ctx.call_name(node) or ""
     last = q.rpartition(".")[2]
     if isinstance(node.func, ast.Name) and node.func.id in module_classes(ctx):
-        return node.func.id not in stateless_classes(ctx)  # NOTE [buffers are no parameters]
+        return node.func.id not in stateless_classes(ctx) and (
+            buffers_count or node.func.id not in param_free_classes(ctx))
     if not q.startswith("torch.nn."):
         return True
     if q in ("torch.nn.Sequential", "torch.nn.ModuleList"):
@@ -62,20 +65,15 @@ def owns_params(node: ast.AST, ctx: Context) -> bool:
 
 # namespaces of parameter-free data transforms (`torchaudio.transforms.Resample`)
 STATELESS_NAMESPACES = ("torchaudio.transforms.", "torchvision.transforms.")
-OWNING_CALLS = frozenset({"register_parameter", "add_module", "register_module", "setattr"})
+OWNING_CALLS = frozenset({"register_parameter", "register_buffer", "add_module",
+                          "register_module", "setattr"})
 
 
 def stateless_classes(ctx: Context) -> frozenset[str]:
-    """Module classes of this file that visibly own no parameter: every base is
+    """Module classes of this file that visibly own no parameter or buffer: every base is
     ``nn.Module`` or such a class, and no method builds a layer with parameters, an
-    ``nn.Parameter``, a tensor with ``requires_grad=True`` or an unknown object stored on
-    ``self``, nor stores an argument that may be a module (``self.m = m``).
-
-    # NOTE [buffers are no parameters]
-    A buffer (``register_buffer``, ``nn.Buffer``) is state but no parameter: a class holding
-    only buffers (a frozen codebook, running statistics, a mask) gives an optimizer nothing, so
-    leaving it out of parameter groups loses nothing (audiolm-pytorch's ``ResidualVQ`` stand-in
-    beside the listed encoder and decoder)."""
+    ``nn.Parameter``, a buffer, a tensor with ``requires_grad=True`` or an unknown object
+    stored on ``self``, nor stores an argument that may be a module (``self.m = m``)."""
     def make() -> frozenset[str]:
         classes = {n: c.node for n, c in ctx.analysis.classes.items()}
         known = module_classes(ctx)
@@ -91,7 +89,37 @@ def stateless_classes(ctx: Context) -> frozenset[str]:
     return ctx.memo("gt4-stateless-classes", ctx.tree, make)
 
 
-def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context) -> bool:
+def param_free_classes(ctx: Context) -> frozenset[str]:
+    """Module classes of this file that create no parameter, though they may hold state that
+    is no parameter: buffers (``register_buffer``), tensors, instances of the file's plain
+    (non-module) classes, and arguments the class never calls (CRD's ``ContrastMemory``: a
+    memory bank of buffers; ``ContrastLoss(num_data)``). What ``parameters()`` yields."""
+    def make() -> frozenset[str]:
+        classes = {n: c.node for n, c in ctx.analysis.classes.items()}
+        known = module_classes(ctx)
+        out: set[str] = set(stateless_classes(ctx))
+        changed = True
+        while changed:
+            changed = False
+            for name, c in classes.items():
+                if name in known and name not in out and _stateless(c, out, ctx, True):
+                    out.add(name)
+                    changed = True
+        return frozenset(out)
+    return ctx.memo("gt4-param-free-classes", ctx.tree, make)
+
+
+def _called_attrs(c: ast.ClassDef) -> set[str]:
+    """``x`` of every ``self.x(...)`` call and ``self.x.<method>(...)`` in ``c``."""
+    return {dotted(n.func if isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self"
+                   else n.func.value)[5:]  # type: ignore[index]
+            for n in walk(c) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and dotted(n.func.value) is not None and (dotted(n.func.value) == "self" or isinstance(
+                n.func.value, ast.Attribute) and dotted(n.func.value.value) == "self")}
+
+
+def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
+               params_only: bool = False) -> bool:
     from gradtrace.lint.rules.leaf._tensors import grad_factory, is_parameter_call
     for b in c.bases:
         if ctx.qualified_name(b) != "torch.nn.Module" and \
@@ -101,16 +129,24 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context) -> bool:
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         maybe_module = _non_constant_args(fn) - _value_args(fn, ctx) - _passed_values(fn, ctx)
+        owning = OWNING_CALLS - {"register_buffer"} if params_only else OWNING_CALLS
+        called = _called_attrs(c) if params_only else set()
         for n in walk(fn):
             if isinstance(n, ast.Call):
                 f = n.func
-                if (isinstance(f, ast.Attribute) and f.attr in OWNING_CALLS) or \
+                if (isinstance(f, ast.Attribute) and f.attr in owning) or \
                         is_parameter_call(n, ctx) or grad_factory(n, ctx) is not None or \
                         _owning_ctor(n, stateless, ctx):
                     return False
             elif isinstance(n, ast.Assign) and any(
                     isinstance(t, ast.Attribute) and dotted(t.value) == "self" for t in n.targets):
                 v = n.value
+                if params_only and (isinstance(v, ast.Name) and not any(
+                        isinstance(t, ast.Attribute) and t.attr in called for t in n.targets)
+                        or isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
+                        and v.func.id in ctx.analysis.classes
+                        and v.func.id not in module_classes(ctx)):
+                    continue  # an argument never called, a plain object of the file
                 if isinstance(v, ast.Name) and v.id in maybe_module:
                     return False  # `self.m = m`: maybe the caller's module
                 if isinstance(v, ast.Call) and not _plain_value_call(v, stateless, ctx):

@@ -54,6 +54,34 @@ def _grad_leaf(v: ast.expr, ctx: Context) -> bool:
         for k in v.keywords)
 
 
+def _called_under_guard(m: ast.FunctionDef | ast.AsyncFunctionDef,
+                        methods: list[ast.FunctionDef | ast.AsyncFunctionDef]) -> bool:
+    """``m`` is a helper the forward chain calls (``self.add_key(...)``) only under an
+    ``if``/``try`` of the calling method: what it builds is built conditionally, as a lazy
+    initialisation in ``forward`` itself is (GRACE's codebook grows a key when no stored key
+    is close; its editor builds the optimizer after that first call)."""
+    if m.name == "forward":
+        return False
+    calls = [guarded for c in methods if c is not m for guarded in _self_calls(c.body, m.name)]
+    return bool(calls) and all(calls)
+
+
+def _self_calls(body: list, name: str, guarded: bool = False) -> Iterator[bool]:
+    """For each ``self.<name>(...)`` in ``body`` (not in nested functions): under a guard?"""
+    for n in body:
+        if isinstance(n, (*FUNCTION_TYPES, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == name and dotted(n.func.value) == "self":
+            yield guarded
+        inner = guarded or isinstance(n, GUARDS)
+        if isinstance(n, (ast.If, ast.IfExp)):
+            yield from _self_calls([n.test], name, guarded)  # the test itself always runs
+            yield from _self_calls([x for x in child_nodes(n) if x is not n.test], name, True)
+            continue
+        yield from _self_calls(list(child_nodes(n)), name, inner)
+
+
 def _wrapped(call: ast.Call) -> ast.expr | None:
     return call.args[0] if call.args else next(
         (k.value for k in call.keywords if k.arg == "data"), None)
@@ -168,7 +196,7 @@ class ParameterBuiltInForward(Rule):
             return  # the module trains itself in the call, its optimizer built after them
         for m in methods:
             ctors = sorted(_unguarded_ctors(m, ctx), key=lambda c: (c.lineno, c.col_offset))
-            if not ctors:
+            if not ctors or _called_under_guard(m, methods):
                 continue
             first = ctors[0]
             arg = _wrapped(first)

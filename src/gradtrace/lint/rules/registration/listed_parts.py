@@ -75,7 +75,7 @@ def _trainable_attrs(cls: ClassInfo, ctx: Context) -> dict[str, ast.stmt]:
             k = c.attr_kind(name)
             if k is not None and (k.what == PARAMETER and not _made_frozen(info.value)
                                   or k.what == MODULE and isinstance(k.node, ast.Call)
-                                  and owns_params(k.node, ctx)
+                                  and owns_params(k.node, ctx, buffers_count=False)
                                   and _filled_with_params(c, name, k.node, ctx)):
                 out[name] = info.stmt
     return out

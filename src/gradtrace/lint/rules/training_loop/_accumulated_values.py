@@ -24,12 +24,35 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     of it, and what ``acc`` keeps is bounded by that inner loop."""
     outer = f.loops_of(loop)
     if not outer:
-        return False
+        return _per_learner(f, acc, loop)
     around = outer[-1]
     made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
                and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
     steps = [s for s in f.steps if f.inside(s.stmt, around)]
     return made and any(not f.inside(s.stmt, loop) for s in steps)
+
+
+def _per_learner(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """A function's loop whose every step steps an optimizer the loop's variable picks
+    (``for agent in range(self.n_agents): ... self.critic_optimizer[agent].step()``, ``for a
+    in self.agents: a.opt.step()``): each pass updates another learner once, so the loop is
+    one training iteration over the learners, not a run of steps; a local ``acc`` made in the
+    function before it holds that iteration's graphs, which the next call makes anew
+    (MADDPG's ``update_policy`` returns its per-agent losses)."""
+    if not isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or "." in acc \
+            or not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    var = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    # the steps the analysis knows, and ``opts[i].step()`` (a receiver it does not spell)
+    steps = [s.call.func for s in f.steps if f.inside(s.stmt, loop)] + [
+        n.func for n in ast.walk(loop) if isinstance(n, ast.Call) and not n.args
+        and isinstance(n.func, ast.Attribute) and n.func.attr == "step"
+        and isinstance(n.func.value, ast.Subscript)]
+    made = [b for b in f.scope.bindings.get(acc, ()) if not f.inside(b.stmt, loop)]
+    return bool(var and steps and made) and all(
+        b.line < loop.lineno and not isinstance(b.stmt, ast.AugAssign) for b in made) and all(
+        isinstance(s, ast.Attribute) and any(
+            isinstance(n, ast.Name) and n.id in var for n in ast.walk(s.value)) for s in steps)
 
 
 def _loss_term(f: LoopFacts, b: Binding, losses: set[str]) -> bool:

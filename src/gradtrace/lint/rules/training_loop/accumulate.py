@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import LEAF
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.analysis.dict_entries import entries_rewritten
 from gradtrace.lint.analysis.fixed_loops import over_written_list
 from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
@@ -311,7 +312,8 @@ class LossAccumulatedWithGraph(LoopRule):
                   and g.carries(b) and not _foreign_result(b, foreign)
                   and not (isinstance(v := value_of(b), ast.Call)
                            and other_framework(f.ctx, f.scope, v))
-                  and not _passed_through_clean(f, g, b)]
+                  and not _passed_through_clean(f, g, b)
+                  and not entries_rewritten(f.node, b.name, b.line, s)]
         direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
         if not graphy and not direct and (at := term_kept(f, s, value)) is not None \
                 and self._outlives(f, acc, f.loops_of(at)[-1]):

@@ -206,7 +206,8 @@ def _accumulated_over(f: LoopFacts, loop: ast.stmt) -> str | None:
 
 def _divided_by(f: LoopFacts, b: Backward, loop: ast.stmt, divisor: str) -> bool:
     """The loss of ``b``, or a binding of the loop it is computed from, is divided by
-    ``divisor`` (``loss / accum``, ``loss /= accum``, ``loss.div(accum)``)."""
+    ``divisor`` (``loss / accum``, ``loss /= accum``, ``loss.div(accum)``); a binding in
+    another arm of an ``if`` than ``b`` does not reach it."""
     def divides(node: ast.AST) -> bool:
         for n in walk(node):
             if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) and \
@@ -226,18 +227,22 @@ def _divided_by(f: LoopFacts, b: Backward, loop: ast.stmt, divisor: str) -> bool
         return True
     name = dotted(b.loss)
     if name and any(f.inside(x.stmt, loop) and divides(x.stmt)
+                    and not f.scope.exclusive(x.stmt, b.stmt)
                     for x in f.scope.bindings.get(name, ())):
         return True
     deps = graphs(f.scope).deps(b.loss, b.stmt.lineno)
     return any(f.inside(d.stmt, loop) and isinstance(d.stmt, (ast.Assign, ast.AnnAssign,
                                                               ast.AugAssign))
-               and divides(d.stmt) for d in deps.bindings)
+               and not f.scope.exclusive(d.stmt, b.stmt) and divides(d.stmt)
+               for d in deps.bindings)
 
 
 def _accumulation_branch(f: LoopFacts, s: Step, loop: ast.stmt
                          ) -> tuple[ast.If, str, Backward] | None:
     """An ``if ... % N`` branch of ``loop`` not around ``s``, with an every-pass backward
-    of the loop whose loss is divided by ``N``."""
+    of the loop whose loss is divided by ``N``. A backward in another arm of an ``if`` than
+    ``s`` never runs in the pass that steps (``if accum > 1: (loss / accum).backward(); ...``
+    / ``else: loss.backward(); opt.step()``: the plain arm steps its own undivided loss)."""
     for x in f.within(loop):
         if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x) \
                 or f.scope.exclusive(s.stmt, x):
@@ -248,7 +253,7 @@ def _accumulation_branch(f: LoopFacts, s: Step, loop: ast.stmt
                 continue
             for b in f.backwards:
                 if b.accumulates and f.inside(b.stmt, loop) and not f.inside(b.stmt, x) \
-                        and _divided_by(f, b, loop, n):
+                        and not f.scope.exclusive(s.stmt, b.stmt) and _divided_by(f, b, loop, n):
                     return x, n, b
     return None
 

@@ -1,0 +1,47 @@
+"""Names a file calls but never binds: no import, def, class, assignment, parameter, loop or
+``with`` target, ``global`` or builtin of that name, and no ``from m import *`` that could
+bring it. Calling one raises ``NameError``: the call gives no value at all (EnlightenGAN's
+``util.load_vgg16`` still calls ``load_lua`` after its import was deleted with
+``torch.utils.serialization``), so nothing is known of what the binding would have held."""
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+_BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__builtins__",
+                                        "__spec__", "__loader__", "__package__", "__path__"}
+
+
+def undefined_names(ctx: Context) -> frozenset[str]:
+    """Names read in the file that nothing in it binds (empty when a star import or a
+    dynamic binding could bind any name)."""
+    def make() -> frozenset[str]:
+        bound: set[str] = set()
+        read: set[str] = set()
+        for n in ast.walk(ctx.tree):
+            if isinstance(n, ast.Name):
+                (read if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                for a in n.names:
+                    if a.name == "*":
+                        return frozenset()
+                    bound.add(a.asname or a.name.partition(".")[0])
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(n.name)
+            elif isinstance(n, ast.arg):
+                bound.add(n.arg)
+            elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                bound.update(n.names)
+            elif isinstance(n, ast.ExceptHandler) and n.name:
+                bound.add(n.name)
+            elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+                bound.add(n.name)
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                    and n.func.id in ("exec", "globals", "locals", "vars", "setattr"):
+                return frozenset()  # names may be made at run time
+        return frozenset(read - bound - _BUILTINS)
+    return ctx.memo("undefined-names", ctx.tree, make)
