@@ -381,6 +381,8 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
                 if old is not None and old.line < step.lineno and id(old) in kept and \
                         not old.no_grad and _may_reach(_made_of(old), old.line, owners,
                                                        scope, ctx, args_may=False):
+                    if x is b and value_of(b) is n:  # `info_loss = Info_xz`: a new name
+                        return first, (later.call, n.id)  # only; the backward is the use
                     return first, (n, n.id)
     return None
 

@@ -53,15 +53,24 @@ def _keeps(name: str) -> bool:
 def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
     """The loop (None: the whole function) calls a helper of this file that clears
     gradients, or hands the optimizer (or a model) to a call that might
-    (``trainer.finish_step(optimizer)``)."""
+    (``trainer.finish_step(optimizer)``).
+
+    # NOTE [step helper clears]
+    A step taken through a helper (``self.strategy.optimizer_step(self.optimizer, model,
+    scheduler)``: OpenRLHF's and DeepSpeed-style strategies, Lightning's ``optimizer_step``
+    hook) runs a function of this file when one has that name; when its body clears the
+    gradients (``optimizer.step(); optimizer.zero_grad()``), the step and the clear are one
+    call. ``opt.step()`` itself runs no function of the file."""
     clearing = clearing_functions(f.ctx) if f.ctx.mentions("zero_grad", ".grad") else set()
     steps = {id(st.call) for st in f.steps}  # `opt.step()` runs no function of the file
     for stmt in f.scope.stmts if loop is None else f.within(loop):  # (its run: no scan
         for call in f.calls_of(stmt):  # of a script's statements per step; calls indexed)
-            if id(call) in steps:
-                continue
             name = dotted(call.func) or ""
             last = name.rpartition(".")[2]
+            if id(call) in steps:
+                if last != "step" and last in clearing:
+                    return True  # NOTE [step helper clears]
+                continue
             if last in clearing or self_method_may_clear(f.ctx, call, s.optimizer, _keeps):
                 return True
             given = (*call.args, *(k.value for k in call.keywords))
