@@ -54,7 +54,7 @@ class LossOfValueAgainstItself(Rule):
                "of the same values, so `{call}` compares a value with itself: the term measures "
                "no difference and trains nothing; compute `{first}` from the input it was "
                "meant to read")
-    triggers = ("loss", "criterion", "kl_div", "mse", "l1", "cross_entropy")
+    triggers = ("loss", "criterion", "kl_div", "mse", "cross_entropy")  # (`l1_loss`: "loss")
     examples = [
         Bad("""
             import torch.nn.functional as F
