@@ -225,6 +225,19 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _real_serialization_module():
+    """The Lua shapes put a stand-in `torch.utils.serialization` in `sys.modules`: put the real
+    one back, or a later `torch.save` in this process fails to import its config."""
+    import sys
+    saved = sys.modules.get("torch.utils.serialization")
+    yield
+    if saved is None:
+        sys.modules.pop("torch.utils.serialization", None)
+    else:
+        sys.modules["torch.utils.serialization"] = saved
+
+
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_look_alike_is_silent_and_trains(name: str) -> None:
     judge(PRELUDE, SHAPES[name][0])
