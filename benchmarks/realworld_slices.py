@@ -90,11 +90,15 @@ def _sum(fracs) -> str:
 def main(argv: list[str]) -> int:
     first = "--first" in argv
     argv = [a for a in argv if a != "--first"]
-    if len(argv) != 1:
+    if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print(__doc__)
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+    try:
+        with open(argv[0], encoding="utf-8") as fh:
+            res = json.load(fh)
+    except (OSError, ValueError) as e:
+        print(f"realworld_slices: cannot read {argv[0]}: {e}", file=sys.stderr)
         return 2
-    with open(argv[0], encoding="utf-8") as fh:
-        res = json.load(fh)
     static, runtime = res["static"], res.get("runtime") or {}
     seen: set[str] = set()
     rows = []
