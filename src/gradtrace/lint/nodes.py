@@ -417,3 +417,19 @@ def function_scopes(tree: ast.AST) -> Iterator[ast.AST]:
 def parent_map(tree: ast.AST) -> dict[int, ast.AST]:
     """``id(child) -> parent`` for every node under ``tree`` (memoise it per file)."""
     return {id(c): n for n in walk(tree) for c in ast.iter_child_nodes(n)}
+
+
+def peel(e: ast.AST, methods: frozenset[str] | set[str], limit: int = -1) -> ast.AST:
+    """What a chain of subscripts and calls of ``methods`` is taken from: ``x`` for
+    ``x[i]``, ``x.view(-1, d)[j]``, ``x[:n].clone()`` (``methods`` = views, same-dtype or
+    same-data methods, as the caller means); at most ``limit`` links when ``limit`` >= 0."""
+    while limit != 0:
+        if isinstance(e, ast.Subscript):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in methods:
+            e = e.func.value
+        else:
+            break
+        limit -= 1
+    return e

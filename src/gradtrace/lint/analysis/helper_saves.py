@@ -7,7 +7,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import peel, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -53,12 +53,5 @@ def _saved(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozense
 
 def _root(e: ast.AST) -> str | None:
     """``ids`` for ``ids``, ``ids[:, 1:]``, ``ids[:, 1:].unsqueeze(-1)``."""
-    for _ in range(8):
-        if isinstance(e, ast.Subscript):
-            e = e.value
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and e.func.attr in VIEWS:
-            e = e.func.value
-        else:
-            break
+    e = peel(e, VIEWS, 8)
     return e.id if isinstance(e, ast.Name) else None

@@ -7,7 +7,7 @@ import ast
 
 from gradtrace.lint.analysis.cuts import INTEGER_METHODS
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import peel, walk
 
 INT_TENSOR_CLASSES = frozenset({"IntTensor", "LongTensor", "ShortTensor", "ByteTensor",
                                 "CharTensor", "BoolTensor"})
@@ -81,11 +81,5 @@ def _name_integer(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: 
 def _root_name(e: ast.expr) -> str | None:
     """``idx`` for ``idx[:n]``, ``idx.view(-1)``, ``idx[:n].clone()``: the name a chain of
     slices and same-dtype methods reads."""
-    while True:
-        if isinstance(e, ast.Subscript):
-            e = e.value
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and e.func.attr in SAME_DTYPE:
-            e = e.func.value
-        else:
-            return e.id if isinstance(e, ast.Name) else None
+    e = peel(e, SAME_DTYPE)
+    return e.id if isinstance(e, ast.Name) else None

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.grad_values import WEIGHTED
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.nodes import peel
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -35,14 +36,7 @@ def layer_parameter(ctx: Context, fn: ast.AST, e: ast.AST, line: int,
     """The call building the ``torch.nn`` layer whose Parameter ``e`` (read at ``line`` in
     the function or module ``fn``) is or views; None: not known to be one
     (NOTE [layer parameter views])."""
-    while True:
-        if isinstance(e, ast.Subscript):
-            e = e.value
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and e.func.attr in VIEWS:
-            e = e.func.value
-        else:
-            break
+    e = peel(e, VIEWS)
     if isinstance(e, ast.Name):
         scope = ctx.scope(fn)
         b = scope.binding_before(e.id, line)

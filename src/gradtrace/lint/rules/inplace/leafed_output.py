@@ -29,7 +29,7 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import peel, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace.expanded_write import scopes_holding, statements_holding
 from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
@@ -216,14 +216,7 @@ def _freezes_name(s: ast.stmt, p: str) -> bool:
 
 def _base(e: ast.AST) -> str | None:
     """The name a write lands in: ``x``, ``x[i]``, ``x.view(-1, d)[j]``."""
-    while True:
-        if isinstance(e, ast.Subscript):
-            e = e.value
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and e.func.attr in VIEWS:
-            e = e.func.value
-        else:
-            break
+    e = peel(e, VIEWS)
     return e.id if isinstance(e, ast.Name) else None
 
 

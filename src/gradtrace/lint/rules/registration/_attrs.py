@@ -6,7 +6,7 @@ import ast
 
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import child_nodes, walk
+from gradtrace.lint.nodes import child_nodes, peel, walk
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 from gradtrace.lint.rules.registration._modules import CONTAINERS
 
@@ -212,14 +212,7 @@ def from_arguments(e: ast.AST, line: int, fn: ast.AST, ctx: Context, depth: int 
     """``e`` holds (a view or copy of) an argument of ``fn``, through its local names."""
     a = fn.args  # type: ignore[attr-defined]
     params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self", "cls"}
-    while True:
-        if isinstance(e, ast.Subscript):
-            e = e.value
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and e.func.attr in _SAME_DATA:
-            e = e.func.value
-        else:
-            break
+    e = peel(e, _SAME_DATA)
     d = dotted(e)
     if d is None or depth > 4:
         return False
