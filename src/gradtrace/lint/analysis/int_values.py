@@ -81,5 +81,5 @@ def _name_integer(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: 
 def _root_name(e: ast.expr) -> str | None:
     """``idx`` for ``idx[:n]``, ``idx.view(-1)``, ``idx[:n].clone()``: the name a chain of
     slices and same-dtype methods reads."""
-    e = peel(e, SAME_DTYPE)
-    return e.id if isinstance(e, ast.Name) else None
+    root = peel(e, SAME_DTYPE)
+    return root.id if isinstance(root, ast.Name) else None
