@@ -57,7 +57,8 @@ class Backward:
     call: ast.Call
     stmt: ast.stmt
     loss: ast.expr | None      # the differentiated value
-    retains: bool              # retain_graph/create_graph given (or not a constant False)
+    retains: bool              # retain_graph/create_graph given (or not a constant False; the
+    #                            old retain_variables too: meant to retain, GT723 reports it)
     accumulates: bool          # fills .grad (False for torch.autograd.grad)
     inputs: ast.expr | None = None  # `inputs=`: the pass stops there (NOTE [grad inputs])
     scaler: str | None = None  # `scaler.scale(loss).backward()`: the scaler's spelling
@@ -85,7 +86,7 @@ class Named:
 
 def _retains(call: ast.Call, positional: tuple[int, ...]) -> bool:
     for kw in call.keywords:
-        if kw.arg in ("retain_graph", "create_graph") or kw.arg is None:
+        if kw.arg in ("retain_graph", "create_graph", "retain_variables") or kw.arg is None:
             if not (isinstance(kw.value, ast.Constant) and kw.value.value in (False, None)):
                 return True
     for i in positional:
