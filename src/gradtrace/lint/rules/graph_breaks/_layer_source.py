@@ -21,6 +21,17 @@ def _return_deps(scope: Scope) -> set[str]:
                               if isinstance(s, ast.Return) and s.value is not None])
 
 
+def returned_assigns(scope: Scope) -> Iterator[ast.Assign]:
+    """The ``name = value`` statements of a function, run with grad on, whose name its return
+    values are built from."""
+    returned = _return_deps(scope)
+    for s in scope.stmts:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Name) and s.targets[0].id in returned \
+                and scope.grad_off_at(s) is None:
+            yield s
+
+
 def _layer_source(e: ast.expr, lp: LossPaths) -> ast.AST | None:
     """The call of one of the module's layers whose output ``e`` holds (``self.encoder(x)``),
     also through names and slice writes (``buf[:k] = mem`` after ``out, mem = self.cell(...)``);

@@ -23,7 +23,7 @@ from gradtrace.lint.analysis.selectors import INDEX_OPS, only_selects
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._data_uses import _meta, _parents
-from gradtrace.lint.rules.graph_breaks._layer_source import _return_deps
+from gradtrace.lint.rules.graph_breaks._layer_source import returned_assigns
 
 
 def parameter_data_reads(fn: ast.AST, ctx) -> Iterator[tuple[ast.Attribute, ast.stmt, ast.AST]]:
@@ -32,12 +32,7 @@ def parameter_data_reads(fn: ast.AST, ctx) -> Iterator[tuple[ast.Attribute, ast.
     if file_freezes(ctx):
         return
     scope = ctx.scope(fn)
-    returned = _return_deps(scope)
-    for s in scope.stmts:
-        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                and isinstance(s.targets[0], ast.Name) and s.targets[0].id in returned
-                and scope.grad_off_at(s) is None):
-            continue
+    for s in returned_assigns(scope):
         parents = None
         for n in walk(s.value):
             if not (isinstance(n, ast.Attribute) and n.attr == "data"

@@ -21,7 +21,7 @@ from gradtrace.lint.analysis.cuts import objects_of
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._param_data import parameter_data_reads
 from gradtrace.lint.rules.graph_breaks._layer_source import (
-    _layer_call, _layer_source, _return_deps)
+    _layer_call, _layer_source, _return_deps, returned_assigns)
 
 
 class DataInLoss(LossCutRule):
@@ -146,13 +146,8 @@ class DataInLoss(LossCutRule):
         if not lp._in_module_class():
             return
         scope = lp.scope
-        returned = _return_deps(scope)
         objects = objects_of(scope)
-        for s in scope.stmts:
-            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id in returned
-                    and scope.grad_off_at(s) is None):
-                continue
+        for s in returned_assigns(scope):
             for n in walk(s.value):
                 layer = (_layer_source(n.value, lp) or (appended_layer_call(
                     n.value, lp, _layer_call) if wide else None)) if isinstance(n, ast.Attribute) \
