@@ -15,6 +15,7 @@ torch = pytest.importorskip("torch")
 
 PRELUDE = '''
 import warnings
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -70,6 +71,125 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net = Net()
         net(torch.randn(2, 4)).sum().backward()
         """, "GT105", line=8, holds="net.proj.weight.grad is None")),
+    # cornell-zhang/dnn-quant-ocs (distiller's tests/test_pruning.py): `mask =
+    # channels.expand(f, c)`, then `mask.unsqueeze_(-1)` twice: an in-place change of the
+    # view's shape, no element written, PyTorch runs it. Twin: an element write on the expand
+    "shape-only-in-place-method-on-an-expand": (Shape("""
+        channels = torch.ones(4)
+        channels[1] = 0
+        mask = channels.expand(3, 4)
+        mask.unsqueeze_(-1)
+        mask.unsqueeze_(-1)
+        mask = mask.expand(3, 4, 2, 2).contiguous()
+        """, "GT619", holds="mask.shape == (3, 4, 2, 2)"),
+        Shape("""
+        channels = torch.ones(4)
+        mask = channels.expand(3, 4)
+        mask.unsqueeze_(-1)
+        mask.mul_(0.5)
+        """, "GT619", line=4, raises=(RuntimeError, "single memory location"))),
+    # Trusted-AI/adversarial-robustness-toolbox (hidden_trigger_backdoor_pytorch.py): `poison =
+    # poison - lr * poison.grad`, then `pert = clamp(poison - orig, ...).detach_()` and
+    # `poison = pert + orig`: rebuilt from a cut value, a leaf again, re-armed by
+    # `requires_grad_()` at the top of the next pass. Twin: the rebuilt value is not cut
+    "update-rebuilt-from-a-detached-perturbation": (Shape("""
+        net = nn.Linear(4, 2)
+        orig = torch.randn(3, 4)
+        x = orig.clone()
+        for i in range(3):
+            x.requires_grad_()
+            loss = net(x).pow(2).sum()
+            loss.backward()
+            x = x - 0.1 * x.grad
+            pert = torch.clamp(x - orig, -0.5, 0.5).detach_()
+            x = pert + orig
+        """, "GT301", holds="x.grad is None and not x.requires_grad"),
+        Shape("""
+        net = nn.Linear(4, 2)
+        orig = torch.randn(3, 4)
+        x = orig.clone().requires_grad_()
+        for i in range(3):
+            loss = net(x).pow(2).sum()
+            loss.backward()
+            x = x - 0.1 * x.grad
+            pert = torch.clamp(x - orig, -0.5, 0.5)
+            x = pert + orig
+        """, "GT301", line=7, raises=(TypeError, "NoneType"))),
+    # Trusted-AI/adversarial-robustness-toolbox (tensorflow_v2_faster_rcnn.py `compute_loss`):
+    # the losses summed as NumPy values and returned as `np.array([loss])`: nothing comes back
+    # into torch, no caller can backpropagate it. Twin: the sum made a tensor again and
+    # backpropagated
+    "numpy-losses-returned-as-an-array": (Shape("""
+        class Estimator:
+            def __init__(self):
+                self.model = nn.Linear(4, 2)
+            def compute_loss(self, x, y):
+                losses = {"a": F.mse_loss(self.model(x), y), "b": self.model(x).abs().mean()}
+                loss = None
+                for name in ("a", "b"):
+                    if loss is None:
+                        loss = losses[name].detach().numpy()
+                    else:
+                        loss = loss + losses[name].detach().numpy()
+                total = np.array([loss])
+                return total
+        out = Estimator().compute_loss(torch.randn(3, 4), torch.randn(3, 2))
+        """, "GT103", holds="out.shape == (1,)"),
+        Shape("""
+        model = nn.Linear(4, 2)
+        x, y = torch.randn(3, 4), torch.randn(3, 2)
+        losses = {"a": F.mse_loss(model(x), y), "b": model(x).abs().mean()}
+        loss = None
+        for name in ("a", "b"):
+            if loss is None:
+                loss = losses[name].detach().numpy()
+            else:
+                loss = loss + losses[name].detach().numpy()
+        total = torch.tensor(np.array([loss]))
+        total.sum().backward()
+        """, "GT103", line=7, raises=(RuntimeError, "does not require grad"))),
+    # SeldonIO/alibi-detect (cd_context_20newsgroup.py): `train_model(model, ...)` builds the
+    # optimizer over `model.parameters()` and its loop calls the global `clf`; the only call
+    # is `train_model(clf, ...)`: one instance under two names. Twin: the call hands another
+    # instance
+    "optimizer-over-the-argument-its-only-caller-passes": (Shape("""
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(8, 3)
+            def forward(self, x):
+                return self.head(x)
+        def train_model(model, loader, epochs=1):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    F.cross_entropy(clf(x), y).backward()
+                    optimizer.step()
+        clf = Classifier()
+        other = Classifier()
+        before = clf.head.weight.detach().clone()
+        train_model(clf, [(torch.randn(4, 8), torch.randint(0, 3, (4,)))])
+        """, "GT447", holds="not torch.equal(before, clf.head.weight)"),
+        Shape("""
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(8, 3)
+            def forward(self, x):
+                return self.head(x)
+        def train_model(model, loader, epochs=1):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(epochs):
+                for x, y in loader:
+                    optimizer.zero_grad()
+                    F.cross_entropy(clf(x), y).backward()
+                    optimizer.step()
+        clf = Classifier()
+        other = Classifier()
+        before = clf.head.weight.detach().clone()
+        train_model(other, [(torch.randn(4, 8), torch.randint(0, 3, (4,)))])
+        """, "GT447", line=8, holds="torch.equal(before, clf.head.weight)")),
 }
 
 
