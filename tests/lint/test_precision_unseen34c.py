@@ -133,8 +133,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                         loss = loss + losses[name].detach().numpy()
                 total = np.array([loss])
                 return total
-        out = Estimator().compute_loss(torch.randn(3, 4), torch.randn(3, 2))
-        """, "GT103", holds="out.shape == (1,)"),
+        """, "GT103", holds="Estimator().compute_loss(torch.randn(3, 4), torch.randn(3, 2)).shape"
+                            " == (1,)"),
         Shape("""
         model = nn.Linear(4, 2)
         x, y = torch.randn(3, 4), torch.randn(3, 2)
