@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.reach import built_from, value_of
+from gradtrace.lint.analysis.reach import built_from, reaching, value_of
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._paths import LossPaths, runs_layer
@@ -42,7 +42,7 @@ def _layer_source(e: ast.expr, lp: LossPaths) -> ast.AST | None:
     if isinstance(e, ast.Call):
         found = _layer_call(e)
     elif isinstance(e, ast.Name) and not _packed(e.id, lp, 0):
-        found = next((c for v in _values_of(e.id, lp) if (c := _layer_call(v, lp)) is not None),
+        found = next((c for v in _values_of(e, lp) if (c := _layer_call(v, lp)) is not None),
                      None)
     else:
         return None
@@ -83,10 +83,22 @@ def _packed(name: str, lp: LossPaths, depth: int) -> bool:
     return False
 
 
-def _values_of(name: str, lp: LossPaths) -> Iterator[ast.AST]:
-    """Every value bound to ``name`` in the function, and every value written into a slice of
-    it (``name[...] = v``)."""
-    for b in lp.scope.bindings.get(name, ()):
+def _values_of(e: ast.Name, lp: LossPaths) -> Iterator[ast.AST]:
+    """Every value bound to the name ``e`` reads that may reach the read: the bindings before
+    it that reach its statement, and those of a loop around it (the next pass reads them);
+    not a later rebinding (ZeroQ's ``w = self.weight``, ``w.data`` read for the range, then
+    ``w = self.weight_function(self.weight, ...)``). And every value written into a slice of
+    the name (``name[...] = v``)."""
+    name, scope = e.id, lp.scope
+    use = scope.statement_of(e)
+    if use is None:
+        bs: list = list(scope.bindings.get(name, ()))
+    else:
+        loops = scope.loops_of(use)
+        bs = reaching(scope, name, e.lineno, use=use) + [
+            b for b in scope.bindings.get(name, ()) if b.line >= e.lineno
+            and any(lo.lineno <= b.line <= (lo.end_lineno or lo.lineno) for lo in loops)]
+    for b in bs:
         v = value_of(b)
         if v is not None:
             yield v

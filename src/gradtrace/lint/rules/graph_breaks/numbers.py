@@ -297,8 +297,14 @@ def _returns_the_array(c: Cut, v: Verdict, lp: LossPaths) -> bool:
     if isinstance(e, ast.Name):
         b = lp.scope.binding_before(e.id, v.sink.node.lineno)  # type: ignore[attr-defined]
         e = b.value if b is not None and b.value is not None else e
+    if not v.sink.others and e is not c.node and isinstance(e, ast.Call) and \
+            (lp.ctx.qualified_name(e.func) or "") in NUMPY_MAKERS:
+        return True  # `return np.array([loss])` of the NumPy values (ART's `compute_loss`)
     return e is c.node and isinstance(c.node.func, ast.Attribute) and \
         c.node.func.attr in ("numpy", "tolist")
+
+
+NUMPY_MAKERS = frozenset({"numpy.array", "numpy.asarray", "numpy.stack", "numpy.concatenate"})
 
 
 def _numpy_made(e: ast.expr, lp: LossPaths) -> bool:

@@ -36,7 +36,8 @@ CALLS = (".expand(", ".expand_as(", "broadcast_to(")  # the spellings that make 
 # in-place methods PyTorch runs on an expand (one value for all: fill_, zero_) or only warns
 # about (masked_fill_, index_put_...): checked on torch 2.13
 ALLOWED = frozenset({"fill_", "zero_", "masked_fill_", "index_fill_", "index_put_",
-                     "masked_scatter_"})
+                     "masked_scatter_"}) | frozenset({  # and those that change only the shape
+    "unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_"})
 KEEPS = frozenset({"transpose", "permute", "unsqueeze", "squeeze", "t", "movedim"})
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from gradtrace.lint.flow import Scope
+from gradtrace.lint.flow import Binding, Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._tensors import COMPOUND, reads_grad_of
 
@@ -23,8 +23,8 @@ def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
         if b.stmt is stmt or isinstance(b.stmt, ast.AugAssign) or b.value is None:
             continue
         if b.line > stmt.lineno or (loops and b.line >= loops[-1].lineno):
-            if any(isinstance(n, ast.Attribute) and n.attr in RELEAF_ATTRS
-                   for n in walk(b.value)):
+            if _releaf_value(b.value) or b.line > stmt.lineno and _rebuilt_from_cut(
+                    scope, name, b):
                 return True
     for m in scope.method_calls:
         if m.receiver == name and m.method in ("detach_", "retain_grad"):
@@ -32,6 +32,25 @@ def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
         if no_grad and m.receiver == name and m.method == "requires_grad_":
             return True
     return no_grad and bool(scope.bindings.get(f"{name}.requires_grad"))
+
+
+def _releaf_value(v: ast.AST) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in RELEAF_ATTRS for n in walk(v))
+
+
+def _rebuilt_from_cut(scope: Scope, name: str, b: Binding) -> bool:
+    """A later binding that no longer reads ``name`` and is built from a name cut just
+    before (ART's hidden-trigger attack: ``pert = clamp(poison - orig, ...).detach_()``, then
+    ``poison = pert + orig``, re-armed by ``poison.requires_grad_()`` on the next pass)."""
+    assert b.value is not None
+    reads = {n.id for n in walk(b.value) if isinstance(n, ast.Name)}
+    if name in reads:
+        return False
+    for r in reads:
+        last = scope.binding_before(r, b.line)
+        if last is not None and last.value is not None and _releaf_value(last.value):
+            return True
+    return False
 
 
 def _grad_read_after(scope: Scope, name: str, line: int) -> int | None:

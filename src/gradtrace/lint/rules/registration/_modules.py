@@ -122,7 +122,7 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
                params_only: bool = False) -> bool:
     from gradtrace.lint.rules.leaf._tensors import grad_factory, is_parameter_call
     for b in c.bases:
-        if ctx.qualified_name(b) != "torch.nn.Module" and \
+        if not _plain_module_base(b, ctx) and \
                 not (isinstance(b, ast.Name) and b.id in stateless):
             return False
     for fn in c.body:
@@ -152,6 +152,18 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
                 if isinstance(v, ast.Call) and not _plain_value_call(v, stateless, ctx):
                     return False  # an object from an unknown call: it may hold parameters
     return True
+
+
+def _plain_module_base(b: ast.expr, ctx: Context) -> bool:
+    """``torch.nn.Module`` itself, also when the file gets ``nn`` from a star import
+    (``from torch_snippets import *``, which re-exports torch's ``nn``): ``nn.Module`` whose
+    ``nn`` no import of the file binds, in a file with an absolute ``import *``."""
+    q = ctx.qualified_name(b)
+    if q == "torch.nn.Module":
+        return True
+    return q == "nn.Module" and not ctx.imports.is_imported("nn") and any(
+        isinstance(s, ast.ImportFrom) and not s.level and any(a.name == "*" for a in s.names)
+        for s in ctx.tree.body)
 
 
 PLAIN_BUILTINS = frozenset({"int", "float", "str", "bool", "len", "round", "list", "tuple",

@@ -101,6 +101,8 @@ class OptimizerOverOtherInstance(Rule):
                                     for s in o.sources):
                 continue
             b = dotted(other.func) or "?"
+            if _callers_pass(fn, a, b, ctx):
+                continue
             yield self.report(ob.call, ctx, related=[Related(
                 ctx.path, other.lineno, f"the loss is computed with `{b}` here",
                 ctx.column(other))], opt=ob.name, a=a, b=b, line=other.lineno,
@@ -140,3 +142,21 @@ class OptimizerOverOtherInstance(Rule):
             if k is not None and k.what == MODULE and k.cls == cls:
                 return n
         return None
+
+
+def _callers_pass(fn: ast.AST, a: str, b: str, ctx: Context) -> bool:
+    """``a`` is a parameter of the function ``fn`` and every call of ``fn`` in the file hands
+    it ``b``, the module the step runs (alibi-detect's ``train_model(clf, ...)`` whose body
+    calls the global ``clf``): one instance under two names."""
+    from gradtrace.lint.analysis.callees import function_sites
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+            a not in {x.arg for x in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}:
+        return False
+    sites = function_sites(ctx.analysis, fn)
+    if not sites:
+        return False
+    for call, _ in sites:
+        binds = ctx.analysis.arguments(fn, call)
+        if binds is None or a not in binds or dotted(binds[a]) != b:
+            return False
+    return True
