@@ -1,0 +1,145 @@
+"""The reverse project index (NOTE [reverse index]): facts a caller in another file decides,
+session 34. Each case is a small project in tmp_path; look-alikes and buggy twins run on real
+torch where the claim is about torch."""
+from __future__ import annotations
+
+import runpy
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gradtrace.lint import check_paths
+from gradtrace.lint.config import Settings
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def found(root: Path, code: str) -> list[tuple[str, int]]:
+    got = check_paths([str(root)], Settings()).findings
+    return sorted((Path(f.path).name, f.line) for f in got if f.code == code)
+
+
+def run(root: Path, script: str, packages: tuple[str, ...]) -> dict:
+    """Run ``script`` of the project on real torch; its globals."""
+    pytest.importorskip("torch")
+    sys.path.insert(0, str(root))
+    try:
+        return runpy.run_path(str(root / script), run_name="__main__")
+    finally:
+        sys.path.remove(str(root))
+        for m in list(sys.modules):
+            if m.split(".")[0] in packages:
+                sys.modules.pop(m, None)
+
+
+# pprp's libfacedetection (NOTE [grad off by the callers]): a conv+bn block folds itself into
+# a fresh conv by slice writes into the new layer's Parameters; the model's export method
+# calls it, and the only caller of that, in another file, runs after
+# `torch.set_grad_enabled(False)`.
+NET = """
+    import torch
+    from torch import nn
+
+
+    class ConvBN(nn.Module):
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.conv = nn.Conv2d(cin, cout, 3, padding=1)
+            self.bn = nn.BatchNorm2d(cout)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x)))
+
+        def fuse(self):
+            out = nn.Conv2d(self.conv.in_channels, self.conv.out_channels, 3, padding=1)
+            scale = self.bn.weight / torch.sqrt(self.bn.running_var + self.bn.eps)
+            out.bias[:] = (self.conv.bias - self.bn.running_mean) * scale + self.bn.bias
+            out.weight[:] = self.conv.weight * scale[:, None, None, None]
+            return out
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([ConvBN(3, 4), ConvBN(4, 4)])
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x
+
+        def export(self):
+            return [b.fuse() for b in self.blocks]
+    """
+EXPORT = """
+    import torch
+    from net import Net
+
+    if __name__ == "__main__":
+        {off}
+        net = Net()
+        net.eval()
+        layers = net.export()
+    """
+FUSE_LINE = 17  # `out.bias[:] = ...` of NET
+
+
+def test_a_method_only_run_after_the_export_scripts_grad_off_is_silent(tmp_path):
+    root = write(tmp_path, {"net.py": NET,
+                            "export.py": EXPORT.format(off="torch.set_grad_enabled(False)")})
+    assert found(root, "GT302") == []
+    run(root, "export.py", ("net",))
+
+
+def test_the_same_export_with_grad_on_is_found(tmp_path):
+    root = write(tmp_path, {"net.py": NET, "export.py": EXPORT.format(off="pass")})
+    assert found(root, "GT302") == [("net.py", FUSE_LINE), ("net.py", FUSE_LINE + 1)]
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        run(root, "export.py", ("net",))
+
+
+def test_grad_turned_on_again_before_the_call_is_found(tmp_path):
+    off = "torch.set_grad_enabled(False)\n    torch.set_grad_enabled(True)"
+    root = write(tmp_path, {"net.py": NET, "export.py": EXPORT.format(off=off)})
+    assert found(root, "GT302") == [("net.py", FUSE_LINE), ("net.py", FUSE_LINE + 1)]
+
+
+def test_a_second_caller_with_grad_on_is_found(tmp_path):
+    other = """
+        from net import Net
+
+
+        def dump(path):
+            net = Net()
+            return net.export()
+        """
+    root = write(tmp_path, {"net.py": NET, "other.py": other,
+                            "export.py": EXPORT.format(off="torch.set_grad_enabled(False)")})
+    assert found(root, "GT302") == [("net.py", FUSE_LINE), ("net.py", FUSE_LINE + 1)]
+
+
+def test_a_caller_under_no_grad_in_another_function_is_silent(tmp_path):
+    other = """
+        import torch
+        from net import Net
+
+
+        def export(net):
+            return net.export()
+
+
+        def main():
+            net = Net()
+            with torch.no_grad():
+                return export(net)
+        """
+    root = write(tmp_path, {"net.py": NET, "other.py": other})
+    assert found(root, "GT302") == []
