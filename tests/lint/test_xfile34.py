@@ -28,12 +28,15 @@ def found(root: Path, code: str) -> list[tuple[str, int]]:
 
 
 def run(root: Path, script: str, packages: tuple[str, ...]) -> dict:
-    """Run ``script`` of the project on real torch; its globals."""
-    pytest.importorskip("torch")
+    """Run ``script`` of the project on real torch; its globals (the grad mode it sets is
+    put back: it is the process's)."""
+    torch = pytest.importorskip("torch")
     sys.path.insert(0, str(root))
+    mode = torch.is_grad_enabled()
     try:
         return runpy.run_path(str(root / script), run_name="__main__")
     finally:
+        torch.set_grad_enabled(mode)
         sys.path.remove(str(root))
         for m in list(sys.modules):
             if m.split(".")[0] in packages:
