@@ -146,3 +146,63 @@ def test_a_caller_under_no_grad_in_another_function_is_silent(tmp_path):
         """
     root = write(tmp_path, {"net.py": NET, "other.py": other})
     assert found(root, "GT302") == []
+
+
+def test_a_caller_added_in_a_file_that_never_named_it_refreshes_the_cache(
+        tmp_path, monkeypatch, capsys):
+    from gradtrace.cli import main
+    root = write(tmp_path, {"net.py": NET,
+                            "export.py": EXPORT.format(off="torch.set_grad_enabled(False)"),
+                            "other.py": "import torch\n"})
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("GRADTRACE_NO_CACHE", raising=False)
+    monkeypatch.delenv("GRADTRACE_CACHE_DIR", raising=False)
+
+    def codes() -> int:
+        main(["check", "--jobs", "1", "--format", "json", "--exit-zero", "."])
+        return capsys.readouterr().out.count('"GT302"')
+
+    assert codes() == 0
+    assert codes() == 0  # answered from the cache
+    packs = list((root / ".gradtrace_cache").rglob("*.json"))
+    assert any('"<search>' in p.read_text() for p in packs)  # the search is a dependency
+    (root / "other.py").write_text("from net import Net\n\n\ndef dump():\n"
+                                   "    return Net().export()\n")
+    assert codes() == 2  # net.py's search finds a new caller: checked again
+    (root / "other.py").write_text("import torch\n")
+    assert codes() == 0
+
+
+def test_the_reverse_index_gives_each_call_its_file_arguments_and_grad_mode(tmp_path):
+    from gradtrace.lint.analysis.callers import foreign_sites
+    from gradtrace.lint.analysis.project_files import _load, set_roots, use
+    helper = """
+        import torch
+
+
+        def kl(ref, pred):
+            return (ref.softmax(-1) * (ref.log_softmax(-1) - pred.log_softmax(-1))).sum()
+        """
+    train = """
+        import torch
+        from helper import kl
+
+
+        def step(model, x, ref):
+            loss = kl(ref.detach(), model(x))
+            with torch.no_grad():
+                val = kl(ref, model(x))
+            return loss, val
+        """
+    root = write(tmp_path, {"helper.py": helper, "train.py": train})
+    set_roots([str(root)])
+    f = _load(str((root / "helper.py").resolve()), 0)
+    assert f is not None
+    ctx = use(f)
+    sites = foreign_sites(ctx, ctx.analysis.functions["kl"])
+    assert sites is not None
+    got = [(Path(s.ctx.path).name, s.call.lineno, s.off, type(s.stmt).__name__,
+            s.ctx.source(s.ctx.analysis.arguments(ctx.analysis.functions["kl"], s.call)["ref"]))
+           for s in sites]
+    assert got == [("train.py", 6, False, "Assign", "ref.detach()"),
+                   ("train.py", 8, True, "Assign", "ref")]

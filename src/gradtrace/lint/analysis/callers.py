@@ -22,19 +22,24 @@ receiver's type is not resolved: an over-approximation, so an *every caller* fac
 sound); its name read there as a value (``f = net.name``) makes the answer unknown.
 
 Answers are kept per process, keyed by the definition's file, name and the parsed readers
-(a reader whose bytes changed is parsed again, and the answer recomputed). Cache caveat: a
-file that does not hold the name is not recorded as read, so a caller added in a file that
-never named it is seen once the checked file changes (README, "cache").
+(a reader whose bytes changed is parsed again, and the answer recomputed). The result cache
+(NOTE [cache]) records the readers' bytes and the search itself (:data:`SEARCH` + folder and
+words, with a digest of the files that held the words): an edited caller, a new file naming
+the function, a file that stops naming it each make the cached result of the checked file
+stale; checking that costs one listing and read of the project per search when a warm run
+looks the entry up.
 """
 from __future__ import annotations
 
 import ast
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.owners import READS
 from gradtrace.lint.analysis.project_files import (
-    FILES, _bases, _load, _text, imports_of, roots, use)
+    FILES, ON_RUN, _bases, _load, _text, imports_of, roots, use)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
 
 if TYPE_CHECKING:
@@ -45,6 +50,9 @@ MAX_READERS = 12    # files holding the name that are parsed; more: no fact
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-packages",
                         "build", "dist", "venv", "env"})
 _LISTED: dict[str, tuple[str, ...] | None] = {}
+SEARCH = "<search>"  # a result-cache dependency that is a search, not a file (NOTE [cache])
+_SEARCHED: dict[str, str] = {}
+ON_RUN.append(lambda: (_LISTED.clear(), _SEARCHED.clear()))  # one tree per check run
 _ANSWERS: dict[tuple[str, str, str], tuple[tuple[object, ...], list[Site] | None]] = {}
 
 
@@ -67,13 +75,20 @@ class Site:
 def project_files(me: str) -> tuple[str, ...] | None:
     """The Python files of the project holding the file ``me`` (None: more than
     :data:`MAX_FILES`)."""
+    top = _top(me)
+    if top not in _LISTED:
+        _LISTED[top] = _walk(top)
+    return _LISTED[top]
+
+
+def _top(me: str) -> str:
+    """The folder a search for ``me``'s callers lists: the root given to ``check`` holding
+    it, else the package top."""
     top = next((r for r in roots() if (me + os.sep).startswith(r + os.sep)), None)
     if top is None:
         bases = [b for b in _bases(me, 0) if os.path.basename(b) != "src"]
         top = bases[-1] if bases else os.path.dirname(me)
-    if top not in _LISTED:
-        _LISTED[top] = _walk(top)
-    return _LISTED[top]
+    return top
 
 
 def _walk(top: str) -> tuple[str, ...] | None:
@@ -96,9 +111,12 @@ def readers(ctx: Context, *words: bytes) -> list[Context] | None:
     if not os.path.isfile(me):
         return None  # a buffer or a snippet: no project around it
     files = project_files(me)
+    key = SEARCH + "\n".join([_top(me), *(w.decode() for w in words)])
+    holders = [] if files is None else [p for p in files if all(w in _text(p) for w in words)]
+    READS[0][key] = "" if files is None else _holders_digest(holders)  # NOTE [cache]
     if files is None or len(files) < 2:
         return None
-    paths = [p for p in files if p != me and all(w in _text(p) for w in words)]
+    paths = [p for p in holders if p != me]
     if len(paths) > MAX_READERS:
         return None
     out = []
@@ -263,3 +281,24 @@ def _off_at(ctx: Context, call: ast.Call, where: ast.AST) -> bool:
 def _is_set_grad(qual: str | None) -> bool:
     return qual in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
                     "torch.autograd.grad_mode.set_grad_enabled")
+
+
+def _holders_digest(paths: list[str]) -> str:
+    return hashlib.blake2b("\n".join(sorted(paths)).encode(), digest_size=16).hexdigest()
+
+
+def search_digest(key: str) -> str:
+    """The digest a search recorded as a dependency (``SEARCH`` + the folder and the words)
+    has now: the files of the folder holding every word, listed and read afresh (once per
+    check run: a run sees one tree). A caller added in a file that never named the
+    function changes it, so a cached result that read the search is recomputed."""
+    got = _SEARCHED.get(key)
+    if got is None:
+        top, *words = key[len(SEARCH):].split("\n")
+        files = _walk(top)
+        got = "" if files is None else _holders_digest(
+            [p for p in files if all(w.encode() in _text(p) for w in words)])
+        if len(_SEARCHED) > 10_000:
+            _SEARCHED.clear()
+        _SEARCHED[key] = got
+    return got
