@@ -206,3 +206,82 @@ def test_the_reverse_index_gives_each_call_its_file_arguments_and_grad_mode(tmp_
            for s in sites]
     assert got == [("train.py", 6, False, "Assign", "ref.detach()"),
                    ("train.py", 8, True, "Assign", "ref")]
+
+
+# EasyEdit's DINM (NOTE [argument roles by the callers]): `kl_loc_loss(pre, post)` takes the
+# pre-edit reference first; the trainers of the package detach it at every call. DINM's call
+# detaches it too, and its term trains nothing because `post` is computed under `no_grad`:
+# the detach is not the cut to blame.
+KL = """
+    def kl_loc_loss(pre, post):
+        return (pre.softmax(-1) * (pre.log_softmax(-1) - post.log_softmax(-1))).sum(-1).mean()
+    """
+TRAINER = """
+    from .losses import kl_loc_loss
+
+
+    def edit_step(model, opt, x, x_loc):
+        base = model(x_loc)
+        l_loc = kl_loc_loss({first}, {second})
+        (model(x).pow(2).mean() + l_loc).backward()
+        opt.step()
+
+
+    def eval_step(model, x):
+        base = model(x)
+        return kl_loc_loss({first}, {second}).item()
+    """
+DINM = """
+    import torch
+    from torch import nn
+    from editor import kl_loc_loss
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, x_loc = torch.randn(8, 4), torch.randn(8, 4)
+    base = 2 * model(x_loc)  # the reference: another model's logits in DINM
+    opt.zero_grad()
+    l_edit = model(x).pow(2).mean()
+    {post}
+    l_loc = kl_loc_loss(base.detach(), post)
+    (l_edit + l_loc).backward()
+    g_loc = model.weight.grad.clone()
+    opt.zero_grad()
+    model(x).pow(2).mean().backward()
+    """
+NO_GRAD_POST = "with torch.no_grad():\n        post = model(x_loc)"
+KL_LINE = 14  # `l_loc = kl_loc_loss(...)` of DINM
+
+
+def _editor(tmp_path, first, second, post=NO_GRAD_POST, trainer=TRAINER):
+    return write(tmp_path, {
+        "editor/__init__.py": "from .trainer import *\n", "editor/losses.py": KL,
+        "editor/trainer.py": trainer.format(first=first, second=second),
+        "dinm.py": DINM.format(post=post)})
+
+
+def test_a_detach_every_other_caller_writes_for_the_reference_is_silent(tmp_path):
+    root = _editor(tmp_path, "base.detach()", "model(x_loc)")
+    assert found(root, "GT107") == []
+    g = run(root, "dinm.py", ("editor",))
+    assert torch_equal(g["g_loc"], g["model"].weight.grad)  # the term trains nothing...
+    fixed = _editor(tmp_path / "fixed", "base.detach()", "model(x_loc)", "post = model(x_loc)")
+    g = run(fixed, "dinm.py", ("editor",))
+    assert not torch_equal(g["g_loc"], g["model"].weight.grad)  # ...until `post` has a graph
+
+
+def test_a_detach_where_the_other_callers_pass_the_prediction_is_found(tmp_path):
+    root = _editor(tmp_path, "model(x_loc)", "base.detach()")
+    assert found(root, "GT107") == [("dinm.py", KL_LINE)]
+
+
+def test_a_detach_with_one_other_caller_only_is_found(tmp_path):
+    one = TRAINER[:TRAINER.index("    def eval_step")]
+    root = _editor(tmp_path, "base.detach()", "model(x_loc)", trainer=one)
+    assert found(root, "GT107") == [("dinm.py", KL_LINE)]
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+    return bool(torch.equal(a, b))

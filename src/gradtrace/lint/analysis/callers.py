@@ -103,7 +103,7 @@ def _walk(top: str) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def readers(ctx: Context, *words: bytes) -> list[Context] | None:
+def readers(ctx: Context, *words: bytes, limit: int = MAX_READERS) -> list[Context] | None:
     """The contexts of the project's other files whose bytes hold every one of ``words``
     (None: a buffer, a project of one file, too large, too many such files, or one of them
     unreadable)."""
@@ -117,7 +117,7 @@ def readers(ctx: Context, *words: bytes) -> list[Context] | None:
     if files is None or len(files) < 2:
         return None
     paths = [p for p in holders if p != me]
-    if len(paths) > MAX_READERS:
+    if len(paths) > limit:
         return None
     out = []
     for p in paths:
