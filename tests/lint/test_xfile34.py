@@ -285,3 +285,13 @@ def test_a_detach_with_one_other_caller_only_is_found(tmp_path):
 def torch_equal(a, b) -> bool:
     import torch
     return bool(torch.equal(a, b))
+
+
+def test_a_caller_handed_the_instance_without_naming_its_class_is_found(tmp_path):
+    other = """
+        def dump(model):
+            return model.export()
+        """
+    root = write(tmp_path, {"net.py": NET, "tools.py": other,
+                            "export.py": EXPORT.format(off="torch.set_grad_enabled(False)")})
+    assert found(root, "GT302") == [("net.py", FUSE_LINE), ("net.py", FUSE_LINE + 1)]

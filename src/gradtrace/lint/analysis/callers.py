@@ -17,9 +17,10 @@ the result cache, NOTE [cache]). A top-level function's or class's call counts w
 resolves through that file's imports to this very definition (same real path, same name); a
 star import or an import the index cannot follow makes the answer unknown. A class's sites
 are the calls of the instances made there (its ``forward``/``__call__`` runs). A method's
-sites are every ``x.name(...)`` of those files whose text also names the class's module (the
-receiver's type is not resolved: an over-approximation, so an *every caller* fact stays
-sound); its name read there as a value (``f = net.name``) makes the answer unknown.
+sites are every ``x.name(...)`` of the files whose text holds ``.name(`` (the receiver's type
+is not resolved, and a file may call it on an instance it was handed without naming the
+class: an over-approximation, so an *every caller* fact stays sound); its name read there as
+a value (``f = net.name``) makes the answer unknown.
 
 Answers are kept per process, keyed by the definition's file, name and the parsed readers
 (a reader whose bytes changed is parsed again, and the answer recomputed). The result cache
@@ -141,8 +142,7 @@ def foreign_sites(ctx: Context, node: ast.AST) -> list[Site] | None:
         if cls.node not in ctx.tree.body or cls.methods.get(node.name) is not node:
             return None
         kind = "method"
-        mod = os.path.splitext(os.path.basename(ctx.path))[0]
-        words = (f".{node.name}(".encode(), (cls.name if mod == "__init__" else mod).encode())
+        words = (f".{node.name}(".encode(),)
     found = readers(ctx, *words)
     if found is None:
         return None
