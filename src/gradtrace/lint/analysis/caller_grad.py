@@ -76,7 +76,8 @@ def _all_off(ctx: Context, fn: ast.AST, hops: int) -> bool:
     cls = a.class_of(fn)
     if cls is None:
         here = function_sites(a, fn)  # type: ignore[arg-type]
-    elif fn.name.startswith("__") or cls.methods.get(fn.name) is not fn:  # type: ignore[attr-defined]
+    elif fn.name.startswith("__") or fn.name == "forward" \
+            or cls.methods.get(fn.name) is not fn:  # type: ignore[attr-defined]
         return False  # `forward`, `__call__`: run through the instance
     else:
         here = _method_sites(ctx, fn.name)  # type: ignore[attr-defined]
