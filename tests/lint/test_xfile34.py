@@ -193,6 +193,13 @@ def test_the_reverse_index_gives_each_call_its_file_arguments_and_grad_mode(tmp_
             with torch.no_grad():
                 val = kl(ref, model(x))
             return loss, val
+
+
+        if __name__ == "__main__":
+            torch.set_grad_enabled(False)
+            ref = torch.randn(3)
+            ref.eval()
+            kl(ref, ref)
         """
     root = write(tmp_path, {"helper.py": helper, "train.py": train})
     set_roots([str(root)])
@@ -201,11 +208,12 @@ def test_the_reverse_index_gives_each_call_its_file_arguments_and_grad_mode(tmp_
     ctx = use(f)
     sites = foreign_sites(ctx, ctx.analysis.functions["kl"])
     assert sites is not None
-    got = [(Path(s.ctx.path).name, s.call.lineno, s.off, type(s.stmt).__name__,
+    got = [(Path(s.ctx.path).name, s.call.lineno, s.off, s.in_eval, type(s.stmt).__name__,
             s.ctx.source(s.ctx.analysis.arguments(ctx.analysis.functions["kl"], s.call)["ref"]))
            for s in sites]
-    assert got == [("train.py", 6, False, "Assign", "ref.detach()"),
-                   ("train.py", 8, True, "Assign", "ref")]
+    assert got == [("train.py", 6, False, False, "Assign", "ref.detach()"),
+                   ("train.py", 8, True, False, "Assign", "ref"),
+                   ("train.py", 16, True, True, "Expr", "ref")]
 
 
 # EasyEdit's DINM (NOTE [argument roles by the callers]): `kl_loc_loss(pre, post)` takes the

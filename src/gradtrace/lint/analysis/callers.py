@@ -72,6 +72,27 @@ class Site:
         """The statement holding the call (what is done with its value)."""
         return self.ctx.scope(self.where).statement_of(self.call)
 
+    @property
+    def in_eval(self) -> bool:
+        """The call's receiver (``net.export()``) or one of its plain-name arguments
+        (``evaluate(net, x)``) was put in eval mode (``net.eval()``, ``net.train(False)``)
+        earlier in the same function or module body, by a statement of its straight line, and
+        not back in train mode in between."""
+        f = self.call.func
+        names = {n.id for n in (f.value if isinstance(f, ast.Attribute) else None,
+                                *self.call.args) if isinstance(n, ast.Name)}
+        mode: dict[str, bool] = {}
+        for s in _before(self.where, self.stmt):
+            c = s.value if isinstance(s, ast.Expr) else None
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
+                    isinstance(c.func.value, ast.Name) and c.func.value.id in names:
+                if c.func.attr == "eval":
+                    mode[c.func.value.id] = True
+                elif c.func.attr == "train":
+                    a = c.args[0] if c.args else None
+                    mode[c.func.value.id] = isinstance(a, ast.Constant) and a.value is False
+        return any(mode.values())
+
 
 def project_files(me: str) -> tuple[str, ...] | None:
     """The Python files of the project holding the file ``me`` (None: more than
@@ -253,29 +274,42 @@ def _off_at(ctx: Context, call: ast.Call, where: ast.AST) -> bool:
     scope = ctx.scope(where)
     if scope.grad_off_at(call) is not None:
         return True
-    stmt = scope.statement_of(call)
-    if stmt is None or not ctx.mentions("set_grad_enabled"):
+    if not ctx.mentions("set_grad_enabled"):
         return False
     off = False
+    for s in _before(where, scope.statement_of(call)):
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
+                _is_set_grad(ctx.qualified_name(s.value.func)):
+            off = grad_mode_of(s.value, ctx.imports) == "off"
+    return off
+
+
+def _before(where: ast.AST, stmt: ast.stmt | None) -> list[ast.stmt]:
+    """The statements run before ``stmt`` on its straight line in ``where``'s body: the
+    earlier ones of its own block and of each enclosing block (not inside an earlier
+    ``if``/loop/``with``), in order."""
+    if stmt is None:
+        return []
+    line = stmt.lineno
+
+    def holds(x: ast.stmt) -> bool:
+        return x.lineno <= line <= (x.end_lineno or x.lineno)
+
+    out: list[ast.stmt] = []
     body: list[ast.stmt] = getattr(where, "body", [])
     while body:
         inner: list[ast.stmt] = []
         for s in body:
-            if s.lineno <= stmt.lineno <= (s.end_lineno or s.lineno):
-                if s is not stmt:  # descend into the arm holding the call
-                    for arm in (*(getattr(s, f, None) or () for f in
-                                  ("body", "orelse", "finalbody")),
-                                *(h.body for h in getattr(s, "handlers", ()))):
-                        if any(x.lineno <= stmt.lineno <= (x.end_lineno or x.lineno)
-                               for x in arm):
-                            inner = list(arm)
-                            break
+            if holds(s):
+                if s is not stmt:  # descend into the arm holding it
+                    arms = (*(getattr(s, f, None) or () for f in ("body", "orelse",
+                                                                  "finalbody")),
+                            *(h.body for h in getattr(s, "handlers", ())))
+                    inner = next((list(a) for a in arms if any(holds(x) for x in a)), [])
                 break
-            if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
-                    _is_set_grad(ctx.qualified_name(s.value.func)):
-                off = grad_mode_of(s.value, ctx.imports) == "off"
+            out.append(s)
         body = inner
-    return off
+    return out
 
 
 def _is_set_grad(qual: str | None) -> bool:
