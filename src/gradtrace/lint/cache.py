@@ -10,7 +10,8 @@ each file's absolute path to ``[blake2b of its bytes, day last used, findings]``
 ``[[path, blake2b], ...]`` of the other files of the project its facts read
 (NOTE [project index]); a file is answered from it only when the digest of the bytes read now
 matches, and those of the other files too (an edited helper file changes the answer of its
-callers). JSON, not pickle: a checked-out repository may ship a cache, and reading it must
+callers), and each search of the project for a function's callers still finds the same files
+(a ``<search>`` entry, NOTE [reverse index]). JSON, not pickle: a checked-out repository may ship a cache, and reading it must
 never run code. A pack that does
 not parse, or whose header names another key, is ignored and rewritten.
 
@@ -125,6 +126,11 @@ def _decode(raw: list[Any], path: str) -> list[Finding]:
 def _deps_hold(deps: list[Any]) -> bool:
     """Whether every other file an entry's facts read still has the bytes it had."""
     for path, digest in deps:
+        if path.startswith("<search>"):  # the files a search found (NOTE [reverse index])
+            from gradtrace.lint.analysis.callers import search_digest
+            if search_digest(path) != digest:
+                return False
+            continue
         try:
             with open(path, "rb") as fh:
                 data = fh.read()

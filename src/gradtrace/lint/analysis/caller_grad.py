@@ -45,3 +45,51 @@ def _outside(ctx: Context) -> frozenset[int]:
         out.update(id(s) for s in scope.stmts
                    if not any(a <= s.lineno <= z for a, z in on))
     return frozenset(out)
+
+
+# NOTE [grad off by the callers]
+# A function every call of which is made with grad off runs with grad off: its in-place
+# writes on leaves do not raise, its results carry no graph. The calls are those of its file
+# and, through the reverse index (NOTE [reverse index]), of the project's other files: a
+# method's are every `x.name(...)` there (an over-approximation, sound for "every call"). A
+# call is made with grad off under a grad-off `with` or decorator, after a
+# `torch.set_grad_enabled(False)` statement of the same body (an export script's
+# `__main__`), or in a function whose own calls all are, MAX_HOPS calls up. No call seen, a
+# name used as a value, a project too large: no fact.
+MAX_HOPS = 3
+
+
+def callers_grad_off(ctx: Context, fn: ast.AST, hops: int = 0) -> bool:
+    """Every call of ``fn`` (one at least), in its file and the project's other files, is
+    made with grad off (NOTE [grad off by the callers])."""
+    if not isinstance(fn, FUNCTION_TYPES) or hops > MAX_HOPS:
+        return False
+    if hops == 0:
+        return ctx.memo("callers-grad-off", fn, lambda: _all_off(ctx, fn, 0))
+    return _all_off(ctx, fn, hops)
+
+
+def _all_off(ctx: Context, fn: ast.AST, hops: int) -> bool:
+    from gradtrace.lint.analysis.callees import function_sites
+    from gradtrace.lint.analysis.callers import _method_sites, _off_at, foreign_sites
+    a = ctx.analysis
+    cls = a.class_of(fn)
+    if cls is None:
+        here = function_sites(a, fn)  # type: ignore[arg-type]
+    elif fn.name.startswith("__") or fn.name == "forward" \
+            or cls.methods.get(fn.name) is not fn:  # type: ignore[attr-defined]
+        return False  # `forward`, `__call__`: run through the instance
+    else:
+        here = _method_sites(ctx, fn.name)  # type: ignore[attr-defined]
+    if here is None:
+        return False
+    away = foreign_sites(ctx, fn)
+    if away is None or not here and not away:
+        return False
+    sites = [(ctx, c, w, None) for c, w in here] + [(s.ctx, s.call, s.where, s.off) for s in away]
+    for octx, call, where, off in sites:
+        if off is None:
+            off = _off_at(octx, call, where)
+        if not off and (where is fn or not callers_grad_off(octx, where, hops + 1)):
+            return False
+    return True

@@ -9,7 +9,7 @@ import io
 import os
 import re
 import tokenize
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.owners import OWNERS, READS
 
@@ -41,9 +41,15 @@ class _Foreign:
 
 
 def set_roots(paths: list[str] | tuple[str, ...]) -> None:
-    """The folders given to ``check`` (a file given: its folder)."""
+    """The folders given to ``check`` (a file given: its folder); a new run forgets the
+    listings of the last one (:data:`ON_RUN`)."""
     _ROOTS[:] = [os.path.realpath(p if os.path.isdir(p) else os.path.dirname(p) or ".")
                  for p in paths]
+    for reset in ON_RUN:
+        reset()
+
+
+ON_RUN: list[Callable[[], None]] = []  # what a check run starts afresh (NOTE [reverse index])
 
 
 def roots() -> list[str]:

@@ -17,6 +17,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths,
 )
 from gradtrace.lint.names import dotted
+from gradtrace.lint.analysis.caller_roles import detached_by_callers
 from gradtrace.lint.analysis.cuts import objects_of
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._param_data import parameter_data_reads
@@ -203,7 +204,9 @@ class DetachedLossTerm(LossCutRule):
     (`self.model(x)`) is the model's input, not a path from it; a detached factor multiplied
     into a live loss is taken as deliberate; `x.detach().requires_grad_()` makes a new input leaf (reference
     gradients, GradCache) and is not a cut; a helper returning a running total
-    (`total += loss.detach(); return total`) hands out a value for logging, not a loss.
+    (`total += loss.detach(); return total`) hands out a value for logging, not a loss; a
+    detached argument of a project function whose other calls (in any file) all detach it
+    too is that function's reference by the project's convention, not a cut.
     """
 
     code = "GT107"
@@ -284,6 +287,12 @@ class DetachedLossTerm(LossCutRule):
                 return out.detach() if out.dim() == 0 else None
             """),
     ]
+
+    def finding(self, c, v, lp, ctx):  # type: ignore[no-untyped-def]
+        st = lp.scope.statement_of(c.node)  # NOTE [argument roles by the callers]
+        if st is not None and detached_by_callers(ctx, st, c.node):
+            return None  # the project's other calls detach this argument too: a reference
+        return super().finding(c, v, lp, ctx)
 
 
 class NonDifferentiableLossPath(LossCutRule):

@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.caller_grad import callers_grad_off
 from gradtrace.lint.analysis.grad_values import runs_with_grad
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.layer_params import layer_parameter
@@ -327,7 +328,8 @@ class InplaceUpdateOfLeaf(Rule):
             origin, name = _layer_view(fn, stmt, target, view, ctx), ctx.source(target)
         if origin is None or ctx.scope(fn).grad_off_at(stmt) is not None \
                 or not self._first(stmt, ctx) \
-                or flag_cleared_before(ctx.scope(fn), name, origin, stmt):
+                or flag_cleared_before(ctx.scope(fn), name, origin, stmt) \
+                or callers_grad_off(ctx, fn):  # NOTE [grad off by the callers]
             return
         line = stmt.lineno
         if what == "slice assignment" and filled_after_flag(origin, name, ctx):
