@@ -5,7 +5,10 @@ import ast
 import re
 from typing import Iterator
 
+import dataclasses
+
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.detached_rows import detached_rows
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -112,7 +115,7 @@ class ZeroedGradientsStillDecayed(Rule):
     message = ("`{opt}` has {decay}: the entries whose gradient is zeroed at line {line} still "
                "shrink at every step; restore them after the step or use weight_decay=0")
     gate_statements = "function"
-    triggers = (".grad", "register_hook")
+    triggers = (".grad", "register_hook", ".detach()")
     function_needs = ("backward", "step", ".grad")
     _entry = LoopRule._entry
     wants = LoopRule.wants
@@ -122,6 +125,8 @@ class ZeroedGradientsStillDecayed(Rule):
         the script's own statements) as the other training-loop rules read them."""
         if ctx.mentions("register_hook"):
             yield from self._hooked(ctx)
+        if ctx.mentions(".detach()"):
+            yield from self._detached(ctx)
         if GRAD_WRITE_RE.search(ctx.code) is None:
             return
         for fn in function_scopes(node):
@@ -139,6 +144,30 @@ class ZeroedGradientsStillDecayed(Rule):
                 yield self.report(opt, ctx, related=(
                     related_at(ctx, h, "this hook zeroes the gradient"),),
                     opt=ctx.source(opt.func), decay=decay, line=h.lineno)
+
+    def _detached(self, ctx: Context) -> Iterator[Finding]:
+        """A Parameter whose rows a method of its class detaches (NOTE [rows detached in
+        forward]), the class built in the file next to an optimizer with weight decay."""
+        rows = detached_rows(ctx)
+        if not rows:
+            return
+        built = {n.func.id for n in walk(ctx.tree) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name)}
+        opt = next(((n, d) for n in walk(ctx.tree) if isinstance(n, ast.Call) and n.args
+                    and (ctx.qualified_name(n.func) or "").startswith("torch.optim.")
+                    and (d := _decay(n, ctx)) is not None), None)
+        if opt is None:
+            return
+        for r in rows:
+            if r.cls not in built:
+                continue
+            f = self.report(r.made, ctx, related=(
+                related_at(ctx, r.detach, f"`{r.tensor}` is partly detached here: its other "
+                           "rows alone get a gradient"),
+                related_at(ctx, opt[0], "this optimizer decays every row")),
+                opt=ctx.source(opt[0].func), decay=opt[1], line=r.detach.lineno)
+            yield dataclasses.replace(f, message=DETACHED_MESSAGE.format(
+                t=r.tensor, line=r.detach.lineno, opt=ctx.source(opt[0].func), decay=opt[1]))
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         yield from _check(self, f, ctx)
@@ -176,6 +205,12 @@ class ZeroedGradientsStillDecayed(Rule):
                 opt.zero_grad()
             """),
     ]
+
+
+DETACHED_MESSAGE = (
+    "`{t}` is kept partly fixed by `.detach()` of some of its slices (line {line}), but "
+    "those entries get a zero gradient, not None, and `{opt}` has {decay}: they still shrink at every "
+    "step; keep the fixed rows in a tensor of their own, or use weight_decay=0")
 
 
 def _check(rule: Rule, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
