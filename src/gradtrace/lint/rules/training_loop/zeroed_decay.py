@@ -102,7 +102,12 @@ class ZeroedGradientsStillDecayed(Rule):
     `weight_decay=0`, or train a separate parameter.
     A gradient hook that returns zeros (`p.register_hook(lambda g: torch.zeros_like(g))`, a
     masking `g.masked_fill(m, 0)`) keeps the same entries fixed and is decayed the same way
-    (NOTE [zeroing hook]; pytorch#38581).
+    (NOTE [zeroing hook]; pytorch#38581). So does a module method that keeps some slices of
+    a Parameter fixed by joining their `.detach()` with a live slice in one `torch.cat`
+    (sd-scripts' DyLoRA, a textual inversion keeping the old token rows): the fixed entries
+    get a zero gradient, not None, and are decayed; reported at the Parameter (or its layer)
+    when the file builds the class and an optimizer with weight decay
+    (NOTE [rows detached in forward]).
     Known limits: one function or script: the zeroing is a write of 0 into an indexed gradient
     (`g[idx] = 0`, `.fill_(0)`, `.zero_()`); the optimizer's construction must show the decay
     (a literal `weight_decay`, or AdamW without one); a subscripted write or `copy_` after the
@@ -146,8 +151,8 @@ class ZeroedGradientsStillDecayed(Rule):
                     opt=ctx.source(opt.func), decay=decay, line=h.lineno)
 
     def _detached(self, ctx: Context) -> Iterator[Finding]:
-        """A Parameter whose rows a method of its class detaches (NOTE [rows detached in
-        forward]), the class built in the file next to an optimizer with weight decay."""
+        """A Parameter whose rows a method of its class detaches, the class built in the
+        file next to an optimizer with weight decay (NOTE [rows detached in forward])."""
         rows = detached_rows(ctx)
         if not rows:
             return
