@@ -11,13 +11,15 @@ from gradtrace.lint.analysis.cuts import is_functional_loss, is_torch_loss
 from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.steps import backward_loss, plain_grads
 from gradtrace.lint.context import Context
+from gradtrace.lint.flow import DETACHED, LEAF, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
 
 PENALTY_NAME_RE = re.compile(r"penalty|(^|_)gp($|_)|(^|_)r1($|_)|lipschitz", re.IGNORECASE)
 PENALTY_METHODS = frozenset({
     "norm", "pow", "sum", "mean", "square", "abs", "sqrt", "view", "reshape", "flatten", "sub",
-    "add", "mul", "clamp", "relu", "max", "amax", "contiguous", "float", "to"})
+    "add", "mul", "clamp", "relu", "max", "amax", "contiguous", "float", "to", "squeeze",
+    "unsqueeze"})
 PENALTY_FUNCS = frozenset({
     "torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm", "torch.sum", "torch.mean",
     "torch.square", "torch.abs", "torch.sqrt", "torch.stack", "torch.cat", "torch.clamp",
@@ -52,7 +54,72 @@ def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int) 
     scope = ctx.scope()
     return all(a is inner or _plain_value(a, scope, ctx, 0) and all(
         b.line < origin for n in walk(a) if isinstance(n, ast.Name)
-        for b in scope.bindings.get(n.id, ())) for a in call.args)
+        for b in scope.bindings.get(n.id, ())) or _graphless_data(a, scope, call)
+        for a in call.args)
+
+
+def _graphless_data(a: ast.expr, scope: Scope, call: ast.Call) -> bool:
+    """``a`` is data with no graph where the loss reads it: a new tensor, a detached value or
+    one computed only from such (``z = (5 * torch.cos(x)).sum(-1)``, ``x = torch.randn(...)``),
+    by the flow's kinds, and no name it is made from is set to require grad before it is
+    computed. The gradient compared with it is the prediction (derivative matching, Sobolev
+    training: pytorch issue "loss_z has grad_fn None"), so without a graph the term is a
+    constant, as beside another plain gradient."""
+    if scope.kind(a, call.lineno) not in (LEAF, DETACHED):
+        return False
+    names = _made_from(a, scope, call.lineno, 0)
+    if names is None:
+        return False
+    for s in walk(scope.node):
+        target = _requires_grad_target(s)
+        if target is None or target[0] not in names:
+            continue
+        made = names[target[0]]
+        if target[1] <= made or any(lo <= made <= hi for lo, hi in _loops_around(
+                scope.node, target[1])):
+            return False
+    return True
+
+
+def _made_from(e: ast.AST, scope: Scope, line: int, depth: int) -> dict[str, int] | None:
+    """The names ``e`` is computed from, through their bindings before ``line``, each with the
+    line where it is read (None: a binding that is not a plain assignment)."""
+    out: dict[str, int] = {}
+    if depth > 6:
+        return None
+    for n in walk(e):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            b = scope.binding_before(n.id, line)
+            if b is None:
+                continue
+            if not isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) or b.value is None:
+                return None
+            out[n.id] = min(out.get(n.id, line), line)
+            inner = _made_from(b.value, scope, b.line, depth + 1)
+            if inner is None:
+                return None
+            for k, v in inner.items():
+                out[k] = min(out.get(k, v), v)
+    return out
+
+
+def _requires_grad_target(s: ast.AST) -> tuple[str, int] | None:
+    """(name, line) of ``name.requires_grad = ...`` or ``name.requires_grad_(...)``."""
+    if isinstance(s, ast.Assign):
+        for t in s.targets:
+            if isinstance(t, ast.Attribute) and t.attr == "requires_grad" \
+                    and isinstance(t.value, ast.Name):
+                return t.value.id, s.lineno
+    if isinstance(s, ast.Call) and isinstance(s.func, ast.Attribute) \
+            and s.func.attr == "requires_grad_" and isinstance(s.func.value, ast.Name):
+        return s.func.value.id, s.lineno
+    return None
+
+
+def _loops_around(fn: ast.AST, line: int) -> list[tuple[int, int]]:
+    return [(n.lineno, n.end_lineno or n.lineno) for n in walk(fn)
+            if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+            and n.lineno <= line <= (n.end_lineno or n.lineno)]
 
 
 def _loss_callee(f: ast.expr, ctx: Context) -> bool:

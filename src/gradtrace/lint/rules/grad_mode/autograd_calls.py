@@ -285,7 +285,9 @@ class GradientPenaltyWithoutCreateGraph(Rule):
                "without `create_graph=True` it has no graph: the penalty trains nothing")
     fix_title = "Pass `create_graph=True`"
     fix_safety = "unsafe"
-    triggers = ("autograd",)
+    # `from torch.autograd import grad` then `grad(out.sum(), x)`: the statement names no
+    # "autograd" (the qualified name decides; NOTE [triggers])
+    triggers = ("autograd", "grad(")
     examples = [
         Bad("""
             import torch
