@@ -94,6 +94,56 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt.step()
             opt.zero_grad()
         """, "GT552", holds="a.up.grad is None and torch.equal(a.up, start)")),
+    # GT206: the gradient of the model's output matched to data (derivative matching: the
+    # target is computed from the inputs before they are set to require grad) is the
+    # prediction; without create_graph its term adds nothing to the weights' gradient. The
+    # look-alike passes create_graph=True, and the term moves the first layer's gradient.
+    "derivative-matched-to-data": (Shape("""
+        from torch.autograd import grad
+        net = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+        x = torch.randn(16, 2)
+        y = torch.sin(x).sum(-1, keepdim=True)
+        dy = torch.cos(x)
+        x.requires_grad_(True)
+        out = net(x)
+        dx = grad(out.sum(), x, retain_graph=True)[0]
+        loss = F.mse_loss(out, y) + F.mse_loss(dx, dy)
+        loss.backward()
+        g_fit = torch.autograd.grad(F.mse_loss(net(x), y), net[0].weight)[0]
+        """, "GT206", line=8, holds="torch.allclose(net[0].weight.grad, g_fit)"), Shape("""
+        from torch.autograd import grad
+        net = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+        x = torch.randn(16, 2)
+        y = torch.sin(x).sum(-1, keepdim=True)
+        dy = torch.cos(x)
+        x.requires_grad_(True)
+        out = net(x)
+        dx = grad(out.sum(), x, retain_graph=True, create_graph=True)[0]
+        loss = F.mse_loss(out, y) + F.mse_loss(dx, dy)
+        loss.backward()
+        g_fit = torch.autograd.grad(F.mse_loss(net(x), y), net[0].weight)[0]
+        """, "GT206", holds="not torch.allclose(net[0].weight.grad, g_fit)")),
+    # GT206: a gradient compared with a teacher's detached output (no graph either way: the
+    # term is a constant, and alone it cannot be backpropagated). The look-alike compares it
+    # with a leaf that requires grad (a learned target): the term trains the leaf.
+    "gradient-against-detached-or-leaf": (Shape("""
+        from torch.autograd import grad
+        net = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+        teacher = nn.Linear(2, 2)
+        x = torch.randn(16, 2, requires_grad=True)
+        dx = grad(net(x).sum(), x)[0]
+        loss = F.mse_loss(dx, teacher(x).detach())
+        loss.backward()
+        """, "GT206", line=5, raises=(RuntimeError, "does not require grad")), Shape("""
+        from torch.autograd import grad
+        net = nn.Sequential(nn.Linear(2, 8), nn.Tanh(), nn.Linear(8, 1))
+        x = torch.randn(16, 2, requires_grad=True)
+        out = net(x)
+        dx = grad(out.sum(), x)[0]
+        dx_hat = torch.zeros(16, 2, requires_grad=True)
+        loss = F.mse_loss(dx, dx_hat)
+        loss.backward()
+        """, "GT206", holds="dx_hat.grad is not None")),
 }
 
 

@@ -68,7 +68,7 @@ def _graphless_data(a: ast.expr, scope: Scope, call: ast.Call) -> bool:
     if scope.kind(a, call.lineno) not in (LEAF, DETACHED):
         return False
     names = _made_from(a, scope, call.lineno, 0)
-    if names is None:
+    if names is None or _asks_grad(a):
         return False
     for s in walk(scope.node):
         target = _requires_grad_target(s)
@@ -87,12 +87,13 @@ def _made_from(e: ast.AST, scope: Scope, line: int, depth: int) -> dict[str, int
     out: dict[str, int] = {}
     if depth > 6:
         return None
-    for n in walk(e):
+    for n in _unless_cut(e):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             b = scope.binding_before(n.id, line)
             if b is None:
                 continue
-            if not isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) or b.value is None:
+            if not isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) or b.value is None \
+                    or _asks_grad(b.value):
                 return None
             out[n.id] = min(out.get(n.id, line), line)
             inner = _made_from(b.value, scope, b.line, depth + 1)
@@ -101,6 +102,28 @@ def _made_from(e: ast.AST, scope: Scope, line: int, depth: int) -> dict[str, int
             for k, v in inner.items():
                 out[k] = min(out.get(k, v), v)
     return out
+
+
+def _unless_cut(e: ast.AST) -> list[ast.AST]:
+    """The nodes of ``e`` outside ``.detach()`` calls and ``.data`` reads (what is cut there
+    carries no graph whatever it is made from)."""
+    out: list[ast.AST] = []
+    todo = [e]
+    while todo:
+        n = todo.pop()
+        out.append(n)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "detach" or isinstance(n, ast.Attribute) and n.attr == "data":
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _asks_grad(e: ast.AST) -> bool:
+    """``torch.zeros(3, requires_grad=True)``, ``t.requires_grad_()``: a leaf that trains."""
+    return any(isinstance(n, ast.keyword) and n.arg == "requires_grad"
+               or isinstance(n, ast.Attribute) and n.attr == "requires_grad_"
+               for n in _unless_cut(e))
 
 
 def _requires_grad_target(s: ast.AST) -> tuple[str, int] | None:
