@@ -9,9 +9,9 @@ import re
 
 from gradtrace.lint.analysis.cuts import is_functional_loss, is_torch_loss
 from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.graphless import graphless_data
 from gradtrace.lint.analysis.steps import backward_loss, plain_grads
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import DETACHED, LEAF, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
 
@@ -47,6 +47,8 @@ def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int) 
     force matching ``mse(true_forces, forces)`` with both from ``autograd.grad`` without
     ``create_graph`` is a constant term. Next to a value that may have a graph (a model's
     output, a gradient made with ``create_graph=True``) the gradient is a target: not followed.
+    Beside data with no graph (NOTE [graphless data]) the gradient is the prediction too
+    (derivative matching: ``mse(grad(out.sum(), x)[0], dy)``).
     The other gradients must be bound before ``origin`` (the line of the gradient followed):
     the one made last, from the model being trained, is the prediction, not the target."""
     if not _loss_callee(call.func, ctx):
@@ -54,95 +56,8 @@ def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int) 
     scope = ctx.scope()
     return all(a is inner or _plain_value(a, scope, ctx, 0) and all(
         b.line < origin for n in walk(a) if isinstance(n, ast.Name)
-        for b in scope.bindings.get(n.id, ())) or _graphless_data(a, scope, call)
+        for b in scope.bindings.get(n.id, ())) or graphless_data(a, scope, call.lineno)
         for a in call.args)
-
-
-def _graphless_data(a: ast.expr, scope: Scope, call: ast.Call) -> bool:
-    """``a`` is data with no graph where the loss reads it: a new tensor, a detached value or
-    one computed only from such (``z = (5 * torch.cos(x)).sum(-1)``, ``x = torch.randn(...)``),
-    by the flow's kinds, and no name it is made from is set to require grad before it is
-    computed. The gradient compared with it is the prediction (derivative matching, Sobolev
-    training: pytorch issue "loss_z has grad_fn None"), so without a graph the term is a
-    constant, as beside another plain gradient."""
-    if scope.kind(a, call.lineno) not in (LEAF, DETACHED):
-        return False
-    names = _made_from(a, scope, call.lineno, 0)
-    if names is None or _asks_grad(a):
-        return False
-    for s in walk(scope.node):
-        target = _requires_grad_target(s)
-        if target is None or target[0] not in names:
-            continue
-        made = names[target[0]]
-        if target[1] <= made or any(lo <= made <= hi for lo, hi in _loops_around(
-                scope.node, target[1])):
-            return False
-    return True
-
-
-def _made_from(e: ast.AST, scope: Scope, line: int, depth: int) -> dict[str, int] | None:
-    """The names ``e`` is computed from, through their bindings before ``line``, each with the
-    line where it is read (None: a binding that is not a plain assignment)."""
-    out: dict[str, int] = {}
-    if depth > 6:
-        return None
-    for n in _unless_cut(e):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-            b = scope.binding_before(n.id, line)
-            if b is None:
-                continue
-            if not isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) or b.value is None \
-                    or _asks_grad(b.value):
-                return None
-            out[n.id] = min(out.get(n.id, line), line)
-            inner = _made_from(b.value, scope, b.line, depth + 1)
-            if inner is None:
-                return None
-            for k, v in inner.items():
-                out[k] = min(out.get(k, v), v)
-    return out
-
-
-def _unless_cut(e: ast.AST) -> list[ast.AST]:
-    """The nodes of ``e`` outside ``.detach()`` calls and ``.data`` reads (what is cut there
-    carries no graph whatever it is made from)."""
-    out: list[ast.AST] = []
-    todo = [e]
-    while todo:
-        n = todo.pop()
-        out.append(n)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and n.func.attr == "detach" or isinstance(n, ast.Attribute) and n.attr == "data":
-            continue
-        todo.extend(ast.iter_child_nodes(n))
-    return out
-
-
-def _asks_grad(e: ast.AST) -> bool:
-    """``torch.zeros(3, requires_grad=True)``, ``t.requires_grad_()``: a leaf that trains."""
-    return any(isinstance(n, ast.keyword) and n.arg == "requires_grad"
-               or isinstance(n, ast.Attribute) and n.attr == "requires_grad_"
-               for n in _unless_cut(e))
-
-
-def _requires_grad_target(s: ast.AST) -> tuple[str, int] | None:
-    """(name, line) of ``name.requires_grad = ...`` or ``name.requires_grad_(...)``."""
-    if isinstance(s, ast.Assign):
-        for t in s.targets:
-            if isinstance(t, ast.Attribute) and t.attr == "requires_grad" \
-                    and isinstance(t.value, ast.Name):
-                return t.value.id, s.lineno
-    if isinstance(s, ast.Call) and isinstance(s.func, ast.Attribute) \
-            and s.func.attr == "requires_grad_" and isinstance(s.func.value, ast.Name):
-        return s.func.value.id, s.lineno
-    return None
-
-
-def _loops_around(fn: ast.AST, line: int) -> list[tuple[int, int]]:
-    return [(n.lineno, n.end_lineno or n.lineno) for n in walk(fn)
-            if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
-            and n.lineno <= line <= (n.end_lineno or n.lineno)]
 
 
 def _loss_callee(f: ast.expr, ctx: Context) -> bool:
