@@ -21,6 +21,8 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.calls import statements_on
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
 
 if TYPE_CHECKING:
@@ -46,36 +48,42 @@ def detached_rows(ctx: Context) -> list[DetachedRows]:
 
 
 def _scan(ctx: Context) -> list[DetachedRows]:
-    if not ctx.mentions("detach") or not ctx.mentions("cat", "stack"):
+    if "].detach()" not in ctx.code:  # a slice detached: the whole test for most files
         return []
+    lines = [i for i, text in enumerate(ctx.code_lines, 1) if "].detach()" in text]
+    methods: dict[int, tuple[ast.ClassDef, ast.AST]] = {}
+    for _, outer in statements_on(ctx, lines):  # the methods holding such a slice
+        fn = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), None)
+        i = outer.index(fn) if fn is not None else 0
+        if fn is not None and i > 0 and isinstance(outer[i - 1], ast.ClassDef):
+            methods[id(fn)] = (outer[i - 1], fn)
     out: list[DetachedRows] = []
-    for cls in ctx.analysis.classes.values():
-        if not cls.is_module:
+    seen: set[tuple[str, str]] = set()
+    for cnode, fn in methods.values():
+        cls = ctx.analysis.classes.get(cnode.name)
+        if cls is None or cls.node is not cnode or not cls.is_module:
             continue
-        seen: set[str] = set()
-        for fn in cls.methods.values():
-            binds = _single_bindings(fn)
-            for n in ast.walk(fn):
-                if not (isinstance(n, ast.Call) and n.args
-                        and (ctx.qualified_name(n.func) or "") in JOINS):
+        joins = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and n.args
+                 and (ctx.qualified_name(n.func) or "") in JOINS]
+        binds = _single_bindings(fn) if joins else {}
+        for n in joins:
+            dead: dict[str, ast.Call] = {}
+            live: set[str] = set()
+            for piece in _pieces(n.args[0], binds, 0):
+                t, d = _slice_of(piece)
+                if t is None:
                     continue
-                dead: dict[str, ast.Call] = {}
-                live: set[str] = set()
-                for piece in _pieces(n.args[0], binds, 0):
-                    t, d = _slice_of(piece)
-                    if t is None:
-                        continue
-                    if d is not None:
-                        dead.setdefault(t, d)
-                    else:
-                        live.add(t)
-                for t in sorted(set(dead) & live):
-                    if t in seen or _read_whole(fn, t):
-                        continue
-                    made = _made(cls, t, ctx)
-                    if made is not None:
-                        seen.add(t)
-                        out.append(DetachedRows(cls.name, t, made, dead[t], n))
+                if d is not None:
+                    dead.setdefault(t, d)
+                else:
+                    live.add(t)
+            for t in sorted(set(dead) & live):
+                if (cls.name, t) in seen or _read_whole(fn, t):
+                    continue
+                made = _made(cls, t, ctx)
+                if made is not None:
+                    seen.add((cls.name, t))
+                    out.append(DetachedRows(cls.name, t, made, dead[t], n))
     return out
 
 

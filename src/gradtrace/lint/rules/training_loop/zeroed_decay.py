@@ -120,7 +120,7 @@ class ZeroedGradientsStillDecayed(Rule):
     message = ("`{opt}` has {decay}: the entries whose gradient is zeroed at line {line} still "
                "shrink at every step; restore them after the step or use weight_decay=0")
     gate_statements = "function"
-    triggers = (".grad", "register_hook", ".detach()")
+    triggers = (".grad", "register_hook", "].detach()")
     function_needs = ("backward", "step", ".grad")
     _entry = LoopRule._entry
     wants = LoopRule.wants
@@ -130,7 +130,7 @@ class ZeroedGradientsStillDecayed(Rule):
         the script's own statements) as the other training-loop rules read them."""
         if ctx.mentions("register_hook"):
             yield from self._hooked(ctx)
-        if ctx.mentions(".detach()"):
+        if "].detach()" in ctx.code:  # a slice detached (NOTE [rows detached in forward])
             yield from self._detached(ctx)
         if GRAD_WRITE_RE.search(ctx.code) is None:
             return
