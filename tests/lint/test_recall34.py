@@ -94,6 +94,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt.step()
             opt.zero_grad()
         """, "GT552", holds="a.up.grad is None and torch.equal(a.up, start)")),
+    # GT552: the optimizer with decay must hold the class: the twin builds the adapters in a
+    # ModuleList comprehension given to AdamW; the look-alike gives them to Adam without
+    # decay (their fixed columns stay put) and decays another model.
+    "decay-on-the-holder-only": (Shape("""
+        class Adapter(nn.Module):
+            def __init__(self, d, r, k):
+                super().__init__()
+                self.k = k
+                self.up = nn.Parameter(torch.randn(d, r))
+            def forward(self, h):
+                return h @ torch.cat([self.up[:, :self.k].detach(), self.up[:, self.k:]], dim=1)
+        parts = nn.ModuleList([Adapter(4, 3, 2) for _ in range(2)])
+        start = parts[0].up[:, :2].detach().clone()
+        opt = torch.optim.AdamW(parts.parameters(), lr=0.1)
+        for _ in range(2):
+            sum(p(torch.ones(2, 4)).sum() for p in parts).backward()
+            opt.step()
+            opt.zero_grad()
+        """, "GT552", line=5, holds="not torch.allclose(parts[0].up[:, :2], start)"), Shape("""
+        class Adapter(nn.Module):
+            def __init__(self, d, r, k):
+                super().__init__()
+                self.k = k
+                self.up = nn.Parameter(torch.randn(d, r))
+            def forward(self, h):
+                return h @ torch.cat([self.up[:, :self.k].detach(), self.up[:, self.k:]], dim=1)
+        parts = nn.ModuleList([Adapter(4, 3, 2) for _ in range(2)])
+        other = nn.Linear(4, 4)
+        start = parts[0].up[:, :2].detach().clone()
+        opt = torch.optim.Adam(parts.parameters(), lr=0.1)
+        opt_other = torch.optim.AdamW(other.parameters(), lr=0.1)
+        for _ in range(2):
+            (sum(p(torch.ones(2, 4)).sum() for p in parts) + other(torch.ones(2, 4)).sum()).backward()
+            opt.step()
+            opt_other.step()
+            opt.zero_grad()
+            opt_other.zero_grad()
+        """, "GT552", holds="torch.equal(parts[0].up[:, :2], start)")),
     # GT206: the gradient of the model's output matched to data (derivative matching: the
     # target is computed from the inputs before they are set to require grad) is the
     # prediction; without create_graph its term adds nothing to the weights' gradient. The

@@ -151,28 +151,23 @@ class ZeroedGradientsStillDecayed(Rule):
                     opt=ctx.source(opt.func), decay=decay, line=h.lineno)
 
     def _detached(self, ctx: Context) -> Iterator[Finding]:
-        """A Parameter whose rows a method of its class detaches, the class built in the
-        file next to an optimizer with weight decay (NOTE [rows detached in forward])."""
+        """A Parameter whose rows a method of its class detaches, the class built into the
+        model an optimizer with weight decay is given (NOTE [rows detached in forward])."""
         rows = detached_rows(ctx)
         if not rows:
             return
-        built = {n.func.id for n in walk(ctx.tree) if isinstance(n, ast.Call)
-                 and isinstance(n.func, ast.Name)}
-        opt = next(((n, d) for n in walk(ctx.tree) if isinstance(n, ast.Call) and n.args
-                    and (ctx.qualified_name(n.func) or "").startswith("torch.optim.")
-                    and (d := _decay(n, ctx)) is not None), None)
-        if opt is None:
-            return
         for r in rows:
-            if r.cls not in built:
+            got = _decayed_holder(r.cls, ctx)
+            if got is None:
                 continue
+            opt, decay = got
             f = self.report(r.made, ctx, related=(
                 related_at(ctx, r.detach, f"`{r.tensor}` is partly detached here: its other "
                            "rows alone get a gradient"),
-                related_at(ctx, opt[0], "this optimizer decays every row")),
-                opt=ctx.source(opt[0].func), decay=opt[1], line=r.detach.lineno)
+                related_at(ctx, opt, "this optimizer decays every row")),
+                opt=ctx.source(opt.func), decay=decay, line=r.detach.lineno)
             yield dataclasses.replace(f, message=DETACHED_MESSAGE.format(
-                t=r.tensor, line=r.detach.lineno, opt=ctx.source(opt[0].func), decay=opt[1]))
+                t=r.tensor, line=r.detach.lineno, opt=ctx.source(opt.func), decay=decay))
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         yield from _check(self, f, ctx)
@@ -210,6 +205,31 @@ class ZeroedGradientsStillDecayed(Rule):
                 opt.zero_grad()
             """),
     ]
+
+
+def _decayed_holder(cls: str, ctx: Context) -> tuple[ast.Call, str] | None:
+    """(optimizer, its decay): a ``torch.optim`` optimizer with weight decay given
+    ``<m>.parameters()`` where ``m`` is bound in the file to a value that builds ``cls``
+    (``m = Cls(...)``, ``network = nn.ModuleList([Cls(...) for ...])``)."""
+    held: set[str] = set()
+    for n in walk(ctx.tree):
+        if isinstance(n, ast.Assign) and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == cls
+                for c in walk(n.value)):
+            held |= {d for t in n.targets if (d := dotted(t))}
+    if not held:
+        return None
+    for n in walk(ctx.tree):
+        if not (isinstance(n, ast.Call) and n.args
+                and (ctx.qualified_name(n.func) or "").startswith("torch.optim.")):
+            continue
+        owners = {dotted(c.func.value) for c in walk(n.args[0]) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Attribute)
+                  and c.func.attr in ("parameters", "named_parameters")}
+        decay = _decay(n, ctx) if owners & held else None
+        if decay is not None:
+            return n, decay
+    return None
 
 
 DETACHED_MESSAGE = (
