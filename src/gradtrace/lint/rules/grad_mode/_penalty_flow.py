@@ -9,6 +9,7 @@ import re
 
 from gradtrace.lint.analysis.cuts import is_functional_loss, is_torch_loss
 from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.graphless import graphless_data
 from gradtrace.lint.analysis.steps import backward_loss, plain_grads
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -17,7 +18,8 @@ from gradtrace.lint.nodes import child_nodes, walk
 PENALTY_NAME_RE = re.compile(r"penalty|(^|_)gp($|_)|(^|_)r1($|_)|lipschitz", re.IGNORECASE)
 PENALTY_METHODS = frozenset({
     "norm", "pow", "sum", "mean", "square", "abs", "sqrt", "view", "reshape", "flatten", "sub",
-    "add", "mul", "clamp", "relu", "max", "amax", "contiguous", "float", "to"})
+    "add", "mul", "clamp", "relu", "max", "amax", "contiguous", "float", "to", "squeeze",
+    "unsqueeze"})
 PENALTY_FUNCS = frozenset({
     "torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm", "torch.sum", "torch.mean",
     "torch.square", "torch.abs", "torch.sqrt", "torch.stack", "torch.cat", "torch.clamp",
@@ -45,6 +47,8 @@ def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int) 
     force matching ``mse(true_forces, forces)`` with both from ``autograd.grad`` without
     ``create_graph`` is a constant term. Next to a value that may have a graph (a model's
     output, a gradient made with ``create_graph=True``) the gradient is a target: not followed.
+    Beside data with no graph (NOTE [graphless data]) the gradient is the prediction too
+    (derivative matching: ``mse(grad(out.sum(), x)[0], dy)``).
     The other gradients must be bound before ``origin`` (the line of the gradient followed):
     the one made last, from the model being trained, is the prediction, not the target."""
     if not _loss_callee(call.func, ctx):
@@ -52,7 +56,8 @@ def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int) 
     scope = ctx.scope()
     return all(a is inner or _plain_value(a, scope, ctx, 0) and all(
         b.line < origin for n in walk(a) if isinstance(n, ast.Name)
-        for b in scope.bindings.get(n.id, ())) for a in call.args)
+        for b in scope.bindings.get(n.id, ())) or graphless_data(a, scope, call.lineno)
+        for a in call.args)
 
 
 def _loss_callee(f: ast.expr, ctx: Context) -> bool:

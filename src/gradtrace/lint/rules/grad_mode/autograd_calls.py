@@ -271,8 +271,11 @@ class GradientPenaltyWithoutCreateGraph(Rule):
     Gradients used to perturb an input (FGSM, `x + eps * g.sign()`) or first-order
     meta-learning updates do not need a graph and are not reported.
     A torch loss comparing the gradient with other gradients made without a graph before it
-    (force matching: `mse(forces, ref_forces)`, aiqm/torchani#238) is such a term too; next to
-    anything else (a model's output) the gradient is a target and is not reported, nor is a
+    (force matching: `mse(forces, ref_forces)`, aiqm/torchani#238) is such a term too, and so
+    is one comparing it with data that has no graph: a new tensor, a detached value, or one
+    computed from the inputs before they were set to require grad (derivative matching:
+    `mse(grad(out.sum(), x)[0], dy)`). Next to anything else (a model's output, a leaf made
+    with `requires_grad=True`) the gradient is a target and is not reported, nor is a
     gradient made once outside the loop that runs `backward()`.
     Known limits: the penalty must reach a `backward()` in the same function, or be returned
     by a function named like a penalty (`gradient_penalty`, `r1_penalty`, `compute_gp`).
@@ -285,7 +288,9 @@ class GradientPenaltyWithoutCreateGraph(Rule):
                "without `create_graph=True` it has no graph: the penalty trains nothing")
     fix_title = "Pass `create_graph=True`"
     fix_safety = "unsafe"
-    triggers = ("autograd",)
+    # `from torch.autograd import grad` then `grad(out.sum(), x)`: the statement names no
+    # "autograd" (the qualified name decides; NOTE [triggers])
+    triggers = ("autograd", "grad(")
     examples = [
         Bad("""
             import torch

@@ -5,7 +5,10 @@ import ast
 import re
 from typing import Iterator
 
+import dataclasses
+
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.detached_rows import detached_rows
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -99,7 +102,12 @@ class ZeroedGradientsStillDecayed(Rule):
     `weight_decay=0`, or train a separate parameter.
     A gradient hook that returns zeros (`p.register_hook(lambda g: torch.zeros_like(g))`, a
     masking `g.masked_fill(m, 0)`) keeps the same entries fixed and is decayed the same way
-    (NOTE [zeroing hook]; pytorch#38581).
+    (NOTE [zeroing hook]; pytorch#38581). So does a module method that keeps some slices of
+    a Parameter fixed by joining their `.detach()` with a live slice in one `torch.cat`
+    (sd-scripts' DyLoRA, a textual inversion keeping the old token rows): the fixed entries
+    get a zero gradient, not None, and are decayed; reported at the Parameter (or its layer)
+    when the file builds the class and an optimizer with weight decay
+    (NOTE [rows detached in forward]).
     Known limits: one function or script: the zeroing is a write of 0 into an indexed gradient
     (`g[idx] = 0`, `.fill_(0)`, `.zero_()`); the optimizer's construction must show the decay
     (a literal `weight_decay`, or AdamW without one); a subscripted write or `copy_` after the
@@ -112,7 +120,7 @@ class ZeroedGradientsStillDecayed(Rule):
     message = ("`{opt}` has {decay}: the entries whose gradient is zeroed at line {line} still "
                "shrink at every step; restore them after the step or use weight_decay=0")
     gate_statements = "function"
-    triggers = (".grad", "register_hook")
+    triggers = (".grad", "register_hook", "].detach()")
     function_needs = ("backward", "step", ".grad")
     _entry = LoopRule._entry
     wants = LoopRule.wants
@@ -122,6 +130,8 @@ class ZeroedGradientsStillDecayed(Rule):
         the script's own statements) as the other training-loop rules read them."""
         if ctx.mentions("register_hook"):
             yield from self._hooked(ctx)
+        if "].detach()" in ctx.code:  # a slice detached (NOTE [rows detached in forward])
+            yield from self._detached(ctx)
         if GRAD_WRITE_RE.search(ctx.code) is None:
             return
         for fn in function_scopes(node):
@@ -139,6 +149,25 @@ class ZeroedGradientsStillDecayed(Rule):
                 yield self.report(opt, ctx, related=(
                     related_at(ctx, h, "this hook zeroes the gradient"),),
                     opt=ctx.source(opt.func), decay=decay, line=h.lineno)
+
+    def _detached(self, ctx: Context) -> Iterator[Finding]:
+        """A Parameter whose rows a method of its class detaches, the class built into the
+        model an optimizer with weight decay is given (NOTE [rows detached in forward])."""
+        rows = detached_rows(ctx)
+        if not rows:
+            return
+        for r in rows:
+            got = _decayed_holder(r.cls, ctx)
+            if got is None:
+                continue
+            opt, decay = got
+            f = self.report(r.made, ctx, related=(
+                related_at(ctx, r.detach, f"`{r.tensor}` is partly detached here: its other "
+                           "rows alone get a gradient"),
+                related_at(ctx, opt, "this optimizer decays every row")),
+                opt=ctx.source(opt.func), decay=decay, line=r.detach.lineno)
+            yield dataclasses.replace(f, message=DETACHED_MESSAGE.format(
+                t=r.tensor, line=r.detach.lineno, opt=ctx.source(opt.func), decay=decay))
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         yield from _check(self, f, ctx)
@@ -176,6 +205,37 @@ class ZeroedGradientsStillDecayed(Rule):
                 opt.zero_grad()
             """),
     ]
+
+
+def _decayed_holder(cls: str, ctx: Context) -> tuple[ast.Call, str] | None:
+    """(optimizer, its decay): a ``torch.optim`` optimizer with weight decay given
+    ``<m>.parameters()`` where ``m`` is bound in the file to a value that builds ``cls``
+    (``m = Cls(...)``, ``network = nn.ModuleList([Cls(...) for ...])``)."""
+    held: set[str] = set()
+    for n in walk(ctx.tree):
+        if isinstance(n, ast.Assign) and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == cls
+                for c in walk(n.value)):
+            held |= {d for t in n.targets if (d := dotted(t))}
+    if not held:
+        return None
+    for n in walk(ctx.tree):
+        if not (isinstance(n, ast.Call) and n.args
+                and (ctx.qualified_name(n.func) or "").startswith("torch.optim.")):
+            continue
+        owners = {dotted(c.func.value) for c in walk(n.args[0]) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Attribute)
+                  and c.func.attr in ("parameters", "named_parameters")}
+        decay = _decay(n, ctx) if owners & held else None
+        if decay is not None:
+            return n, decay
+    return None
+
+
+DETACHED_MESSAGE = (
+    "`{t}` is kept partly fixed by `.detach()` of some of its slices (line {line}), but "
+    "those entries get a zero gradient, not None, and `{opt}` has {decay}: they still shrink at every "
+    "step; keep the fixed rows in a tensor of their own, or use weight_decay=0")
 
 
 def _check(rule: Rule, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
