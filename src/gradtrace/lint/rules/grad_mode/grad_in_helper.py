@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.context import Context, grad_mode_of
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -15,6 +17,19 @@ from gradtrace.lint.analysis.reach import disables_grad
 
 
 Guard = tuple[ast.expr, bool]  # an `if` test and the arm (True: body) a statement is in
+
+
+def _differentiates(ctx: Context) -> bool:
+    """Whether the file may take a gradient (NOTE [word gates]): `x.backward()` and each of
+    :data:`GRADIENT_CALLS` end in a name written in this file's code as a whole word (the
+    attribute called, or the name its import brings in), and every helper followed is a
+    function of this file (``resolve``); without one, :func:`_own_gradient` finds none."""
+    return not ascii_code(ctx) or ctx.memo("gt210-gradient-word", ctx.tree, lambda: bool(
+        _GRADIENT_WORD.search(ctx.code)))
+
+
+_GRADIENT_WORD = re.compile(r"\b(?:%s)\b" % "|".join(sorted(
+    {"backward", *(q.rpartition(".")[2] for q in GRADIENT_CALLS)})), re.ASCII)
 
 
 def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -245,7 +260,7 @@ class GradientHelperUnderNoGrad(Rule):
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
         mode = next((i.context_expr for i in node.items if disables_grad(i.context_expr, ctx)),
                     None)
-        if mode is None:
+        if mode is None or not _differentiates(ctx):
             return
         where = ctx.function or ctx.tree
         for s in node.body:
@@ -269,7 +284,8 @@ class GradientHelperUnderNoGrad(Rule):
         after it in its block until one that can turn it back on."""
         call = node.value
         if not isinstance(call, ast.Call) or ctx.qualified_name(call.func) not in SETTERS \
-                or not _is_false(_flag(call)) or ctx.grad_disabled is not None:
+                or not _is_false(_flag(call)) or ctx.grad_disabled is not None \
+                or not _differentiates(ctx):
             return
         block = _block_of(node, ctx)
         if block is None:
