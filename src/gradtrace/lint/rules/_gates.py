@@ -12,6 +12,8 @@ in characters Python normalises: the test then always says yes.
 from __future__ import annotations
 
 import ast
+import re
+from functools import lru_cache
 
 from gradtrace.lint.analysis.calls import ascii_code, span
 from gradtrace.lint.context import Context
@@ -47,3 +49,15 @@ def says_any(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
 def file_says(ctx: Context, word: str) -> bool:
     """Whether the file's code holds ``word`` (NOTE [word gates]; yes when not ASCII)."""
     return not ascii_code(ctx) or ctx.mentions(word)
+
+
+def file_says_word(ctx: Context, *words: str) -> bool:
+    """Whether the file's code holds one of ``words`` as a whole word, an identifier of its
+    own (``grad`` in ``p.grad``, not in ``no_grad``) (NOTE [word gates]; yes when not ASCII)."""
+    return not ascii_code(ctx) or ctx.memo("gate-whole-word:" + ",".join(words), ctx.tree,
+                                           lambda: _whole(words).search(ctx.code) is not None)
+
+
+@lru_cache(maxsize=32)
+def _whole(words: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, words)), re.ASCII)

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import ast
-import re
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.context import Context, grad_mode_of
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
@@ -24,12 +23,10 @@ def _differentiates(ctx: Context) -> bool:
     :data:`GRADIENT_CALLS` end in a name written in this file's code as a whole word (the
     attribute called, or the name its import brings in), and every helper followed is a
     function of this file (``resolve``); without one, :func:`_own_gradient` finds none."""
-    return not ascii_code(ctx) or ctx.memo("gt210-gradient-word", ctx.tree, lambda: bool(
-        _GRADIENT_WORD.search(ctx.code)))
+    return file_says_word(ctx, *_GRADIENT_WORDS)
 
 
-_GRADIENT_WORD = re.compile(r"\b(?:%s)\b" % "|".join(sorted(
-    {"backward", *(q.rpartition(".")[2] for q in GRADIENT_CALLS)})), re.ASCII)
+_GRADIENT_WORDS = tuple(sorted({"backward", *(q.rpartition(".")[2] for q in GRADIENT_CALLS)}))
 
 
 def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
