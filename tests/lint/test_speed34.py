@@ -9,18 +9,19 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.engine import FileChecker
 from gradtrace.lint.names import Imports
 from gradtrace.lint.rules._gates import file_says_word
+from gradtrace.lint.rules.graph_breaks.numpy_params import NumpyOfTrainableParameter
 from gradtrace.lint.rules.grad_mode.grad_in_helper import GradientHelperUnderNoGrad
 from gradtrace.lint.rules.grad_mode.no_grad_forward import NoGradForwardOfTrainedModule
 from gradtrace.lint.rules.registration.frozen import FrozenGradRead
 from gradtrace.lint.rules.registration.other_instance import OptimizerOverOtherInstance
 from gradtrace.lint.rules.registration.outside import ModuleOutsideOptimizer
 
-RULES = [GradientHelperUnderNoGrad, NoGradForwardOfTrainedModule, FrozenGradRead,
+RULES = [NumpyOfTrainableParameter, GradientHelperUnderNoGrad, NoGradForwardOfTrainedModule, FrozenGradRead,
          OptimizerOverOtherInstance, ModuleOutsideOptimizer]
 
 # library files: each rule's triggers are there (`no_grad`, `optim`, `requires_grad`), but not
 # the word every finding of it needs (`requires_grad`/`optim`, whole-word `grad`/`backward`,
-# `step`, `backward`)
+# `step`, `backward`, `Parameter`)
 NO_GRAD = textwrap.dedent('''
     import torch
     from torch import nn
@@ -64,7 +65,24 @@ FROZEN = textwrap.dedent('''
         for p in model.parameters():
             p.data /= 2
 ''')
-CASES = [(NO_GRAD, NoGradForwardOfTrainedModule), (NO_GRAD, GradientHelperUnderNoGrad),
+NUMPY = textwrap.dedent('''
+    import numpy as np
+    import torch
+    from torch import nn
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.ParameterList([torch.ones(3)])
+
+        def export(self, x):
+            return np.copy(self.scale[0]), np.asarray(x), self.scale[0].numpy()
+
+    def dump(model, x):
+        y = model(x)
+        return np.array(y), y.numpy()
+''')
+CASES = [(NUMPY, NumpyOfTrainableParameter), (NO_GRAD, NoGradForwardOfTrainedModule), (NO_GRAD, GradientHelperUnderNoGrad),
          (OPTIM, OptimizerOverOtherInstance), (OPTIM, ModuleOutsideOptimizer),
          (FROZEN, FrozenGradRead)]
 
