@@ -47,3 +47,26 @@ def says_any(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
 def file_says(ctx: Context, word: str) -> bool:
     """Whether the file's code holds ``word`` (NOTE [word gates]; yes when not ASCII)."""
     return not ascii_code(ctx) or ctx.mentions(word)
+
+
+def file_says_word(ctx: Context, *words: str) -> bool:
+    """Whether the file's code holds one of ``words`` as a whole word, an identifier of its
+    own (``grad`` in ``p.grad``, not in ``no_grad``) (NOTE [word gates]; yes when not ASCII).
+    Found with ``str.find`` and a look at each hit's neighbours, once per file and word set
+    (a ``\\b...\\b`` pattern, tried at every place of the code, cost more than it saved)."""
+    if not ascii_code(ctx):
+        return True
+    return ctx.memo("gate-whole-word:" + ",".join(words), ctx.tree,
+                    lambda: any(_whole(ctx, w) for w in words if ctx.mentions(w)))
+
+
+def _whole(ctx: Context, word: str) -> bool:
+    code, n = ctx.code, len(word)
+    pos = code.find(word)
+    while pos != -1:
+        end = pos + n
+        if (pos == 0 or not (code[pos - 1].isalnum() or code[pos - 1] == "_")) and \
+                (end == len(code) or not (code[end].isalnum() or code[end] == "_")):
+            return True
+        pos = code.find(word, pos + 1)
+    return False

@@ -8,6 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.context import Context, grad_mode_of
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
@@ -15,6 +16,17 @@ from gradtrace.lint.analysis.reach import disables_grad
 
 
 Guard = tuple[ast.expr, bool]  # an `if` test and the arm (True: body) a statement is in
+
+
+def _differentiates(ctx: Context) -> bool:
+    """Whether the file may take a gradient (NOTE [word gates]): `x.backward()` and each of
+    :data:`GRADIENT_CALLS` end in a name written in this file's code as a whole word (the
+    attribute called, or the name its import brings in), and every helper followed is a
+    function of this file (``resolve``); without one, :func:`_own_gradient` finds none."""
+    return file_says_word(ctx, *_GRADIENT_WORDS)
+
+
+_GRADIENT_WORDS = tuple(sorted({"backward", *(q.rpartition(".")[2] for q in GRADIENT_CALLS)}))
 
 
 def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -245,7 +257,7 @@ class GradientHelperUnderNoGrad(Rule):
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
         mode = next((i.context_expr for i in node.items if disables_grad(i.context_expr, ctx)),
                     None)
-        if mode is None:
+        if mode is None or not _differentiates(ctx):
             return
         where = ctx.function or ctx.tree
         for s in node.body:
@@ -269,7 +281,8 @@ class GradientHelperUnderNoGrad(Rule):
         after it in its block until one that can turn it back on."""
         call = node.value
         if not isinstance(call, ast.Call) or ctx.qualified_name(call.func) not in SETTERS \
-                or not _is_false(_flag(call)) or ctx.grad_disabled is not None:
+                or not _is_false(_flag(call)) or ctx.grad_disabled is not None \
+                or not _differentiates(ctx):
             return
         block = _block_of(node, ctx)
         if block is None:

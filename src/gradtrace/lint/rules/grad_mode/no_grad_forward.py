@@ -78,7 +78,7 @@ def _trainings(ctx: Context) -> list[tuple[ast.AST, ast.AST, ast.expr, str]]:
     ``requires_grad`` or ``optim`` in the code (NOTE [word gates])."""
     def make() -> list[tuple[ast.AST, ast.AST, ast.expr, str]]:
         out: list[tuple[ast.AST, ast.AST, ast.expr, str]] = []
-        if not (file_says(ctx, "requires_grad") or file_says(ctx, "optim")):
+        if not _may_train(ctx):
             return out
         for fn in function_scopes(ctx.tree):
             for n in scope_nodes(fn):
@@ -89,6 +89,12 @@ def _trainings(ctx: Context) -> list[tuple[ast.AST, ast.AST, ast.expr, str]]:
                     out.append((fn, n, m, how))
         return out
     return ctx.memo("gt214-trainings", ctx.tree, make)
+
+
+def _may_train(ctx: Context) -> bool:
+    """Whether the file may unfreeze a module or build an optimizer (NOTE [word gates]):
+    without it :func:`_trainings` finds none and GT214 nothing, so its scopes are not built."""
+    return file_says(ctx, "requires_grad") or file_says(ctx, "optim")
 
 
 def _off_for(ret: ast.Return, scope: Scope) -> ast.AST | None:
@@ -179,7 +185,8 @@ class NoGradForwardOfTrainedModule(Rule):
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         cls = ctx.class_def
-        if cls is None or node.name != "forward" and not node.decorator_list:
+        if cls is None or node.name != "forward" and not node.decorator_list \
+                or not _may_train(ctx):
             return
         if not any(grad_mode_of(d, ctx.imports) == "off" for d in node.decorator_list) and \
                 not any(isinstance(n, ast.With) for n in node.body):

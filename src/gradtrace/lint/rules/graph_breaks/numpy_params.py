@@ -9,6 +9,7 @@ from gradtrace.lint.analysis.kinds import PARAMETER
 from gradtrace.lint.analysis.param_attrs import asks_no_grad, file_freezes
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import file_says_word
 
 
 class NumpyOfTrainableParameter(Rule):
@@ -76,8 +77,10 @@ class NumpyOfTrainableParameter(Rule):
             target = node.args[0]
         else:
             return
-        if not isinstance(target, (ast.Name, ast.Attribute)):
-            return
+        if not isinstance(target, (ast.Name, ast.Attribute)) \
+                or not file_says_word(ctx, "Parameter"):
+            return  # (the kind needs a `torch.nn.Parameter(...)` call of this file, spelled
+            # `Parameter` at the call or in the import that names it: NOTE [word gates])
         k = ctx.analysis.kind(target)
         if k is None or k.what != PARAMETER or not isinstance(k.node, ast.Call) \
                 or asks_no_grad(k.node) or file_freezes(ctx):

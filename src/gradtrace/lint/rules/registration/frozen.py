@@ -16,6 +16,7 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
 from gradtrace.lint.rules.registration._modules import (
@@ -346,11 +347,15 @@ class FrozenGradRead(Rule):
             """),
     ]
 
+    # every finding is a `<var>.grad` read (unguarded_grad_use): none in a file without the
+    # attribute's word, where no scope is built (NOTE [word gates])
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(ctx.scope(node), ctx)
+        if file_says_word(ctx, "grad"):
+            yield from self._scan(ctx.scope(node), ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        if node_mentions(ctx, node, FLAG) or declares_frozen(ctx):
+        if file_says_word(ctx, "grad") and (node_mentions(ctx, node, FLAG)
+                                            or declares_frozen(ctx)):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:

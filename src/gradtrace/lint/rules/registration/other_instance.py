@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import file_says
 from gradtrace.lint.rules.registration._modules import (
     covers, optimizer_builds, rebound_between, step_lines,
 )
@@ -74,6 +75,8 @@ class OptimizerOverOtherInstance(Rule):
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def _check(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if not file_says(ctx, "step"):
+            return  # no `.step(...)` call in the file: no optimizer is stepped (step_lines)
         scope = ctx.scope(fn)
         builds = optimizer_builds(scope)
         if not builds:

@@ -176,11 +176,13 @@ class ModuleOutsideOptimizer(Rule):
             """),
     ]
 
+    # `_scan` finds nothing in a file without `backward`: asked before the scope is built
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        yield from self._scan(ctx.scope(node), ctx)
+        if ctx.mentions("backward"):
+            yield from self._scan(ctx.scope(node), ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        if node_mentions(ctx, node, "optim"):
+        if ctx.mentions("backward") and node_mentions(ctx, node, "optim"):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
