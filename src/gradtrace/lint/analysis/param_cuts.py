@@ -217,6 +217,12 @@ def _dead_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> se
                     edges.setdefault(src, []).extend(made)
             if made:
                 continue
+        into = _stored_into(s, params, sources, looped)
+        if into:  # `out[t, ...] = value`: the value flows into the local `out` only
+            for name in _uncut_loads(fn, ctx, [s.value]):  # type: ignore[attr-defined]
+                for src in sources(name, s.lineno, looped):
+                    edges.setdefault(src, []).extend(into)
+            continue
         end = (s.end_lineno or s.lineno) + 1
         live.extend(src for name in _uncut_loads(fn, ctx, [s])
                     for src in sources(name, end, looped))
@@ -231,6 +237,20 @@ def _dead_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> se
                 seen.add(src)
                 live.append(src)
     return {p for p in params if "p:" + p not in seen}
+
+
+def _stored_into(s: ast.stmt, params: set[str], sources: object, looped: bool) -> list[object]:
+    """The bindings of the local that ``name[index] = value`` writes into (compose_image's
+    ``image_sh[t, ...] = fg * a + (1 - a) * bg`` into ``image_sh = torch.zeros(...)``), when
+    every one of them is a binding of this function (a parameter's object is the caller's:
+    the write reaches it); else []."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Subscript)
+            and isinstance(s.targets[0].value, ast.Name)) or s.targets[0].value.id in params:
+        return []
+    got = [g for g in sources(s.targets[0].value.id, s.lineno, looped)  # type: ignore[operator]
+           if not isinstance(g, str)]  # the unbound-before marker of a name read in a loop
+    return got
 
 
 def _reads(s: ast.stmt, ctx: Context, fn: ast.AST) -> set[str]:
