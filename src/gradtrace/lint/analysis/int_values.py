@@ -25,8 +25,9 @@ def integer_valued(e: ast.expr | None, fn: ast.FunctionDef | ast.AsyncFunctionDe
     """Whether ``e``, read in ``fn``, is an integer tensor: built by ``torch.cuda.IntTensor(...)``
     or with an integer ``dtype=``, given by an integer method (``argmax``, ``.long()``), a
     same-dtype method of one (``idx.unsqueeze(2)``, ``.zero_()``), a comparison (a bool
-    tensor), a ``torch.cat``/``stack`` of such values only, a name every binding of ``fn`` gives one, or a parameter annotated
-    ``torch.IntTensor``/``LongTensor``."""
+    tensor), a ``torch.cat``/``stack`` of such values only, a name every binding of ``fn``
+    gives one (writes through an index, ``idx[mask] = 0``, keep the dtype), or a parameter
+    annotated ``torch.IntTensor``/``LongTensor``."""
     if e is None or depth > 6:
         return False
     if isinstance(e, ast.Subscript):

@@ -20,9 +20,9 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import DETACHING_METHODS, LEAF_CALLS, NON_VALUE_ATTRS
-from gradtrace.lint.flow_kinds import NEW_TENSOR_FUNCS
 from gradtrace.lint.analysis.project import foreign_callee, foreign_def, home
 from gradtrace.lint.analysis.reach import decorated_off, defs_by_name
+from gradtrace.lint.flow_kinds import NEW_TENSOR_FUNCS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
 

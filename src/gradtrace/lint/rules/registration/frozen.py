@@ -111,6 +111,8 @@ def _made_without_grad(scope: Scope, name: str, line: int, ctx: Context) -> bool
     bs = scope.bindings_before(name, line)
     if not bs or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                      and n.func.attr == "requires_grad_" and dotted(n.func.value) == name
+                     or isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+                     and n.attr == "requires_grad" and dotted(n.value) == name
                      for n in walk(scope.node)):
         return False
     for b in bs:
