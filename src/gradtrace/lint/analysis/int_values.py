@@ -24,15 +24,18 @@ def integer_valued(e: ast.expr | None, fn: ast.FunctionDef | ast.AsyncFunctionDe
                    depth: int = 0) -> bool:
     """Whether ``e``, read in ``fn``, is an integer tensor: built by ``torch.cuda.IntTensor(...)``
     or with an integer ``dtype=``, given by an integer method (``argmax``, ``.long()``), a
-    same-dtype method of one (``idx.unsqueeze(2)``, ``.zero_()``), a ``torch.cat``/``stack``
-    of such values only, a name every binding of ``fn`` gives one, or a parameter annotated
-    ``torch.IntTensor``/``LongTensor``."""
+    same-dtype method of one (``idx.unsqueeze(2)``, ``.zero_()``), a comparison (a bool
+    tensor), a ``torch.cat``/``stack`` of such values only, a name every binding of ``fn``
+    gives one (writes through an index, ``idx[mask] = 0``, keep the dtype), or a parameter
+    annotated ``torch.IntTensor``/``LongTensor``."""
     if e is None or depth > 6:
         return False
     if isinstance(e, ast.Subscript):
         return integer_valued(e.value, fn, depth + 1)
     if isinstance(e, ast.Name):
         return _name_integer(e.id, fn, depth)
+    if isinstance(e, ast.Compare):  # `idx[:, 0] == -1`: a bool tensor (or a Python bool)
+        return True
     if not isinstance(e, ast.Call):
         return False
     f = e.func
@@ -64,6 +67,8 @@ def _name_integer(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: 
     for n in walk(fn):
         if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if isinstance(n, ast.Assign) and all(isinstance(t, ast.Subscript) for t in targets):
+                continue  # `idx[mask] = 0` writes values in place: the dtype stays idx's
             if any(name in {x.id for x in walk(t) if isinstance(x, ast.Name)} for t in targets):
                 if not (isinstance(n, ast.Assign) and len(targets) == 1
                         and isinstance(targets[0], ast.Name)):

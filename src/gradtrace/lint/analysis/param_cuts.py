@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.cuts import DETACHING_METHODS, LEAF_CALLS, NON_VALUE_ATTRS
 from gradtrace.lint.analysis.project import foreign_callee, foreign_def, home
 from gradtrace.lint.analysis.reach import decorated_off, defs_by_name
+from gradtrace.lint.flow_kinds import NEW_TENSOR_FUNCS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
 
@@ -187,9 +188,12 @@ def _dead_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> se
     edges: dict[object, list[object]] = {}  # a value's source -> the bindings it flows to
     live: list[object] = []
     by_stmt: dict[int, list[object]] = {}
+    fresh: set[int] = set()  # bindings to a new tensor, list or dict made here
     for bs in scope.bindings.values():
         for b in bs:
             by_stmt.setdefault(id(b.stmt), []).append(id(b))
+            if isinstance(b.stmt, ast.Assign) and _new_object(b.value, ctx):
+                fresh.add(id(b))
 
     def sources(name: str, line: int, looped: bool) -> list[object]:
         out: list[object] = []
@@ -217,6 +221,12 @@ def _dead_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> se
                     edges.setdefault(src, []).extend(made)
             if made:
                 continue
+        into = _stored_into(s, params, sources, looped, fresh)
+        if into:  # `out[t, ...] = value`: the value flows into the local `out` only
+            for name in _uncut_loads(fn, ctx, [s.value]):  # type: ignore[attr-defined]
+                for src in sources(name, s.lineno, looped):
+                    edges.setdefault(src, []).extend(into)
+            continue
         end = (s.end_lineno or s.lineno) + 1
         live.extend(src for name in _uncut_loads(fn, ctx, [s])
                     for src in sources(name, end, looped))
@@ -231,6 +241,36 @@ def _dead_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> se
                 seen.add(src)
                 live.append(src)
     return {p for p in params if "p:" + p not in seen}
+
+
+def _stored_into(s: ast.stmt, params: set[str], sources: object, looped: bool,
+                 fresh: set[int]) -> list[object]:
+    """The bindings of the local that ``name[index] = value`` writes into (compose_image's
+    ``image_sh[t, ...] = fg * a + (1 - a) * bg`` into ``image_sh = torch.zeros(...)``), when
+    every one of them binds a new object made in this function (a parameter's, a loop
+    variable's or an alias's object is someone else's: the write reaches it); else []."""
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Subscript)
+            and isinstance(s.targets[0].value, ast.Name)) or s.targets[0].value.id in params:
+        return []
+    got = [g for g in sources(s.targets[0].value.id, s.lineno, looped)  # type: ignore[operator]
+           if not isinstance(g, str)]  # the unbound-before marker of a name read in a loop
+    return got if got and all(g in fresh for g in got) else []
+
+
+def _new_object(v: ast.expr | None, ctx: Context) -> bool:
+    """``torch.zeros(...)``, ``x.new_zeros(...)``, ``[]``, ``{}``: a new tensor or container."""
+    if isinstance(v, (ast.List, ast.Dict, ast.ListComp, ast.DictComp)):
+        return True
+    while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in (
+            "to", "cuda", "cpu", "float", "double", "half", "long", "contiguous"):
+        v = v.func.value  # `torch.zeros(shape).cuda()`: the same new tensor, moved
+    if not isinstance(v, ast.Call):
+        return False
+    f = v.func
+    return (ctx.qualified_name(f) or "") in NEW_TENSOR_FUNCS or isinstance(
+        f, ast.Attribute) and f.attr in ("new_zeros", "new_ones", "new_empty", "new_full",
+                                         "zeros_like", "clone") or dotted(f) in ("list", "dict")
 
 
 def _reads(s: ast.stmt, ctx: Context, fn: ast.AST) -> set[str]:

@@ -164,6 +164,7 @@ def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
             stored.add(id(n.value))
             if isinstance(n.value, ast.Call) and _self_attr(n.value.func):
                 called.add(n.value.func.attr)  # type: ignore[attr-defined]
+    called |= _registered_locals(cls)
     returned: set[int] = set()  # ids of `self.X[k]` a called method returns
     for name in called & set(methods):
         m = methods[name]
@@ -187,6 +188,36 @@ def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
         ok[attr] = ok.get(attr, True) and pick
     return frozenset(a for a, v in ok.items() if v)
 
+
+
+_PARTS = frozenset({"children", "modules", "named_children"})
+
+
+def _registered_locals(cls: ast.ClassDef) -> set[str]:
+    """Methods whose result a method of ``cls`` binds to a local that a value stored on
+    ``self`` then holds, whole or by its parts (SimCLR's ``resnet = self._get_basemodel(name)``
+    then ``self.features = nn.Sequential(*list(resnet.children())[:-1])``): what the method
+    picks is registered through that attribute."""
+    out: set[str] = set()
+    for m in cls.body:
+        if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        picked = {a.targets[0].id: a.value.func.attr for a in walk(m)  # type: ignore[union-attr]
+                  if isinstance(a, ast.Assign) and len(a.targets) == 1
+                  and isinstance(a.targets[0], ast.Name) and isinstance(a.value, ast.Call)
+                  and _self_attr(a.value.func)}
+        if not picked:
+            continue
+        for a in walk(m):
+            if isinstance(a, ast.Assign) and any(_self_attr(t) for t in a.targets):
+                inner = {id(x.value) for x in walk(a.value) if isinstance(x, ast.Attribute)}
+                for n in walk(a.value):
+                    held = n if isinstance(n, ast.Name) and id(n) not in inner else \
+                        n.func.value if isinstance(n, ast.Call) and isinstance(
+                            n.func, ast.Attribute) and n.func.attr in _PARTS else None
+                    if isinstance(held, ast.Name) and held.id in picked:
+                        out.add(picked[held.id])
+    return out
 
 
 INPUT_COPIES = frozenset({"torch.autograd.Variable", "torch.tensor", "torch.as_tensor"})

@@ -13,6 +13,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
+from gradtrace.lint.flow_kinds import FACTORY_FUNCS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -83,6 +84,9 @@ class RequiresGradMisspelled(Rule):
         if target is None or target == "self" or not self._torch_object(t.value, target, node, ctx):
             return
         v = node.value
+        if isinstance(v, ast.Constant) and v.value is False and _made_without_grad(
+                ctx.scope(), target, node.lineno, ctx):
+            return  # the tensor never required grad: the freeze it meant holds already
         verb = "frozen" if isinstance(v, ast.Constant) and v.value is False else \
             "made to require grad" if isinstance(v, ast.Constant) and v.value is True \
             else "changed"
@@ -98,6 +102,26 @@ class RequiresGradMisspelled(Rule):
             return True
         k = ctx.analysis.kind(recv, line=node.lineno)
         return k is not None and k.what in (MODULE, PARAMETER, TENSOR)
+
+
+def _made_without_grad(scope: Scope, name: str, line: int, ctx: Context) -> bool:
+    """Every binding of the local ``name`` before ``line`` is a tensor factory's new tensor
+    without ``requires_grad=True`` (PytorchOCR's ``blank_mask = torch.ones_like(stu_out)``)
+    and nothing in the function turns its flag on: it does not require grad, so a misspelled
+    ``= False`` changes nothing either way."""
+    bs = scope.bindings_before(name, line)
+    if not bs or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                     and n.func.attr == "requires_grad_" and dotted(n.func.value) == name
+                     or isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+                     and n.attr == "requires_grad" and dotted(n.value) == name
+                     for n in walk(scope.node)):
+        return False
+    for b in bs:
+        v = b.value
+        if not (isinstance(v, ast.Call) and (ctx.qualified_name(v.func) or "") in FACTORY_FUNCS
+                and not any(k.arg == "requires_grad" for k in v.keywords)):
+            return False
+    return True
 
 
 class EverythingFrozenForOptimizer(Rule):

@@ -144,9 +144,12 @@ class ModuleRepeatedInList(Rule):
 def _cloned_nearby(elt: ast.expr, ctx: Context) -> bool:
     """The same function also deep-copies ``elt`` (``copy.deepcopy(self.head)``, or a helper
     of this file that does, Deformable-DETR's ``_get_clones(self.class_embed, n)`` in the
-    other arm of ``if with_box_refine:``): sharing it in the other arm is a choice."""
+    other arm of ``if with_box_refine:``, or one defined inside the function, DETR3D's):
+    sharing it in the other arm is a choice."""
     name = dotted(elt)
-    fns = ctx.analysis.functions
+    fns = dict(ctx.analysis.functions)
+    fns.update((f.name, f) for f in bfs_walk(ctx.scope().node)  # a helper nested in it
+               if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)))
     for c in bfs_walk(ctx.scope().node):
         if not isinstance(c, ast.Call) or not any(dotted(a) == name for a in c.args):
             continue
