@@ -216,7 +216,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # heads are shared by every decoder layer (`nn.ModuleList([self.class_embed for _ in
     # range(num_pred)])`), with it they are cloned by `_get_clones` (deepcopy) in the other
     # arm: the sharing is chosen. Here `copy.deepcopy` in a helper and a flag argument.
-    # Twin: the function clones another head, not the repeated one: one layer's parameters
+    # Twin: the cloning helper repeats the module it is given: one layer's parameters
     "module-shared-in-one-arm-cloned-in-the-other": (Shape("""
         def clones(m, n):
             return nn.ModuleList([copy.deepcopy(m) for _ in range(n)])
@@ -235,15 +235,14 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         """, "GT446", holds="out.shape == (3, 2, 3) and len(list(m.parameters())) == 2"),
         Shape("""
         def clones(m, n):
-            return nn.ModuleList([copy.deepcopy(m) for _ in range(n)])
+            return nn.ModuleList([m for _ in range(n)])
         class Heads(nn.Module):
             def __init__(self, n):
                 super().__init__()
                 self.cls = nn.Linear(4, 3)
-                self.box = clones(nn.Linear(4, 4), n)
-                self.cls = nn.ModuleList([self.cls for _ in range(n)])
+                self.cls = clones(self.cls, n)
         m = Heads(3)
-        """, "GT446", line=8, holds="len(list(m.cls.parameters())) == 2")),
+        """, "GT446", line=2, holds="len(list(m.cls.parameters())) == 2")),
     # Comprehensive-Transformer-TTS (model/modules.py): `self.gru_hidden = torch.zeros((B,
     # 2 * d_model), requires_grad=True)` in `init_state(x)`, with `B, _, d_model = x.shape`:
     # the initial hidden state of this call, sized by its batch, not a weight. Here

@@ -154,7 +154,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # PETR (projects/mmdet3d_plugin/models/dense_heads/detr3d_head.py): `_get_clones`, a
     # deep-copying helper defined inside `__init__`, builds the heads with box refinement; the
     # other arm shares one head across decoder layers on purpose (DETR). Twin: the nested
-    # helper copies nothing: the comprehension's sharing is no choice beside a clone
+    # "clone" helper repeats the module it is given: refinement gets one head, not n
     "shared-heads-beside-a-nested-clone-helper": (Shape("""
         class Head(nn.Module):
             def __init__(self, n, refine):
@@ -173,13 +173,13 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 super().__init__()
                 fc = nn.Linear(4, 2)
                 def _get_clones(module, k):
-                    return nn.ModuleList([module] + [nn.Linear(4, 2) for _ in range(k - 1)])
+                    return nn.ModuleList([module for _ in range(k)])
                 if refine:
                     self.cls = _get_clones(fc, n)
                 else:
                     self.cls = nn.ModuleList([fc for _ in range(n)])
-        h = Head(3, False)
-        """, "GT446", line=10, holds="h.cls[0] is h.cls[2]")),
+        h = Head(3, True)
+        """, "GT446", line=6, holds="h.cls[0] is h.cls[2]")),
 }
 
 

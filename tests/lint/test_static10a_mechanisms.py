@@ -277,8 +277,8 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             return nn.ModuleList([module for _ in range(n)])
 
         layer = nn.Linear(8, 8)
-        stack = nn.ModuleList([layer for i in range(6)])
-        """, "GT446", 5, holds="len(list(stack.parameters())) == 2")]),
+        stack = clones(layer, 6)
+        """, "GT446", 2, holds="len(list(stack.parameters())) == 2")]),
     # GT447: the optimizer over one instance, the loop trains another (pytorch recipe)
     "optimizer-over-other-instance": (Shape("""
         class Net(nn.Module):

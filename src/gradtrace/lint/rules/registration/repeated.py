@@ -1,4 +1,4 @@
-"""GT446: one module object repeated into a list (`[layer] * n`, `[layer for _ in range(n)]`)."""
+"""GT446: one module object repeated into a list (`[layer] * n`, `[module for _ in range(n)]`)."""
 from __future__ import annotations
 
 import ast
@@ -68,8 +68,8 @@ def _bound_by(comp: ast.ListComp | ast.GeneratorExp) -> set[str]:
 
 
 class ModuleRepeatedInList(Rule):
-    """One module object is repeated into a list of layers: `[nn.Linear(d, d)] * n`,
-    `[block for _ in range(n)]`.
+    """One module object is repeated into a list of layers: `[nn.Linear(d, d)] * n`, or
+    `[module for _ in range(n)]` in a helper meant to clone the module it is given.
 
     Why: multiplying a list copies references, not modules, and a comprehension whose
     element is a name made before it yields that one object at every position. The model then
@@ -81,8 +81,9 @@ class ModuleRepeatedInList(Rule):
     `Sequential`; the repeated element must be a module that owns parameters (a parameter-free
     activation repeated is harmless and left alone): built inside the multiplied list
     (`[shared] * n` of a name is an explicit choice to share, and left alone), or the element
-    of a comprehension, a name the analysis resolves to one module (not when the same function
-    also deep-copies that module: sharing it elsewhere is then a choice).
+    of a comprehension, a parameter of the function that builds the list (a module made in the
+    function and repeated by name is a choice to share, as with `[shared] * n`; so is one the
+    same function also deep-copies elsewhere).
     """
 
     code = "GT446"
@@ -98,9 +99,9 @@ class ModuleRepeatedInList(Rule):
             """, at=(2, 9)),
         Bad("""
             import torch.nn as nn
-            block = nn.TransformerEncoderLayer(64, 4)
-            blocks = nn.ModuleList([block for _ in range(6)])
-            """, at=(3, 23)),
+            def clones(module, n):
+                return nn.ModuleList([module for _ in range(n)])
+            """, at=(3, 25)),
         Good("""
             import copy
             import torch.nn as nn
@@ -108,6 +109,8 @@ class ModuleRepeatedInList(Rule):
             blocks = nn.ModuleList([copy.deepcopy(block) for _ in range(6)])
             acts = nn.Sequential(*([nn.Linear(8, 8)] + [nn.ReLU()] * 3))
             heads = nn.ModuleList([nn.Linear(8, 2) for _ in range(3)])
+            head = nn.Linear(8, 2)
+            shared = nn.ModuleList([head for _ in range(3)])
             """),
     ]
 
@@ -126,19 +129,35 @@ class ModuleRepeatedInList(Rule):
 
     def visit_ListComp(self, node: ast.ListComp, ctx: Context) -> Iterator[Finding]:
         elt = node.elt
-        if not isinstance(elt, (ast.Name, ast.Attribute)):
+        if not isinstance(elt, ast.Name) or elt.id in _bound_by(node) \
+                or not _replicates_param(elt.id, ctx.function):
             return
-        root = elt
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if isinstance(root, ast.Name) and root.id in _bound_by(node):
+        ups = [e for e in ctx.exprs[-3:-1] if not isinstance(e, ast.Starred)]
+        up = ups[-1] if ups else None  # the list is made into a container of modules
+        if not (isinstance(up, ast.Call) and (dotted(up.func) or "").rpartition(".")[2]
+                in ("ModuleList", "Sequential")):
             return
-        if _module_with_params(elt, ctx) and not _cloned_nearby(elt, ctx):
+        if not _cloned_nearby(elt, ctx):
             yield self.report(node, ctx, expr=ctx.source(node), elt=dotted(elt) or "module",
                               how="at every position of the comprehension",
                               remedy="`copy.deepcopy(...)` or the constructor in the comprehension")
 
     visit_GeneratorExp = visit_ListComp  # type: ignore[assignment]
+
+
+def _replicates_param(name: str, fn: ast.AST | None) -> bool:
+    """``name`` is a parameter of ``fn``, a function whose job is to replicate what it is
+    given (``def clones(module, n): return nn.ModuleList([module for _ in range(n)])``): the
+    caller asked for ``n`` layers and gets one. A module built in the function itself and then
+    repeated by name (DETR's ``[fc_cls for _ in range(num_pred)]``, N-BEATS' shared blocks) is
+    an explicit choice to share, like ``[shared] * n`` (0 real of 13 on unseen projects)."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    a = fn.args
+    if name not in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+        return False
+    return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                   for n in bfs_walk(fn))
 
 
 def _cloned_nearby(elt: ast.expr, ctx: Context) -> bool:
