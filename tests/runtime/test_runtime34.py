@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
+import gradtrace
 from gradtrace.findings import Finding, Related
 from gradtrace.runtime import fuse
+from gradtrace.runtime.pace import QUIET_STEPS, WARM_STEPS, floor_step
 
 CASES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "realworld", "cases")
 
@@ -65,3 +70,67 @@ def test_infomaxvae_names_the_backward_the_maintainer_changed(tmp_path):
     ok = _run_case("inplace/infomaxvae_discriminator_backward_restricted_to_disc_parameters_ok.py",
                    tmp_path)
     assert ok == []
+
+
+# -- the quiet warm-up -------------------------------------------------------------------------
+def _loop(steps: int, tracer=None, unfreeze_at: int | None = None, unused: bool = False):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+    extra = nn.Linear(6, 3)  # never called when ``unused``: its parameters get no gradient
+    if unfreeze_at is not None:
+        model[0].requires_grad_(False)
+    opt = torch.optim.SGD([*model.parameters(), *(extra.parameters() if unused else ())], lr=0.1)
+    x, y = torch.randn(12, 6), torch.randint(0, 3, (12,))
+    armed = []
+    for step in range(steps):
+        if step == unfreeze_at:
+            model[0].requires_grad_(True)
+        armed.append(tracer is not None and tracer.arming.armed)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return [i for i, a in enumerate(armed) if a], [p.detach().clone() for p in model.parameters()]
+
+
+def _traced(monkeypatch, pace: str, **kw):
+    monkeypatch.setenv("GRADTRACE_PACE", pace)
+    with gradtrace.trace(static=False) as tr:
+        armed, bits = _loop(70, tr, **kw)
+    return armed, bits, tr
+
+
+def test_a_quiet_warm_up_ends_after_eight_steps_and_the_floor_starts_at_twelve(monkeypatch):
+    _, plain = _loop(70)
+    armed, traced, _ = _traced(monkeypatch, "fewest")
+    assert armed == [*range(QUIET_STEPS), 12, 16, 24, 32, 48, 64]
+    assert all(torch.equal(a, b) for a, b in zip(plain, traced))
+    assert [s for s in range(70) if floor_step(s, QUIET_STEPS)] == [12, 16, 24, 32, 48, 64]
+
+
+def test_a_step_whose_signature_changes_arms_the_rest_of_the_warm_up(monkeypatch):
+    """The first layer is unfrozen at step 10 (two more parameters hold a gradient): the
+    warm-up's steps 11-15 (the change is seen at step 10's end) are armed again."""
+    _, plain = _loop(70, unfreeze_at=10)
+    armed, traced, _ = _traced(monkeypatch, "fewest", unfreeze_at=10)
+    assert armed == [*range(QUIET_STEPS), *range(11, WARM_STEPS), 24, 32, 48, 64]
+    assert all(torch.equal(a, b) for a, b in zip(plain, traced))
+
+
+def test_a_pending_parameter_finding_keeps_the_whole_warm_up(monkeypatch):
+    armed, _, tr = _traced(monkeypatch, "fewest", unused=True)
+    assert armed[:WARM_STEPS] == list(range(WARM_STEPS))
+    assert tr.findings  # the unused layer's parameters never received a gradient
+
+
+@pytest.mark.parametrize("how", ["every=1", "GRADTRACE_PACE=every"])
+def test_every_step_armed_keeps_the_whole_warm_up(monkeypatch, how):
+    if how == "every=1":
+        monkeypatch.delenv("GRADTRACE_PACE", raising=False)
+        with gradtrace.trace(static=False, every=1) as tr:
+            armed, _ = _loop(30, tr)
+    else:
+        monkeypatch.setenv("GRADTRACE_PACE", "every")
+        with gradtrace.trace(static=False) as tr:
+            armed, _ = _loop(30, tr)
+    assert armed == list(range(30))
