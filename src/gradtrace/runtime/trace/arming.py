@@ -164,7 +164,7 @@ class Arming:
                 or self.pace.forced == "every" or not quiet_so_far(self.state, data):
             return
         self.quiet_until, self.warm_until = self.warm_until, steps
-        if steps == QUIET_STEPS:  # the first warm-up: the floor starts after it
+        if steps < WARM_STEPS:  # the first warm-up (two optimizers: 9): the floor starts at 12
             self.floor_warm = self.pace.warm = QUIET_STEPS
 
     def arm(self) -> None:
