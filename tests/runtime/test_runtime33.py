@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 import gradtrace
 from gradtrace.runtime import pace as pace_module
-from gradtrace.runtime.pace import PROBES, WARM_STEPS, Pace, floor_step, next_floor
+from gradtrace.runtime.pace import PROBES, QUIET_STEPS, WARM_STEPS, Pace, floor_step, next_floor
 
 
 def test_next_floor_is_the_first_floor_step_after_a_step():
@@ -61,19 +61,19 @@ def test_no_step_is_armed_only_to_price_and_a_paced_step_waits_for_a_near_floor(
         holder["tracer"] = tr
         armed, traced = _train(300, tr)
     every = tr.arming.every
-    floor = [s for s in range(300) if floor_step(s)]
-    assert armed[:WARM_STEPS] == list(range(WARM_STEPS))
+    floor = [s for s in range(300) if floor_step(s, QUIET_STEPS)]  # NOTE [quiet warm-up]
+    assert [s for s in armed if s <= QUIET_STEPS] == list(range(QUIET_STEPS))
     # the probes are timed unarmed, in a row, and priced at the last of them
-    assert not set(armed) & set(range(WARM_STEPS, WARM_STEPS + PROBES))
+    assert not set(armed) & set(range(QUIET_STEPS, QUIET_STEPS + PROBES))
     assert set(floor) <= set(armed)
-    paced = [s for s in armed if s >= WARM_STEPS and not floor_step(s)]
+    paced = [s for s in armed if s >= QUIET_STEPS and not floor_step(s, QUIET_STEPS)]
     if armed_ms == 2.5:  # one step in 50: every paced step falls just before a floor step
         assert every == 50
         assert paced == []  # main armed 17, 19, 21 (probes), 179, 243 as well
     else:  # one step in 9: paced steps between the floor's, none within 4 steps before one
         assert every == 9
         assert len(paced) > len(floor)
-        assert all(next_floor(s) - s > every // 2 for s in paced)
+        assert all(next_floor(s, QUIET_STEPS) - s > every // 2 for s in paced)
     assert all(torch.equal(a, b) for a, b in zip(plain, traced))
 
 

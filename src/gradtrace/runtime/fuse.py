@@ -24,11 +24,21 @@ named as part of the cause, or, when the runtime only knows the symptom's line (
 inside ``forward``, the ``step()`` line, the class line), in the same file. The fused finding
 keeps the static finding's code, message, line and fix, gets the runtime's evidence as a related
 entry ("confirmed at run time: ...") and ``source="static+runtime"``, and takes the runtime
-finding's place in the ranking. When the static finding sits on the line where the program
-crashed (the symptom) and the runtime names an earlier line, the runtime's line leads and the
-static finding is attached to it. So is a static finding on a line the runtime only named as
-context when the runtime's own line is the exact operation (``_EXACT``: the in-place write, the
-consumer of an undetached fake, the backward() that freed a shared graph...).
+finding's place in the ranking. A static finding on a line the runtime only named as context
+is attached to the runtime's line when the runtime's own line is the exact operation
+(``_EXACT``: the in-place write, the consumer of an undetached fake, the backward() that freed a
+shared graph...); it is not a candidate when that context line is where the program crashed.
+
+# NOTE [cause on the crash line]
+A static finding that sits on the line where the program crashed, and whose rule accounts for
+the runtime's finding, leads over a runtime finding that names another line: the traceback passes
+through its line and its mechanism explains the error, so it is the cause whatever else the run
+saw (InfoMaxVAE: the run names `optim_VAE.step()`, which changed the saved weights, the static
+GT601 the `info_loss.backward()` that reads the graph kept across that step, the line the
+maintainer changed). The runtime's evidence is attached as ``confirmed at run time``. Only
+runtime findings whose line is not the exact operation get here (``_EXACT`` ones never take a
+crash-line static finding as a candidate: a helper's in-place write under the call the runtime
+names, e2cnn's `generalized_he_init(...)`, stays the runtime's).
 """
 from __future__ import annotations
 
@@ -179,7 +189,7 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         if (r.code, s.code) in _STATEMENT_LEADS and where != (r_path, r.line):
             lead = False  # the run's statement inside the block or helper the finding names
         if crash_line is not None and where == crash_line and (r_path, r.line) != where:
-            lead = False  # the static finding sits on the symptom's line: the runtime's leads
+            lead = True  # NOTE [cause on the crash line]
         if crash_line is None and lead and where != (r_path, r.line) \
                 and "dead-term" in fams and s.code in _RAISES_AT_LINE:
             lead = False  # NOTE [predicted error that never came]

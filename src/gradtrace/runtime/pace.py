@@ -52,6 +52,25 @@ warm-up's armed steps already timed the armed side), where the watch alternates 
 unrecorded steps as before. And a paced step that falls within half a period before a floor
 step waits for it (``Arming.step_end``, ``next_floor``): the floor step arms, re-anchors the pace,
 and the paced one is not taken as well. Both remove armed steps that only added chances.
+
+# NOTE [quiet warm-up]
+What an armed warm-up step records that an unarmed one cannot is the torch calls of that
+step: cuts, creation sites, in-place writes, backward passes, module runs. A training loop
+repeats the same calls every step, so after ``QUIET_STEPS`` armed steps a later warm-up step
+only adds those again, unless the program changes what it does (a phase) or something already
+looks wrong. So a tracer's warm-up (the first, and one a new optimizer starts) ends after
+``QUIET_STEPS`` armed steps when (``Arming._quiet``, ``quiet_so_far``) no parameter finding is
+pending (the hooks' snapshot), no crash was caught, no optimizer step found no gradient or a
+cleared or summed-over one, no optimizer was rebuilt, and every step's signature was the one
+before it. The signature is recorded on every step, armed or not, by the optimizer's step
+pre-hook, which already visits every parameter: per optimizer, how many parameters hold a
+gradient and the grad mode (``HookState.step_sig``). A step whose signature differs before
+the warm-up's planned end arms the rest of it again; a non-finite gradient keeps its whole
+warm-up. After a quiet first warm-up the floor starts at 12 (12, 16, 24, 32, ...:
+``floor_step(step, QUIET_STEPS)``), so the steps 8-15 still hold two armed ones. The decision
+reads the step count and the program's own records, never the clock: the findings stay
+load-free (NOTE [load-free findings]). A fixed ``every``, ``GRADTRACE_PACE=every`` and a rank
+session (armed throughout) keep the whole warm-up; the watch's pace is unchanged.
 """
 from __future__ import annotations
 
@@ -62,6 +81,7 @@ import time
 from collections import deque
 
 WARM_STEPS = 16
+QUIET_STEPS = 8  # a tracer's warm-up ends here when nothing suspicious showed (NOTE [quiet warm-up])
 MAX_EVERY = 1024
 _WINDOW = 9
 PROBES = 3  # unrecorded steps timed before the first price
@@ -69,17 +89,18 @@ REPROBE = 64  # a model priced at every step skips one step in this many, to tim
 clock = time.thread_time  # this thread's CPU time: other jobs on the machine do not count
 
 
-def floor_step(step: int) -> bool:
-    """Whether step ``step`` (0-based) is armed whatever the price (NOTE [load-free findings])."""
-    if step <= WARM_STEPS:
+def floor_step(step: int, warm: int = WARM_STEPS) -> bool:
+    """Whether step ``step`` (0-based) is armed whatever the price (NOTE [load-free findings]),
+    after a warm-up of ``warm`` steps (NOTE [quiet warm-up]: 12 and 16 after a quiet one)."""
+    if step <= warm:
         return False
     odd = step // 3 if step % 3 == 0 else step
     return odd & (odd - 1) == 0
 
 
-def next_floor(step: int) -> int:
+def next_floor(step: int, warm: int = WARM_STEPS) -> int:
     """The first floor step after step ``step`` (NOTE [probes unarmed])."""
-    n = max(step, WARM_STEPS) + 1
+    n = max(step, warm) + 1
     power = 1 << (n - 1).bit_length()  # the least power of two >= n
     return 3 * power // 4 if 3 * power // 4 >= n else power
 
@@ -93,6 +114,7 @@ class Pace:
         self.probing = False  # timing PROBES unrecorded steps in a row, priced at the last
         self.forced = os.environ.get("GRADTRACE_PACE", "")  # NOTE [load-free findings]
         self.budget = budget
+        self.warm = WARM_STEPS  # NOTE [quiet warm-up]: a tracer's ends at QUIET_STEPS when quiet
         self.cost = 0.0  # recording work of the current recorded step (seconds)
         self._last: float | None = None  # clock at the end of step ``_last_step``
         self._last_step = -1
@@ -125,7 +147,7 @@ class Pace:
         if self.fixed is not None:
             return self.fixed
         self.anchor = steps - 1  # a new price counts from this step, not from step 0
-        if anomaly or steps < WARM_STEPS or self.forced == "every":
+        if anomaly or steps < self.warm or self.forced == "every":
             return 1
         if self.forced == "fewest":
             return MAX_EVERY

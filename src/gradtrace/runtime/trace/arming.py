@@ -4,7 +4,8 @@
 The provenance mode (NOTE [hot path]) costs a fixed price per torch call: a few percent of a
 large model's step, but close to twice a small one's (a 0.5 ms MLP step, a one-state policy).
 Most gradient bugs show on the first optimizer steps, so a tracer is *armed* (its mode on the
-torch-function stack: every call recorded) for the first ``WARM_STEPS`` optimizer steps, and
+torch-function stack: every call recorded) for the first ``WARM_STEPS`` optimizer steps (the
+first ``QUIET_STEPS`` when they showed nothing suspicious: NOTE [quiet warm-up]), and
 after that for one step in N, N priced as a watch prices its recorded steps
 (NOTE [watch pace]): the median armed step against the median unarmed one, so that arming costs about
 ``budget`` (3% by default) of a step, plus a floor of steps armed by their count alone
@@ -46,7 +47,7 @@ from typing import Any
 
 import torch
 
-from gradtrace.runtime.pace import WARM_STEPS, Pace, floor_step, next_floor
+from gradtrace.runtime.pace import QUIET_STEPS, WARM_STEPS, Pace, floor_step, next_floor
 from gradtrace.runtime.ran import PAUSED, RAN_STEPS, RanRecorder, resume_after_import
 
 
@@ -63,6 +64,9 @@ class Arming:
         self.every = 1
         self.steps = 0
         self.warm_until = WARM_STEPS
+        self.quiet_at: int | None = QUIET_STEPS  # NOTE [quiet warm-up]: the step it is decided
+        self.quiet_until = 0  # ... and the end of the warm-up it cut short
+        self.floor_warm = WARM_STEPS
         self.armed = False
         self.thread = 0
         self._grad_at_disarm = True
@@ -121,21 +125,47 @@ class Arming:
             self.ran.first_steps_done()
         if anomaly:
             self.warm_until = max(self.warm_until, steps + WARM_STEPS)
+            self.quiet_at = None
         elif new_optimizer:  # its first step counts as one of its warm-up steps
-            self.warm_until = max(self.warm_until, steps - 1 + WARM_STEPS)
+            if steps - 1 + WARM_STEPS > self.warm_until:
+                self.warm_until = steps - 1 + WARM_STEPS
+                self.quiet_at = self.warm_until - WARM_STEPS + QUIET_STEPS
+        self._quiet(steps)
         every = self.pace.step_end(steps, self.every, armed, anomaly)
         if self.always or steps < self.warm_until:
             every = 1
         self.every = every
         want = self.pace.due(steps, every)
         if self.pace.fixed is None:  # NOTE [load-free findings]; NOTE [probes unarmed]
-            if floor_step(steps):
+            if floor_step(steps, self.floor_warm):
                 want = True
             elif want and every > 1 and steps >= self.warm_until \
-                    and next_floor(steps) - steps <= every // 2:
+                    and next_floor(steps, self.floor_warm) - steps <= every // 2:
                 want = False  # the floor step just ahead arms instead
         if want != armed:
             self._switch(want)
+
+    def _quiet(self, steps: int) -> None:
+        """End the warm-up at ``quiet_at`` when nothing suspicious showed; arm its rest again
+        when a step's signature changes before its planned end (NOTE [quiet warm-up])."""
+        data = self.hooks.data
+        changed, data.sig_changed = data.sig_changed, False
+        if steps < self.quiet_until and changed:
+            self.warm_until, self.quiet_until = self.quiet_until, 0
+            if self.floor_warm < WARM_STEPS and steps < WARM_STEPS:
+                self.floor_warm = self.pace.warm = WARM_STEPS
+            return
+        if steps != self.quiet_at:
+            if changed and self.quiet_at is not None and steps < self.quiet_at:
+                self.quiet_at = None  # the warm-up already saw a change: it runs whole
+            return
+        self.quiet_at = None
+        if self.always or changed or self.pace.fixed is not None \
+                or self.pace.forced == "every" or not quiet_so_far(self.state, data):
+            return
+        self.quiet_until, self.warm_until = self.warm_until, steps
+        if steps < WARM_STEPS:  # the first warm-up (two optimizers: 9): the floor starts at 12
+            self.floor_warm = self.pace.warm = QUIET_STEPS
 
     def arm(self) -> None:
         """Arm now, mid-step."""
@@ -156,6 +186,17 @@ class Arming:
         self.armed = False
         self.hooks.module_hook(False)
         self._grad_at_disarm = torch.is_grad_enabled()
+
+
+def quiet_so_far(state: Any, data: Any) -> bool:
+    """Whether the armed warm-up steps so far showed nothing a later warm-up step could add
+    to (NOTE [quiet warm-up]): no parameter finding pending, no crash caught, no optimizer
+    step that found no gradient, a cleared or summed-over gradient, or a rebuilt optimizer."""
+    if data.snapshot or state.crash_findings:
+        return False
+    return not any(r.empty_steps or r.frozen_steps or r.accumulate_site is not None
+                   or r.wiped is not None or r.nonfinite is not None or r.rebuilt
+                   for r in data.optimizers.values())
 
 
 _POPPED: list[Any] = []  # the mode a tracer took off the stack for a step (at most one)

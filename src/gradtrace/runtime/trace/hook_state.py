@@ -98,6 +98,10 @@ class HookState:
     built: dict[int, Any] = field(default_factory=dict)  # NOTE [layer built here]
     eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
     train_calls: int = 0
+    # id(optimizer) -> (parameters with a gradient, grad mode) at its last step; set when a
+    # step's differs from the last one's (NOTE [quiet warm-up])
+    step_sig: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    sig_changed: bool = False
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""
