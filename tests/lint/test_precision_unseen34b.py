@@ -178,6 +178,137 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net, head = nn.Linear(3, 3), nn.Linear(3, 1)
         train(net, head, torch.optim.SGD(head.parameters(), lr=0.1), torch.randn(2, 3))
         """, "GT507", line=8, raises=(RuntimeError, "second time"))),
+    # transformer-time-series-prediction (`transformer-multistep.py`): the epoch loop calls
+    # `train(data)`, a function of the script whose first line is `model.train()` on the
+    # script's global model, then `evaluate(model, data)`: each pass trains in train mode.
+    # Twin: `train` without it: from the second pass on the model trains in eval mode
+    "script-train-helper-sets-the-global-models-mode": (Shape("""
+        model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.Linear(3, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        modes = []
+        def train(data):
+            model.train()
+            modes.append(model.training)
+            for x in data:
+                opt.zero_grad()
+                model(x).pow(2).mean().backward()
+                opt.step()
+        def evaluate(eval_model, data):
+            eval_model.eval()
+            with torch.no_grad():
+                return sum(float(eval_model(x).sum()) for x in data)
+        data = [torch.randn(4, 3)] * 2
+        for epoch in range(3):
+            train(data)
+            val = evaluate(model, data)
+        """, "GT516", holds="modes == [True, True, True]"), Shape("""
+        model = nn.Sequential(nn.Linear(3, 3), nn.Dropout(0.5), nn.Linear(3, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        modes = []
+        def train(data):
+            modes.append(model.training)
+            for x in data:
+                opt.zero_grad()
+                model(x).pow(2).mean().backward()
+                opt.step()
+        def evaluate(eval_model, data):
+            eval_model.eval()
+            with torch.no_grad():
+                return sum(float(eval_model(x).sum()) for x in data)
+        data = [torch.randn(4, 3)] * 2
+        for epoch in range(3):
+            train(data)
+            val = evaluate(model, data)
+        """, "GT516", line=17, holds="modes == [True, False, False]")),
+    # rectified-flow-pytorch (`train_mean_flow_ql.py`): `self.mean_flow_actor =
+    # MeanFlow(self.actor, ...)` wraps the actor that `opt_actor` holds; the actor loss is
+    # computed from the wrapper and stepped by `opt_actor` right after its backward. Twin: the
+    # actor's step before the actor loss's backward: it finds cleared gradients, nothing trains
+    "actor-stepped-through-the-wrapper-it-was-handed-to": (Shape("""
+        class Flow(nn.Module):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+            def forward(self, s):
+                return torch.tanh(self.net(s))
+        class Agent:
+            def __init__(self):
+                self.actor = nn.Linear(3, 2)
+                self.flow = Flow(self.actor)
+                self.critic = nn.Linear(5, 1)
+                self.opt_actor = torch.optim.SGD(self.actor.parameters(), lr=0.1)
+                self.opt_critic = torch.optim.SGD(self.critic.parameters(), lr=0.1)
+            def learn(self, batches):
+                for s, a, r in batches:
+                    self.opt_critic.zero_grad()
+                    q = self.critic(torch.cat([s, a], -1))
+                    F.mse_loss(q, r).backward()
+                    self.opt_critic.step()
+                    actor_loss = -self.critic(torch.cat([s, self.flow(s)], -1)).mean()
+                    actor_loss.backward()
+                    self.opt_actor.step()
+                    self.opt_actor.zero_grad()
+        agent = Agent()
+        before = agent.actor.weight.detach().clone()
+        agent.learn([(torch.randn(4, 3), torch.randn(4, 2), torch.randn(4, 1))] * 2)
+        """, "GT522", holds="not torch.equal(before, agent.actor.weight)"), Shape("""
+        class Flow(nn.Module):
+            def __init__(self, net):
+                super().__init__()
+                self.net = net
+            def forward(self, s):
+                return torch.tanh(self.net(s))
+        class Agent:
+            def __init__(self):
+                self.actor = nn.Linear(3, 2)
+                self.flow = Flow(self.actor)
+                self.critic = nn.Linear(5, 1)
+                self.opt_actor = torch.optim.SGD(self.actor.parameters(), lr=0.1)
+                self.opt_critic = torch.optim.SGD(self.critic.parameters(), lr=0.1)
+            def learn(self, batches):
+                for s, a, r in batches:
+                    self.opt_critic.zero_grad()
+                    q = self.critic(torch.cat([s, a], -1))
+                    F.mse_loss(q, r).backward()
+                    self.opt_critic.step()
+                    self.opt_actor.zero_grad()
+                    self.opt_actor.step()
+                    actor_loss = -self.critic(torch.cat([s, self.flow(s)], -1)).mean()
+                    actor_loss.backward()
+        agent = Agent()
+        before = agent.actor.weight.detach().clone()
+        agent.learn([(torch.randn(4, 3), torch.randn(4, 2), torch.randn(4, 1))] * 2)
+        """, "GT522", line=21, holds="torch.equal(before, agent.actor.weight)")),
+    # RepCONC (`finetune_repconc.py`): a `transformers.Trainer` subclass whose
+    # `training_step` runs the backward itself (in `self._forward_backward`) and returns
+    # `torch.tensor(total_loss)`, a number the trainer logs: nothing backpropagates it.
+    # Twin: a `training_step` that runs no backward and returns the loss without history
+    "trainer-step-that-backwards-itself-returns-a-number": (Shape("""
+        class Finetuner:
+            def __init__(self, model, opt):
+                self.model, self.opt = model, opt
+            def _forward_backward(self, x):
+                loss = self.model(x).pow(2).mean()
+                loss.backward()
+                return loss.item()
+            def training_step(self, x):
+                total = self._forward_backward(x)
+                return torch.tensor(total)
+        net = nn.Linear(3, 1)
+        t = Finetuner(net, torch.optim.SGD(net.parameters(), lr=0.1))
+        logged = t.training_step(torch.randn(4, 3))
+        t.opt.step()
+        """, "GT104", holds="net.weight.grad is not None and logged.grad_fn is None"), Shape("""
+        class Finetuner:
+            def __init__(self, model, opt):
+                self.model, self.opt = model, opt
+            def training_step(self, x):
+                loss = self.model(x).pow(2).mean()
+                return torch.tensor(loss)
+        net = nn.Linear(3, 1)
+        t = Finetuner(net, torch.optim.SGD(net.parameters(), lr=0.1))
+        t.training_step(torch.randn(4, 3)).backward()
+        """, "GT104", line=6, raises=(RuntimeError, "does not require grad"))),
 }
 
 
