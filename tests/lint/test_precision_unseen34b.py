@@ -309,6 +309,35 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         t = Finetuner(net, torch.optim.SGD(net.parameters(), lr=0.1))
         t.training_step(torch.randn(4, 3)).backward()
         """, "GT104", line=6, raises=(RuntimeError, "does not require grad"))),
+    # cycle-diffusion (latent-diffusion's `ddpm.py`, the samplers' `@torch.no_grad()` taken
+    # off): the only eval call of the file is `self.first_stage_model = model.eval()`, a
+    # frozen autoencoder kept inside the model; the model whose `p_sample` drops its noise is
+    # never put in eval mode here. Twin: the model itself evaluated, then sampled: the
+    # dropout still drops
+    "frozen-part-kept-in-eval-not-the-model": (Shape("""
+        class Sampler(nn.Module):
+            def __init__(self, first_stage):
+                super().__init__()
+                self.first_stage = first_stage.eval()
+                self.net = nn.Linear(4, 4)
+            def p_sample(self, x, noise_dropout=0.5):
+                noise = torch.randn_like(x)
+                noise = F.dropout(noise, p=noise_dropout)
+                return self.net(x) + noise
+        m = Sampler(nn.Linear(4, 4))
+        out = m.p_sample(torch.randn(2, 4))
+        """, "GT548", holds="m.training and not m.first_stage.training"), Shape("""
+        class Sampler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 4)
+            def forward(self, x):
+                return F.dropout(self.net(x), p=0.5)
+        m = Sampler()
+        m.eval()
+        x = torch.randn(2, 8, 4)
+        same = torch.equal(m(x), m(x))
+        """, "GT548", line=6, holds="not same")),
 }
 
 
