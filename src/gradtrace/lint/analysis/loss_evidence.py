@@ -74,8 +74,8 @@ def loss_evidence(ctx: Context, fn: Fn, hops: int = 0) -> bool | None:
 
 
 def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
-    if fn.name == STEP_METHOD:
-        return True  # Lightning backpropagates what it returns
+    if fn.name == STEP_METHOD:  # Lightning backpropagates what it returns; a step that runs
+        return not _backwards_itself(ctx, fn)  # backward itself returns a number to log
     cls = ctx.analysis.class_of(fn)
     if _registered(fn) or cls is not None and cls.node is not None and _registered(cls.node):
         return None  # `@LOSSES.register_module()`: built from a config, by a registry
@@ -94,6 +94,19 @@ def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
     if other is not None and (other or not sites or not unknown):
         return other
     return None if unknown else False
+
+
+def _backwards_itself(ctx: Context, fn: Fn) -> bool:
+    """``fn`` runs a backward that fills ``.grad``, in its body or in a method of its class it
+    calls (``self._forward_backward(...)``): a ``transformers.Trainer.training_step`` override
+    (the trainer steps after it and only logs what it returns), not Lightning's protocol."""
+    cls = ctx.analysis.class_of(fn)
+    todo: list[ast.AST] = [fn]
+    for n in walk(fn):
+        if cls is not None and isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and dotted(n.func.value) == "self" and n.func.attr in cls.methods:
+            todo.append(cls.methods[n.func.attr])
+    return any(b.accumulates for node in todo for b in step_calls(ctx, node).backwards)
 
 
 def _judge(ctx: Context, where: ast.AST, call: ast.Call, hops: int = 0) -> bool | None:

@@ -17,12 +17,15 @@ from gradtrace.lint.nodes import parent_map, walk
 INDEX_OPS = frozenset({"argmin", "argmax", "argsort"})     # only indices come out
 PAIR_OPS = frozenset({"min", "max", "sort", "topk", "kthvalue", "median"})  # (values, idx)
 CUT_OPS = frozenset({"item", "tolist", "detach", "numpy"})
+SHAPE_OPS = frozenset({"size", "dim", "numel"})    # only numbers about its shape come out
+SHAPE_ATTRS = frozenset({"shape", "ndim"})
 MAX_DEPTH = 4
 
 
 def only_selects(scope: Scope, node: ast.AST) -> bool:
     """Whether the value of ``node`` (an expression of a statement of ``scope``) is only ever
-    compared, turned into indices or cut, through the local names it is bound or appended to."""
+    compared, turned into indices or cut, or read for its shape (``angle.size()[0]``), through
+    the local names it is bound or appended to."""
     st = scope.statement_of(node)
     if st is not None and _compared_in_place(st, node):
         return True
@@ -86,9 +89,11 @@ def _use_selects(scope: Scope, st: ast.stmt, n: ast.Name, depth: int) -> bool:
             return True  # a boolean comes out
         if isinstance(p, ast.Subscript) and p.slice is child:
             return True  # used as an index or a mask
+        if isinstance(p, ast.Attribute) and p.value is child and p.attr in SHAPE_ATTRS:
+            return True  # its shape is read, not its values
         if isinstance(p, ast.Attribute) and isinstance(parents.get(id(p)), ast.Call) \
                 and parents[id(p)].func is p and p.value is child:  # type: ignore[attr-defined]
-            if p.attr in INDEX_OPS | CUT_OPS:
+            if p.attr in INDEX_OPS | CUT_OPS | SHAPE_OPS:
                 return True
             if p.attr == "append" and child is n:
                 return True  # written into, not read

@@ -109,6 +109,31 @@ def backward_owner(owner: str | None, ctx: Context) -> bool:
             BACKWARD_OWNER_RE.search(p) for p in parts if p != "self")
 
 
+def _own_owners(ctx: Context) -> frozenset[str]:
+    """The names (``mpm``, ``self.amp``) the file binds to an instance of a class of the
+    project whose own ``backward(self, loss, ...)`` method takes the loss (ColBERT's
+    ``MixedPrecisionManager``, a mixed-precision or distributed helper of another file):
+    ``mpm.backward(loss)`` differentiates ``loss``, not ``mpm`` (NOTE [backward callers])."""
+    def make() -> frozenset[str]:
+        from gradtrace.lint.analysis.built_classes import built_class
+        out: set[str] = set()
+        for n in ast.walk(ctx.tree):
+            if not (isinstance(n, ast.Assign) and len(n.targets) == 1
+                    and isinstance(n.value, ast.Call)):
+                continue
+            name = dotted(n.targets[0])
+            got = built_class(ctx, n.value) if name else None
+            m = next((c.methods["backward"] for c in got[1].lineage()
+                      if "backward" in c.methods), None) if got is not None else None
+            if m is not None and not m.decorator_list and len(m.args.args) >= 2 \
+                    and not got[1].is_module:  # type: ignore[index]
+                out.add(name)  # type: ignore[arg-type]
+        return frozenset(out)
+    if ".backward(" not in ctx.code:
+        return frozenset()
+    return ctx.memo("own-backward-owners", ctx.tree, make)
+
+
 def backward_of(call: ast.Call, ctx: Context, stmt: ast.stmt | None = None) -> Backward | None:
     """The :class:`Backward` that ``call`` is, or None (NOTE [backward callers])."""
     func = call.func
@@ -140,7 +165,7 @@ def backward_of(call: ast.Call, ctx: Context, stmt: ast.stmt | None = None) -> B
             and recv.func.attr == "scale" and recv.args:
         return Backward(call, stmt, recv.args[0],  # type: ignore[arg-type]
                         _retains(call, (1, 2)), True, inputs, dotted(recv.func.value))
-    if backward_owner(dotted(recv), ctx):
+    if backward_owner(dotted(recv), ctx) or call.args and dotted(recv) in _own_owners(ctx):
         return Backward(call, stmt, call.args[0] if call.args else None,  # type: ignore[arg-type]
                         _retains(call, ()), True)
     return Backward(call, stmt, recv, _retains(call, (1, 2)), True,  # type: ignore[arg-type]

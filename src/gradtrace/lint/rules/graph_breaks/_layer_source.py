@@ -23,12 +23,20 @@ def _return_deps(scope: Scope) -> set[str]:
 
 def returned_assigns(scope: Scope) -> Iterator[ast.Assign]:
     """The ``name = value`` statements of a function, run with grad on, whose name its return
-    values are built from."""
-    returned = _return_deps(scope)
+    values are built from: only the returns that can run after the statement count, never one
+    in another arm of an ``if`` (a seq2seq ``forward`` whose training arm returns the loss
+    built from ``out = self.decoder(...)`` and whose beam-search arm rebinds ``out =
+    self.lsm(...).data`` for the beam: the second ``out`` reaches no return)."""
+    rets = [s for s in scope.stmts if isinstance(s, ast.Return) and s.value is not None]
+    memo: dict[tuple[int, ...], set[str]] = {}
     for s in scope.stmts:
-        if isinstance(s, ast.Assign) and len(s.targets) == 1 \
-                and isinstance(s.targets[0], ast.Name) and s.targets[0].id in returned \
-                and scope.grad_off_at(s) is None:
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name) and scope.grad_off_at(s) is None):
+            continue
+        key = tuple(i for i, r in enumerate(rets) if not scope.exclusive(s, r))
+        if key not in memo:
+            memo[key] = built_from(scope, [rets[i].value for i in key])
+        if s.targets[0].id in memo[key]:
             yield s
 
 

@@ -92,8 +92,9 @@ class ArcCosineAtClampBound(Rule):
             return
         clamp = _clamped_to_one(got[1], ctx) or _clamped_to_one(
             resolve(strip(got[1]), ctx, node.lineno), ctx)
-        if clamp is None or not carries_graph(ctx, got[1], node):
-            return  # `acos(clamp(1 - d.detach(), -1, 1))` for a log: never differentiated
+        if clamp is None or not carries_graph(ctx, got[1], node) \
+                or only_selects(ctx.scope(), node):
+            return  # `acos(clamp(1 - d.detach(), -1, 1))` for a log, or only its size read
         yield self.report(node, ctx, call=ctx.source(node), op=got[0].replace("arc", "a"),
                           line=clamp.lineno)
 

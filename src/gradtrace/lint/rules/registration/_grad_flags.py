@@ -74,14 +74,17 @@ def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
 def _every_path(body: list[ast.stmt], var: str) -> bool | None:
     """The flag every pass through ``body`` sets on ``var``: a statement of it, or an ``if``
     whose branches all set the same value (`if name in frozen: p.requires_grad = False` /
-    `else: p.requires_grad = False` freezes every parameter)."""
-    for s in body:
+    `else: p.requires_grad = False` freezes every parameter). The last write wins: a later
+    statement of the body that may set the other value (`v.requires_grad = False`, then `if
+    'transformer' in k: v.requires_grad = True`) leaves no value common to every pass."""
+    for i, s in enumerate(body):
         got = _flag_value(s, var)
         if got is None and isinstance(s, ast.If) and s.orelse:
             a, b = _every_path(s.body, var), _every_path(s.orelse, var)
             got = a if a is not None and a == b else None
         if got is not None:
-            return got
+            later = {_flag_value(n, var) for t in body[i + 1:] for n in walk(t)}
+            return None if (not got) in later else got
     return None
 
 

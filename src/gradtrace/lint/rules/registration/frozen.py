@@ -310,7 +310,10 @@ class UnfreezeUndoesFreeze(Rule):
 
     @staticmethod
     def _used_between(scope: Scope, f: GradFlag, g: GradFlag) -> bool:
-        """A forward, backward, step, or any call handed the model between the two."""
+        """A forward, backward, step, or any call handed the model between the two; or a
+        read of a ``requires_grad`` flag (the freeze sorts the parameters into groups:
+        ``[p for p in model.parameters() if p.requires_grad]``, then the frozen part is
+        unfrozen for a group of its own)."""
         start, end = f.stmt.end_lineno or f.stmt.lineno, g.stmt.lineno
         base = g.root.partition(".")[0]
         for s in scope.stmts:
@@ -318,6 +321,9 @@ class UnfreezeUndoesFreeze(Rule):
                     s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             for n in walk(s):
+                if isinstance(n, ast.Attribute) and n.attr == "requires_grad" \
+                        and isinstance(n.ctx, ast.Load):
+                    return True
                 if not isinstance(n, ast.Call):
                     continue
                 fn = n.func

@@ -52,11 +52,28 @@ def effects(ctx: Context, where: ast.AST, call: ast.Call, depth: int = 0) -> Eff
         return {}
     fn, mapping = target
     out: Effects = {}
+    glob = _globals(ctx, fn)
     for r, modes in function_effects(ctx, fn, depth + 1).items():
         head, dot, rest = r.partition(".")
         if head in mapping:
             out.setdefault(mapping[head] + dot + rest, set()).update(modes)
+        elif head in glob:  # `def train(data): model.train()` on the script's own `model`
+            out.setdefault(r, set()).update(modes)
     return out
+
+
+def _globals(ctx: Context, fn: ast.AST) -> frozenset[str]:
+    """The module-level names of the file a function of the file reads as globals: bound at
+    the module level, neither a parameter nor bound in the function."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or ctx.analysis.functions.get(fn.name) is not fn:
+        return frozenset()
+    def make() -> frozenset[str]:
+        a = fn.args
+        params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        local = set(ctx.scope(fn).bindings)
+        return frozenset(n for n in ctx.scope(ctx.tree).bindings if n not in params | local)
+    return ctx.memo("gt516-globals", fn, make)
 
 
 def function_effects(ctx: Context, fn: Fn, depth: int) -> Effects:

@@ -97,7 +97,32 @@ def _reached(f: LoopFacts, b: Backward, owners: frozenset[str], inner: bool = Fa
             d = dotted(n.func) or ""
             out.update(o for o in owners if d == o or d.startswith(o + ".")
                        or inner and d and o.startswith(d + "."))
+            for w in _wrapped(f, d) if d else ():
+                out.update(o for o in owners if w == o or w.startswith(o + "."))
     return out
+
+
+def _wrapped(f: LoopFacts, d: str) -> frozenset[str]:
+    """The models a called object wraps: the names handed to the call that builds it
+    (``self.flow = MeanFlow(self.actor, ...)``, in the class's methods for ``self.<x>``, in
+    the function otherwise): calling ``self.flow`` runs ``self.actor``, whose optimizer a loss
+    computed from ``self.flow(...)`` reaches."""
+    cls = f.ctx.class_def if d.startswith("self.") and d.count(".") == 1 else None
+    where = cls if cls is not None else f.node if "." not in d else None
+    if where is None:
+        return frozenset()
+
+    def make() -> dict[str, frozenset[str]]:
+        out: dict[str, set[str]] = {}
+        for n in ast.walk(where):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                    and isinstance(n.value, ast.Call) and (t := dotted(n.targets[0])):
+                for a in (*n.value.args, *(k.value for k in n.value.keywords)):
+                    got = dotted(a)
+                    if got and got != "self" and (got.startswith("self.") or "." not in got):
+                        out.setdefault(t, set()).add(got)
+        return {k: frozenset(v) for k, v in out.items()}
+    return f.ctx.memo("reach-wrapped", where, make).get(d, frozenset())
 
 
 def _element_stores(fn: ast.AST, names: set[str]) -> list[ast.Assign]:

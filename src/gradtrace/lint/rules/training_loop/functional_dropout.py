@@ -50,11 +50,15 @@ def _rate_follows_training(p: ast.AST | None, fn: Def, ctx: Context) -> bool:
 
 def _evaluates(ctx: Context) -> ast.Call | None:
     """A call of the file that puts a module in eval mode: ``x.eval()`` or
-    ``x.train(False)`` on anything but ``self`` (the file runs a model in eval mode)."""
+    ``x.train(False)`` on anything but ``self`` (the file runs a model in eval mode); not one
+    whose result a method keeps as a part (``self.first_stage_model = model.eval()``: a
+    frozen sub-model inside the model, which itself is not put in eval mode by it)."""
     def make() -> ast.Call | None:
+        kept = {id(n.value) for n in bfs_walk(ctx.tree) if isinstance(n, ast.Assign)
+                and all((dotted(t) or "").startswith("self.") for t in n.targets)}
         for n in bfs_walk(ctx.tree):
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)) \
-                    or dotted(n.func.value) == "self":
+                    or dotted(n.func.value) == "self" or id(n) in kept:
                 continue
             if n.func.attr == "eval" and not n.args and not n.keywords:
                 return n
