@@ -1,0 +1,71 @@
+"""The facts widened for held-out batch 28 (docs/triage/ho28.md), each as a buggy twin that is
+reported on its line and a silent look-alike, in other spellings than the cases'. Every snippet
+runs on real torch, and ``holds`` checks what the finding claims."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT620: a sparse matrix symmetrised in place with its own transpose (NOTE [own transpose
+    # added in place]); the twin's values come from a learned edge weight, so the sparse
+    # constructor's saved output is needed by backward; the look-alike's adjacency is data
+    # (ones), no graph: the same write runs and is right
+    "sparse-own-transpose": (Shape("""
+        def adjacency(weight, edges, n):
+            adj = torch.sparse_coo_tensor(edges, torch.sigmoid(weight), (n, n))
+            adj.add_(adj.t())
+            return adj
+        edges = torch.tensor([[0, 1, 2], [1, 2, 0]])
+        w = torch.zeros(3, requires_grad=True)
+        x = torch.randn(3, 2)
+        out = torch.sparse.mm(adjacency(w, edges, 3), x)
+        out.pow(2).sum().backward()
+        """, "GT620", line=3, raises=(RuntimeError, "modified by an inplace operation")), Shape("""
+        def adjacency(edges, n):
+            adj = torch.sparse_coo_tensor(edges, torch.ones(edges.shape[1]), (n, n))
+            adj.add_(adj.t())
+            return adj
+        edges = torch.tensor([[0, 1, 2], [1, 2, 0]])
+        lin = nn.Linear(2, 2)
+        out = torch.sparse.mm(adjacency(edges, 3), lin(torch.randn(3, 2)))
+        out.pow(2).sum().backward()
+        dense = adjacency(edges, 3).to_dense()
+        """, "GT620", holds="torch.equal(dense, dense.t()) and lin.weight.grad is not None")),
+    # GT620 dense: `+=` of its own transpose on a dense tensor raises at once
+    "dense-own-transpose": (Shape("""
+        def gram(h):
+            g = torch.matmul(h, h.new_ones(h.shape[1], h.shape[0]))
+            g *= g.mT
+            return g
+        h = torch.randn(3, 3)
+        gram(h)
+        """, "GT620", line=3, raises=(RuntimeError, "single memory location")), Shape("""
+        def gram(h):
+            g = torch.matmul(h, h.new_ones(h.shape[1], h.shape[0]))
+            g *= g.mT.clone()
+            return g
+        h = torch.randn(3, 3)
+        g = gram(h)
+        """, "GT620", holds="torch.allclose(g, g.t())")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_twin_reported(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_lookalike_silent(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
