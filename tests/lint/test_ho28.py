@@ -58,6 +58,40 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         h = torch.randn(3, 3)
         g = gram(h)
         """, "GT620", holds="torch.allclose(g, g.t())")),
+    # GT751 through a helper (NOTE [where branch built by a helper]) and under a constant shift
+    # of a signed value (NOTE [signed value under a shift]): the twin's branch is a module-level
+    # helper given a dot product, -1 for the second pair (sqrt(0) in the branch not taken); the
+    # look-alike's helper clamps its input first
+    "where-helper-branch": (Shape("""
+        def upper(v):
+            return torch.sqrt(v + 1.0)
+        a = torch.tensor([[1.0, 0.0], [1.0, 0.0]], requires_grad=True)
+        b = torch.tensor([[0.5, 0.0], [-1.0, 0.0]])
+        c = (a * b).sum(-1)
+        torch.where(c > 0, upper(c), c).sum().backward()
+        """, "GT751", line=2, holds="torch.isnan(a.grad).any()"), Shape("""
+        def upper(v):
+            return torch.sqrt(torch.clamp(v + 1.0, min=1e-6))
+        a = torch.tensor([[1.0, 0.0], [1.0, 0.0]], requires_grad=True)
+        b = torch.tensor([[0.5, 0.0], [-1.0, 0.0]])
+        c = (a * b).sum(-1)
+        torch.where(c > 0, upper(c), c).sum().backward()
+        """, "GT751", holds="torch.isfinite(a.grad).all()")),
+    # the twin's shifted value is a dot product (-1 in the branch not taken); the look-alike's
+    # cannot go below 0 (a sum of squares): the shift keeps the root finite
+    "where-shift-nonneg": (Shape("""
+        def score(a, b):
+            c = torch.einsum("nd,nd->n", a, b)
+            return torch.where(c > 0, torch.sqrt(c + 1.0), c)
+        a = torch.tensor([[1.0, 0.0], [1.0, 0.0]], requires_grad=True)
+        score(a, torch.tensor([[0.5, 0.0], [-1.0, 0.0]])).sum().backward()
+        """, "GT751", line=3, holds="torch.isnan(a.grad).any()"), Shape("""
+        def score(a):
+            c = (a ** 2).sum(-1)
+            return torch.where(c > 0, torch.sqrt(c + 1e-12), c)
+        a = torch.tensor([[1.0, 0.0], [0.0, 0.0]], requires_grad=True)
+        score(a).sum().backward()
+        """, "GT751", holds="torch.isfinite(a.grad).all()")),
 }
 
 
