@@ -92,6 +92,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         a = torch.tensor([[1.0, 0.0], [0.0, 0.0]], requires_grad=True)
         score(a).sum().backward()
         """, "GT751", holds="torch.isfinite(a.grad).all()")),
+    # GT409 through a copy (NOTE [frozen values copied into a trainable parameter]): the
+    # helper returns a Parameter it made frozen; the twin copies it under no_grad into a
+    # Parameter built trainable, the look-alike's Parameter is built frozen
+    "frozen-values-copied": (Shape("""
+        def sinusoid(n, d):
+            angles = torch.arange(n).float()[:, None] / (100 ** (torch.arange(d).float() / d))
+            return nn.Parameter(torch.sin(angles), requires_grad=False)
+        class Tokens(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.proj = nn.Linear(d, d)
+                self.pe = nn.Parameter(torch.empty(n, d))
+                with torch.no_grad():
+                    self.pe.copy_(sinusoid(n, d))
+            def forward(self, x):
+                return self.proj(x) + self.pe
+        m = Tokens(4, 8)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        m(torch.randn(2, 4, 8)).pow(2).mean().backward()
+        opt.step()
+        """, "GT409", line=10, holds="not torch.equal(m.pe, sinusoid(4, 8))"), Shape("""
+        def sinusoid(n, d):
+            angles = torch.arange(n).float()[:, None] / (100 ** (torch.arange(d).float() / d))
+            return nn.Parameter(torch.sin(angles), requires_grad=False)
+        class Tokens(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.proj = nn.Linear(d, d)
+                self.pe = nn.Parameter(torch.empty(n, d), requires_grad=False)
+                with torch.no_grad():
+                    self.pe.copy_(sinusoid(n, d))
+            def forward(self, x):
+                return self.proj(x) + self.pe
+        m = Tokens(4, 8)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        m(torch.randn(2, 4, 8)).pow(2).mean().backward()
+        opt.step()
+        """, "GT409", holds="torch.equal(m.pe, sinusoid(4, 8))")),
 }
 
 
