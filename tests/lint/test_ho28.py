@@ -130,6 +130,34 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m(torch.randn(2, 4, 8)).pow(2).mean().backward()
         opt.step()
         """, "GT409", holds="torch.equal(m.pe, sinusoid(4, 8))")),
+    # GT105 through a helper of the input (NOTE [input cut by a helper]): the helper crops
+    # `x.data`; the twin's module runs after a Conv1d in a Sequential (that conv gets no
+    # gradient), the look-alike's is the first layer, on data
+    "input-cut-by-helper": (Shape("""
+        def crop(x, n):
+            return x.data[..., :n]
+        class Cropped(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+            def forward(self, x):
+                x = crop(x, 4)
+                return self.fc(x)
+        model = nn.Sequential(nn.Conv1d(3, 3, 1), Cropped())
+        model(torch.randn(2, 3, 6)).pow(2).mean().backward()
+        """, "GT105", line=2, holds="model[0].weight.grad is None"), Shape("""
+        def crop(x, n):
+            return x.data[..., :n]
+        class Cropped(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+            def forward(self, x):
+                x = crop(x, 4)
+                return self.fc(x)
+        model = nn.Sequential(Cropped(), nn.Linear(2, 2))
+        model(torch.randn(2, 3, 6)).pow(2).mean().backward()
+        """, "GT105", holds="model[0].fc.weight.grad is not None")),
 }
 
 
