@@ -158,6 +158,40 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         model = nn.Sequential(Cropped(), nn.Linear(2, 2))
         model(torch.randn(2, 3, 6)).pow(2).mean().backward()
         """, "GT105", holds="model[0].fc.weight.grad is not None")),
+    # GT204 through a method of an instance (NOTE [inference method of an instance]): the
+    # sampler is decorated with inference_mode; the twin trains on its ids, the look-alike
+    # clones them outside inference mode first
+    "inference-method-result": (Shape("""
+        class Sampler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb, self.out = nn.Embedding(10, 4), nn.Linear(4, 10)
+            def forward(self, ids):
+                return self.out(self.emb(ids))
+            @torch.inference_mode()
+            def sample(self, ids, steps):
+                for _ in range(steps):
+                    ids = torch.cat([ids, self(ids)[:, -1:].argmax(-1)], 1)
+                return ids
+        lm = Sampler()
+        ids = lm.sample(torch.randint(0, 10, (2, 3)), 2)
+        lm(ids).logsumexp(-1).mean().backward()
+        """, "GT204", line=7, raises=(RuntimeError, "Inference tensors cannot be saved")), Shape("""
+        class Sampler(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb, self.out = nn.Embedding(10, 4), nn.Linear(4, 10)
+            def forward(self, ids):
+                return self.out(self.emb(ids))
+            @torch.inference_mode()
+            def sample(self, ids, steps):
+                for _ in range(steps):
+                    ids = torch.cat([ids, self(ids)[:, -1:].argmax(-1)], 1)
+                return ids
+        lm = Sampler()
+        ids = lm.sample(torch.randint(0, 10, (2, 3)), 2).clone()
+        lm(ids).logsumexp(-1).mean().backward()
+        """, "GT204", holds="lm.emb.weight.grad is not None")),
 }
 
 
