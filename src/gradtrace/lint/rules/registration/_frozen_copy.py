@@ -42,8 +42,8 @@ def _freezes(n: ast.AST) -> str | None:
 
 
 def _returns_frozen(fn: ast.AST, ctx: Context) -> bool:
-    """Every ``return`` of ``fn`` gives a tensor it froze (NOTE [frozen values copied into a
-    trainable parameter])."""
+    """Every ``return`` of ``fn`` gives a tensor it froze
+    (NOTE [frozen values copied into a trainable parameter])."""
     def make() -> bool:
         frozen = {f for n in ast.walk(fn) if (f := _freezes(n)) is not None}
         rets = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
@@ -100,8 +100,8 @@ def _trainable_attr(ctx: Context, attr: str) -> ast.Call | None:
 
 def frozen_copy(node: ast.Expr, ctx: Context) -> tuple[str, ast.AST, ast.Call] | None:
     """(destination, the freezing helper, the destination's Parameter call) when ``node``
-    copies a frozen helper's result into a trainable Parameter of the module (NOTE [frozen
-    values copied into a trainable parameter])."""
+    copies a frozen helper's result into a trainable Parameter of the module
+    (NOTE [frozen values copied into a trainable parameter])."""
     c = node.value
     if not (isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
             and c.func.attr == "copy_" and len(c.args) == 1):
