@@ -192,6 +192,55 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         ids = lm.sample(torch.randint(0, 10, (2, 3)), 2).clone()
         lm(ids).logsumexp(-1).mean().backward()
         """, "GT204", holds="lm.emb.weight.grad is not None")),
+    # GT724 (NOTE [parameter behind a None gradient]): a PACT-style clip whose Function gives
+    # no gradient to the clipping level; the twin's level is a Parameter handed down through a
+    # helper (it never moves), the look-alike's is a buffer (fixed on purpose)
+    "function-none-for-parameter": (Shape("""
+        class Clip(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, alpha):
+                ctx.save_for_backward(x, alpha)
+                return torch.minimum(x.clamp(min=0), alpha)
+            @staticmethod
+            def backward(ctx, g):
+                x, alpha = ctx.saved_tensors
+                return g * ((x > 0) & (x < alpha)), None
+        def pact(x, level):
+            return Clip.apply(x, level)
+        class Act(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc, self.alpha = nn.Linear(4, 4), nn.Parameter(torch.tensor(0.5))
+            def forward(self, x):
+                return pact(self.fc(x), self.alpha)
+        m = Act()
+        opt = torch.optim.SGD(m.parameters(), lr=0.5)
+        m(torch.randn(16, 4)).sum().backward()
+        opt.step()
+        """, "GT724", line=11, holds="m.alpha.grad is None and m.alpha.item() == 0.5"), Shape("""
+        class Clip(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, alpha):
+                ctx.save_for_backward(x, alpha)
+                return torch.minimum(x.clamp(min=0), alpha)
+            @staticmethod
+            def backward(ctx, g):
+                x, alpha = ctx.saved_tensors
+                return g * ((x > 0) & (x < alpha)), None
+        def pact(x, level):
+            return Clip.apply(x, level)
+        class Act(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.register_buffer("alpha", torch.tensor(0.5))
+            def forward(self, x):
+                return pact(self.fc(x), self.alpha)
+        m = Act()
+        opt = torch.optim.SGD(m.parameters(), lr=0.5)
+        m(torch.randn(16, 4)).sum().backward()
+        opt.step()
+        """, "GT724", holds="m.fc.weight.grad is not None")),
 }
 
 
