@@ -133,7 +133,9 @@ class DataInLoss(LossCutRule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         found = list(self._check(node, ctx))
         yield from found
-        if not found and ctx.class_def is None and _file_has(ctx, self.file_needs):
+        if not found and ctx.class_def is None and _file_has(ctx, self.file_needs) \
+                and ctx.mentions("Sequential") and _has_line(
+                    ctx, ".data", node.lineno, node.end_lineno or node.lineno):
             yield from self._input_helper(node, ctx)  # NOTE [input cut by a helper]
         wide = node.name != "forward" and _file_has(ctx, self.file_needs) and _has_line(
             ctx, ".data", node.lineno, node.end_lineno or node.lineno) and \
