@@ -6,6 +6,14 @@ function makes everything it returns under grad-off (:func:`.grad_off_returns.re
 data when it takes no argument and returns only what factories and constants make
 (:func:`.origins.data_helper`), and live otherwise; the arguments it saves for backward
 (:func:`.helper_saves.saved_params`) are read for inference tensors.
+
+# NOTE [inference method of an instance]
+An inference tensor is also the result of a method the file defines with
+``@torch.inference_mode()`` called through an instance of its class (``ids =
+model.generate(prompt)`` with ``model = LM()``: the analysis layer's
+:func:`.reach.called_function`), when the method makes everything it returns there
+(:func:`.grad_off_returns.returns_off`); only the inference reading follows it (whether a call
+is live or dead stays the analysis layer's ``local_callee``).
 """
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.grad_sources import Dead, Deps, Tracer
 from gradtrace.lint.analysis.helper_saves import saved_params
 from gradtrace.lint.analysis.origins import data_helper
-from gradtrace.lint.analysis.reach import off_mode
+from gradtrace.lint.analysis.reach import called_function, off_mode
 from gradtrace.lint.context import FUNCTION_TYPES
 
 if TYPE_CHECKING:
@@ -46,7 +54,8 @@ class HelperSources(Tracer):
         return d
 
     def _helper_inference(self, call: ast.Call, line: int) -> Dead | None:
-        fn = self.ctx.analysis.local_callee(call, self.scope, line)
+        fn = self.ctx.analysis.local_callee(call, self.scope, line) or called_function(
+            call, self.scope, line)  # NOTE [inference method of an instance]
         off = returns_off(self.ctx, fn)
         if off is not None and off_mode(off, self.ctx) == "inference":
             return Dead(call, off, "inference", fn)

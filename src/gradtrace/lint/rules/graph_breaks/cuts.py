@@ -12,6 +12,7 @@ from gradtrace.lint.rules.graph_breaks._base import (
     SINK_WORDS, LossCutRule, _file_has, _has_line, worth_reporting, band_aids, related_for, short,
 )
 from gradtrace.lint.rules.graph_breaks._data_uses import deliberate_data
+from gradtrace.lint.rules.graph_breaks._input_data import input_cuts
 from gradtrace.lint.rules.graph_breaks._method_data import appended_layer_call, fed_to_forward
 from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths,
@@ -37,6 +38,10 @@ class DataInLoss(LossCutRule):
     returns (`att = self.fc.weight.data[query]`, OpenNRE's bag attention) gets no gradient
     through that path, even when the layer is also called live
     (NOTE [layer parameter read through data]).
+    A module built in an `nn.Sequential` after a layer with weights whose `forward` passes its
+    input through a helper of the file returning it read through `.data` (`inp =
+    pad_to_dim(inp, n)`, `return F.pad(tensor.data, ...)`) cuts every layer before it; the
+    `.data` in the helper is reported (NOTE [input cut by a helper]).
     Known limits: follows names inside one function; `.data` on another parameter used inside
     `forward` next to live inputs is not reported (see "Not statically decidable"); in what
     `forward` returns, only a `.data` that cuts the output of one of the module's layers
@@ -93,6 +98,24 @@ class DataInLoss(LossCutRule):
                     h = self.act(self.proj(h))
                     return self.head(h)
             """, at=(5, 12)),
+        Bad("""
+            import torch.nn as nn
+            import torch.nn.functional as F
+
+            def pad_to(t, n):
+                return F.pad(t.data, (0, n - t.shape[-1]))
+
+            class Padded(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.fc = nn.Linear(8, 2)
+
+                def forward(self, x):
+                    x = pad_to(x, 8)
+                    return self.fc(x)
+
+            model = nn.Sequential(nn.Linear(4, 6), Padded())
+            """, at=(5, 17)),
         Good("""
             import torch
             import torch.nn as nn
@@ -111,6 +134,10 @@ class DataInLoss(LossCutRule):
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         found = list(self._check(node, ctx))
         yield from found
+        if not found and ctx.class_def is None and _file_has(ctx, self.file_needs) \
+                and ctx.mentions("Sequential") and _has_line(
+                    ctx, ".data", node.lineno, node.end_lineno or node.lineno):
+            yield from self._input_helper(node, ctx)  # NOTE [input cut by a helper]
         wide = node.name != "forward" and _file_has(ctx, self.file_needs) and _has_line(
             ctx, ".data", node.lineno, node.end_lineno or node.lineno) and \
             fed_to_forward(ctx, node, _return_deps)  # a method whose result `forward` keeps
@@ -122,6 +149,21 @@ class DataInLoss(LossCutRule):
             yield from chain
             if node.name == "forward" and not chain and lp_in_module(ctx, node):
                 yield from self._parameter_data(node, ctx, seen)
+
+    def _input_helper(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        for data, fwd, call, seq in input_cuts(node, ctx):
+            cls = ctx.analysis.class_of(fwd)
+            name = cls.name if cls is not None else "the module"
+            yield self.report(data, ctx, related=(
+                Related(ctx.path, call.lineno, f"`{name}.forward` passes its input through "
+                        f"`{node.name}` here", ctx.column(call)),
+                Related(ctx.path, seq.lineno, f"`{name}` runs after a layer with weights here",
+                        ctx.column(seq))), expr=short(ctx.source(data)),
+                operand=short(ctx.source(data.value)),
+                consequence=f"`{name}.forward` returns what `{node.name}` computes from it, so "
+                            f"every layer before `{name}` gets no gradient; use "
+                            f"`{ctx.source(data.value)}` itself")
+            return
 
     def _parameter_data(self, node: ast.FunctionDef, ctx: Context,
                         seen: set[tuple[int, int]]) -> Iterator[Finding]:

@@ -112,9 +112,11 @@ def _derived_unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: 
     tested name alone; where the branch is not selected, some value of the name (the bound
     itself and points beyond it) puts the operand on the op's singular points."""
     names = {n.id for n in bfs_walk(operand) if isinstance(n, ast.Name)}
-    if len(names) != 1 or has_positive_shift(operand, ctx):
-        return False  # (`squared + 1.0`: kept off 0 as far as the code says)
+    if len(names) != 1:
+        return False
     name = next(iter(names))
+    if has_positive_shift(operand, ctx) and not _signed(name, test, ctx):
+        return False  # (`squared + 1.0`: kept off 0 as far as the code says)
     for left, cmp, right, negated in _comparisons(test, ctx):
         if isinstance(left, ast.Name) and left.id == name:
             c = _const(resolve(right, ctx, right.lineno))  # type: ignore[attr-defined]
@@ -134,3 +136,74 @@ def _derived_unguarded(op: str, operand: ast.AST, test: ast.AST, selected_when: 
             if v is not None and singular_value(op, v):
                 return True
     return False
+
+
+# NOTE [signed value under a shift]
+# ``sqrt(x + 1.0)`` is kept off 0 only if ``x`` cannot go below -1. A shift alone does not say
+# so; the name's binding does: when ``x`` is bound in the function to arithmetic or a call that
+# can give a negative value (``trace = m00 + m11 + m22`` of unpacked pieces, a torch op such as
+# a matmul) and not to one that cannot (a square, ``abs``, a norm, ``exp``, a softmax, a sum of
+# those) nor to a helper's or a model's result (a distance helper), the guard's other side
+# (``x <= 0``) reaches the shifted op's singular point, and GT751 judges it like an unshifted
+# one. A parameter or an unknown binding keeps the shift as a guard.
+
+NONNEG_OPS = frozenset({"abs", "exp", "sqrt", "norm", "vector_norm", "sigmoid", "softmax",
+                        "relu", "softplus", "square", "cosh", "exp2", "expm1_", "rsqrt"})
+REDUCE = frozenset({"sum", "mean", "amax", "max", "amin", "min", "cumsum", "prod", "clone",
+                    "float", "double", "view", "reshape", "squeeze", "unsqueeze", "flatten"})
+
+
+def _nonneg(e: ast.AST, ctx: Context, line: int, depth: int = 0) -> bool:
+    """``e`` cannot be negative by its spelling (NOTE [signed value under a shift])."""
+    if depth > 4:
+        return True  # (too deep to say: keep the shift as a guard)
+    c = _const(e)
+    if c is not None:
+        return c >= 0
+    if isinstance(e, ast.Name):  # (a parameter, an unpacked piece: either sign)
+        v = _bound_value(e, ctx, line)
+        return v is not e and _nonneg(v, ctx, line, depth + 1)
+    if isinstance(e, ast.BinOp):
+        if isinstance(e.op, ast.Pow):
+            k = _const(e.right)
+            return k is not None and k == int(k) and int(k) % 2 == 0 or _nonneg(
+                e.left, ctx, line, depth + 1)
+        if isinstance(e.op, ast.Mult) and ast.dump(e.left) == ast.dump(e.right):
+            return True
+        if isinstance(e.op, (ast.Add, ast.Mult, ast.Div)):
+            return _nonneg(e.left, ctx, line, depth + 1) and _nonneg(e.right, ctx, line,
+                                                                      depth + 1)
+        return False
+    if isinstance(e, ast.Call):
+        got = torch_op(e, ctx)
+        if got is None:
+            return True  # a helper's or a model's result: its sign is not read here
+        op, arg = got
+        if op in NONNEG_OPS:
+            return True
+        if op in ("clamp", "clip", "clamp_min"):
+            lo = e.args[1] if len(e.args) > 1 and arg is e.args[0] else e.args[0] if \
+                e.args and arg is not e.args[0] else next(
+                    (k.value for k in e.keywords if k.arg in ("min", "min_val")), None)
+            return lo is not None and (_const(lo) or 0) >= 0 and _const(lo) is not None
+        if op in REDUCE:
+            return _nonneg(arg, ctx, line, depth + 1)
+        return False
+    return isinstance(e, ast.Subscript) and _nonneg(e.value, ctx, line, depth + 1)
+
+
+def _signed(name: str, test: ast.AST, ctx: Context) -> bool:
+    """``name`` is bound, in the function, to a value that can be negative."""
+    line = getattr(test, "lineno", 0)
+    e = ast.Name(id=name, ctx=ast.Load())
+    v = _bound_value(e, ctx, line)
+    return v is not e and not _nonneg(v, ctx, line)
+
+
+def _bound_value(e: ast.Name, ctx: Context, line: int) -> ast.AST:
+    """:func:`resolve`, also through an annotated binding (``trace: Tensor = a + b``)."""
+    b = ctx.scope().binding_before(e.id, line)
+    if b is not None and isinstance(b.stmt, ast.AnnAssign) and b.stmt.value is not None \
+            and isinstance(b.stmt.target, ast.Name):
+        return b.stmt.value
+    return resolve(e, ctx, line)

@@ -12,6 +12,7 @@ from gradtrace.lint.rules.numerics._ops import (
     DIV, ROOT, carries_graph, has_positive_shift, in_training, resolve, singular_uses, spelled,
     torch_op)
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.rules.numerics._where_helpers import helper_branch_uses
 from gradtrace.lint.rules.numerics._where_guard import (
     BOUNDED, METHOD_COMPARE, OVERFLOW, _const, _unguarded,
 )
@@ -110,7 +111,9 @@ class SingularOpOutsideWhereGuard(Rule):
         test = resolve(test, ctx, node.lineno)
         for branch, selected_when in branches:
             expr = resolve(branch, ctx, node.lineno)
-            for n, op, operand, why in singular_uses(expr, ctx):
+            inline = [(u, False) for u in singular_uses(expr, ctx)]
+            helper = [(u, True) for u in helper_branch_uses(expr, ctx, node.lineno)]
+            for (n, op, operand, why), in_helper in inline + helper:
                 if op in ("/", "div", "true_divide", "divide") or not _tensor_operand(
                         operand, ctx, node.lineno):
                     continue  # a guarded division: mostly counts in metrics (UNDECIDABLE)
@@ -123,8 +126,14 @@ class SingularOpOutsideWhereGuard(Rule):
                     related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]
                         Related(ctx.path, n.lineno, f"`{ctx.source(n)}` is computed here",
                                 ctx.column(n))]
-                    yield self.report(node, ctx, related=related, guard=_short(node, ctx),
-                                      operand=ctx.source(operand), op=shown,
+                    if in_helper:  # NOTE [where branch built by a helper]
+                        related = [Related(ctx.path, node.lineno,  # type: ignore[attr-defined]
+                                           f"`{_short(node, ctx)}` selects the helper's "
+                                           "result here", ctx.column(node))]
+                    yield self.report(n if in_helper else node, ctx, related=related,
+                                      guard=_short(node, ctx),
+                                      operand=ast.unparse(operand) if in_helper
+                                      else ctx.source(operand), op=shown,
                                       why=_why(op, why), cond=ctx.source(test))
                     return
 

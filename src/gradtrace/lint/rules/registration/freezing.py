@@ -17,6 +17,7 @@ from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
 from gradtrace.lint.rules.registration._modules import (
     covers, is_module_expr, optimizer_builds, rebound_between, step_lines,
 )
+from gradtrace.lint.rules.registration._frozen_copy import frozen_copy
 from gradtrace.lint.rules.registration._rewrapped import file_freeze, rewrapped_loop
 from gradtrace.lint.rules.registration._freeze_sites import (
     _class_module_attr, _head_assignments, _new_part, _rebound, _reloaded, _set_to_tensor_before,
@@ -216,9 +217,14 @@ class ParameterWrapResetsRequiresGrad(Rule):
     (`for name, p in self.named_parameters(): self.register_parameter(name,
     nn.Parameter(shard(p)))`, torchtitan's re-distribution of states) brings every frozen one
     back, in a file that freezes parameters (NOTE [parameters re-wrapped]).
+    The same flag is lost when a function of the file freezes what it returns and a module
+    copies those values into a Parameter it made trainable (`self.pos.data.copy_(table(...))`,
+    NOTE [frozen values copied into a trainable parameter]): freeze the Parameter after the
+    copy.
     Known limits: the freeze and the wrapping must be in one function, or the wrapped value
     must come from a loop over `parameters()`/`named_parameters()` (in the function, or
-    passed by every caller of the file).
+    passed by every caller of the file); a copy is judged only from a helper that freezes
+    every value it returns, in a file that freezes nothing else.
     """
 
     code = "GT409"
@@ -230,7 +236,10 @@ class ParameterWrapResetsRequiresGrad(Rule):
                     "parameter of `{it}`, and one frozen (the file freezes parameters, line "
                     "{line}) comes back trainable; pass `requires_grad=` the old parameter's "
                     "flag")
-    triggers = ("Parameter",)
+    message_copy = ("`{dest}` is a trainable Parameter, and `.copy_` gives it only the "
+                    "values of `{helper}(...)`, which that function froze: the fixed values "
+                    "train with the model; set `{dest}.requires_grad = False` after the copy")
+    triggers = ("Parameter", "copy_")
     examples = [
         Bad("""
             import torch
@@ -256,6 +265,32 @@ class ParameterWrapResetsRequiresGrad(Rule):
                     self.embed.weight.requires_grad = False
                     self.embed.weight = nn.Parameter(vectors)
             """, at=(8, 28)),
+        Bad("""
+            import torch
+            from torch import nn
+
+            def sinusoid(n, d):
+                return nn.Parameter(torch.sin(torch.randn(n, d)), requires_grad=False)
+
+            class Tokens(nn.Module):
+                def __init__(self, n, d):
+                    super().__init__()
+                    self.pos = nn.Parameter(torch.zeros(n, d))
+                    self.pos.data.copy_(sinusoid(n, d))
+            """, at=(11, 8)),
+        Good("""
+            import torch
+            from torch import nn
+
+            def sinusoid(n, d):
+                return nn.Parameter(torch.sin(torch.randn(n, d)), requires_grad=False)
+
+            class Tokens(nn.Module):
+                def __init__(self, n, d):
+                    super().__init__()
+                    self.pos = nn.Parameter(torch.zeros(n, d), requires_grad=False)
+                    self.pos.data.copy_(sinusoid(n, d))
+            """),
         Good("""
             import torch
             from torch import nn
@@ -300,6 +335,18 @@ class ParameterWrapResetsRequiresGrad(Rule):
                     yield self.report(node, ctx, arg=ctx.source(node.args[0])[:40],
                                       why=f"the freeze of `{f.root}`", line=f.stmt.lineno)
                     return
+
+    def visit_Expr(self, node: ast.Expr, ctx: Context) -> Iterator[Finding]:
+        got = frozen_copy(node, ctx)  # NOTE [frozen values copied into a trainable parameter]
+        if got is not None:
+            dest, helper, made = got
+            f = self.report(node, ctx, arg="", why="", line=0, related=[
+                Related(ctx.path, made.lineno, f"`{dest}` is made trainable here",
+                        ctx.column(made)),
+                Related(ctx.path, helper.lineno, f"`{helper.name}` freezes what it returns",  # type: ignore[attr-defined]
+                        ctx.column(helper))])
+            yield dataclasses.replace(f, message=self.message_copy.format(
+                dest=dest, helper=helper.name))  # type: ignore[attr-defined]
 
     def _rewrapped(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         loop = rewrapped_loop(node, ctx)

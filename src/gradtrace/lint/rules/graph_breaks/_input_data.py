@@ -1,0 +1,120 @@
+"""GT105 through a helper of the input: a module's ``forward`` passes its input through a
+function of the file that returns it read through ``.data`` (brevitas' ``pad_to_dim``).
+
+# NOTE [input cut by a helper]
+A ``.data`` in ``forward`` on the module's own input is not judged (the input may be data, as
+for a first layer). It is a cut of real layers when the file shows what comes before: the
+module is built inside an ``nn.Sequential(...)`` after a layer with weights (a ``torch.nn``
+layer or a module class of the file holding a Parameter), so its input is that layer's
+output. The ``.data`` sits in a helper called by ``forward`` (``inp = pad_to_dim(inp, ...)``,
+every use of that parameter in the helper a cut: :class:`~gradtrace.lint.analysis.param_cuts.
+CutParams`), the helper returns what it computes from it, and ``forward`` returns what it
+computes from the helper's result: every layer before the module gets no gradient through
+it. The ``.data`` line, in the helper, is reported (using the tensor itself is the fix).
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.lint.analysis.callees import function_sites
+from gradtrace.lint.analysis.grad_values import WEIGHTED
+from gradtrace.lint.analysis.param_cuts import cut_params
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.graph_breaks._data_uses import META_ATTRS
+from gradtrace.lint.rules.graph_breaks._layer_source import _return_deps
+
+
+def _returned_data(fn: ast.AST, ctx: Context, param: str) -> ast.Attribute | None:
+    """The ``<param>.data`` of ``fn`` whose value its return values are built from (not a
+    read of metadata: ``t.data.shape``)."""
+    scope = ctx.scope(fn)
+    deps = _return_deps(scope)
+    parents = {id(c): p for p in ast.walk(fn) for c in ast.iter_child_nodes(p)}
+    for s in scope.stmts:
+        keeps = isinstance(s, ast.Return) or isinstance(s, ast.Assign) and any(
+            isinstance(n, ast.Name) and n.id in deps for t in s.targets for n in ast.walk(t))
+        if not keeps:
+            continue
+        for n in ast.walk(s.value if s.value is not None else s):  # type: ignore[attr-defined]
+            if isinstance(n, ast.Attribute) and n.attr == "data" \
+                    and isinstance(n.value, ast.Name) and n.value.id == param:
+                up = parents.get(id(n))
+                if isinstance(up, ast.Attribute) and up.attr in META_ATTRS:
+                    continue
+                if isinstance(up, ast.Call) and dotted(up.func) in ("len", "type", "isinstance"):
+                    continue
+                return n
+    return None
+
+
+def _forward_keeps(call: ast.Call, where: ast.AST, ctx: Context) -> str | None:
+    """The name of ``forward``'s input (its first parameter after ``self``) when ``call``, in
+    the ``forward`` ``where``, is bound to a name ``forward`` returns values built from."""
+    cls = ctx.analysis.class_of(where)
+    if cls is None or not cls.is_module or cls.methods.get("forward") is not where:
+        return None
+    a = where.args  # type: ignore[attr-defined]
+    params = [x.arg for x in (*a.posonlyargs, *a.args)]
+    if len(params) < 2:
+        return None
+    scope = ctx.scope(where)
+    deps = _return_deps(scope)
+    for s in scope.stmts:
+        if isinstance(s, ast.Assign) and s.value is call and len(s.targets) == 1 \
+                and isinstance(s.targets[0], ast.Name) and s.targets[0].id in deps \
+                and scope.grad_off_at(s) is None:
+            return params[1]
+    return None
+
+
+def _after_weighted_layer(cls_name: str, ctx: Context) -> ast.Call | None:
+    """An ``nn.Sequential(...)`` of the file holding ``cls_name(...)`` after a layer with
+    weights."""
+    def weighted(e: ast.AST) -> bool:
+        if not isinstance(e, ast.Call):
+            return False
+        if (ctx.qualified_name(e.func) or "") in WEIGHTED:
+            return True
+        other = ctx.analysis.classes.get(dotted(e.func) or "")
+        return other is not None and other.is_module and any(
+            isinstance(n, ast.Call) and ctx.qualified_name(n.func) in WEIGHTED | {
+                "torch.nn.Parameter"} for n in ast.walk(other.node))
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.Call) and ctx.qualified_name(n.func) == "torch.nn.Sequential":
+            for i, e in enumerate(n.args):
+                if isinstance(e, ast.Call) and dotted(e.func) == cls_name \
+                        and any(weighted(b) for b in n.args[:i]):
+                    return n
+    return None
+
+
+def input_cuts(fn: ast.AST, ctx: Context
+               ) -> Iterator[tuple[ast.Attribute, ast.AST, ast.Call, ast.Call]]:
+    """(the ``.data`` node, the ``forward`` calling ``fn``, that call, the Sequential) for a
+    plain function ``fn`` of the file (NOTE [input cut by a helper])."""
+    if not isinstance(fn, FUNCTION_TYPES) or ctx.analysis.class_of(fn) is not None:
+        return
+    cut = cut_params(ctx).get(fn.name)
+    if not cut:
+        return
+    a = fn.args
+    params = [x.arg for x in (*a.posonlyargs, *a.args)]
+    for i in sorted(cut):
+        if i >= len(params):
+            continue
+        data = _returned_data(fn, ctx, params[i])
+        if data is None:
+            continue
+        for call, where in function_sites(ctx.analysis, fn) or ():
+            arg = ctx.analysis.arguments(fn, call).get(params[i])
+            inp = _forward_keeps(call, where, ctx) if isinstance(arg, ast.Name) else None
+            if inp is None or arg.id != inp or ctx.scope(where).binding_before(  # type: ignore[union-attr]
+                    inp, call.lineno) is not None:
+                continue  # (the input itself, not rebound first)
+            cls = ctx.analysis.class_of(where)
+            seq = _after_weighted_layer(cls.name, ctx) if cls is not None else None
+            if seq is not None:
+                yield data, where, call, seq
+                return
