@@ -35,7 +35,11 @@ the runtime's finding, leads over a runtime finding that names another line: the
 through its line and its mechanism explains the error, so it is the cause whatever else the run
 saw (InfoMaxVAE: the run names `optim_VAE.step()`, which changed the saved weights, the static
 GT601 the `info_loss.backward()` that reads the graph kept across that step, the line the
-maintainer changed). The runtime's evidence is attached as ``confirmed at run time``. Only
+maintainer changed). This holds for the symptoms of a graph read after it was freed or
+changed (``_READ_AFTER_CHANGE``), where the crash line is the read that must move; for the
+others the crash line is the symptom (a `backward()` of a loss left unreduced: the line that made
+it unreduced is the cause) and the runtime's line leads, the static finding attached to it.
+The runtime's evidence is attached as ``confirmed at run time``. Only
 runtime findings whose line is not the exact operation get here (``_EXACT`` ones never take a
 crash-line static finding as a candidate: a helper's in-place write under the call the runtime
 names, e2cnn's `generalized_he_init(...)`, stays the runtime's).
@@ -89,6 +93,9 @@ STATIC_ALSO = "also found by reading the code: "
 
 _CACHE: dict[str, tuple[Any, list[Finding]]] = {}
 _SETTINGS: dict[str, Any] = {}
+
+# symptom families whose crash line is the read to move: NOTE [cause on the crash line]
+_READ_AFTER_CHANGE = frozenset({"freed-graph", "inplace-saved"})
 
 
 # -- static findings, cached per file ---------------------------------------------------------
@@ -189,7 +196,7 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         if (r.code, s.code) in _STATEMENT_LEADS and where != (r_path, r.line):
             lead = False  # the run's statement inside the block or helper the finding names
         if crash_line is not None and where == crash_line and (r_path, r.line) != where:
-            lead = True  # NOTE [cause on the crash line]
+            lead = any(f in _READ_AFTER_CHANGE for f in fams)  # NOTE [cause on the crash line]
         if crash_line is None and lead and where != (r_path, r.line) \
                 and "dead-term" in fams and s.code in _RAISES_AT_LINE:
             lead = False  # NOTE [predicted error that never came]
