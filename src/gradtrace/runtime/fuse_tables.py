@@ -62,9 +62,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "clip-other": frozenset({"GT549"}),
     "eval-in-train": frozenset({"GT550"}),
     "shared-layer": frozenset({"GT446"}),  # the list multiplied names the line that built it
-    # a Function's backward that gives an input requiring grad None: computed under another
-    # input's flag (GT718), or None returned where `.apply` hands it a Parameter (GT724)
-    "needs-guard": frozenset({"GT718", "GT724"}),
+    "needs-guard": frozenset({"GT718"}),  # a gradient computed under another input's flag
     "window-early": frozenset({"GT536"}),  # NOTE [window starts one pass early]
 }
 # runtime finding code -> the symptom families it reports
