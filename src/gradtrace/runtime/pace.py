@@ -64,7 +64,7 @@ pending (the hooks' snapshot), no crash was caught, no optimizer step found no g
 cleared or summed-over one, no optimizer was rebuilt, and every step's signature was the one
 before it. The signature is recorded on every step, armed or not, by the optimizer's step
 pre-hook, which already visits every parameter: per optimizer, how many parameters hold a
-gradient and the grad mode (``HookState.step_sig``). A step whose signature differs before
+gradient and the grad mode (``OptimizerRecord.sig``). A step whose signature differs before
 the warm-up's planned end arms the rest of it again; a non-finite gradient keeps its whole
 warm-up. After a quiet first warm-up the floor starts at 12 (12, 16, 24, 32, ...:
 ``floor_step(step, QUIET_STEPS)``), so the steps 8-15 still hold two armed ones. The decision

@@ -52,6 +52,8 @@ class OptimizerRecord:
     windows: list[int] = field(default_factory=list)  # NOTE [accumulation window off by one]
     aliases: Any = None  # (name, name, site) of NOTE [aliased parameters]
     leak: Any = None  # (backward() line, its calls, window): NOTE [evaluation gradients applied]
+    sig: tuple[int, bool] | None = None  # (parameters with a gradient, grad mode) at its last
+    # step (NOTE [quiet warm-up])
 
 
 @dataclass
@@ -98,10 +100,7 @@ class HookState:
     built: dict[int, Any] = field(default_factory=dict)  # NOTE [layer built here]
     eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
     train_calls: int = 0
-    # id(optimizer) -> (parameters with a gradient, grad mode) at its last step; set when a
-    # step's differs from the last one's (NOTE [quiet warm-up])
-    step_sig: dict[int, tuple[int, bool]] = field(default_factory=dict)
-    sig_changed: bool = False
+    sig_changed: bool = False  # an optimizer's step signature changed (NOTE [quiet warm-up])
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""

@@ -240,8 +240,8 @@ class Hooks:
                     if rep is None and not g.is_sparse:
                         rep = (id(p), id(g), g._version, st.backward_count)
         sig = (len(grads), _grad_enabled())  # NOTE [quiet warm-up]
-        if d.step_sig.setdefault(id(opt), sig) != sig:
-            d.step_sig[id(opt)], d.sig_changed = sig, True
+        if rec.sig != sig:
+            d.sig_changed, rec.sig = d.sig_changed or rec.sig is not None, sig
         self._check_accumulate(rec, rep, site)
         step_window(st, rec)  # NOTE [another optimizer's gradient applied again]
         if st.wiped_at is not None and rec.wiped is None and _wiped(opt, st.wiped_ids) \

@@ -59,6 +59,10 @@ def _bool_param(name: str, fn: ast.AST | None) -> bool:
     if not (isinstance(d, ast.Constant) and isinstance(d.value, bool)
             or isinstance(arg.annotation, ast.Name) and arg.annotation.id == "bool"):
         return False
+    return _never_rebound(name, fn)
+
+
+def _never_rebound(name: str, fn: ast.AST) -> bool:
     return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
                    for n in bfs_walk(fn))
 
@@ -154,10 +158,8 @@ def _replicates_param(name: str, fn: ast.AST | None) -> bool:
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     a = fn.args
-    if name not in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
-        return False
-    return not any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-                   for n in bfs_walk(fn))
+    return name in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} \
+        and _never_rebound(name, fn)
 
 
 def _cloned_nearby(elt: ast.expr, ctx: Context) -> bool:
