@@ -328,6 +328,21 @@ def _made_again(roots: list[Tensor], made: Site, since: int, limit: int = 5000) 
     return False
 
 
+# NOTE [inference ids kept by the caller]
+# An integer tensor (the token ids a generate loop returns) made inside a function decorated
+# with ``@torch.inference_mode()`` is right to be made there: integers never carry a graph.
+# What fails is a caller keeping it as a training input that autograd saves (an embedding's or
+# gather's index); the fix goes where the caller keeps it (``.clone()``), so that call line
+# leads. A floating tensor keeps the decorator as the cause (its features may have been meant
+# to carry a graph).
+def _kept_ids(t: Tensor, cut: Any, lead: Site | None) -> Site | None:
+    """The caller's line of the decorated function that made integer ``t``, else ``None``."""
+    if t.is_floating_point() or t.is_complex() or lead is None \
+            or not lead.source().startswith("@"):
+        return None
+    return cut.caller
+
+
 def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                site: Site | None, state: TraceState) -> list[Finding]:
     from gradtrace.runtime.trace.locate import cache_guard
@@ -349,6 +364,18 @@ def _inference(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kw
                            "tensor can never be saved for backward"
                     lead, made = guard, [(cut.site, "the cached tensor was made here"),
                                          (lead, "inference_mode was on (the first call)")]
+                elif (caller := _kept_ids(t, cut, lead)) is not None and lead is not None:
+                    return [make(code_for("inference-tensor", pat.code), caller,
+                                 f"`{lead.function}` runs under @torch.inference_mode() (line "
+                                 f"{lead.line}), so the integer tensor it returns here is an "
+                                 f"inference tensor; it is then used where autograd must save "
+                                 f"it (an embedding or gather index)",
+                                 fix=f"`.clone()` the result here, outside inference_mode (ids "
+                                     f"need no graph), or use torch.no_grad() on "
+                                     f"`{lead.function}`",
+                                 related=[(lead, "inference_mode is turned on here"),
+                                          (cut.site, "the tensor was made here"),
+                                          (site, "autograd needed it here")])]
                 else:
                     made = [(cut.site, "the tensor was made here")] if lead is not None else []
                 return [make(code_for("inference-tensor", pat.code), lead or cut.site, what,

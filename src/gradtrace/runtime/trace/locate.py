@@ -160,6 +160,21 @@ def inference_block(frame: FrameType | None) -> Site | None:
     return None
 
 
+def decorated_caller(frame: FrameType | None, block: Site) -> Site | None:
+    """For an ``@torch.inference_mode()`` decorator ``block``: the user's line that called the
+    decorated function (NOTE [inference ids kept by the caller]), else ``None``."""
+    while frame is not None and not (frame.f_code.co_filename == block.path
+                                     and frame.f_code.co_name == block.function
+                                     and not is_internal(frame.f_code)):
+        frame = frame.f_back
+    frame = frame.f_back if frame is not None else None
+    while frame is not None and is_internal(frame.f_code):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
 def _inference_block_at(code: CodeType, line: int) -> Site | None:
     site = Site(code.co_filename, line, code.co_name)
     found = enclosing_with(site, ("inference_mode",))

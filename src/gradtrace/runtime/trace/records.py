@@ -36,6 +36,7 @@ class Cut:
     library: bool = False  # made by library code the user called (a distribution's check)
     switch: Site | None = None  # the grad-off switch read from the stack (offstack.py)
     inner: Site | None = None  # the detach inside a grad-free wrapper (site: its caller)
+    caller: Site | None = None  # inference: the call of the function an @inference_mode() wraps
 
     def describe(self) -> str:
         """One phrase: how the value left the graph."""

@@ -181,8 +181,13 @@ class TraceState(GradEvents):
                 from gradtrace.runtime.trace.offstack import off_switch
 
                 switch = off_switch(sys._getframe(1))
+            caller = None
+            if block is not None and block.source().startswith("@"):
+                from gradtrace.runtime.trace.locate import decorated_caller
+
+                caller = decorated_caller(sys._getframe(1), block)
             hit = self._cut_cache[key] = (raw[0], Cut(self.site(raw), op, reason, grad_off,
-                                                      origin, library, switch, inner))
+                                                      origin, library, switch, inner, caller))
             if block is not None:
                 self.inference_blocks[block] = None
         return hit[1]
