@@ -9,7 +9,7 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.registration._modules import SELF_RETURNING, owns_params
+from gradtrace.lint.rules.registration._modules import SELF_RETURNING, module_ctor, owns_params
 from gradtrace.lint.nodes import bfs_walk
 
 
@@ -87,7 +87,8 @@ class ModuleRepeatedInList(Rule):
     (`[shared] * n` of a name is an explicit choice to share, and left alone), or the element
     of a comprehension, a parameter of the function that builds the list (a module made in the
     function and repeated by name is a choice to share, as with `[shared] * n`; so is one the
-    same function also deep-copies elsewhere).
+    same function also deep-copies elsewhere; a function every call of which in the file
+    hands it a parameter-free module, `clones(nn.ReLU(), n)`, is left alone).
     """
 
     code = "GT446"
@@ -141,7 +142,7 @@ class ModuleRepeatedInList(Rule):
         if not (isinstance(up, ast.Call) and (dotted(up.func) or "").rpartition(".")[2]
                 in ("ModuleList", "Sequential")):
             return
-        if not _cloned_nearby(elt, ctx):
+        if not _cloned_nearby(elt, ctx) and not _given_only_param_free(elt.id, ctx):
             yield self.report(node, ctx, expr=ctx.source(node), elt=dotted(elt) or "module",
                               how="at every position of the comprehension",
                               remedy="`copy.deepcopy(...)` or the constructor in the comprehension")
@@ -160,6 +161,30 @@ def _replicates_param(name: str, fn: ast.AST | None) -> bool:
     a = fn.args
     return name in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} \
         and _never_rebound(name, fn)
+
+
+def _given_only_param_free(name: str, ctx: Context) -> bool:
+    """Every call of the replicating function in the file hands it, as ``name``, a module that
+    owns no parameter (``clones(nn.ReLU(), n)``): one activation shared is harmless. With no
+    call in the file, or any argument that may own parameters, ``False``."""
+    fn = ctx.function
+    assert isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+    pos = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)]
+    at = pos.index(name) if name in pos else None
+    method = bool(pos) and pos[0] in ("self", "cls") and ctx.class_def is not None
+    given = []
+    for c in bfs_walk(ctx.tree):
+        if not isinstance(c, ast.Call) or (dotted(c.func) or "").rpartition(".")[2] != fn.name:
+            continue
+        kw = next((k.value for k in c.keywords if k.arg == name), None)
+        i = None if at is None else at - (method and isinstance(c.func, ast.Attribute))
+        arg = kw if kw is not None else c.args[i] if i is not None and 0 <= i < len(c.args) \
+            and not any(isinstance(a, ast.Starred) for a in c.args[:i + 1]) else None
+        if arg is None:
+            return False
+        given.append(_strip(arg))
+    return bool(given) and all(isinstance(a, ast.Call) and module_ctor(a, ctx)
+                               and not owns_params(a, ctx) for a in given)
 
 
 def _cloned_nearby(elt: ast.expr, ctx: Context) -> bool:
