@@ -2,12 +2,10 @@
 
 source: https://github.com/facebookresearch/ClassyVision/pull/398
 kind: lookalike
+launch: torchrun --nproc-per-node=2
 """
-import os
-
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 
@@ -81,9 +79,9 @@ class FineTuningTask(ClassificationTask):
             self.init_distributed_data_parallel_model()
 
 
-def run(rank, world_size):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", "29574"
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+def run():
+    dist.init_process_group("gloo")  # rank and world size from the launcher's environment
+    rank = dist.get_rank()
     torch.manual_seed(0)
     task = FineTuningTask(ClassyModel(), freeze_trunk=True)
     task.prepare()
@@ -97,4 +95,4 @@ def run(rank, world_size):
 
 
 if __name__ == "__main__":
-    mp.spawn(run, args=(2,), nprocs=2, join=True)
+    run()

@@ -2,14 +2,12 @@
 
 source: https://github.com/facebookresearch/ClassyVision/pull/398
 kind: bug
+launch: torchrun --nproc-per-node=2
 symptom: crash
 verified: Expected to have finished reduction in the prior iteration before starting a new one
 """
-import os
-
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch import nn
 
 
@@ -80,9 +78,9 @@ class FineTuningTask(ClassificationTask):
                         param.requires_grad = True
 
 
-def run(rank, world_size):
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", "29573"
-    dist.init_process_group("gloo", rank=rank, world_size=world_size)
+def run():
+    dist.init_process_group("gloo")  # rank and world size from the launcher's environment
+    rank = dist.get_rank()
     torch.manual_seed(0)
     task = FineTuningTask(ClassyModel(), freeze_trunk=True)
     task.prepare()
@@ -96,4 +94,4 @@ def run(rank, world_size):
 
 
 if __name__ == "__main__":
-    mp.spawn(run, args=(2,), nprocs=2, join=True)
+    run()
