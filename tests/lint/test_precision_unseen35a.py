@@ -92,6 +92,35 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         gx, = torch.autograd.grad(Cube.apply(x).sum(), x, create_graph=True)
         gx.sum().backward()
         """, "GT781", line=4, raises=(RuntimeError, "does not require grad"))),
+    # learning3d (`examples/test_masknet.py`): the evaluation loop collects a precision a
+    # helper of the file computes from NumPy copies, and reads the list with `np.mean`: NumPy
+    # converts every element with `Tensor.numpy()`, which raises on a tensor with a graph, so
+    # the code itself says the values carry none. Twin: the model's loss collected with its
+    # graph and summed by torch: every pass's graph is kept
+    "collected-values-read-by-a-numpy-function": (Shape("""
+        import numpy as np
+        def precision_of(pred, gt):
+            pred = pred.detach().numpy() > 0
+            gt = gt.numpy() > 0
+            tp = int((pred & gt).sum())
+            return tp / max(int(pred.sum()), 1), tp
+        net = nn.Linear(4, 1)
+        val_loader = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+        precision_list = []
+        for x, y in val_loader:
+            out = net(x)
+            precision, tp = precision_of(out, y)
+            precision_list.append(precision)
+        mean = np.mean(precision_list)
+        """, "GT505", holds="0 <= mean <= 1"), Shape("""
+        net = nn.Linear(4, 1)
+        val_loader = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+        losses = []
+        for x, y in val_loader:
+            loss = F.mse_loss(net(x), y)
+            losses.append(loss)
+        mean = sum(losses) / len(losses)
+        """, "GT505", line=6, holds="mean.grad_fn is not None")),
 }
 
 
