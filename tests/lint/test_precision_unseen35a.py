@@ -26,14 +26,16 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # under a dotted name: KeyError
     "registry-decorator-with-a-dotted-key": (Shape("""
         class Registry:
-            def __init__(self):
-                self.table = {}
+            table = {}
+            @classmethod
+            def create(cls):
+                return cls()
             def register_module(self, name):
                 def put(cls):
                     self.table[name] = cls
                     return cls
                 return put
-        WRAPPERS = Registry()
+        WRAPPERS = Registry.create()
         @WRAPPERS.register_module("seg.Wrapper")
         class Wrapper(nn.Module):
             def __init__(self, inner):
@@ -99,28 +101,33 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # graph and summed by torch: every pass's graph is kept
     "collected-values-read-by-a-numpy-function": (Shape("""
         import numpy as np
-        def precision_of(pred, gt):
-            pred = pred.detach().numpy() > 0
-            gt = gt.numpy() > 0
-            tp = int((pred & gt).sum())
-            return tp / max(int(pred.sum()), 1), tp
-        net = nn.Linear(4, 1)
-        val_loader = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
-        precision_list = []
-        for x, y in val_loader:
-            out = net(x)
-            precision, tp = precision_of(out, y)
-            precision_list.append(precision)
-        mean = np.mean(precision_list)
+        def metrics(tp, fp, n):
+            accuracy = tp / n
+            precision = tp / max(tp + fp, 1)
+            return accuracy, precision
+        def score(pred, gt):
+            if torch.is_tensor(gt): gt = gt.detach().numpy()
+            if torch.is_tensor(pred): pred = pred.detach().numpy()
+            tp = int(((pred > 0) & (gt > 0)).sum())
+            fp = int(((pred > 0) & (gt <= 0)).sum())
+            return metrics(tp, fp, gt.shape[0])
+        def evaluate(net, val_loader):
+            precision_list = []
+            for x, y in val_loader:
+                out = net(x)
+                accuracy, precision = score(out, y)
+                precision_list.append(precision)
+            return np.mean(precision_list)
+        mean = evaluate(nn.Linear(4, 1), [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)])
         """, "GT505", holds="0 <= mean <= 1"), Shape("""
-        net = nn.Linear(4, 1)
-        val_loader = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
-        losses = []
-        for x, y in val_loader:
-            loss = F.mse_loss(net(x), y)
-            losses.append(loss)
-        mean = sum(losses) / len(losses)
-        """, "GT505", line=6, holds="mean.grad_fn is not None")),
+        def evaluate(net, val_loader):
+            losses = []
+            for x, y in val_loader:
+                loss = F.mse_loss(net(x), y)
+                losses.append(loss)
+            return sum(losses) / len(losses)
+        mean = evaluate(nn.Linear(4, 1), [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)])
+        """, "GT505", line=5, holds="mean.grad_fn is not None")),
 }
 
 
