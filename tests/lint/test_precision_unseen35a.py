@@ -128,6 +128,109 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return sum(losses) / len(losses)
         mean = evaluate(nn.Linear(4, 1), [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)])
         """, "GT505", line=5, holds="mean.grad_fn is not None")),
+    # DenseFusion (`tools/train.py` with `lib/loss.py`, `lib/loss_refiner.py`): the refinement
+    # loop feeds back `new_points` from `criterion_refine(...)`, a loss module whose `forward`
+    # returns `loss_calculation(...)`, which hands the points back `.detach()`ed: no graph is
+    # carried into the next pass, nor reaches the first refinement's output. Twins: the
+    # helper hands them back with their history: 'backward through the graph a second time'
+    "refined-points-handed-back-detached-by-the-loss-helper": (Shape("""
+        def refine_loss(pred, points):
+            new_points = points + pred
+            dis = (new_points ** 2).mean()
+            return dis, new_points.detach()
+        class RefineLoss(nn.Module):
+            def forward(self, pred, points):
+                return refine_loss(pred, points)
+        estimator = nn.Linear(3, 3)
+        refiner = nn.Linear(3, 3)
+        criterion = RefineLoss()
+        opt = torch.optim.SGD(refiner.parameters(), lr=0.1)
+        for i in range(3):
+            x = torch.randn(4, 3)
+            with torch.no_grad():
+                est = estimator(x)
+            pred0 = refiner(est)
+            _, new_points = criterion(pred0, est)
+            for ite in range(2):
+                pred = refiner(new_points)
+                dis, new_points = criterion(pred, new_points)
+                dis.backward()
+            opt.step()
+            opt.zero_grad()
+        """, "GT506", holds="refiner.weight.grad is None"), Shape("""
+        def refine_loss(pred, points):
+            new_points = points + pred
+            dis = (new_points ** 2).mean()
+            return dis, new_points
+        class RefineLoss(nn.Module):
+            def forward(self, pred, points):
+                return refine_loss(pred, points)
+        estimator = nn.Linear(3, 3)
+        refiner = nn.Linear(3, 3)
+        criterion = RefineLoss()
+        opt = torch.optim.SGD(refiner.parameters(), lr=0.1)
+        for i in range(3):
+            x = torch.randn(4, 3)
+            with torch.no_grad():
+                est = estimator(x)
+            pred0 = refiner(est)
+            _, new_points = criterion(pred0, est)
+            for ite in range(2):
+                pred = refiner(new_points)
+                dis, new_points = criterion(pred, new_points)
+                dis.backward()
+            opt.step()
+            opt.zero_grad()
+        """, "GT506", line=20, raises=(RuntimeError, "second time"))),
+    "first-refinement-reaches-the-loop-only-through-detached-points": (Shape("""
+        def refine_loss(pred, points):
+            new_points = points + pred
+            dis = (new_points ** 2).mean()
+            return dis, new_points.detach()
+        class RefineLoss(nn.Module):
+            def forward(self, pred, points):
+                return refine_loss(pred, points)
+        estimator = nn.Linear(3, 3)
+        refiner = nn.Linear(3, 3)
+        criterion = RefineLoss()
+        opt = torch.optim.SGD(refiner.parameters(), lr=0.1)
+        for i in range(3):
+            x = torch.randn(4, 3)
+            with torch.no_grad():
+                est = estimator(x)
+            pred0 = refiner(est)
+            _, new_points = criterion(pred0, est)
+            for ite in range(2):
+                pred = refiner(new_points)
+                dis, new_points = criterion(pred, new_points)
+                dis.backward()
+            opt.step()
+            opt.zero_grad()
+        """, "GT507", holds="refiner.weight.grad is None"), Shape("""
+        def refine_loss(pred, points):
+            new_points = points + pred
+            dis = (new_points ** 2).mean()
+            return dis, new_points
+        class RefineLoss(nn.Module):
+            def forward(self, pred, points):
+                return refine_loss(pred, points)
+        estimator = nn.Linear(3, 3)
+        refiner = nn.Linear(3, 3)
+        criterion = RefineLoss()
+        opt = torch.optim.SGD(refiner.parameters(), lr=0.1)
+        for i in range(3):
+            x = torch.randn(4, 3)
+            with torch.no_grad():
+                est = estimator(x)
+            pred0 = refiner(est)
+            _, new_points = criterion(pred0, est)
+            for ite in range(2):
+                pred = refiner(new_points)
+                dis, new_points = criterion(pred, new_points)
+                dis.backward()
+            opt.step()
+            opt.zero_grad()
+        """, "GT507", line=16, raises=(RuntimeError, "second time"))),
 }
 
 
