@@ -144,9 +144,9 @@ class BackwardGradientCountMismatch(Rule):
     code = "GT701"
     gate_statements = True
     name = "backward-gradient-count-mismatch"
-    message = ("`{cls}.backward` {returns} but {where} {inputs}: backward raises "
-               "`RuntimeError: function {cls}Backward returned an incorrect number of "
-               "gradients (expected {expected}, got {got})`")
+    message = ("`{cls}.backward` {returns} but {where} {inputs}: the backward, run whenever an "
+               "input requires grad, raises `RuntimeError: function {cls}Backward returned an "
+               "incorrect number of gradients (expected {expected}, got {got})`")
     triggers = ("Function",)
     examples = [
         Bad("""
