@@ -311,12 +311,7 @@ class Graphs:
         names = [dotted(e) for e in s.targets[0].elts]
         if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
             return False
-        i = names.index(b.name)
-        if returns_off(ctx, fn, i, len(names)) is not None:
-            return True
-        rets = [r.value for r in bfs_walk(fn) if isinstance(r, ast.Return)] if fn else []
-        return bool(rets) and all(isinstance(r, ast.Tuple) and len(r.elts) == len(names)
-                                  and _historyless(ctx, fn, r.elts[i]) for r in rets)
+        return _plain_element(ctx, fn, names.index(b.name), len(names), 0)
 
     def freed_by(self, bw: Backward, b: Binding) -> bool:
         """Whether the backward ``bw`` frees the graph that binding ``b`` holds.
@@ -409,6 +404,32 @@ def returns_graph(ctx: Context, fn: ast.AST, index: int | None, width: int) -> b
         found = True
     memo[key] = found
     return found
+
+
+def _plain_element(ctx: Context, fn: ast.AST | None, i: int, width: int, depth: int) -> bool:
+    """Element ``i`` of the ``width``-tuple every ``return`` of ``fn`` gives back has no
+    history (:func:`_historyless`: ``new_points.detach()``, a size), or is made with grad off;
+    a ``return`` handing back what a function of ``fn``'s file returns (``return
+    loss_calculation(pred, points)`` in a loss module's ``forward``) is read in that function,
+    three calls deep at most."""
+    if fn is None or depth > 3:
+        return False
+    if returns_off(ctx, fn, i, width) is not None:
+        return True
+    rets = [r for r in bfs_walk(fn) if isinstance(r, ast.Return)]
+    if not rets:
+        return False
+    for r in rets:
+        v = r.value
+        if isinstance(v, ast.Tuple) and len(v.elts) == width:
+            if not _historyless(ctx, fn, v.elts[i]):
+                return False
+            continue
+        inner = called_function(v, ctx.scope(fn), r.lineno) \
+            if isinstance(v, ast.Call) else None
+        if inner is None or inner is fn or not _plain_element(ctx, inner, i, width, depth + 1):
+            return False
+    return True
 
 
 def _historyless(ctx: Context, fn: ast.AST, e: ast.expr) -> bool:

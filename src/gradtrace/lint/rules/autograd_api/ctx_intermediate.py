@@ -10,7 +10,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.autograd_api.functions import _is_function_class, _method
+from gradtrace.lint.rules.autograd_api.functions import (
+    _is_function_class, _method, only_called_directly)
 
 # ops whose result carries no derivative: a mask, an index, a shape
 FLAT = frozenset({"long", "int", "bool", "byte", "argmax", "argmin", "argsort", "sign",
@@ -92,7 +93,8 @@ class IntermediateOnCtxBreaksDoubleBackward(Rule):
     Function's graph.
     Known limits: the intermediate must be arithmetic or a torch op over a `forward` input
     (through local names); a mask, an index or an integer cast carries no derivative and is
-    not reported. The file must hold `create_graph=True` or `gradgradcheck`.
+    not reported. The file must hold `create_graph=True` or `gradgradcheck`. A Function the
+    file only runs as a plain method (`Dice().forward(a, b)`) is never differentiated.
     """
 
     code = "GT781"
@@ -146,8 +148,9 @@ class IntermediateOnCtxBreaksDoubleBackward(Rule):
         fwd, bwd = _method(node, "forward"), _method(node, "backward")
         if fwd is None or bwd is None or len(fwd.args.args) < 2:
             return
-        if any("once_differentiable" in (dotted(d) or "") for d in bwd.decorator_list):
-            return
+        if any("once_differentiable" in (dotted(d) or "") for d in bwd.decorator_list) \
+                or only_called_directly(node, ctx):
+            return  # (the second: autograd never runs it, nor its `backward`)
         line = _second_order(ctx)
         if line is None:
             return

@@ -9,13 +9,39 @@ from gradtrace.lint.analysis.int_values import integer_valued
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import parent_map, walk
 
 FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
                             "torch.autograd.function.InplaceFunction",
                             "torch.autograd.InplaceFunction"})
 def _is_function_class(node: ast.ClassDef, ctx: Context) -> bool:
     return any((ctx.qualified_name(b) or "") in FUNCTION_BASES for b in node.bases)
+
+
+def only_called_directly(node: ast.ClassDef, ctx: Context) -> bool:
+    """The Function class is named in the file, and only to run one of its methods as a plain
+    method: ``Dice().forward(a, b)`` (a metric). Autograd then never records it: no instance is
+    called, ``apply`` never runs, its ``backward`` never runs (checked on torch 2.13: the
+    instance only warns, the method returns its value)."""
+    def make() -> bool:
+        parents = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
+        seen = False
+        for n in walk(ctx.tree):
+            if not (isinstance(n, ast.Name) and n.id == node.name
+                    and isinstance(n.ctx, ast.Load)):
+                continue
+            if node.lineno <= n.lineno <= (node.end_lineno or 0):
+                continue  # inside the class: its own methods
+            seen = True
+            made = parents.get(id(n))
+            if not (isinstance(made, ast.Call) and made.func is n and isinstance(
+                    attr := parents.get(id(made)), ast.Attribute) and attr.value is made
+                    and attr.attr not in ("apply", "__call__")
+                    and isinstance(run := parents.get(id(attr)), ast.Call)
+                    and run.func is attr):
+                return False
+        return seen
+    return ctx.memo("autograd-fn-direct:" + node.name, node, make)  # type: ignore[no-any-return]
 
 
 def _method(node: ast.ClassDef, name: str) -> ast.FunctionDef | None:
@@ -118,9 +144,9 @@ class BackwardGradientCountMismatch(Rule):
     code = "GT701"
     gate_statements = True
     name = "backward-gradient-count-mismatch"
-    message = ("`{cls}.backward` {returns} but {where} {inputs}: backward raises "
-               "`RuntimeError: function {cls}Backward returned an incorrect number of "
-               "gradients (expected {expected}, got {got})`")
+    message = ("`{cls}.backward` {returns} but {where} {inputs}: the backward, run whenever an "
+               "input requires grad, raises `RuntimeError: function {cls}Backward returned an "
+               "incorrect number of gradients (expected {expected}, got {got})`")
     triggers = ("Function",)
     examples = [
         Bad("""

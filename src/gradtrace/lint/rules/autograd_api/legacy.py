@@ -8,7 +8,8 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.autograd_api.functions import _is_function_class, _method
+from gradtrace.lint.rules.autograd_api.functions import (
+    _is_function_class, _method, only_called_directly)
 from gradtrace.lint.nodes import bfs_walk
 
 
@@ -39,7 +40,8 @@ class LegacyAutogradFunctionCalled(Rule):
     layers keeping a coefficient on `self`) fails this way: make `forward(ctx, x, coeff)` and
     `backward(ctx, grad)` static, keep state on `ctx`, and call `Fn.apply(x, coeff)`.
     A class that defines its own `__call__` (not through `super()`) is not reported: calling
-    the instance runs that method. Known limits: the class must be instantiated in the same
+    the instance runs that method; nor one whose instances only run a method as a plain
+    method (`Dice().forward(a, b)`: no instance is called, the instance only warns). Known limits: the class must be instantiated in the same
     file.
     """
 
@@ -86,7 +88,7 @@ class LegacyAutogradFunctionCalled(Rule):
         if not _is_function_class(node, ctx):
             return
         fwd = _method(node, "forward")
-        if fwd is None or _static(fwd, ctx) or _own_call(node):
+        if fwd is None or _static(fwd, ctx) or _own_call(node) or only_called_directly(node, ctx):
             return
         for call, _s, _outer in call_sites(ctx, node.name):
             if not isinstance(call.func, ast.Name) or node.lineno <= call.lineno \

@@ -32,6 +32,10 @@ DICT_ATTRS["torch.nn.modules.container.ModuleDict"] = DICT_ATTRS["torch.nn.Modul
 DICT_ATTRS["torch.nn.modules.container.ParameterDict"] = DICT_ATTRS["torch.nn.ParameterDict"]
 REGISTER = {"add_module": "module", "register_module": "module", "register_buffer": "buffer",
             "register_parameter": "parameter"}
+# the keyword of the registered value: each torch method requires it (a name alone is a
+# registry's decorator, mmcv's `@MODELS.register_module('a.b')`)
+VALUE_ARG = {"add_module": "module", "register_module": "module", "register_buffer": "tensor",
+             "register_parameter": "param"}
 
 
 def _dotted_text(e: ast.AST) -> str | None:
@@ -118,7 +122,8 @@ class RegisteredNameRejected(Rule):
     is built (DenseNet's `add_module('norm.1', ...)`; a multi-task head keyed `'type'`).
     Use `_` instead of `.` (`'norm_1'`), or another key (`'type_head'`).
     Known limits: constant names and keys, and f-strings or `%`/`format` templates whose
-    constant part holds a dot.
+    constant part holds a dot. A call that registers no value (a name only: mmcv's
+    `@MODELS.register_module('a.b')` decorator) is not torch's and is not reported.
     """
 
     code = "GT417"
@@ -156,8 +161,9 @@ class RegisteredNameRejected(Rule):
         if isinstance(f, ast.Attribute) and f.attr in REGISTER:
             name = node.args[0] if node.args else next(
                 (k.value for k in node.keywords if k.arg in ("name", "target")), None)
-            if name is None:
-                return
+            if name is None or len(node.args) < 2 and not any(
+                    k.arg == VALUE_ARG[f.attr] for k in node.keywords):
+                return  # no value registered: not torch's method (a registry's)
             k = ctx.analysis.kind(f.value, None, node.lineno)
             if k is not None and not k.is_module:
                 return

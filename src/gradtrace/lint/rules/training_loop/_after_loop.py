@@ -46,12 +46,19 @@ def read_as_numpy(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     """After ``loop``, the collected values are turned into NumPy without a ``detach()``
     (``torch.cat(reprs).cpu().numpy()``): ``Tensor.numpy()`` raises on a tensor that requires
     grad, so the code itself says they carry no graph (computed under a ``no_grad`` the
-    model's own method holds, in another file)."""
+    model's own method holds, in another file). So does a NumPy function given the collection
+    itself (``np.mean(precision_list)``): NumPy converts each element with ``Tensor.numpy()``
+    (checked on torch 2.13: ``np.mean``, ``np.array``, ``np.stack``, ``np.sum`` raise on a
+    list of tensors that require grad)."""
     end = loop.end_lineno or loop.lineno
     for stmt in f.scope.stmts:
         if stmt.lineno <= end:
             continue
         for n in walk(stmt):
+            if isinstance(n, ast.Call) and (f.ctx.qualified_name(n.func) or "").startswith(
+                    "numpy.") and any(dotted(a) == acc for a in n.args) \
+                    and f.scope.grad_off_at(stmt) is None:
+                return True
             if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                     and n.func.attr == "numpy" and not n.args):
                 continue

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
     """Whether ``expr`` reaches ``target`` other than through an argument of another
-    file's model method (NOTE [opaque methods])."""
+    file's model method (NOTE [opaque methods]), or through an element a function hands back
+    with no history (``new_points.detach()``: :meth:`.Graphs.plain_result`)."""
     seen: set[int] = set()
     work: list[tuple[ast.AST, int]] = [(expr, line)]
     while work:
@@ -34,6 +35,8 @@ def known_reach(g: Graphs, expr: ast.AST, line: int, target: Binding) -> bool:
                     return True
                 if id(b) not in seen:
                     seen.add(id(b))
+                    if g.plain_result(b):
+                        continue  # a helper hands it back with no history (NOTE [helper results])
                     v = followed_value(b, g.ctx)
                     if v is not None:
                         work.append((v, b.line))
