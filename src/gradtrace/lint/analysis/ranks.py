@@ -28,11 +28,16 @@ intent (a per-sample loss), as GT510 reads ``reduction='none'``.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.dims import int_value, keyword
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.rank_algebra import (  # noqa: F401 - re-exported for the rules
+    ANY, CONVS, ELEMENTWISE, FEATURES, KEEPS, LOSS_FUNCTIONS, MANY, ONE, REDUCTIONS, SCALAR,
+    SCALAR_RANK, SOFTMAX, TUPLED, FACTORIES, LEGACY, Rank, agree, combine, layer_rank, literal,
+    loss_rank, reduced, shape_args, sized, softmax_of, unsqueezed,
+)
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, forward_of, sequential_layers
 from gradtrace.lint.analysis.reach import called_function, live_binding_before
 from gradtrace.lint.names import dotted
@@ -42,51 +47,7 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
 
-SCALAR, ONE, MANY, ANY = "scalar", "one", "many", "any"  # ANY: rank read, count not
 MAX_DEPTH = 8
-REDUCTIONS = frozenset({"mean", "sum", "prod", "max", "min", "norm", "std", "var", "amax",
-                        "amin", "logsumexp", "nansum", "nanmean", "median"})
-KEEPS = frozenset({"clamp", "clip", "abs", "exp", "log", "sigmoid", "tanh", "relu", "float",
-                   "double", "half", "to", "cuda", "cpu", "clone", "contiguous", "detach",
-                   "neg", "pow", "sqrt", "gather", "masked_fill", "mul", "add", "sub", "div",
-                   "log1p", "expm1", "square", "type_as", "requires_grad_", "clamp_min",
-                   "clamp_max", "softplus", "elu", "leaky_relu", "gelu", "silu", "dropout"})
-TUPLED = frozenset({"max", "min", "median"})  # over a ``dim``: (values, indices)
-SOFTMAX = frozenset({"softmax", "log_softmax"})
-FACTORIES = frozenset({"ones", "zeros", "randn", "rand", "empty", "full"})
-LEGACY = frozenset({"Tensor", "FloatTensor", "DoubleTensor", "cuda.FloatTensor"})
-# a layer's output: per feature when the size it is built with (this argument) is a constant
-# above 1; a convolution's holds a map per channel
-FEATURES = {"Linear": (1, "out_features"), "Bilinear": (2, "out_features"),
-            "Embedding": (1, "embedding_dim"), "LazyLinear": (0, "out_features")}
-CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
-                   "ConvTranspose3d"})
-ELEMENTWISE = frozenset({"ReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "ELU",
-                         "LeakyReLU", "GELU", "SiLU", "Identity", "Softplus", "PReLU"})
-LOSS_FUNCTIONS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss",
-                            "smooth_l1_loss", "binary_cross_entropy",
-                            "binary_cross_entropy_with_logits", "kl_div", "huber_loss",
-                            "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
-                            "cosine_embedding_loss", "poisson_nll_loss", "triplet_margin_loss"})
-CLASS_DIM = frozenset({"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"})
-
-
-@dataclass(frozen=True)
-class Rank:
-    """What :func:`rank` knows of a value (NOTE [ranks])."""
-
-    what: str                    # SCALAR, ONE, MANY or ANY
-    lo: int = 0                  # at least this many dims
-    hi: int | None = None        # at most (None: no bound); lo == hi: exactly
-    origin: ast.AST | None = None  # the file function's ``return`` a MANY value came out of
-    unreduced: bool = False      # MANY: a ``reduction='none'`` loss's output, unchanged
-
-    @property
-    def ndim(self) -> int | None:
-        return self.lo if self.hi == self.lo else None
-
-
-SCALAR_RANK = Rank(SCALAR, 0, 0)
 
 
 def rank(e: ast.AST, scope: Scope, ctx: Context, line: int | None = None,
@@ -117,20 +78,6 @@ def _rank(e: ast.AST, scope: Scope, ctx: Context, line: int, d: int) -> Rank | N
         return rank(e.value, scope, ctx, line, d)
     if isinstance(e, ast.Call):
         return _call(e, scope, ctx, line, d)
-    return None
-
-
-def combine(a: Rank | None, b: Rank | None) -> Rank | None:
-    """The rank of ``a <op> b`` under broadcasting."""
-    if a is not None and b is not None:
-        if MANY in (a.what, b.what):
-            return Rank(MANY, max(a.lo, b.lo), None, a.origin if a.what == MANY else b.origin)
-        hi = None if a.hi is None or b.hi is None else max(a.hi, b.hi)
-        what = ANY if ANY in (a.what, b.what) else SCALAR if hi == 0 else ONE
-        return Rank(what, max(a.lo, b.lo), hi)
-    known = a or b  # the other may have more dims
-    if known is not None and known.lo >= 1:
-        return Rank(MANY if known.what == MANY else ANY, known.lo, None, known.origin)
     return None
 
 
@@ -191,22 +138,6 @@ def _dict_values(e: ast.AST, key: str, scope: Scope, ctx: Context, line: int, d:
     return []
 
 
-def agree(got: list[Rank | None]) -> Rank | None:
-    """One rank for several values that may each be the result (the returns of a function):
-    all scalars, or all many-valued; None otherwise."""
-    if not got or any(g is None for g in got):
-        return None
-    whats = {g.what for g in got}  # type: ignore[union-attr]
-    if len(whats) != 1:
-        return None
-    first = got[0]
-    assert first is not None
-    if first.what == ONE and len({(g.lo, g.hi) for g in got}) != 1:  # type: ignore[union-attr]
-        return None
-    return Rank(first.what, min(g.lo for g in got), first.hi, first.origin,  # type: ignore
-                all(g.unreduced for g in got))  # type: ignore[union-attr]
-
-
 def _returns(fn: ast.AST | None) -> list[ast.Return]:
     if fn is None:
         return []
@@ -227,30 +158,6 @@ def _returned(fn: ast.AST | None, ctx: Context, d: int) -> Rank | None:
             g = replace(g, origin=r)
         got.append(g)
     return agree(got)
-
-
-def _shape_args(call: ast.Call, start: int = 0) -> list[ast.expr] | None:
-    """The sizes a factory or ``view`` is given (``(2, 3)`` or ``2, 3``); None: unknown."""
-    args = call.args[start:]
-    if any(isinstance(a, ast.Starred) for a in args) or call.keywords and not args:
-        return None
-    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
-        return list(args[0].elts)
-    if len(args) == 1 and int_value(args[0]) is None and not isinstance(args[0], ast.Constant):
-        return None  # `view(shape)`, `ones(x.size())`: not read
-    return list(args)
-
-
-def _sized(sizes: list[ast.expr], base: Rank | None) -> Rank | None:
-    """A shape spelled out (``view(1)``, ``torch.ones(2, 3)``), of a value of rank ``base``."""
-    n = len(sizes)
-    if all(int_value(s) == 1 for s in sizes):
-        return Rank(SCALAR if n == 0 else ONE, n, n)
-    if base is not None and base.what == MANY:
-        return Rank(MANY, n, n, base.origin)
-    if any((int_value(s) or 0) > 1 for s in sizes):
-        return Rank(MANY, n, n)
-    return Rank(ANY, n, n)
 
 
 def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
@@ -290,18 +197,19 @@ def _method(e: ast.Call, m: str, scope: Scope, ctx: Context, line: int, d: int
             return SCALAR_RANK if not e.keywords else None
         if m in TUPLED:
             return None
-        return _reduced(rank(recv, scope, ctx, line, d), dim, keyword(e, "keepdim"))
+        return reduced(rank(recv, scope, ctx, line, d), dim, keyword(e, "keepdim"))
     if m in KEEPS:
         return rank(recv, scope, ctx, line, d)
     if m in SOFTMAX:
-        return _softmax(rank(recv, scope, ctx, line, d), e.args[0] if e.args else keyword(e, "dim"))
+        return softmax_of(rank(recv, scope, ctx, line, d),
+                          e.args[0] if e.args else keyword(e, "dim"))
     if m == "unsqueeze" and e.args:
-        return _unsqueezed(rank(recv, scope, ctx, line, d), int_value(e.args[0]))
+        return unsqueezed(rank(recv, scope, ctx, line, d), int_value(e.args[0]))
     if m in ("view", "reshape"):
-        sizes = _shape_args(e)
-        return _sized(sizes, rank(recv, scope, ctx, line, d)) if sizes is not None else None
+        sizes = shape_args(e)
+        return sized(sizes, rank(recv, scope, ctx, line, d)) if sizes is not None else None
     if m == "permute":
-        sizes = _shape_args(e)
+        sizes = shape_args(e)
         base = rank(recv, scope, ctx, line, d)
         if sizes and base is not None and base.what == MANY:
             return Rank(MANY, len(sizes), len(sizes), base.origin)
@@ -309,96 +217,33 @@ def _method(e: ast.Call, m: str, scope: Scope, ctx: Context, line: int, d: int
     return None
 
 
-def _reduced(base: Rank | None, dim: ast.AST, keepdim: ast.AST | None) -> Rank | None:
-    """A reduction over ``dim``: many-valued when the reduced value is, and keeps its first
-    (batch) dim: ``keepdim=True``, or ``dim`` >= 1 of a value of 2 dims or more."""
-    if base is None or base.what != MANY:
-        return None
-    if isinstance(keepdim, ast.Constant) and keepdim.value is True:
-        return base
-    i = int_value(dim)
-    if i is not None and i >= 1 and base.lo >= 2:
-        return Rank(MANY, base.lo - 1, None if base.hi is None else base.hi - 1, base.origin)
-    return None
-
-
-def _softmax(base: Rank | None, dim: ast.AST | None) -> Rank | None:
-    i = int_value(dim)
-    if i is None:
-        return None
-    lo = i + 1 if i >= 0 else -i
-    return Rank(MANY, max(lo, base.lo if base else 0), base.hi if base else None,
-                base.origin if base else None)
-
-
-def _unsqueezed(base: Rank | None, i: int | None) -> Rank | None:
-    if base is None or i is None:
-        return None
-    if base.what == SCALAR:
-        return Rank(ONE, 1, 1)
-    hi = None if base.hi is None else base.hi + 1
-    if base.what == ONE:
-        return Rank(ONE, base.lo + 1, hi)
-    return Rank(base.what, max(base.lo, i if i >= 0 else 0) + 1, hi, base.origin)
-
-
 def _torch_call(e: ast.Call, q: str, short: str, scope: Scope, ctx: Context, line: int,
                 d: int) -> Rank | None:
     first = e.args[0] if e.args else None
     if short in LOSS_FUNCTIONS and q.startswith("torch.nn.functional."):
-        return _loss(keyword(e, "reduction"), keyword(e, "reduce"), short,
-                     rank(first, scope, ctx, line, d) if first is not None else None)
+        return loss_rank(keyword(e, "reduction"), keyword(e, "reduce"), short,
+                         rank(first, scope, ctx, line, d) if first is not None else None)
     if short in REDUCTIONS and first is not None and q.count(".") == 1:
         dim = e.args[1] if len(e.args) > 1 else keyword(e, "dim")
         if dim is None:
             return SCALAR_RANK if not e.keywords else None
         if short in TUPLED:
             return None
-        return _reduced(rank(first, scope, ctx, line, d), dim, keyword(e, "keepdim"))
+        return reduced(rank(first, scope, ctx, line, d), dim, keyword(e, "keepdim"))
     if short in SOFTMAX and first is not None:
-        return _softmax(rank(first, scope, ctx, line, d),
-                        e.args[1] if len(e.args) > 1 else keyword(e, "dim"))
+        return softmax_of(rank(first, scope, ctx, line, d),
+                          e.args[1] if len(e.args) > 1 else keyword(e, "dim"))
     if short in KEEPS and first is not None:
         return rank(first, scope, ctx, line, d)
     if short in FACTORIES and q.count(".") == 1:
-        sizes = _shape_args(e) if short != "full" else (
+        sizes = shape_args(e) if short != "full" else (
             list(first.elts) if isinstance(first, (ast.Tuple, ast.List)) else None)
-        return _sized(sizes, None) if sizes is not None else None
+        return sized(sizes, None) if sizes is not None else None
     if short.endswith("_like") and short[:-5] in FACTORIES and first is not None:
         return rank(first, scope, ctx, line, d)
     if q in ("torch.tensor", *(f"torch.{n}" for n in LEGACY)) and first is not None:
-        return _literal(first, legacy=q != "torch.tensor")
+        return literal(first, legacy=q != "torch.tensor")
     return None
-
-
-def _literal(a: ast.AST, legacy: bool) -> Rank | None:
-    """``torch.tensor(1.)`` (0-dim), ``torch.tensor([1.])`` / ``torch.FloatTensor([1])``
-    (one value in a 1-dim shape); a legacy constructor's int is a size."""
-    if isinstance(a, ast.Constant) and isinstance(a.value, (int, float)):
-        if legacy:
-            return Rank(ONE, 1, 1) if a.value == 1 else Rank(MANY, 1, 1)
-        return SCALAR_RANK
-    if isinstance(a, (ast.List, ast.Tuple)) and a.elts and all(
-            isinstance(x, (ast.Constant, ast.UnaryOp)) for x in a.elts):
-        return Rank(ONE, 1, 1) if len(a.elts) == 1 else Rank(MANY, 1, 1)
-    return None
-
-
-def _loss(reduction: ast.AST | None, reduce: ast.AST | None, short: str,
-          pred: Rank | None) -> Rank | None:
-    if isinstance(reduce, ast.Constant) and reduce.value is False:
-        reduction = ast.Constant("none")
-    if reduction is None:
-        return SCALAR_RANK
-    if not isinstance(reduction, ast.Constant):
-        return None
-    if reduction.value in ("mean", "sum", "batchmean"):
-        return SCALAR_RANK
-    if reduction.value != "none":
-        return None
-    if short in CLASS_DIM and pred is not None and pred.ndim is not None:
-        return Rank(MANY, max(1, pred.ndim - 1), max(1, pred.ndim - 1), unreduced=True)
-    return Rank(MANY, max(1, pred.lo if pred else 1), None, unreduced=True)
 
 
 def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx: Context,
@@ -406,16 +251,16 @@ def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx:
     short = cls.rsplit(".", 1)[-1]
     if cls.startswith("torch.nn.") and short.endswith("Loss") and isinstance(node, ast.Call):
         pred = rank(e.args[0], scope, ctx, line, d) if e.args else None
-        return _loss(keyword(node, "reduction"), keyword(node, "reduce"), short, pred)
+        return loss_rank(keyword(node, "reduction"), keyword(node, "reduce"), short, pred)
     if cls in SEQUENTIAL and isinstance(node, ast.Call):
         for layer in reversed(sequential_layers(node, ctx, None)):
             lq = ctx.qualified_name(getattr(layer, "func", layer)) or ""
             ls = lq.rsplit(".", 1)[-1]
             if not lq.startswith("torch.nn.") or ls not in ELEMENTWISE:
-                return _layer(ls, layer) if lq.startswith("torch.nn.") else None
+                return layer_rank(ls, layer) if lq.startswith("torch.nn.") else None
         return None
     if cls.startswith("torch.nn.") and (short in FEATURES or short in CONVS):
-        return _layer(short, node)
+        return layer_rank(short, node)
     info = ctx.analysis.classes.get(cls)
     if info is not None and info.is_module:
         return _returned(forward_of(info), ctx, d)
@@ -446,17 +291,3 @@ def elements(e: ast.AST, scope: Scope, ctx: Context, line: int) -> list[ast.AST]
     if isinstance(e, ast.ListComp):
         return [e.elt]
     return None
-
-
-def _layer(short: str, node: ast.AST | None) -> Rank | None:
-    """The output of a ``torch.nn`` layer built by ``node`` (NOTE [ranks]): many-valued when
-    it has a constant number of features above 1, or is a convolution; else at least 1-dim."""
-    if short in CONVS:
-        return Rank(MANY, 2, None)
-    if short not in FEATURES:
-        return None
-    i, kw = FEATURES[short]
-    size = None
-    if isinstance(node, ast.Call):
-        size = int_value(node.args[i]) if len(node.args) > i else int_value(keyword(node, kw))
-    return Rank(MANY, 1, None) if size is not None and size > 1 else Rank(ANY, 1, None)
