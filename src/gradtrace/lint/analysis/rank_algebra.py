@@ -19,7 +19,9 @@ KEEPS = frozenset({"clamp", "clip", "abs", "exp", "log", "sigmoid", "tanh", "rel
                    "double", "half", "to", "cuda", "cpu", "clone", "contiguous", "detach",
                    "neg", "pow", "sqrt", "gather", "masked_fill", "mul", "add", "sub", "div",
                    "log1p", "expm1", "square", "type_as", "requires_grad_", "clamp_min",
-                   "clamp_max", "softplus", "elu", "leaky_relu", "gelu", "silu", "dropout"})
+                   "clamp_max", "softplus", "elu", "leaky_relu", "gelu", "silu", "dropout",
+                   "logsigmoid", "normalize", "reciprocal", "rsqrt", "sin", "cos", "relu6",
+                   "selu", "mish", "hardtanh"})
 TUPLED = frozenset({"max", "min", "median"})  # over a ``dim``: (values, indices)
 SOFTMAX = frozenset({"softmax", "log_softmax"})
 FACTORIES = frozenset({"ones", "zeros", "randn", "rand", "empty", "full"})
@@ -49,6 +51,7 @@ class Rank:
     hi: int | None = None        # at most (None: no bound); lo == hi: exactly
     origin: ast.AST | None = None  # the file function's ``return`` a MANY value came out of
     unreduced: bool = False      # MANY: a ``reduction='none'`` loss's output, unchanged
+    passed: bool = False         # ``origin`` is a caller's: the value came in as an argument
 
     @property
     def ndim(self) -> int | None:
@@ -58,17 +61,23 @@ class Rank:
 SCALAR_RANK = Rank(SCALAR, 0, 0)
 
 
+def derived(base: Rank, what: str, lo: int, hi: int | None) -> Rank:
+    """A rank computed from ``base`` by an operation: its origin kept, no longer a loss's
+    unreduced output."""
+    return Rank(what, lo, hi, base.origin, passed=base.passed)
+
+
 def combine(a: Rank | None, b: Rank | None) -> Rank | None:
     """The rank of ``a <op> b`` under broadcasting."""
     if a is not None and b is not None:
         if MANY in (a.what, b.what):
-            return Rank(MANY, max(a.lo, b.lo), None, a.origin if a.what == MANY else b.origin)
+            return derived(a if a.what == MANY else b, MANY, max(a.lo, b.lo), None)
         hi = None if a.hi is None or b.hi is None else max(a.hi, b.hi)
         what = ANY if ANY in (a.what, b.what) else SCALAR if hi == 0 else ONE
         return Rank(what, max(a.lo, b.lo), hi)
     known = a or b  # the other may have more dims
     if known is not None and known.lo >= 1:
-        return Rank(MANY if known.what == MANY else ANY, known.lo, None, known.origin)
+        return derived(known, MANY if known.what == MANY else ANY, known.lo, None)
     return None
 
 
@@ -85,7 +94,7 @@ def agree(got: list[Rank | None]) -> Rank | None:
     if first.what == ONE and len({(g.lo, g.hi) for g in got}) != 1:  # type: ignore[union-attr]
         return None
     return Rank(first.what, min(g.lo for g in got), first.hi, first.origin,  # type: ignore
-                all(g.unreduced for g in got))  # type: ignore[union-attr]
+                all(g.unreduced for g in got), first.passed)  # type: ignore[union-attr]
 
 
 def shape_args(call: ast.Call, start: int = 0) -> list[ast.expr] | None:
@@ -106,7 +115,7 @@ def sized(sizes: list[ast.expr], base: Rank | None) -> Rank | None:
     if all(int_value(s) == 1 for s in sizes):
         return Rank(SCALAR if n == 0 else ONE, n, n)
     if base is not None and base.what == MANY:
-        return Rank(MANY, n, n, base.origin)
+        return derived(base, MANY, n, n)
     if any((int_value(s) or 0) > 1 for s in sizes):
         return Rank(MANY, n, n)
     return Rank(ANY, n, n)
@@ -114,14 +123,15 @@ def sized(sizes: list[ast.expr], base: Rank | None) -> Rank | None:
 
 def reduced(base: Rank | None, dim: ast.AST, keepdim: ast.AST | None) -> Rank | None:
     """A reduction over ``dim``: many-valued when the reduced value is, and keeps its first
-    (batch) dim: ``keepdim=True``, or ``dim`` >= 1 of a value of 2 dims or more."""
+    (batch) dim: ``keepdim=True``, or ``dim`` >= 1 of a value of 2 dims or more (``-k`` for
+    ``k`` below its least number of dims: never dim 0)."""
     if base is None or base.what != MANY:
         return None
     if isinstance(keepdim, ast.Constant) and keepdim.value is True:
         return base
     i = int_value(dim)
-    if i is not None and i >= 1 and base.lo >= 2:
-        return Rank(MANY, base.lo - 1, None if base.hi is None else base.hi - 1, base.origin)
+    if i is not None and (i >= 1 or i < 0 and -i < base.lo) and base.lo >= 2:
+        return derived(base, MANY, base.lo - 1, None if base.hi is None else base.hi - 1)
     return None
 
 
@@ -130,8 +140,17 @@ def softmax_of(base: Rank | None, dim: ast.AST | None) -> Rank | None:
     if i is None:
         return None
     lo = i + 1 if i >= 0 else -i
-    return Rank(MANY, max(lo, base.lo if base else 0), base.hi if base else None,
-                base.origin if base else None)
+    if base is None:
+        return Rank(MANY, lo, None)
+    return derived(base, MANY, max(lo, base.lo), base.hi)
+
+
+def squeezed(base: Rank | None, i: int | None) -> Rank | None:
+    """``x.squeeze(i)``: the same elements, one dim fewer when dim ``i`` has size 1 (torch
+    raises when ``x`` has no dim ``i``, so it had at least ``i + 1``)."""
+    if base is None or i is None or base.what != MANY:
+        return None
+    return derived(base, MANY, max(base.lo, i + 1 if i >= 0 else -i) - 1, base.hi)
 
 
 def unsqueezed(base: Rank | None, i: int | None) -> Rank | None:
@@ -142,7 +161,7 @@ def unsqueezed(base: Rank | None, i: int | None) -> Rank | None:
     hi = None if base.hi is None else base.hi + 1
     if base.what == ONE:
         return Rank(ONE, base.lo + 1, hi)
-    return Rank(base.what, max(base.lo, i if i >= 0 else 0) + 1, hi, base.origin)
+    return derived(base, base.what, max(base.lo, i if i >= 0 else 0) + 1, hi)
 
 
 def literal(a: ast.AST, legacy: bool) -> Rank | None:
@@ -187,3 +206,19 @@ def layer_rank(short: str, node: ast.AST | None) -> Rank | None:
     if isinstance(node, ast.Call):
         size = int_value(node.args[i]) if len(node.args) > i else int_value(keyword(node, kw))
     return Rank(MANY, 1, None) if size is not None and size > 1 else Rank(ANY, 1, None)
+
+
+# a layer that maps the last dim only: its output has the input's dims
+SAME_DIMS = frozenset({"Linear", "LazyLinear"})
+
+
+def layer_on(short: str, node: ast.AST | None, x: Rank | None) -> Rank | None:
+    """The output of a ``torch.nn`` layer built by ``node`` on an input of rank ``x``
+    (NOTE [ranks]): a linear layer keeps the input's dims, so on a batch (many values in 2
+    dims or more) it gives one output per sample even with one output feature."""
+    out = layer_rank(short, node)
+    if short not in SAME_DIMS or x is None or x.what not in (MANY, ANY) or x.lo < 1:
+        return out
+    if out is not None and out.what == MANY or x.what == MANY and x.lo >= 2:
+        return Rank(MANY, x.lo, x.hi)
+    return Rank(ANY, x.lo, x.hi)

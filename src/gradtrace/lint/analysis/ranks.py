@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import ast
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
+from gradtrace.lint.analysis.callees import _binds as binds_of
+from gradtrace.lint.analysis.callees import function_sites, module_sites
 from gradtrace.lint.analysis.dims import int_value, keyword
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.rank_algebra import (  # noqa: F401 - re-exported for the rules
-    ANY, CONVS, ELEMENTWISE, FEATURES, KEEPS, LOSS_FUNCTIONS, MANY, ONE, REDUCTIONS, SCALAR,
-    SCALAR_RANK, SOFTMAX, TUPLED, FACTORIES, LEGACY, Rank, agree, combine, layer_rank, literal,
-    loss_rank, reduced, shape_args, sized, softmax_of, unsqueezed,
+    ANY, CONVS, ELEMENTWISE, FACTORIES, FEATURES, KEEPS, LEGACY, LOSS_FUNCTIONS, MANY, ONE,
+    REDUCTIONS, SAME_DIMS, SCALAR, SCALAR_RANK, SOFTMAX, TUPLED, Rank, agree, combine, derived,
+    layer_on, layer_rank, literal, loss_rank, reduced, shape_args, sized, softmax_of, squeezed,
+    unsqueezed,
 )
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, forward_of, sequential_layers
 from gradtrace.lint.analysis.reach import called_function, live_binding_before
@@ -44,8 +47,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import scope_nodes, walk
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis.facts import Analysis
     from gradtrace.lint.context import Context
-    from gradtrace.lint.flow import Scope
+    from gradtrace.lint.flow import Binding, Scope
 
 MAX_DEPTH = 8
 
@@ -82,17 +86,121 @@ def _rank(e: ast.AST, scope: Scope, ctx: Context, line: int, d: int) -> Rank | N
 
 
 def _name(name: str, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
-    b = live_binding_before(scope, name, line) if d <= MAX_DEPTH else None
-    if b is None:
+    if d > MAX_DEPTH:
         return None
+    b = live_binding_before(scope, name, line)
+    if b is None:
+        return parameter_rank(scope.node, name, ctx) if not scope.bindings_before(
+            name, line) else None
+    memo: dict[tuple[int, str], Rank | None] = ctx.memo("ranks-bindings", scope.node, dict)
+    key = (id(b.stmt), name)
+    if key not in memo:  # once per binding, with the whole depth for its value: a chain of
+        memo[key] = None  # names costs one reading of each (a loop's reads itself: unknown)
+        memo[key] = _bound_value(name, b, scope, ctx)
+    return memo[key]
+
+
+def _bound_value(name: str, b: Binding, scope: Scope, ctx: Context) -> Rank | None:
     s = b.stmt
     if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
-        return combine(_name(name, scope, ctx, b.line, d + 1),
-                       rank(s.value, scope, ctx, b.line, d))
-    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
-            and b.value is not None:
-        return rank(b.value, scope, ctx, b.line, d)
+        return combine(_name(name, scope, ctx, b.line, 1), rank(s.value, scope, ctx, b.line))
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and b.value is not None:
+        return rank(b.value, scope, ctx, b.line)  # `y = f(x)`, `a, b = f(x), g(x)`
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Call):
+        i = _position(s.targets[0], name)  # `loss, acc = loss_fn(out, y)`
+        fn = called_function(s.value, scope, b.line) if i is not None else None
+        return _returned(fn, ctx, i) if fn is not None else None
+    if isinstance(s, ast.For) and isinstance(s.target, ast.Name):
+        items = elements(s.iter, scope, ctx, b.line)  # `for x in [torch.randn(8, 32), ...]`
+        if not items or any(_comprehension_reads(v, scope) for v in items):
+            return None
+        return agree([rank(v, scope, ctx, b.line) for v in items])
     return None
+
+
+def _comprehension_reads(e: ast.AST, scope: Scope) -> bool:
+    """``e`` is a comprehension's element reading the comprehension's own names (not the
+    function's names of the same spelling)."""
+    for n in walk(scope.node):
+        if isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and n.elt is e:
+            own = {t.id for g in n.generators for t in walk(g.target) if isinstance(t, ast.Name)}
+            return any(isinstance(x, ast.Name) and x.id in own for x in walk(e))
+    return False
+
+
+# NOTE [parameter ranks]
+# A parameter's rank is what every call of its function in the file passes for it, read at
+# the call: the call sites of NOTE [parameter kinds] (none hidden: a function also used as a
+# value, a method referenced as ``self.m``, has none), and for the ``forward`` of a module
+# class of the file the calls of its instances (``net(x)``, ``self.loss_fn(a, b)``). A call
+# that leaves the parameter to its default, a ``*args``/``**kw`` call, or sites that disagree
+# leave it unknown; a recursive call passing it on is no caller. The rank keeps the caller's
+# origin, marked ``passed``: a value the function makes from it and returns is its own
+# (per-sample log-probabilities handed to a loss function that returns per-pair losses: the
+# loss's ``return`` hands them out), while the parameter read as is keeps the caller's.
+MAX_PARAM_SITES = 8
+
+
+def parameter_rank(fn: ast.AST, name: str, ctx: Context) -> Rank | None:
+    """The rank of parameter ``name`` of ``fn`` from the file's calls, once per function and
+    parameter (NOTE [parameter ranks])."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or name in ("self", "cls"):
+        return None
+    a = fn.args
+    if name not in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+        return None
+    memo: dict[tuple[int, str], Rank | None] = ctx.memo("ranks-parameters", ctx.tree, dict)
+    key = (id(fn), name)
+    if key not in memo:
+        memo[key] = None  # in progress: a call chain back into ``fn`` reads as unknown
+        memo[key] = _parameter_rank(fn, name, ctx)
+    return memo[key]
+
+
+def _parameter_rank(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str, ctx: Context
+                    ) -> Rank | None:
+    a = ctx.analysis
+    cls = a.class_of(fn)
+    through_instance = cls is not None and (fn.name == "forward" and cls.is_module
+                                            or fn.name == "__call__")
+    sites = module_sites(a, cls.name) if through_instance and cls.is_module \
+        else function_sites(a, fn)
+    if not sites or len(sites) > MAX_PARAM_SITES:
+        return None
+    got = []
+    for call, where in sites:
+        binds = _bound(a, fn, call, through_instance)
+        v = binds.get(name) if binds is not None else None
+        if v is None:
+            return None
+        if where is fn and isinstance(v, ast.Name) and v.id == name:
+            continue  # `f(x, n - 1)` inside `f`: the parameter passed on
+        got.append(rank(v, ctx.scope(where), ctx, call.lineno))
+    r = agree(got)
+    return replace(r, passed=True) if r is not None and r.origin is not None else r
+
+
+def _bound(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+           through_instance: bool) -> dict[str, ast.expr] | None:
+    """Parameter -> argument of ``call``; an instance's call (``net(x)``) binds the
+    parameters after ``self``."""
+    if not through_instance:
+        return binds_of(a, fn, call)
+    if any(isinstance(x, ast.Starred) for x in call.args) or \
+            any(k.arg is None for k in call.keywords):
+        return None
+    names = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)][1:]
+    return {**dict(zip(names, call.args)),
+            **{k.arg: k.value for k in call.keywords if k.arg is not None}}
+
+
+def _position(target: ast.AST, name: str) -> int | None:
+    """Where ``name`` sits in an unpacking target ``a, b, c`` (no starred element)."""
+    if not isinstance(target, (ast.Tuple, ast.List)) or any(
+            isinstance(t, ast.Starred) for t in target.elts):
+        return None
+    got = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Name) and t.id == name]
+    return got[0] if len(got) == 1 else None
 
 
 def _subscript(e: ast.Subscript, scope: Scope, ctx: Context, line: int, d: int
@@ -105,7 +213,7 @@ def _subscript(e: ast.Subscript, scope: Scope, ctx: Context, line: int, d: int
     parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
     if base is not None and base.what == MANY and any(isinstance(p, ast.Slice) for p in parts) \
             and not any(isinstance(p, ast.Constant) and p.value is Ellipsis for p in parts):
-        return Rank(MANY, 1, None, base.origin)  # `x[:, 0]`: the sliced dims stay
+        return derived(base, MANY, 1, None)  # `x[:, 0]`: the sliced dims stay
     return None
 
 
@@ -145,19 +253,32 @@ def _returns(fn: ast.AST | None) -> list[ast.Return]:
     return [] if any(r.value is None for r in rets) else rets
 
 
-def _returned(fn: ast.AST | None, ctx: Context, d: int) -> Rank | None:
-    """What every ``return`` of a file function gives back (in its own scope)."""
+def _returned(fn: ast.AST | None, ctx: Context, item: int | None = None) -> Rank | None:
+    """What every ``return`` of a file function gives back (in its own scope); with ``item``,
+    the ``item``-th element of the tuple each returns. Once per function and item: the
+    function's own expressions get the whole depth (a chain of calls is bounded by the
+    functions of the file, each in progress at most once)."""
     rets = _returns(fn)
-    if not rets or d >= MAX_DEPTH:
+    if not rets:
         return None
+    memo: dict[tuple[int, int | None], Rank | None] = ctx.memo("ranks-returned", ctx.tree, dict)
+    key = (id(fn), item)
+    if key in memo:
+        return memo[key]
+    memo[key] = None  # in progress: a recursive function reads as unknown
     fs = ctx.scope(fn)
     got = []
     for r in rets:
-        g = rank(r.value, fs, ctx, r.lineno, d)  # type: ignore[arg-type]
-        if g is not None and g.what == MANY and g.origin is None:
-            g = replace(g, origin=r)
+        v = r.value
+        if item is not None:
+            v = v.elts[item] if isinstance(v, ast.Tuple) and len(v.elts) > item and not any(
+                isinstance(x, ast.Starred) for x in v.elts) else None
+        g = rank(v, fs, ctx, r.lineno) if v is not None else None
+        if g is not None and g.what == MANY and (g.origin is None or g.passed):
+            g = replace(g, origin=r, passed=False)  # made here from what came in
         got.append(g)
-    return agree(got)
+    memo[key] = out = agree(got)
+    return out
 
 
 def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
@@ -174,7 +295,7 @@ def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | 
             return got
     fn = called_function(e, scope, line)
     if fn is not None:
-        return _returned(fn, ctx, d)
+        return _returned(fn, ctx)
     k = ctx.analysis.kind(f, scope, line)
     if isinstance(f, ast.Name) and k is not None and k.what == MODULE:
         live = live_binding_before(scope, f.id, line)  # not one an `if` arm returned past
@@ -203,6 +324,8 @@ def _method(e: ast.Call, m: str, scope: Scope, ctx: Context, line: int, d: int
     if m in SOFTMAX:
         return softmax_of(rank(recv, scope, ctx, line, d),
                           e.args[0] if e.args else keyword(e, "dim"))
+    if m == "squeeze" and e.args:
+        return squeezed(rank(recv, scope, ctx, line, d), int_value(e.args[0]))
     if m == "unsqueeze" and e.args:
         return unsqueezed(rank(recv, scope, ctx, line, d), int_value(e.args[0]))
     if m in ("view", "reshape"):
@@ -212,7 +335,7 @@ def _method(e: ast.Call, m: str, scope: Scope, ctx: Context, line: int, d: int
         sizes = shape_args(e)
         base = rank(recv, scope, ctx, line, d)
         if sizes and base is not None and base.what == MANY:
-            return Rank(MANY, len(sizes), len(sizes), base.origin)
+            return derived(base, MANY, len(sizes), len(sizes))
         return Rank(ANY, len(sizes), len(sizes)) if sizes else None
     return None
 
@@ -252,18 +375,15 @@ def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx:
     if cls.startswith("torch.nn.") and short.endswith("Loss") and isinstance(node, ast.Call):
         pred = rank(e.args[0], scope, ctx, line, d) if e.args else None
         return loss_rank(keyword(node, "reduction"), keyword(node, "reduce"), short, pred)
+    x = (lambda: rank(e.args[0], scope, ctx, line, d) if len(e.args) == 1 else None)
     if cls in SEQUENTIAL and isinstance(node, ast.Call):
-        for layer in reversed(sequential_layers(node, ctx, None)):
-            lq = ctx.qualified_name(getattr(layer, "func", layer)) or ""
-            ls = lq.rsplit(".", 1)[-1]
-            if not lq.startswith("torch.nn.") or ls not in ELEMENTWISE:
-                return layer_rank(ls, layer) if lq.startswith("torch.nn.") else None
-        return None
+        return _sequential(sequential_layers(node, ctx, None), ctx, x)
     if cls.startswith("torch.nn.") and (short in FEATURES or short in CONVS):
-        return layer_rank(short, node)
+        got = layer_rank(short, node)
+        return got if got is not None and got.what == MANY else layer_on(short, node, x())
     info = ctx.analysis.classes.get(cls)
     if info is not None and info.is_module:
-        return _returned(forward_of(info), ctx, d)
+        return _returned(forward_of(info), ctx)
     return None
 
 
@@ -291,3 +411,24 @@ def elements(e: ast.AST, scope: Scope, ctx: Context, line: int) -> list[ast.AST]
     if isinstance(e, ast.ListComp):
         return [e.elt]
     return None
+
+
+def _sequential(layers: list[ast.AST], ctx: Context, x: Callable[[], Rank | None]
+                ) -> Rank | None:
+    """An ``nn.Sequential`` of torch layers: what its linear and elementwise layers make of
+    the input (``x``, read on demand), in turn; else its last layer's output (past
+    elementwise ones)."""
+    shorts = []
+    for layer in layers:
+        lq = ctx.qualified_name(getattr(layer, "func", layer)) or ""
+        shorts.append(lq.rsplit(".", 1)[-1] if lq.startswith("torch.nn.") else None)
+    last = next(((s, layer) for s, layer in zip(reversed(shorts), reversed(layers))
+                 if s is None or s not in ELEMENTWISE), None)
+    if last is None or last[0] is None:
+        return None
+    out = layer_rank(last[0], last[1])
+    r = x() if all(s in ELEMENTWISE or s in SAME_DIMS for s in shorts) else None
+    for s, layer in zip(shorts, layers):
+        if r is not None and s not in ELEMENTWISE:
+            r = layer_on(s, layer, r)  # type: ignore[arg-type]
+    return r if r is not None else out
