@@ -42,6 +42,26 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         probe = Probe(nn.Sequential(nn.Linear(5, 8), nn.ReLU()), nn.Linear(8, 1))
         g = probe.saliency(torch.randn(5))
         """, "GT715", holds="g.shape == (5,)")),
+    # GT715: the same head on a value network's batch, read through a helper's return. The
+    # look-alike makes a batch of one here (`state.unsqueeze(0)`): the head's output has
+    # one element, and backward needs no gradient (NOTE [ranks]: ``Rank.single``).
+    "one-feature-head-on-a-batch-of-one": (Shape("""
+        trunk = nn.Sequential(nn.Linear(4, 16), nn.Tanh())
+        value_head = nn.Linear(16, 1)
+        def value(states):
+            return value_head(trunk(states))
+        states = torch.randn(6, 4)
+        v = value(states)
+        v.backward()
+        """, "GT715", line=4, raises=SCALAR_ONLY), Shape("""
+        trunk = nn.Sequential(nn.Linear(4, 16), nn.Tanh())
+        value_head = nn.Linear(16, 1)
+        def value(states):
+            return value_head(trunk(states))
+        state = torch.randn(4)
+        v = value(state.unsqueeze(0))
+        v.backward()
+        """, "GT715", holds="value_head.weight.grad is not None")),
     # GT715: per-token log-probabilities (`gather(...).squeeze(-1)`, summed over the last
     # dim) reach a loss module as arguments; its `forward` returns the per-pair losses in a
     # tuple, unpacked by the caller and handed to a helper's `backward`. The finding is on

@@ -8,7 +8,7 @@ layer's output, a loss's reduction). Nothing here reads a name or a call site.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gradtrace.lint.analysis.dims import int_value, keyword
 
@@ -52,6 +52,7 @@ class Rank:
     origin: ast.AST | None = None  # the file function's ``return`` a MANY value came out of
     unreduced: bool = False      # MANY: a ``reduction='none'`` loss's output, unchanged
     passed: bool = False         # ``origin`` is a caller's: the value came in as an argument
+    single: bool = False         # MANY: its first dim is a batch of one made here (NOTE [ranks])
 
     @property
     def ndim(self) -> int | None:
@@ -64,7 +65,7 @@ SCALAR_RANK = Rank(SCALAR, 0, 0)
 def derived(base: Rank, what: str, lo: int, hi: int | None) -> Rank:
     """A rank computed from ``base`` by an operation: its origin kept, no longer a loss's
     unreduced output."""
-    return Rank(what, lo, hi, base.origin, passed=base.passed)
+    return Rank(what, lo, hi, base.origin, passed=base.passed, single=base.single)
 
 
 def combine(a: Rank | None, b: Rank | None) -> Rank | None:
@@ -94,7 +95,8 @@ def agree(got: list[Rank | None]) -> Rank | None:
     if first.what == ONE and len({(g.lo, g.hi) for g in got}) != 1:  # type: ignore[union-attr]
         return None
     return Rank(first.what, min(g.lo for g in got), first.hi, first.origin,  # type: ignore
-                all(g.unreduced for g in got), first.passed)  # type: ignore[union-attr]
+                all(g.unreduced for g in got), first.passed,  # type: ignore[union-attr]
+                any(g.single for g in got))  # type: ignore[union-attr]
 
 
 def shape_args(call: ast.Call, start: int = 0) -> list[ast.expr] | None:
@@ -114,10 +116,11 @@ def sized(sizes: list[ast.expr], base: Rank | None) -> Rank | None:
     n = len(sizes)
     if all(int_value(s) == 1 for s in sizes):
         return Rank(SCALAR if n == 0 else ONE, n, n)
+    single = n >= 2 and int_value(sizes[0]) == 1  # `torch.randn(1, 6)`, `x.view(1, -1)`
     if base is not None and base.what == MANY:
-        return derived(base, MANY, n, n)
+        return replace(derived(base, MANY, n, n), single=single or base.single)
     if any((int_value(s) or 0) > 1 for s in sizes):
-        return Rank(MANY, n, n)
+        return Rank(MANY, n, n, single=single)
     return Rank(ANY, n, n)
 
 
@@ -130,7 +133,8 @@ def reduced(base: Rank | None, dim: ast.AST, keepdim: ast.AST | None) -> Rank | 
     if isinstance(keepdim, ast.Constant) and keepdim.value is True:
         return base
     i = int_value(dim)
-    if i is not None and (i >= 1 or i < 0 and -i < base.lo) and base.lo >= 2:
+    if i is not None and (i >= 1 or i < 0 and -i < base.lo) and base.lo >= 2 \
+            and not base.single:
         return derived(base, MANY, base.lo - 1, None if base.hi is None else base.hi - 1)
     return None
 
@@ -161,7 +165,8 @@ def unsqueezed(base: Rank | None, i: int | None) -> Rank | None:
     hi = None if base.hi is None else base.hi + 1
     if base.what == ONE:
         return Rank(ONE, base.lo + 1, hi)
-    return derived(base, base.what, max(base.lo, i if i >= 0 else 0) + 1, hi)
+    got = derived(base, base.what, max(base.lo, i if i >= 0 else 0) + 1, hi)
+    return replace(got, single=True) if i == 0 else got  # `x.unsqueeze(0)`: a batch of one
 
 
 def literal(a: ast.AST, legacy: bool) -> Rank | None:
@@ -219,6 +224,8 @@ def layer_on(short: str, node: ast.AST | None, x: Rank | None) -> Rank | None:
     out = layer_rank(short, node)
     if short not in SAME_DIMS or x is None or x.what not in (MANY, ANY) or x.lo < 1:
         return out
-    if out is not None and out.what == MANY or x.what == MANY and x.lo >= 2:
+    if out is not None and out.what == MANY:
+        return Rank(MANY, x.lo, x.hi, single=x.single)
+    if x.what == MANY and x.lo >= 2 and not x.single:
         return Rank(MANY, x.lo, x.hi)
     return Rank(ANY, x.lo, x.hi)

@@ -14,16 +14,22 @@ of torch.Size([])``). :func:`rank` reads an expression into a :class:`Rank`:
 - ``MANY`` (one value per sample or per element): a loss with ``reduction='none'``, the output
   of a layer (``nn.Linear``, a convolution, an ``nn.Sequential`` of them, a module class of the
   file whose every ``return`` is one), a softmax over a ``dim``, ``x[:, 0]`` of one, a reduction
-  over ``dim`` >= 1 of a value of 2 dims or more, ``x.unsqueeze(1)``;
-- ``None``: unknown (a parameter, an attribute, a ``squeeze()``...).
+  over ``dim`` >= 1 (or ``-k`` short of dim 0) of a value of 2 dims or more, ``x.unsqueeze(1)``,
+  ``x.squeeze(i)`` of one, a linear layer (even with one output feature) on a batch of 2 dims
+  or more: a linear layer keeps its input's dims;
+- ``None``: unknown (an attribute, a ``squeeze()``...).
 
-Through local names (also ``+=``), arithmetic (scalar op scalar = scalar; anything op many =
-many), shape-keeping calls (``clamp``, ``gather``, ``.float()``), the returns of the file's
-functions and module classes (every return must agree), a dict they return (``out["loss"]``),
-and list elements (a literal, a comprehension, ``append``). ``Rank.origin`` is the ``return``
-of a file function the many-valued result came out of (the deepest one), for reporting.
+Through local names (also ``+=``, ``a, b = x, y``, a loop over a literal list), arithmetic
+(scalar op scalar = scalar; anything op many = many), shape-keeping calls (``clamp``,
+``gather``, ``.float()``), the returns of the file's functions and module classes (every return
+must agree; an unpacked tuple's element), a dict they return (``out["loss"]``), list elements
+(a literal, a comprehension, ``append``), and a function's parameters from the file's calls
+(NOTE [parameter ranks]). ``Rank.origin`` is the ``return`` of a file function the
+many-valued result came out of (the deepest one), for reporting.
 A batch of one makes a ``MANY`` value one-element at run time: the fact is about the code's
-intent (a per-sample loss), as GT510 reads ``reduction='none'``.
+intent (a per-sample loss), as GT510 reads ``reduction='none'``; but a batch of one made here
+(``x.unsqueeze(0)``, ``torch.randn(1, 6)``: ``Rank.single``) is no batch: reducing its other
+dims or a one-feature layer over it leaves one element, and is not read as many.
 """
 from __future__ import annotations
 
