@@ -202,3 +202,17 @@ def test_twin_reported(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_lookalike_silent(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+def test_jacobian_create_graph_by_position_silent() -> None:
+    """`jacobian(f, a, True)` passes create_graph by position (its third parameter)."""
+    judge(PRELUDE, Shape("""
+        def cube(t):
+            return t ** 3
+        def linearized(x, a):
+            slope = torch.autograd.functional.jacobian(cube, a, True)
+            return cube(a) + slope * (x - a)
+        a = torch.ones(1, requires_grad=True)
+        loss = ((linearized(torch.zeros(1), a) - 0.5) ** 2).sum() / 2
+        loss.backward()
+        """, "GT206", holds="a.grad.item() == 15.0"))

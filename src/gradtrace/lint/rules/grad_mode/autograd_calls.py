@@ -385,8 +385,10 @@ class GradientPenaltyWithoutCreateGraph(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if ctx.qualified_name(node.func) not in GRADIENTS or ctx.grad_disabled is not None:
-            return
+        q = ctx.qualified_name(node.func)
+        if q not in GRADIENTS or ctx.grad_disabled is not None \
+                or q != "torch.autograd.grad" and len(node.args) > 2:
+            return  # `jacobian(f, x, True)`: create_graph given by position
         kw = _kw(node, "create_graph")
         if kw is not None and not (isinstance(kw.value, ast.Constant) and not kw.value.value):
             return
