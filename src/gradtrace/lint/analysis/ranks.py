@@ -14,79 +14,50 @@ of torch.Size([])``). :func:`rank` reads an expression into a :class:`Rank`:
 - ``MANY`` (one value per sample or per element): a loss with ``reduction='none'``, the output
   of a layer (``nn.Linear``, a convolution, an ``nn.Sequential`` of them, a module class of the
   file whose every ``return`` is one), a softmax over a ``dim``, ``x[:, 0]`` of one, a reduction
-  over ``dim`` >= 1 of a value of 2 dims or more, ``x.unsqueeze(1)``;
-- ``None``: unknown (a parameter, an attribute, a ``squeeze()``...).
+  over ``dim`` >= 1 (or ``-k`` short of dim 0) of a value of 2 dims or more, ``x.unsqueeze(1)``,
+  ``x.squeeze(i)`` of one, a linear layer (even with one output feature) on a batch of 2 dims
+  or more: a linear layer keeps its input's dims;
+- ``None``: unknown (an attribute, a ``squeeze()``...).
 
-Through local names (also ``+=``), arithmetic (scalar op scalar = scalar; anything op many =
-many), shape-keeping calls (``clamp``, ``gather``, ``.float()``), the returns of the file's
-functions and module classes (every return must agree), a dict they return (``out["loss"]``),
-and list elements (a literal, a comprehension, ``append``). ``Rank.origin`` is the ``return``
-of a file function the many-valued result came out of (the deepest one), for reporting.
+Through local names (also ``+=``, ``a, b = x, y``, a loop over a literal list), arithmetic
+(scalar op scalar = scalar; anything op many = many), shape-keeping calls (``clamp``,
+``gather``, ``.float()``), the returns of the file's functions and module classes (every return
+must agree; an unpacked tuple's element), a dict they return (``out["loss"]``), list elements
+(a literal, a comprehension, ``append``), and a function's parameters from the file's calls
+(NOTE [parameter ranks]). ``Rank.origin`` is the ``return`` of a file function the
+many-valued result came out of (the deepest one), for reporting.
 A batch of one makes a ``MANY`` value one-element at run time: the fact is about the code's
-intent (a per-sample loss), as GT510 reads ``reduction='none'``.
+intent (a per-sample loss), as GT510 reads ``reduction='none'``; but a batch of one made here
+(``x.unsqueeze(0)``, ``torch.randn(1, 6)``: ``Rank.single``) is no batch: reducing its other
+dims or a one-feature layer over it leaves one element, and is not read as many.
 """
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable
 
+from gradtrace.lint.analysis.callees import _binds as binds_of
+from gradtrace.lint.analysis.callees import function_sites, module_sites
 from gradtrace.lint.analysis.dims import int_value, keyword
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.rank_algebra import (  # noqa: F401 - re-exported for the rules
+    ANY, CONVS, ELEMENTWISE, FACTORIES, FEATURES, KEEPS, LEGACY, LOSS_FUNCTIONS, MANY, ONE,
+    REDUCTIONS, SAME_DIMS, SCALAR, SCALAR_RANK, SOFTMAX, TUPLED, Rank, agree, combine, derived,
+    layer_on, layer_rank, literal, loss_rank, reduced, shape_args, sized, softmax_of, squeezed,
+    unsqueezed,
+)
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, forward_of, sequential_layers
 from gradtrace.lint.analysis.reach import called_function, live_binding_before
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import scope_nodes, walk
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis.facts import Analysis
     from gradtrace.lint.context import Context
-    from gradtrace.lint.flow import Scope
+    from gradtrace.lint.flow import Binding, Scope
 
-SCALAR, ONE, MANY, ANY = "scalar", "one", "many", "any"  # ANY: rank read, count not
 MAX_DEPTH = 8
-REDUCTIONS = frozenset({"mean", "sum", "prod", "max", "min", "norm", "std", "var", "amax",
-                        "amin", "logsumexp", "nansum", "nanmean", "median"})
-KEEPS = frozenset({"clamp", "clip", "abs", "exp", "log", "sigmoid", "tanh", "relu", "float",
-                   "double", "half", "to", "cuda", "cpu", "clone", "contiguous", "detach",
-                   "neg", "pow", "sqrt", "gather", "masked_fill", "mul", "add", "sub", "div",
-                   "log1p", "expm1", "square", "type_as", "requires_grad_", "clamp_min",
-                   "clamp_max", "softplus", "elu", "leaky_relu", "gelu", "silu", "dropout"})
-TUPLED = frozenset({"max", "min", "median"})  # over a ``dim``: (values, indices)
-SOFTMAX = frozenset({"softmax", "log_softmax"})
-FACTORIES = frozenset({"ones", "zeros", "randn", "rand", "empty", "full"})
-LEGACY = frozenset({"Tensor", "FloatTensor", "DoubleTensor", "cuda.FloatTensor"})
-# a layer's output: per feature when the size it is built with (this argument) is a constant
-# above 1; a convolution's holds a map per channel
-FEATURES = {"Linear": (1, "out_features"), "Bilinear": (2, "out_features"),
-            "Embedding": (1, "embedding_dim"), "LazyLinear": (0, "out_features")}
-CONVS = frozenset({"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
-                   "ConvTranspose3d"})
-ELEMENTWISE = frozenset({"ReLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Dropout", "ELU",
-                         "LeakyReLU", "GELU", "SiLU", "Identity", "Softplus", "PReLU"})
-LOSS_FUNCTIONS = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss",
-                            "smooth_l1_loss", "binary_cross_entropy",
-                            "binary_cross_entropy_with_logits", "kl_div", "huber_loss",
-                            "margin_ranking_loss", "soft_margin_loss", "hinge_embedding_loss",
-                            "cosine_embedding_loss", "poisson_nll_loss", "triplet_margin_loss"})
-CLASS_DIM = frozenset({"cross_entropy", "nll_loss", "CrossEntropyLoss", "NLLLoss"})
-
-
-@dataclass(frozen=True)
-class Rank:
-    """What :func:`rank` knows of a value (NOTE [ranks])."""
-
-    what: str                    # SCALAR, ONE, MANY or ANY
-    lo: int = 0                  # at least this many dims
-    hi: int | None = None        # at most (None: no bound); lo == hi: exactly
-    origin: ast.AST | None = None  # the file function's ``return`` a MANY value came out of
-    unreduced: bool = False      # MANY: a ``reduction='none'`` loss's output, unchanged
-
-    @property
-    def ndim(self) -> int | None:
-        return self.lo if self.hi == self.lo else None
-
-
-SCALAR_RANK = Rank(SCALAR, 0, 0)
 
 
 def rank(e: ast.AST, scope: Scope, ctx: Context, line: int | None = None,
@@ -120,32 +91,122 @@ def _rank(e: ast.AST, scope: Scope, ctx: Context, line: int, d: int) -> Rank | N
     return None
 
 
-def combine(a: Rank | None, b: Rank | None) -> Rank | None:
-    """The rank of ``a <op> b`` under broadcasting."""
-    if a is not None and b is not None:
-        if MANY in (a.what, b.what):
-            return Rank(MANY, max(a.lo, b.lo), None, a.origin if a.what == MANY else b.origin)
-        hi = None if a.hi is None or b.hi is None else max(a.hi, b.hi)
-        what = ANY if ANY in (a.what, b.what) else SCALAR if hi == 0 else ONE
-        return Rank(what, max(a.lo, b.lo), hi)
-    known = a or b  # the other may have more dims
-    if known is not None and known.lo >= 1:
-        return Rank(MANY if known.what == MANY else ANY, known.lo, None, known.origin)
-    return None
-
-
 def _name(name: str, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
-    b = live_binding_before(scope, name, line) if d <= MAX_DEPTH else None
-    if b is None:
+    if d > MAX_DEPTH:
         return None
+    b = live_binding_before(scope, name, line)
+    if b is None:
+        return parameter_rank(scope.node, name, ctx) if not scope.bindings_before(
+            name, line) else None
+    memo: dict[tuple[int, str], Rank | None] = ctx.memo("ranks-bindings", scope.node, dict)
+    key = (id(b.stmt), name)
+    if key not in memo:  # once per binding, with the whole depth for its value: a chain of
+        memo[key] = None  # names costs one reading of each (a loop's reads itself: unknown)
+        memo[key] = _bound_value(name, b, scope, ctx)
+    return memo[key]
+
+
+def _bound_value(name: str, b: Binding, scope: Scope, ctx: Context) -> Rank | None:
     s = b.stmt
     if isinstance(s, ast.AugAssign) and isinstance(s.target, ast.Name):
-        return combine(_name(name, scope, ctx, b.line, d + 1),
-                       rank(s.value, scope, ctx, b.line, d))
-    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
-            and b.value is not None:
-        return rank(b.value, scope, ctx, b.line, d)
+        return combine(_name(name, scope, ctx, b.line, 1), rank(s.value, scope, ctx, b.line))
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and b.value is not None:
+        return rank(b.value, scope, ctx, b.line)  # `y = f(x)`, `a, b = f(x), g(x)`
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Call):
+        i = _position(s.targets[0], name)  # `loss, acc = loss_fn(out, y)`
+        fn = called_function(s.value, scope, b.line) if i is not None else None
+        return _returned(fn, ctx, i) if fn is not None else None
+    if isinstance(s, ast.For) and isinstance(s.target, ast.Name):
+        items = elements(s.iter, scope, ctx, b.line)  # `for x in [torch.randn(8, 32), ...]`
+        if not items or any(_comprehension_reads(v, scope) for v in items):
+            return None
+        return agree([rank(v, scope, ctx, b.line) for v in items])
     return None
+
+
+def _comprehension_reads(e: ast.AST, scope: Scope) -> bool:
+    """``e`` is a comprehension's element reading the comprehension's own names (not the
+    function's names of the same spelling)."""
+    for n in walk(scope.node):
+        if isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and n.elt is e:
+            own = {t.id for g in n.generators for t in walk(g.target) if isinstance(t, ast.Name)}
+            return any(isinstance(x, ast.Name) and x.id in own for x in walk(e))
+    return False
+
+
+# NOTE [parameter ranks]
+# A parameter's rank is what every call of its function in the file passes for it, read at
+# the call: the call sites of NOTE [parameter kinds] (none hidden: a function also used as a
+# value, a method referenced as ``self.m``, has none), and for the ``forward`` of a module
+# class of the file the calls of its instances (``net(x)``, ``self.loss_fn(a, b)``). A call
+# that leaves the parameter to its default, a ``*args``/``**kw`` call, or sites that disagree
+# leave it unknown; a recursive call passing it on is no caller. The rank keeps the caller's
+# origin, marked ``passed``: a value the function makes from it and returns is its own
+# (per-sample log-probabilities handed to a loss function that returns per-pair losses: the
+# loss's ``return`` hands them out), while the parameter read as is keeps the caller's.
+MAX_PARAM_SITES = 8
+
+
+def parameter_rank(fn: ast.AST, name: str, ctx: Context) -> Rank | None:
+    """The rank of parameter ``name`` of ``fn`` from the file's calls, once per function and
+    parameter (NOTE [parameter ranks])."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or name in ("self", "cls"):
+        return None
+    a = fn.args
+    if name not in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}:
+        return None
+    memo: dict[tuple[int, str], Rank | None] = ctx.memo("ranks-parameters", ctx.tree, dict)
+    key = (id(fn), name)
+    if key not in memo:
+        memo[key] = None  # in progress: a call chain back into ``fn`` reads as unknown
+        memo[key] = _parameter_rank(fn, name, ctx)
+    return memo[key]
+
+
+def _parameter_rank(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str, ctx: Context
+                    ) -> Rank | None:
+    a = ctx.analysis
+    cls = a.class_of(fn)
+    through_instance = cls is not None and (fn.name == "forward" and cls.is_module
+                                            or fn.name == "__call__")
+    sites = module_sites(a, cls.name) if through_instance and cls.is_module \
+        else function_sites(a, fn)
+    if not sites or len(sites) > MAX_PARAM_SITES:
+        return None
+    got = []
+    for call, where in sites:
+        binds = _bound(a, fn, call, through_instance)
+        v = binds.get(name) if binds is not None else None
+        if v is None:
+            return None
+        if where is fn and isinstance(v, ast.Name) and v.id == name:
+            continue  # `f(x, n - 1)` inside `f`: the parameter passed on
+        got.append(rank(v, ctx.scope(where), ctx, call.lineno))
+    r = agree(got)
+    return replace(r, passed=True) if r is not None and r.origin is not None else r
+
+
+def _bound(a: Analysis, fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
+           through_instance: bool) -> dict[str, ast.expr] | None:
+    """Parameter -> argument of ``call``; an instance's call (``net(x)``) binds the
+    parameters after ``self``."""
+    if not through_instance:
+        return binds_of(a, fn, call)
+    if any(isinstance(x, ast.Starred) for x in call.args) or \
+            any(k.arg is None for k in call.keywords):
+        return None
+    names = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)][1:]
+    return {**dict(zip(names, call.args)),
+            **{k.arg: k.value for k in call.keywords if k.arg is not None}}
+
+
+def _position(target: ast.AST, name: str) -> int | None:
+    """Where ``name`` sits in an unpacking target ``a, b, c`` (no starred element)."""
+    if not isinstance(target, (ast.Tuple, ast.List)) or any(
+            isinstance(t, ast.Starred) for t in target.elts):
+        return None
+    got = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Name) and t.id == name]
+    return got[0] if len(got) == 1 else None
 
 
 def _subscript(e: ast.Subscript, scope: Scope, ctx: Context, line: int, d: int
@@ -158,7 +219,7 @@ def _subscript(e: ast.Subscript, scope: Scope, ctx: Context, line: int, d: int
     parts = sl.elts if isinstance(sl, ast.Tuple) else [sl]
     if base is not None and base.what == MANY and any(isinstance(p, ast.Slice) for p in parts) \
             and not any(isinstance(p, ast.Constant) and p.value is Ellipsis for p in parts):
-        return Rank(MANY, 1, None, base.origin)  # `x[:, 0]`: the sliced dims stay
+        return derived(base, MANY, 1, None)  # `x[:, 0]`: the sliced dims stay
     return None
 
 
@@ -191,22 +252,6 @@ def _dict_values(e: ast.AST, key: str, scope: Scope, ctx: Context, line: int, d:
     return []
 
 
-def agree(got: list[Rank | None]) -> Rank | None:
-    """One rank for several values that may each be the result (the returns of a function):
-    all scalars, or all many-valued; None otherwise."""
-    if not got or any(g is None for g in got):
-        return None
-    whats = {g.what for g in got}  # type: ignore[union-attr]
-    if len(whats) != 1:
-        return None
-    first = got[0]
-    assert first is not None
-    if first.what == ONE and len({(g.lo, g.hi) for g in got}) != 1:  # type: ignore[union-attr]
-        return None
-    return Rank(first.what, min(g.lo for g in got), first.hi, first.origin,  # type: ignore
-                all(g.unreduced for g in got))  # type: ignore[union-attr]
-
-
 def _returns(fn: ast.AST | None) -> list[ast.Return]:
     if fn is None:
         return []
@@ -214,43 +259,32 @@ def _returns(fn: ast.AST | None) -> list[ast.Return]:
     return [] if any(r.value is None for r in rets) else rets
 
 
-def _returned(fn: ast.AST | None, ctx: Context, d: int) -> Rank | None:
-    """What every ``return`` of a file function gives back (in its own scope)."""
+def _returned(fn: ast.AST | None, ctx: Context, item: int | None = None) -> Rank | None:
+    """What every ``return`` of a file function gives back (in its own scope); with ``item``,
+    the ``item``-th element of the tuple each returns. Once per function and item: the
+    function's own expressions get the whole depth (a chain of calls is bounded by the
+    functions of the file, each in progress at most once)."""
     rets = _returns(fn)
-    if not rets or d >= MAX_DEPTH:
+    if not rets:
         return None
+    memo: dict[tuple[int, int | None], Rank | None] = ctx.memo("ranks-returned", ctx.tree, dict)
+    key = (id(fn), item)
+    if key in memo:
+        return memo[key]
+    memo[key] = None  # in progress: a recursive function reads as unknown
     fs = ctx.scope(fn)
     got = []
     for r in rets:
-        g = rank(r.value, fs, ctx, r.lineno, d)  # type: ignore[arg-type]
-        if g is not None and g.what == MANY and g.origin is None:
-            g = replace(g, origin=r)
+        v = r.value
+        if item is not None:
+            v = v.elts[item] if isinstance(v, ast.Tuple) and len(v.elts) > item and not any(
+                isinstance(x, ast.Starred) for x in v.elts) else None
+        g = rank(v, fs, ctx, r.lineno) if v is not None else None
+        if g is not None and g.what == MANY and (g.origin is None or g.passed):
+            g = replace(g, origin=r, passed=False)  # made here from what came in
         got.append(g)
-    return agree(got)
-
-
-def _shape_args(call: ast.Call, start: int = 0) -> list[ast.expr] | None:
-    """The sizes a factory or ``view`` is given (``(2, 3)`` or ``2, 3``); None: unknown."""
-    args = call.args[start:]
-    if any(isinstance(a, ast.Starred) for a in args) or call.keywords and not args:
-        return None
-    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
-        return list(args[0].elts)
-    if len(args) == 1 and int_value(args[0]) is None and not isinstance(args[0], ast.Constant):
-        return None  # `view(shape)`, `ones(x.size())`: not read
-    return list(args)
-
-
-def _sized(sizes: list[ast.expr], base: Rank | None) -> Rank | None:
-    """A shape spelled out (``view(1)``, ``torch.ones(2, 3)``), of a value of rank ``base``."""
-    n = len(sizes)
-    if all(int_value(s) == 1 for s in sizes):
-        return Rank(SCALAR if n == 0 else ONE, n, n)
-    if base is not None and base.what == MANY:
-        return Rank(MANY, n, n, base.origin)
-    if any((int_value(s) or 0) > 1 for s in sizes):
-        return Rank(MANY, n, n)
-    return Rank(ANY, n, n)
+    memo[key] = out = agree(got)
+    return out
 
 
 def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | None:
@@ -267,7 +301,7 @@ def _call(e: ast.Call, scope: Scope, ctx: Context, line: int, d: int) -> Rank | 
             return got
     fn = called_function(e, scope, line)
     if fn is not None:
-        return _returned(fn, ctx, d)
+        return _returned(fn, ctx)
     k = ctx.analysis.kind(f, scope, line)
     if isinstance(f, ast.Name) and k is not None and k.what == MODULE:
         live = live_binding_before(scope, f.id, line)  # not one an `if` arm returned past
@@ -290,115 +324,55 @@ def _method(e: ast.Call, m: str, scope: Scope, ctx: Context, line: int, d: int
             return SCALAR_RANK if not e.keywords else None
         if m in TUPLED:
             return None
-        return _reduced(rank(recv, scope, ctx, line, d), dim, keyword(e, "keepdim"))
+        return reduced(rank(recv, scope, ctx, line, d), dim, keyword(e, "keepdim"))
     if m in KEEPS:
         return rank(recv, scope, ctx, line, d)
     if m in SOFTMAX:
-        return _softmax(rank(recv, scope, ctx, line, d), e.args[0] if e.args else keyword(e, "dim"))
+        return softmax_of(rank(recv, scope, ctx, line, d),
+                          e.args[0] if e.args else keyword(e, "dim"))
+    if m == "squeeze" and e.args:
+        return squeezed(rank(recv, scope, ctx, line, d), int_value(e.args[0]))
     if m == "unsqueeze" and e.args:
-        return _unsqueezed(rank(recv, scope, ctx, line, d), int_value(e.args[0]))
+        return unsqueezed(rank(recv, scope, ctx, line, d), int_value(e.args[0]))
     if m in ("view", "reshape"):
-        sizes = _shape_args(e)
-        return _sized(sizes, rank(recv, scope, ctx, line, d)) if sizes is not None else None
+        sizes = shape_args(e)
+        return sized(sizes, rank(recv, scope, ctx, line, d)) if sizes is not None else None
     if m == "permute":
-        sizes = _shape_args(e)
+        sizes = shape_args(e)
         base = rank(recv, scope, ctx, line, d)
         if sizes and base is not None and base.what == MANY:
-            return Rank(MANY, len(sizes), len(sizes), base.origin)
+            return derived(base, MANY, len(sizes), len(sizes))
         return Rank(ANY, len(sizes), len(sizes)) if sizes else None
     return None
-
-
-def _reduced(base: Rank | None, dim: ast.AST, keepdim: ast.AST | None) -> Rank | None:
-    """A reduction over ``dim``: many-valued when the reduced value is, and keeps its first
-    (batch) dim: ``keepdim=True``, or ``dim`` >= 1 of a value of 2 dims or more."""
-    if base is None or base.what != MANY:
-        return None
-    if isinstance(keepdim, ast.Constant) and keepdim.value is True:
-        return base
-    i = int_value(dim)
-    if i is not None and i >= 1 and base.lo >= 2:
-        return Rank(MANY, base.lo - 1, None if base.hi is None else base.hi - 1, base.origin)
-    return None
-
-
-def _softmax(base: Rank | None, dim: ast.AST | None) -> Rank | None:
-    i = int_value(dim)
-    if i is None:
-        return None
-    lo = i + 1 if i >= 0 else -i
-    return Rank(MANY, max(lo, base.lo if base else 0), base.hi if base else None,
-                base.origin if base else None)
-
-
-def _unsqueezed(base: Rank | None, i: int | None) -> Rank | None:
-    if base is None or i is None:
-        return None
-    if base.what == SCALAR:
-        return Rank(ONE, 1, 1)
-    hi = None if base.hi is None else base.hi + 1
-    if base.what == ONE:
-        return Rank(ONE, base.lo + 1, hi)
-    return Rank(base.what, max(base.lo, i if i >= 0 else 0) + 1, hi, base.origin)
 
 
 def _torch_call(e: ast.Call, q: str, short: str, scope: Scope, ctx: Context, line: int,
                 d: int) -> Rank | None:
     first = e.args[0] if e.args else None
     if short in LOSS_FUNCTIONS and q.startswith("torch.nn.functional."):
-        return _loss(keyword(e, "reduction"), keyword(e, "reduce"), short,
-                     rank(first, scope, ctx, line, d) if first is not None else None)
+        return loss_rank(keyword(e, "reduction"), keyword(e, "reduce"), short,
+                         rank(first, scope, ctx, line, d) if first is not None else None)
     if short in REDUCTIONS and first is not None and q.count(".") == 1:
         dim = e.args[1] if len(e.args) > 1 else keyword(e, "dim")
         if dim is None:
             return SCALAR_RANK if not e.keywords else None
         if short in TUPLED:
             return None
-        return _reduced(rank(first, scope, ctx, line, d), dim, keyword(e, "keepdim"))
+        return reduced(rank(first, scope, ctx, line, d), dim, keyword(e, "keepdim"))
     if short in SOFTMAX and first is not None:
-        return _softmax(rank(first, scope, ctx, line, d),
-                        e.args[1] if len(e.args) > 1 else keyword(e, "dim"))
+        return softmax_of(rank(first, scope, ctx, line, d),
+                          e.args[1] if len(e.args) > 1 else keyword(e, "dim"))
     if short in KEEPS and first is not None:
         return rank(first, scope, ctx, line, d)
     if short in FACTORIES and q.count(".") == 1:
-        sizes = _shape_args(e) if short != "full" else (
+        sizes = shape_args(e) if short != "full" else (
             list(first.elts) if isinstance(first, (ast.Tuple, ast.List)) else None)
-        return _sized(sizes, None) if sizes is not None else None
+        return sized(sizes, None) if sizes is not None else None
     if short.endswith("_like") and short[:-5] in FACTORIES and first is not None:
         return rank(first, scope, ctx, line, d)
     if q in ("torch.tensor", *(f"torch.{n}" for n in LEGACY)) and first is not None:
-        return _literal(first, legacy=q != "torch.tensor")
+        return literal(first, legacy=q != "torch.tensor")
     return None
-
-
-def _literal(a: ast.AST, legacy: bool) -> Rank | None:
-    """``torch.tensor(1.)`` (0-dim), ``torch.tensor([1.])`` / ``torch.FloatTensor([1])``
-    (one value in a 1-dim shape); a legacy constructor's int is a size."""
-    if isinstance(a, ast.Constant) and isinstance(a.value, (int, float)):
-        if legacy:
-            return Rank(ONE, 1, 1) if a.value == 1 else Rank(MANY, 1, 1)
-        return SCALAR_RANK
-    if isinstance(a, (ast.List, ast.Tuple)) and a.elts and all(
-            isinstance(x, (ast.Constant, ast.UnaryOp)) for x in a.elts):
-        return Rank(ONE, 1, 1) if len(a.elts) == 1 else Rank(MANY, 1, 1)
-    return None
-
-
-def _loss(reduction: ast.AST | None, reduce: ast.AST | None, short: str,
-          pred: Rank | None) -> Rank | None:
-    if isinstance(reduce, ast.Constant) and reduce.value is False:
-        reduction = ast.Constant("none")
-    if reduction is None:
-        return SCALAR_RANK
-    if not isinstance(reduction, ast.Constant):
-        return None
-    if reduction.value in ("mean", "sum", "batchmean"):
-        return SCALAR_RANK
-    if reduction.value != "none":
-        return None
-    if short in CLASS_DIM and pred is not None and pred.ndim is not None:
-        return Rank(MANY, max(1, pred.ndim - 1), max(1, pred.ndim - 1), unreduced=True)
-    return Rank(MANY, max(1, pred.lo if pred else 1), None, unreduced=True)
 
 
 def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx: Context,
@@ -406,19 +380,16 @@ def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx:
     short = cls.rsplit(".", 1)[-1]
     if cls.startswith("torch.nn.") and short.endswith("Loss") and isinstance(node, ast.Call):
         pred = rank(e.args[0], scope, ctx, line, d) if e.args else None
-        return _loss(keyword(node, "reduction"), keyword(node, "reduce"), short, pred)
+        return loss_rank(keyword(node, "reduction"), keyword(node, "reduce"), short, pred)
+    x = (lambda: rank(e.args[0], scope, ctx, line, d) if len(e.args) == 1 else None)
     if cls in SEQUENTIAL and isinstance(node, ast.Call):
-        for layer in reversed(sequential_layers(node, ctx, None)):
-            lq = ctx.qualified_name(getattr(layer, "func", layer)) or ""
-            ls = lq.rsplit(".", 1)[-1]
-            if not lq.startswith("torch.nn.") or ls not in ELEMENTWISE:
-                return _layer(ls, layer) if lq.startswith("torch.nn.") else None
-        return None
+        return _sequential(sequential_layers(node, ctx, None), ctx, x)
     if cls.startswith("torch.nn.") and (short in FEATURES or short in CONVS):
-        return _layer(short, node)
+        got = layer_rank(short, node)
+        return got if got is not None and got.what == MANY else layer_on(short, node, x())
     info = ctx.analysis.classes.get(cls)
     if info is not None and info.is_module:
-        return _returned(forward_of(info), ctx, d)
+        return _returned(forward_of(info), ctx)
     return None
 
 
@@ -448,15 +419,22 @@ def elements(e: ast.AST, scope: Scope, ctx: Context, line: int) -> list[ast.AST]
     return None
 
 
-def _layer(short: str, node: ast.AST | None) -> Rank | None:
-    """The output of a ``torch.nn`` layer built by ``node`` (NOTE [ranks]): many-valued when
-    it has a constant number of features above 1, or is a convolution; else at least 1-dim."""
-    if short in CONVS:
-        return Rank(MANY, 2, None)
-    if short not in FEATURES:
+def _sequential(layers: list[ast.AST], ctx: Context, x: Callable[[], Rank | None]
+                ) -> Rank | None:
+    """An ``nn.Sequential`` of torch layers: what its linear and elementwise layers make of
+    the input (``x``, read on demand), in turn; else its last layer's output (past
+    elementwise ones)."""
+    shorts = []
+    for layer in layers:
+        lq = ctx.qualified_name(getattr(layer, "func", layer)) or ""
+        shorts.append(lq.rsplit(".", 1)[-1] if lq.startswith("torch.nn.") else None)
+    last = next(((s, layer) for s, layer in zip(reversed(shorts), reversed(layers))
+                 if s is None or s not in ELEMENTWISE), None)
+    if last is None or last[0] is None:
         return None
-    i, kw = FEATURES[short]
-    size = None
-    if isinstance(node, ast.Call):
-        size = int_value(node.args[i]) if len(node.args) > i else int_value(keyword(node, kw))
-    return Rank(MANY, 1, None) if size is not None and size > 1 else Rank(ANY, 1, None)
+    out = layer_rank(last[0], last[1])
+    r = x() if all(s in ELEMENTWISE or s in SAME_DIMS for s in shorts) else None
+    for s, layer in zip(shorts, layers):
+        if r is not None and s not in ELEMENTWISE:
+            r = layer_on(s, layer, r)  # type: ignore[arg-type]
+    return r if r is not None else out

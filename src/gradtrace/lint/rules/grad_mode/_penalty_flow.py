@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.callees import function_sites
 from gradtrace.lint.analysis.cuts import is_functional_loss, is_torch_loss
 from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.graphless import graphless_data
@@ -14,6 +16,9 @@ from gradtrace.lint.analysis.steps import backward_loss, plain_grads
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
 
 PENALTY_NAME_RE = re.compile(r"penalty|(^|_)gp($|_)|(^|_)r1($|_)|lipschitz", re.IGNORECASE)
 PENALTY_METHODS = frozenset({
@@ -41,7 +46,8 @@ def _targets(stmt: ast.stmt) -> set[str]:
     return out
 
 
-def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int) -> bool:
+def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int,
+                     scope: Scope | None = None) -> bool:
     """A torch loss (``F.mse_loss(...)``, ``nn.MSELoss()(...)``, or a name bound only to
     ``torch.nn.<X>Loss(...)``) whose other arguments are gradients without a graph too:
     force matching ``mse(true_forces, forces)`` with both from ``autograd.grad`` without
@@ -53,7 +59,7 @@ def _torch_loss_call(call: ast.Call, inner: ast.AST, ctx: Context, origin: int) 
     the one made last, from the model being trained, is the prediction, not the target."""
     if not _loss_callee(call.func, ctx):
         return False
-    scope = ctx.scope()
+    scope = scope or ctx.scope()
     return all(a is inner or _plain_value(a, scope, ctx, 0) and all(
         b.line < origin for n in walk(a) if isinstance(n, ast.Name)
         for b in scope.bindings.get(n.id, ())) or graphless_data(a, scope, call.lineno)
@@ -98,9 +104,11 @@ def _plain_value(e: ast.AST | None, scope: object, ctx: Context, depth: int) -> 
     return False
 
 
-def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context, origin: int = 0) -> bool:
+def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context, origin: int = 0,
+                  scope: Scope | None = None) -> bool:
     """Whether ``inner`` reaches ``root`` only through arithmetic, reductions and norms (or a
-    torch loss beside plain gradients bound before line ``origin``: :func:`_torch_loss_call`)."""
+    torch loss beside plain gradients bound before line ``origin``: :func:`_torch_loss_call`;
+    ``scope``: the function holding ``root``, by default the one being checked)."""
     parents: dict[int, ast.AST] = {}
     for p in walk(root):
         for c in child_nodes(p):
@@ -115,7 +123,7 @@ def _penalty_path(inner: ast.AST, root: ast.AST, ctx: Context, origin: int = 0) 
                 n = p
                 continue
             q = ctx.qualified_name(p.func) or ""
-            if q not in PENALTY_FUNCS and not _torch_loss_call(p, n, ctx, origin):
+            if q not in PENALTY_FUNCS and not _torch_loss_call(p, n, ctx, origin, scope):
                 return False
         elif isinstance(p, ast.Attribute):
             grand = parents.get(id(p))
@@ -137,14 +145,17 @@ def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context
         for n in walk(s) if not hasattr(s, "body") else ():
             if isinstance(n, ast.Call) and backward_loss(n, ctx) is not None:
                 loss = backward_loss(n, ctx)
-                if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx, stmt.lineno) or dotted(loss) == t
+                if any(_uses(loss, t) and _penalty_path(_use(loss, t), loss, ctx, stmt.lineno,
+                                                        scope)  # type: ignore[arg-type]
+                       or dotted(loss) == t
                        for t in tainted) and not any(_uses(loss, g) for g in graphed):
                     return n
         if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and s.value is not None \
                 and not any(_uses(s.value, g) for g in graphed):
             for t in list(tainted):
                 use = _use(s.value, t)
-                if use is not None and _penalty_path(use, s.value, ctx, stmt.lineno):
+                if use is not None and _penalty_path(use, s.value, ctx, stmt.lineno,
+                                                     scope):  # type: ignore[arg-type]
                     tainted |= _targets(s)
         _carry(s, tainted)
     return None
@@ -192,6 +203,14 @@ def _penalty_return(scope: object, stmt: ast.stmt, tainted: set[str],
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
             or not PENALTY_NAME_RE.search(fn.name):
         return None
+    return returned_penalty(scope, stmt, tainted, ctx)
+
+
+def returned_penalty(scope: object, stmt: ast.stmt, tainted: set[str],
+                     ctx: Context) -> ast.Return | None:
+    """A ``return`` after ``stmt`` that hands out a value made from ``tainted`` through
+    arithmetic, reductions and norms (names followed forward)."""
+    tainted = set(tainted)
     for s in scope.stmts:  # type: ignore[attr-defined]
         if s.lineno <= stmt.lineno:
             continue
@@ -205,6 +224,29 @@ def _penalty_return(scope: object, stmt: ast.stmt, tainted: set[str],
                 use = _use(s.value, t)
                 if use is not None and _penalty_path(use, s.value, ctx, stmt.lineno):
                     tainted |= _targets(s)
+    return None
+
+
+def caller_sink(scope: Scope, ctx: Context) -> ast.Call | None:
+    """The backward that a call of ``scope``'s function reaches: the call's result bound to
+    names that reach it through arithmetic, reductions and norms (a helper returning a term
+    built from a gradient; the call sites of NOTE [parameter kinds], none hidden), the call
+    in every loop around the backward (else the term is made once: a fixed target)."""
+    fn = scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    for call, where in function_sites(ctx.analysis, fn) or ():
+        cs = ctx.scope(where)
+        s = cs.statement_of(call)
+        if isinstance(s, (ast.Assign, ast.AnnAssign)) and s.value is not None \
+                and _penalty_path(call, s.value, ctx, call.lineno, cs):
+            sink = _tainted_sink(cs, s, _targets(s), ctx)
+            if sink is not None and not any(
+                    isinstance(x, (ast.For, ast.AsyncFor, ast.While))
+                    and x.lineno <= sink.lineno <= (x.end_lineno or x.lineno)
+                    and not x.lineno <= call.lineno <= (x.end_lineno or x.lineno)
+                    for x in walk(cs.node)):
+                return sink
     return None
 
 

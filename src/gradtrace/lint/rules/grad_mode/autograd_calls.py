@@ -13,7 +13,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.instance_calls import passed_values
 from gradtrace.lint.rules.grad_mode._carried import frozen_carried
 from gradtrace.lint.rules.grad_mode._penalty_flow import (
-    _kw, _penalty_path, _penalty_return, _tainted_sink, _targets,
+    _kw, _penalty_path, _penalty_return, _tainted_sink, _targets, caller_sink, returned_penalty,
 )
 from gradtrace.lint.nodes import walk
 
@@ -26,6 +26,9 @@ INT_NAME_RE = re.compile(r"(^|_)(ids|indices|mask|labels|index)$")
 MOVE_METHODS = frozenset({"to", "cuda", "float", "half", "bfloat16", "double", "contiguous",
                           "view", "reshape", "permute", "squeeze", "unsqueeze"})
 LOADER_RE = re.compile(r"(loader|batches|dataset|data)$", re.IGNORECASE)
+# what returns gradients (or Jacobians, Hessians) with no graph unless `create_graph=True`
+GRADIENTS = frozenset({"torch.autograd.grad", "torch.autograd.functional.jacobian",
+                       "torch.autograd.functional.hessian"})
 
 
 def _insert_kw(call: ast.Call, ctx: Context, text: str) -> Edit:
@@ -277,20 +280,28 @@ class GradientPenaltyWithoutCreateGraph(Rule):
     `mse(grad(out.sum(), x)[0], dy)`). Next to anything else (a model's output, a leaf made
     with `requires_grad=True`) the gradient is a target and is not reported, nor is a
     gradient made once outside the loop that runs `backward()`.
-    Known limits: the penalty must reach a `backward()` in the same function, or be returned
-    by a function named like a penalty (`gradient_penalty`, `r1_penalty`, `compute_gp`).
+    `torch.autograd.functional.jacobian`/`hessian` without `create_graph=True` return
+    results without a graph too (torch 2.13: `requires_grad` False). A term returned by a
+    helper reaches a `backward()` when a call of the helper does, through arithmetic,
+    reductions and norms (a Taylor step `g(a) + jacobian(g, a) * (x - a)` returned and
+    backpropagated by the caller: the Jacobian's own derivative is lost, pytorch#103509).
+    Known limits: the penalty must reach a `backward()` in the same function, be returned
+    by a function named like a penalty (`gradient_penalty`, `r1_penalty`, `compute_gp`), or
+    by a helper whose every call the file shows (NOTE [parameter kinds]) and one of them
+    reaches a `backward()`; a gradient carried in a dict is not followed.
     """
 
     code = "GT206"
     gate_statements = True
     name = "gradient-penalty-without-create-graph"
     message = ("the gradient from `{call}` becomes a loss term (`{sink}`, line {line}), but "
-               "without `create_graph=True` it has no graph: the penalty trains nothing")
+               "without `create_graph=True` it has no graph: backward takes it as a constant "
+               "(a penalty of it alone trains nothing)")
     fix_title = "Pass `create_graph=True`"
     fix_safety = "unsafe"
     # `from torch.autograd import grad` then `grad(out.sum(), x)`: the statement names no
     # "autograd" (the qualified name decides; NOTE [triggers])
-    triggers = ("autograd", "grad(")
+    triggers = ("autograd", "grad(", "jacobian(", "hessian(")
     examples = [
         Bad("""
             import torch
@@ -340,6 +351,16 @@ class GradientPenaltyWithoutCreateGraph(Rule):
                 loss.backward()
                 opt.step()
             """, at=(7, 14)),
+        Bad("""
+            import torch
+            def linearized(g, x, a):
+                slope = torch.autograd.functional.jacobian(g, a)
+                return g(a) + slope * (x - a)
+            def fit(g, x, a, y, opt):
+                loss = ((linearized(g, x, a) - y) ** 2).sum()
+                loss.backward()
+                opt.step()
+            """, at=(3, 12)),
         Good("""
             import torch
             import torch.nn.functional as F
@@ -364,8 +385,10 @@ class GradientPenaltyWithoutCreateGraph(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if ctx.qualified_name(node.func) != "torch.autograd.grad" or ctx.grad_disabled is not None:
-            return
+        q = ctx.qualified_name(node.func)
+        if q not in GRADIENTS or ctx.grad_disabled is not None \
+                or q != "torch.autograd.grad" and len(node.args) > 2:
+            return  # `jacobian(f, x, True)`: create_graph given by position
         kw = _kw(node, "create_graph")
         if kw is not None and not (isinstance(kw.value, ast.Constant) and not kw.value.value):
             return
@@ -378,7 +401,11 @@ class GradientPenaltyWithoutCreateGraph(Rule):
         sink = _tainted_sink(scope, stmt, tainted, ctx)
         if sink is None:
             sink = _penalty_return(scope, stmt, _targets(stmt), ctx)
-        if sink is None or _outside_loop_of(node, sink, scope):
+        if sink is None and returned_penalty(scope, stmt, _targets(stmt), ctx) is not None:
+            sink = caller_sink(scope, ctx)  # a helper's term, backpropagated by its caller
+        elif sink is not None and _outside_loop_of(node, sink, scope):
+            return
+        if sink is None:
             return
         edit = ctx.edit(kw.value, "True") if kw is not None \
             else _insert_kw(node, ctx, "create_graph=True")
