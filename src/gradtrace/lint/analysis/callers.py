@@ -14,8 +14,9 @@ else the package top; at most :data:`MAX_FILES`, a larger tree gives no fact); a
 prefilter keeps the files whose bytes hold the name (at most :data:`MAX_READERS`, more: no
 fact), and only those are parsed, through the project index's own cache (recorded as read for
 the result cache, NOTE [cache]). A top-level function's or class's call counts when it
-resolves through that file's imports to this very definition (same real path, same name); a
-star import or an import the index cannot follow makes the answer unknown. A class's sites
+resolves through that file's imports to this very definition (same real path, same name), a
+star import's included (NOTE [project index]); an import the index cannot follow makes the
+answer unknown. A class's sites
 are the calls of the instances made there (its ``forward``/``__call__`` runs). A method's
 sites are every ``x.name(...)`` of the files whose text holds ``.name(`` (the receiver's type
 is not resolved, and a file may call it on an instance it was handed without naming the
@@ -220,7 +221,7 @@ def _sites_in(octx: Context, name: str, me: str, is_class: bool
         got = foreign_def(octx, call.func)
         if got is None and isinstance(call.func, ast.Name) and \
                 name not in octx.analysis.functions and name not in octx.analysis.classes:
-            return None  # `from src.dlutils import *`: may be this one, not followed
+            return None  # a star import the index cannot follow: may be this one
         root = call.func
         while isinstance(root, ast.Attribute):
             root = root.value
