@@ -1,5 +1,5 @@
 """Facts from another file of the project, session 35: names bound by a star import (NOTE
-[project index]), ... Each case is a small project in tmp_path; look-alikes and buggy twins
+[project index]), a property nothing in the project reads (NOTE [reverse index]). Each case is a small project in tmp_path; look-alikes and buggy twins
 run on real torch where the claim is about torch."""
 from __future__ import annotations
 
@@ -170,3 +170,100 @@ def test_an_edit_of_the_star_imported_file_refreshes_the_cache(tmp_path, monkeyp
     assert codes() == 0  # answered from the cache
     (root / "functions.py").write_text(HELPERS.format(ret="out"))
     assert codes() == 1  # the star module changed: train.py is checked again
+
+
+# GraphMAE2 (models/edcoder.py): `PreModel.dec_params`, a property, lists the decoder's parts
+# for a second optimizer that was never written; the training script builds its one optimizer
+# over `model.parameters()`. Nothing in the project reads the property: the groups, which leave
+# out `enc_mask_token`, reach no optimizer.
+PREMODEL = textwrap.dedent("""
+    from itertools import chain
+
+    import torch
+    from torch import nn
+
+
+    class PreModel(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Linear(4, 4)
+            self.enc_mask_token = nn.Parameter(torch.zeros(1, 4))
+            self.encoder_to_decoder = nn.Linear(4, 4)
+            self.decoder = nn.Linear(4, 4)
+
+        def forward(self, x, mask):
+            x = torch.where(mask, self.enc_mask_token, x)
+            return self.decoder(self.encoder_to_decoder(self.encoder(x)))
+
+        @property
+        def dec_params(self):
+            return chain(*[self.encoder_to_decoder.parameters(), self.decoder.parameters()])
+""")
+GROUPS_LINE = 21
+MAIN = textwrap.dedent("""
+    import torch
+
+    from model import PreModel
+
+    model = PreModel()
+    opt = torch.optim.SGD({params}, lr=0.1)
+    x, mask = torch.randn(8, 4), torch.rand(8, 1) < 0.5
+    before = model.enc_mask_token.detach().clone()
+    for _ in range(3):
+        opt.zero_grad()
+        model(x, mask).pow(2).mean().backward()
+        opt.step()
+""")
+
+
+def test_parameter_groups_of_a_property_nothing_reads_are_silent(tmp_path):
+    root = write(tmp_path, {"model.py": PREMODEL, "main.py": MAIN.format(
+        params="model.parameters()")})
+    assert found(root, "GT462") == []
+    g = run(root, "main.py", ("model", "main"))  # the mask token trains
+    assert not torch_equal(g["model"].enc_mask_token, g["before"])
+
+
+def test_parameter_groups_of_a_property_another_file_builds_an_optimizer_from_are_found(
+        tmp_path):
+    root = write(tmp_path, {"model.py": PREMODEL, "main.py": MAIN.format(
+        params="model.dec_params")})
+    assert found(root, "GT462") == [("GT462", "model.py", GROUPS_LINE)]
+    g = run(root, "main.py", ("model", "main"))  # a gradient, never a step
+    assert g["model"].enc_mask_token.grad is not None
+    assert torch_equal(g["model"].enc_mask_token, g["before"])
+
+
+def test_a_property_read_in_its_own_file_keeps_the_finding(tmp_path):
+    own = PREMODEL + textwrap.dedent("""
+
+        def optimizer(model):
+            return torch.optim.Adam(model.dec_params, lr=1e-3)
+    """)
+    root = write(tmp_path, {"model.py": own, "main.py": MAIN.format(
+        params="model.parameters()")})
+    assert found(root, "GT462") == [("GT462", "model.py", GROUPS_LINE)]
+
+
+def test_a_reader_added_in_another_file_refreshes_the_cache(tmp_path, monkeypatch, capsys):
+    from gradtrace.cli import main
+    root = write(tmp_path, {"model.py": PREMODEL, "main.py": MAIN.format(
+        params="model.parameters()"), "other.py": "import torch\n"})
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("GRADTRACE_NO_CACHE", raising=False)
+    monkeypatch.delenv("GRADTRACE_CACHE_DIR", raising=False)
+
+    def codes() -> int:
+        main(["check", "--jobs", "1", "--format", "json", "--exit-zero", "."])
+        return capsys.readouterr().out.count('"GT462"')
+
+    assert codes() == 0
+    assert codes() == 0  # answered from the cache
+    (root / "other.py").write_text("import torch\n\n\ndef make(model):\n"
+                                   "    return torch.optim.Adam(model.dec_params)\n")
+    assert codes() == 1  # model.py's search finds a reader: checked again
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+    return bool(torch.equal(a.detach(), b))
