@@ -1,5 +1,5 @@
-"""What a module binds at its top level, and what a star import of it takes (NOTE [project
-index] in :mod:`.project`: ``from .models import *``)."""
+"""What a module binds at its top level, and what a star import of it takes
+(``from .models import *``: NOTE [project index] in :mod:`.project`)."""
 from __future__ import annotations
 
 import ast
