@@ -267,3 +267,16 @@ def test_a_reader_added_in_another_file_refreshes_the_cache(tmp_path, monkeypatc
 def torch_equal(a, b) -> bool:
     import torch
     return bool(torch.equal(a.detach(), b))
+
+
+def test_an_all_grown_in_a_loop_gives_no_fact(tmp_path):
+    # `functions`' `__all__` seems to leave its `shifted` (graph) out, but a loop adds it:
+    # reading the literal alone would take `graphs`' cut; the index says nothing instead
+    graphs = HELPERS.format(ret="torch.autograd.Variable(out)")
+    grown = "__all__ = ['other']\n" + HELPERS.format(ret="out") + \
+        "\n\ndef other():\n    return 1\n\n\nfor _n in ('shifted',):\n    __all__.append(_n)\n"
+    root = star_project(tmp_path, "out", "from graphs import *\nfrom functions import *",
+                        {"graphs.py": graphs, "functions.py": grown})
+    assert found(root, *CODES) == [("GT509", "train.py", FREED + 1)]
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        run(root, "train.py", ("functions", "graphs", "train"))

@@ -84,6 +84,7 @@ def public_names(ctx: Context) -> frozenset[str] | None:
     def make() -> frozenset[str] | None:
         out: set[str] = set()
         seen = False
+        read: set[int] = set()  # the `__all__` names of the statements understood
         for s in _module_body(ctx):
             v = None
             if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -92,6 +93,7 @@ def public_names(ctx: Context) -> frozenset[str] | None:
                     continue
                 if isinstance(s, ast.Assign) and len(ts) > 1:
                     return None
+                read.update(id(t) for t in ts)
                 v = s.value
             elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and \
                     isinstance(s.value.func, ast.Attribute) and \
@@ -99,6 +101,7 @@ def public_names(ctx: Context) -> frozenset[str] | None:
                     s.value.func.value.id == "__all__":
                 if s.value.func.attr not in ("extend", "append") or len(s.value.args) != 1:
                     return None
+                read.add(id(s.value.func.value))
                 v = s.value.args[0]
                 if s.value.func.attr == "append":
                     v = ast.List(elts=[v], ctx=ast.Load())
@@ -107,12 +110,12 @@ def public_names(ctx: Context) -> frozenset[str] | None:
             if not isinstance(v, (ast.List, ast.Tuple)) or not all(
                     isinstance(e, ast.Constant) and isinstance(e.value, str) for e in v.elts):
                 return None
-            if isinstance(s, ast.Assign | ast.AnnAssign):
+            if isinstance(s, (ast.Assign, ast.AnnAssign)):
                 out.clear()
             seen = True
             out.update(e.value for e in v.elts)  # type: ignore[attr-defined]
-        if not seen and any(isinstance(n, ast.Name) and n.id == "__all__"
-                            for n in ast.walk(ctx.tree)):
-            return None  # `__all__` written some other way
+        if any(isinstance(n, ast.Name) and n.id == "__all__" and id(n) not in read
+               for n in ast.walk(ctx.tree)):
+            return None  # `__all__` written (or read) some other way: in a loop, a function
         return frozenset(out) if seen else EVERY_PUBLIC
     return ctx.memo("project-public-names", ctx.tree, make)
