@@ -14,8 +14,9 @@ else the package top; at most :data:`MAX_FILES`, a larger tree gives no fact); a
 prefilter keeps the files whose bytes hold the name (at most :data:`MAX_READERS`, more: no
 fact), and only those are parsed, through the project index's own cache (recorded as read for
 the result cache, NOTE [cache]). A top-level function's or class's call counts when it
-resolves through that file's imports to this very definition (same real path, same name); a
-star import or an import the index cannot follow makes the answer unknown. A class's sites
+resolves through that file's imports to this very definition (same real path, same name), a
+star import's included (NOTE [project index]); an import the index cannot follow makes the
+answer unknown. A class's sites
 are the calls of the instances made there (its ``forward``/``__call__`` runs). A method's
 sites are every ``x.name(...)`` of the files whose text holds ``.name(`` (the receiver's type
 is not resolved, and a file may call it on an instance it was handed without naming the
@@ -187,6 +188,29 @@ def foreign_sites(ctx: Context, node: ast.AST) -> list[Site] | None:
     return out
 
 
+def unread_member(ctx: Context, fn: ast.AST) -> bool:
+    """``fn``, a property of a top-level class of ``ctx``'s file, is read nowhere in the
+    project: no other file's bytes hold its name, and its own file names it only where it is
+    defined (no ``x.name``, no ``name`` string for ``getattr``). Its value reaches nothing
+    (GraphMAE2's ``dec_params``: parameter groups no optimizer is built from). A property
+    only: a framework installed outside the project calls hook methods by name, not
+    properties. NOTE [reverse index]."""
+    cls = ctx.analysis.class_of(fn) if isinstance(fn, FUNCTION_TYPES) else None
+    if cls is None or cls.node not in ctx.tree.body or cls.methods.get(fn.name) is not fn \
+            or not any((d.id if isinstance(d, ast.Name) else None) == "property"
+                       for d in fn.decorator_list):  # type: ignore[attr-defined]
+        return False
+    name = fn.name  # type: ignore[attr-defined]
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.Attribute) and n.attr == name or \
+                isinstance(n, ast.Name) and n.id == name or \
+                isinstance(n, ast.Constant) and isinstance(n.value, str) and name in n.value or \
+                isinstance(n, ast.FunctionDef) and n.name == name and n is not fn:
+            return False  # read here (or a setter, another class's member of that name)
+    found = readers(ctx, name.encode())
+    return found is not None and not found
+
+
 def _method_sites(octx: Context, name: str) -> list[tuple[ast.Call, ast.AST]] | None:
     """Every ``x.name(...)`` of ``octx``'s file; None when ``x.name`` is read as a value."""
     from gradtrace.lint.analysis.calls import call_sites
@@ -220,7 +244,7 @@ def _sites_in(octx: Context, name: str, me: str, is_class: bool
         got = foreign_def(octx, call.func)
         if got is None and isinstance(call.func, ast.Name) and \
                 name not in octx.analysis.functions and name not in octx.analysis.classes:
-            return None  # `from src.dlutils import *`: may be this one, not followed
+            return None  # a star import the index cannot follow: may be this one
         root = call.func
         while isinstance(root, ast.Attribute):
             root = root.value

@@ -11,7 +11,11 @@ What resolves: ``from .commons import f`` and ``from . import commons`` (relativ
 file's package), ``from utils.misc import f``, ``import models.vits as m`` then ``m.f(...)``,
 ``import commons`` then ``commons.f(...)`` (absolute: from the file's own folder and each
 parent up to the project root, and the ``src/`` folder of each), ``from models import Net``
-where ``models/__init__.py`` re-exports ``Net`` from a module of the package (one hop). The
+where ``models/__init__.py`` re-exports ``Net`` from a module of the package (one hop), and a
+name bound by ``from .models import *`` (:func:`_starred`: the last star import whose module
+exports it wins, honouring that module's ``__all__``; a name the file binds itself, a star
+import of a module the index cannot read after it, or an ``__all__`` that is not a literal:
+unknown). The
 project root is the nearest folder upward without ``__init__.py``, or a root given to
 ``check`` (:func:`set_roots`) when that is higher; nothing outside it, nothing under
 ``site-packages``/``dist-packages``, nothing named like ``torch``. Unknown: no fact.
@@ -36,6 +40,8 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.owners import home, shown_path  # noqa: F401 - the index's API
 from gradtrace.lint.analysis.project_files import (
     FILES, TOUCHED, imported_mentioning, imports_of, module_context, use)
+from gradtrace.lint.analysis.module_names import (
+    EVERY_PUBLIC, bound_names, module_names, public_names, stars_of)
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -60,19 +66,59 @@ def _defined(octx: Context, name: str, hops: int = 1) -> tuple[Context, ast.AST]
         got = imported(octx, name, hops - 1)
         if isinstance(got, tuple):
             return got
+    elif hops and stars_of(octx):  # `models/__init__.py`: `from .net import *`
+        got = _starred(octx, name, hops - 1)
+        if isinstance(got, tuple):
+            return got
     return None
+
+
+_ABSENT = object()
+
+
+def _starred(ctx: Context, name: str, hops: int) -> tuple[Context, ast.AST] | None:
+    """What ``name``, bound by none of the file's own statements, takes from the file's star
+    imports (``from .models import *``); None: not known (NOTE [project index])."""
+    if name in bound_names(ctx):
+        return None  # the file binds it itself (a parameter, a local, a def: not followed)
+    got = _star_lookup(ctx, name, hops)
+    return None if got is _ABSENT else got  # type: ignore[return-value]
+
+
+def _star_lookup(ctx: Context, name: str, hops: int) -> object:
+    """(context, definition), None (unknown) or ``_ABSENT`` (no star import binds it)."""
+    for level, module in reversed(stars_of(ctx)):  # the last star import binding it wins
+        octx = module_context(ctx, level, module)
+        if octx is None:
+            return None  # a module we cannot read may bind it
+        listed = public_names(octx)
+        if listed is None:
+            return None  # `__all__` built at run time
+        if name not in listed if listed is not EVERY_PUBLIC else name.startswith("_"):
+            continue
+        kind = module_names(octx).get(name)
+        if kind in ("def", "class"):
+            got = _defined(octx, name, 0)
+            return got if got is not None else None
+        if kind == "import":
+            got = imported(octx, name, hops) if hops else None
+            return got if isinstance(got, tuple) else None
+        if kind is not None:
+            return None  # bound by an assignment, a loop, ...: not a definition we read
+        if stars_of(octx):  # its own star imports may bind it
+            got = _star_lookup(octx, name, hops - 1) if hops else None
+            if got is not _ABSENT:
+                return got
+    return _ABSENT
 
 
 def imported(ctx: Context, name: str, hops: int = 1
              ) -> tuple[Context, ast.AST] | Context | None:
     """What the local ``name`` imports from a file of the project: (its context, the function
     or class definition), or the context of an imported module; None: not known."""
-    if name not in ctx.imports.aliases and name not in ctx.imports.package:
-        return None
     spec = imports_of(ctx).get(name)
-    if spec is None:
+    if spec is None and not stars_of(ctx):
         return None
-    level, module, attr = spec
     memo: dict = ctx.memo("project-imported", ctx.tree, dict)
     if name in memo:
         got, used = memo[name]
@@ -84,9 +130,13 @@ def imported(ctx: Context, name: str, hops: int = 1
     memo[name] = (None, ())
     TOUCHED.append(set())
     try:
-        if attr is None:  # `import commons`, `import models.vits as m`
+        if spec is None:  # `from .models import *`
+            got = _starred(ctx, name, hops)
+        elif spec[2] is None:  # `import commons`, `import models.vits as m`
+            level, module, attr = spec
             got = module_context(ctx, level, module)
         else:
+            level, module, attr = spec
             sub = module_context(ctx, level, (module + "." + attr).strip("."))
             if sub is not None:  # `from . import commons`, `from models import vits`
                 got = sub
@@ -104,7 +154,7 @@ def imported(ctx: Context, name: str, hops: int = 1
 def foreign_def(ctx: Context, func: ast.expr) -> tuple[Context, ast.AST] | None:
     """The definition (function or class) of another file that ``func`` names: ``helper``
     imported from it, ``mod.helper`` / ``pkg.mod.Net`` through an imported module."""
-    if not ctx.imports.aliases and not ctx.imports.package:
+    if not ctx.imports.aliases and not ctx.imports.package and not stars_of(ctx):
         return None
     parts: list[str] = []
     n = func

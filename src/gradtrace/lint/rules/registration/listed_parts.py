@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.callers import unread_member
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.context import Context
@@ -221,7 +222,8 @@ class SubmoduleMissingFromParamGroups(Rule):
     calls `parameters()`, `requires_grad_`, `eval()` or `apply()` on it or sets its
     `requires_grad` (another optimizer, a freeze), and no listed part holds it
     (`self.new = nn.ModuleList([self.head])`). A function that also reads the whole model's
-    parameters is left alone.
+    parameters is left alone, and so is a property returning the groups that nothing in the
+    project reads (no other file names it, its own file only defines it).
     """
 
     code = "GT462"
@@ -333,6 +335,10 @@ class SubmoduleMissingFromParamGroups(Rule):
         recv = recvs.pop()
         scope = ctx.scope()
         fn = scope.node
+        if isinstance(scope.statement_of(node), ast.Return) and unread_member(ctx, fn) \
+                and not any(isinstance(n, ast.Call) and is_optimizer_call(n, ctx)
+                            for n in walk(fn)):
+            return  # groups returned by a property nothing reads reach no optimizer
         listed: set[str] = set()
         for n in walk(fn):
             if isinstance(n, ast.Attribute) and dotted(n.value) == recv \
