@@ -1,0 +1,87 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen35c.md (session 35: libraries,
+courses, Kaggle solutions, notebooks), each in another spelling than the project's and next to a
+buggy twin that is still reported. Every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # Modern Computer Vision with PyTorch 2E (`Chapter13/CycleGAN`): a sample function puts the
+    # generator in eval mode every few batches and nothing puts it back, but the generator's
+    # only norm layers are `InstanceNorm2d` without `track_running_stats`: they normalise each
+    # sample by its own statistics in both modes, so the mode changes nothing. Twin: the same
+    # layers tracking running statistics: from then on the generator trains in eval mode
+    "instance-norm-generator-left-in-eval-mode": (Shape("""
+        class Gen(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.InstanceNorm2d(2),
+                                          nn.ReLU(), nn.Conv2d(2, 1, 3, padding=1))
+            def forward(self, x):
+                return self.body(x)
+        gen = Gen()
+        opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+        def show_samples():
+            gen.eval()
+            with torch.no_grad():
+                gen(torch.randn(2, 1, 4, 4))
+        x = torch.randn(2, 1, 4, 4)
+        before = gen(x).detach()
+        for i in range(3):
+            loss = gen(torch.randn(2, 1, 4, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if i % 2 == 0:
+                show_samples()
+        gen.train()
+        a = gen(x)
+        gen.eval()
+        b = gen(x)
+        """, "GT516", holds="torch.allclose(a, b)"), Shape("""
+        class Gen(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1),
+                                          nn.InstanceNorm2d(2, track_running_stats=True),
+                                          nn.ReLU(), nn.Conv2d(2, 1, 3, padding=1))
+            def forward(self, x):
+                return self.body(x)
+        gen = Gen()
+        opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+        def show_samples():
+            gen.eval()
+            with torch.no_grad():
+                gen(torch.randn(2, 1, 4, 4))
+        for i in range(3):
+            loss = gen(torch.randn(2, 1, 4, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if i % 2 == 0:
+                show_samples()
+        """, "GT516", line=21, holds="not gen.training")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
