@@ -74,6 +74,41 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             if i % 2 == 0:
                 show_samples()
         """, "GT516", line=21, holds="not gen.training")),
+    # Deep Learning with PyTorch 1.x (`Chapter02` notebook): one cell per operation,
+    # `torch.add(x, y)`, `torch.sub(x, y)`, then `x.dtype` and `x.type(torch.DoubleTensor)`:
+    # each line shows a value, no later line keeps `x`, and the `x` of a model's `forward`
+    # defined above is that method's own parameter. Twin: a later line keeps `x` (`z = x *
+    # 2`): the sum was meant to be kept and is lost
+    "notebook-cells-show-tensor-ops-on-a-name": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 1)
+            def forward(self, x):
+                return self.fc(x)
+        x = torch.tensor([5., 3.])
+        y = torch.tensor([3., 2.])
+        torch.add(x, y)
+
+        torch.sub(x, y)
+
+        x.dtype
+
+        x.type(torch.DoubleTensor)
+        """, "GT708", holds="torch.equal(x, torch.tensor([5., 3.]))"), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 1)
+            def forward(self, x):
+                return self.fc(x)
+        x = torch.tensor([5., 3.])
+        y = torch.tensor([3., 2.])
+        torch.add(x, y)
+
+        x.dtype
+        z = x * 2
+        """, "GT708", line=9, holds="torch.equal(z, torch.tensor([10., 6.]))")),
 }
 
 
