@@ -109,6 +109,49 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         x.dtype
         z = x * 2
         """, "GT708", line=9, holds="torch.equal(z, torch.tensor([10., 6.]))")),
+    # In-Time-Over-Parameterization and sparse_learning (NVIDIA's ImageNet `main.py`): the
+    # step closure wraps the batch in `Variable(input)` and calls `model_and_loss`, a module
+    # holding the model and its criterion (`loss, output = model_and_loss(x, y)`): named with
+    # a loss word, it still runs the model, whose weights are on the graph. Twin: a criterion
+    # given the model's output wrapped in `Variable`: backward has no graph
+    "model-and-loss-wrapper-called-on-the-wrapped-batch": (Shape("""
+        from torch.autograd import Variable
+        class ModelAndLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = nn.Linear(3, 2)
+                self.loss = nn.CrossEntropyLoss()
+            def forward(self, x, y):
+                out = self.model(x)
+                return self.loss(out, y), out
+        def get_train_step(model_and_loss, optimizer):
+            def _step(inp, target):
+                inp_var = Variable(inp)
+                loss, output = model_and_loss(inp_var, target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+            return _step
+        mal = ModelAndLoss()
+        step = get_train_step(mal, torch.optim.SGD(mal.parameters(), lr=0.1))
+        w0 = mal.model.weight.clone()
+        step(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))
+        """, "GT104", holds="not torch.equal(w0, mal.model.weight)"), Shape("""
+        from torch.autograd import Variable
+        def get_train_step(model, loss_fn, optimizer):
+            def _step(inp, target):
+                out = model(inp)
+                loss = loss_fn(Variable(out), target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+            return _step
+        net = nn.Linear(3, 2)
+        step = get_train_step(net, nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=0.1))
+        step(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))
+        """, "GT104", line=5, raises=(RuntimeError, "does not require grad"))),
 }
 
 

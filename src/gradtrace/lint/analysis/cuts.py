@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
-from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
+from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE, loss_callable_name
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, statements, walk
@@ -355,7 +355,7 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
                 recv.partition(".")[0] not in ctx.imports.aliases and \
                 not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
             return False  # `self.value_function.compute_loss(x, y)`: the model's method
-        return bool(LOSS_CALLABLE_RE.match(last))
+        return loss_callable_name(last)
     if all(isinstance(v, (ast.Name, ast.Attribute)) and dotted(v) not in (None, name)
            for v in values):  # `criterion = cal_loss`: an alias is the function it names
         t._pure[name] = False  # (while answering: a cycle of aliases is no loss)
