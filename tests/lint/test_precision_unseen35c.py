@@ -152,6 +152,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         step = get_train_step(net, nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=0.1))
         step(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))
         """, "GT104", line=5, raises=(RuntimeError, "does not require grad"))),
+    # federated-learning-public-code (FedDF `unlabeled_training.py`): the labels each local
+    # model predicts, `torch.max(torch.softmax(out, dim=1), dim=1).indices`, collected over the
+    # loader with grad on: the indices of a (values, indices) pair are an integer tensor
+    # without history, no graph is kept. Twin: the values of the pair are collected: each
+    # keeps its batch's graph
+    "predicted-indices-collected-over-a-loader": (Shape("""
+        def extract_labels(models, loader):
+            out = {}
+            for k, model in models.items():
+                model.eval()
+                labels = []
+                for x, y in loader:
+                    o = model(x)
+                    labels.append(torch.max(torch.softmax(o, dim=1), dim=1).indices)
+                    labels.append(o.max(1)[1])
+                out[k] = torch.cat(labels)
+            return out
+        loader = [(torch.randn(4, 3), torch.zeros(4)) for _ in range(3)]
+        got = extract_labels({0: nn.Linear(3, 5)}, loader)
+        """, "GT505", holds="not got[0].requires_grad and got[0].dtype == torch.int64"), Shape("""
+        def extract_scores(models, loader):
+            out = {}
+            for k, model in models.items():
+                model.eval()
+                scores = []
+                for x, y in loader:
+                    o = model(x)
+                    scores.append(torch.max(torch.softmax(o, dim=1), dim=1).values)
+                out[k] = torch.cat(scores)
+            return out
+        loader = [(torch.randn(4, 3), torch.zeros(4)) for _ in range(3)]
+        got = extract_scores({0: nn.Linear(3, 5)}, loader)
+        """, "GT505", line=8, holds="got[0].requires_grad")),
 }
 
 
