@@ -185,6 +185,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loader = [(torch.randn(4, 3), torch.zeros(4)) for _ in range(3)]
         got = extract_scores({0: nn.Linear(3, 5)}, loader)
         """, "GT505", line=8, holds="got[0].requires_grad")),
+    # kaggle_rsna2019_3rd_solution (`src/trainer.py`): `optimizer.zero_grad()` at the top of
+    # every pass and again after the step every `accumulation_steps` passes: nothing adds up,
+    # each step applies the last micro-batch's gradient (GT512 says so), so the loss not being
+    # divided by the count scales nothing. Twin: the clear after the step alone: the step
+    # applies the sum of the micro-batches' gradients
+    "accumulation-cleared-on-every-pass-too": (Shape("""
+        net = nn.Linear(2, 1, bias=False)
+        opt = torch.optim.SGD(net.parameters(), lr=0.0)
+        accum = 2
+        data = [(torch.ones(1, 2), torch.zeros(1, 1)) for _ in range(2)]
+        for step, (x, y) in enumerate(data):
+            opt.zero_grad()
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            if (step + 1) % accum == 0:
+                g = net.weight.grad.clone()
+                opt.step()
+                opt.zero_grad()
+        one = torch.autograd.grad(F.mse_loss(net(data[0][0]), data[0][1]), net.weight)[0]
+        """, "GT513", holds="torch.allclose(g, one)"), Shape("""
+        net = nn.Linear(2, 1, bias=False)
+        opt = torch.optim.SGD(net.parameters(), lr=0.0)
+        accum = 2
+        data = [(torch.ones(1, 2), torch.zeros(1, 1)) for _ in range(2)]
+        for step, (x, y) in enumerate(data):
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            if (step + 1) % accum == 0:
+                g = net.weight.grad.clone()
+                opt.step()
+                opt.zero_grad()
+        one = torch.autograd.grad(F.mse_loss(net(data[0][0]), data[0][1]), net.weight)[0]
+        """, "GT513", line=7, holds="torch.allclose(g, 2 * one)")),
 }
 
 
