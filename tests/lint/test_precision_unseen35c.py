@@ -218,6 +218,42 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 opt.zero_grad()
         one = torch.autograd.grad(F.mse_loss(net(data[0][0]), data[0][1]), net.weight)[0]
         """, "GT513", line=7, holds="torch.allclose(g, 2 * one)")),
+    # MAIR (`mair/attacks/attacks/eaden.py`, `eadl1.py`): an attack's `forward` wraps the
+    # images in `nn.Parameter`, backwards the attack cost through the model and steps that
+    # Parameter by hand under `no_grad`: a variable optimised inside the call, no optimizer
+    # is meant to hold it. Twin: a module that makes a Parameter in `forward` and trains
+    # through an optimizer built once over `parameters()`: the new Parameter never moves
+    "attack-steps-the-parameter-it-made-in-forward": (Shape("""
+        class Attack(nn.Module):
+            def __init__(self, model, steps=3, lr=0.1):
+                super().__init__()
+                self.model = model
+                self.steps, self.lr = steps, lr
+            def forward(self, images, labels):
+                adv = nn.Parameter(images.clone())
+                for _ in range(self.steps):
+                    cost = -F.cross_entropy(self.model(adv), labels)
+                    cost.backward()
+                    with torch.no_grad():
+                        adv -= self.lr * adv.grad.sign()
+                    adv.grad = None
+                return adv.detach()
+        net = nn.Linear(3, 2)
+        x = torch.randn(4, 3)
+        adv = Attack(net)(x, torch.tensor([0, 1, 0, 1]))
+        """, "GT445", holds="not torch.equal(adv, x)"), Shape("""
+        class Scaled(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.fc = nn.Linear(d, 1)
+            def forward(self, x):
+                self.scale = nn.Parameter(torch.ones(x.shape[1]))
+                return self.fc(x * self.scale)
+        net = Scaled(3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        net(torch.randn(4, 3)).sum().backward()
+        opt.step()
+        """, "GT445", line=6, holds="torch.equal(net.scale.data, torch.ones(3))")),
 }
 
 
