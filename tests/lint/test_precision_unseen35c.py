@@ -254,6 +254,58 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net(torch.randn(4, 3)).sum().backward()
         opt.step()
         """, "GT445", line=6, holds="torch.equal(net.scale.data, torch.ones(3))")),
+    # Federated-Learning-with-Differential-Privacy (`FLModel.py`): the server module keeps its
+    # clients in a plain list; each client module builds its own optimizer over its own model
+    # in `update()` and trains itself, the server averages their state dicts into its global
+    # model: participants, not layers of the server. Twin: the holder's parts that train only
+    # through the holder's optimizer, kept in a plain list: they never train
+    "clients-that-train-themselves-in-a-plain-list": (Shape("""
+        class Client(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = nn.Linear(2, 1)
+            def update(self, x, y):
+                opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                for _ in range(2):
+                    opt.zero_grad()
+                    F.mse_loss(self.model(x), y).backward()
+                    opt.step()
+        class Server(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.clients = [Client() for _ in range(n)]
+                self.global_model = nn.Linear(2, 1)
+            def round(self, x, y):
+                for c in self.clients:
+                    c.model.load_state_dict(self.global_model.state_dict())
+                    c.update(x, y)
+                avg = {k: sum(c.model.state_dict()[k] for c in self.clients) / len(self.clients)
+                       for k in self.global_model.state_dict()}
+                self.global_model.load_state_dict(avg)
+        server = Server(2)
+        w0 = server.global_model.weight.clone()
+        server.round(torch.randn(4, 2), torch.randn(4, 1))
+        """, "GT401", holds="not torch.equal(w0, server.global_model.weight)"), Shape("""
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 1)
+            def forward(self, x):
+                return self.fc(x)
+        class Multi(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.trunk = nn.Linear(2, 2)
+                self.heads = [Head() for _ in range(n)]
+            def forward(self, x):
+                h = self.trunk(x)
+                return sum(head(h) for head in self.heads)
+        net = Multi(2)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        w0 = net.heads[0].fc.weight.clone()
+        F.mse_loss(net(torch.randn(4, 2)), torch.randn(4, 1)).backward()
+        opt.step()
+        """, "GT401", line=11, holds="torch.equal(w0, net.heads[0].fc.weight)")),
 }
 
 
