@@ -306,6 +306,41 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         F.mse_loss(net(torch.randn(4, 2)), torch.randn(4, 1)).backward()
         opt.step()
         """, "GT401", line=11, holds="torch.equal(w0, net.heads[0].fc.weight)")),
+    # KD_Lib (`KD/vision/DML/dml.py`): deep mutual learning sums the students' losses of one
+    # batch, each backwarded and stepped by its own optimizer, into an accumulator made anew
+    # for every batch and read as `.item()` after the students' loop: it keeps one batch's
+    # graph nodes, never more. Twin: an epoch's sum over the loader, kept in a history list:
+    # every batch's graph stays reachable
+    "per-batch-sum-over-a-cohort-of-students": (Shape("""
+        students = [nn.Linear(3, 2) for _ in range(2)]
+        opts = [torch.optim.SGD(s.parameters(), lr=0.1) for s in students]
+        train_loader = [(torch.randn(4, 3), torch.tensor([0, 1, 0, 1])) for _ in range(3)]
+        epoch_loss = 0.0
+        for x, y in train_loader:
+            avg_loss = 0
+            for i in range(len(students)):
+                opts[i].zero_grad()
+                loss = F.cross_entropy(students[i](x), y)
+                loss.backward()
+                opts[i].step()
+                avg_loss += loss
+            avg_loss /= len(students)
+            epoch_loss += avg_loss.item()
+        """, "GT505", holds="isinstance(epoch_loss, float)"), Shape("""
+        model = nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        train_loader = [(torch.randn(4, 3), torch.tensor([0, 1, 0, 1])) for _ in range(3)]
+        history = []
+        for epoch in range(2):
+            epoch_loss = 0.0
+            for x, y in train_loader:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                epoch_loss += loss
+            history.append(epoch_loss)
+        """, "GT505", line=12, holds="history[0].grad_fn is not None")),
 }
 
 
