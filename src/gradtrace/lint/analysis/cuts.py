@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
-from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
+from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE, loss_callable_name
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, statements, walk
@@ -269,6 +269,26 @@ def unpacks_indices(s: ast.stmt, name: str, ctx: Context) -> bool:
         qual.startswith("torch.") and qual.rpartition(".")[2] in PAIR_METHODS
 
 
+def indices_of_pair(e: ast.AST) -> bool:
+    """``torch.max(out, dim=1).indices``, ``out.max(1)[1]``, ``x.topk(k)[1]``: the indices of a
+    (values, indices) pair, an integer tensor without history (``max``/``min`` give a pair only
+    with a dim: ``torch.max(a, b)`` is elementwise, ``x.max()`` one value)."""
+    if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) and e.slice.value == 1:
+        call = e.value
+    elif isinstance(e, ast.Attribute) and e.attr == "indices":
+        call = e.value
+    else:
+        return False
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and call.func.attr in PAIR_METHODS):
+        return False
+    if isinstance(e, ast.Attribute) or call.func.attr not in ("max", "min", "median"):
+        return True  # only a pair has `.indices`
+    extra = call.args[1:] if dotted(call.func.value) == "torch" else call.args
+    return any(k.arg in ("dim", "keepdim") for k in call.keywords) or bool(extra) and isinstance(
+        extra[0], ast.Constant) and type(extra[0].value) is int
+
+
 def pair_source(v: ast.expr) -> ast.expr:
     """``out`` in ``torch.max(out, 1)`` and in ``out.max(1)``."""
     assert isinstance(v, ast.Call)
@@ -355,7 +375,7 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
                 recv.partition(".")[0] not in ctx.imports.aliases and \
                 not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
             return False  # `self.value_function.compute_loss(x, y)`: the model's method
-        return bool(LOSS_CALLABLE_RE.match(last))
+        return loss_callable_name(last)
     if all(isinstance(v, (ast.Name, ast.Attribute)) and dotted(v) not in (None, name)
            for v in values):  # `criterion = cal_loss`: an alias is the function it names
         t._pure[name] = False  # (while answering: a cycle of aliases is no loss)

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from gradtrace.lint.analysis.caller_grad import caller_grad_off
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
-    TENSOR_METHODS, unpacks_indices)
+    TENSOR_METHODS, indices_of_pair, unpacks_indices)
 from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
@@ -53,6 +53,8 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
     stack = [expr]
     while stack:
         n = stack.pop()
+        if indices_of_pair(n):
+            continue  # `torch.max(out, 1)[1]`, `.indices`: an integer tensor, no history
         if isinstance(n, ast.Call):
             f = n.func
             if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS or plain_grads(n):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import Callable, Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
@@ -11,6 +11,7 @@ from gradtrace.lint.flow import DETACHED, GRAPH, LEAF, MODULE, NONE, NUMBER, NUM
     PARAMETER, PARAMS
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.tensor_api import TENSOR_ATTRS
 
 # Tensor operations that return a new tensor and have an in-place twin spelled with a trailing
 # underscore (``clamp`` / ``clamp_``): called as a statement of its own, the new tensor is
@@ -137,20 +138,32 @@ def _rebound_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
 
 def _shows(e: ast.expr, ctx: Context) -> bool:
     """An expression statement that only computes a value to show: no call, or a torch
-    function, a torch layer built and called at once (``nn.Tanh()(z)``), ``print``."""
+    function, a torch layer built and called at once (``nn.Tanh()(z)``), ``print``, or an
+    out-of-place tensor method of a name (``x.type(torch.DoubleTensor)``, ``x.view(2, -1)``)."""
     if not isinstance(e, ast.Call):
         return not any(isinstance(n, (ast.Call, ast.Lambda, ast.NamedExpr, ast.Yield,
                                       ast.YieldFrom, ast.Await)) for n in ast.walk(e))
     f = e.func.func if isinstance(e.func, ast.Call) else e.func
     q = ctx.qualified_name(f) or ""
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and not q.startswith(
+            "torch.") and f.value.id not in ctx.imports.aliases:
+        return f.attr in TENSOR_ATTRS and not f.attr.endswith("_") \
+            and f.attr not in _NOT_SHOWN and _shows(ast.Tuple(
+                elts=[*e.args, *(k.value for k in e.keywords)], ctx=ast.Load()), ctx)
     return q.startswith("torch.") or isinstance(f, ast.Name) and f.id == "print"
+
+
+# tensor methods that act (on the graph, a hook list, a stream) though they end in no `_`
+_NOT_SHOWN = frozenset({"backward", "register_hook", "register_post_accumulate_grad_hook",
+                        "retain_grad", "record_stream"})
 
 
 def _top_level_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
     """A statement of the module's own body whose receiver is a module-level name that no
-    later statement of the module reads and no function or class of the file reads: nothing
-    could see an update of it, so none is lost; the line shows a value, as a notebook cell's
-    last line does (``x.add(y)`` after ``x = x.to(device)``, ``torch.sqrt(tm)``)."""
+    later statement of the module reads (but to show it) and no function or class of the file
+    reads: nothing could see an update of it, so none is lost; the line shows a value, as a
+    notebook cell's last line does (``x.add(y)`` after ``x = x.to(device)``, ``torch.sqrt(tm)``;
+    ``torch.add(x, y)``, then ``torch.sub(x, y)`` and ``x.dtype`` in the next cells)."""
     if not isinstance(target, ast.Name) or len(ctx.stmts) != 1 \
             or node not in getattr(ctx.tree, "body", ()):
         return False
@@ -161,10 +174,30 @@ def _top_level_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
                    or isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
                    for n in ast.walk(tree))
     body = ctx.tree.body  # type: ignore[attr-defined]
-    if any(reads(s) for s in body[body.index(node) + 1:]):
-        return False
-    return not any(isinstance(f, FUNCTION_TYPES + (ast.ClassDef, ast.Lambda)) and reads(f)
+    if any(reads(s) and not (isinstance(s, ast.Expr) and _shows(s.value, ctx))
+           for s in body[body.index(node) + 1:]):
+        return False  # a later line that only shows it (a notebook cell's `torch.sub(x, y)`,
+        # `x.dtype`) keeps nothing that an update would have changed
+    return not any(isinstance(f, FUNCTION_TYPES + (ast.ClassDef, ast.Lambda))
+                   and _reads_global(f, name, reads)
                    for s in body[:body.index(node)] for f in ast.walk(s))
+
+
+def _reads_global(f: ast.AST, name: str, reads: Callable[[ast.AST], bool]) -> bool:
+    """The def, lambda or class ``f`` reads the module's ``name``: not when ``name`` is its own
+    (a parameter, ``def forward(self, x)``, or bound in it without ``global``); a class by the
+    statements of its body (its methods are judged one by one)."""
+    if isinstance(f, ast.ClassDef):
+        return any(reads(st) for st in f.body if not isinstance(st, FUNCTION_TYPES))
+    a = f.args  # type: ignore[attr-defined]
+    own = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x}
+    nodes = list(ast.walk(f))
+    if any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names for n in nodes):
+        return True
+    if name in own or any(isinstance(n, ast.Name) and n.id == name
+                          and isinstance(n.ctx, ast.Store) for n in nodes):
+        return False
+    return reads(f)
 
 
 class TensorOpResultDiscarded(Rule):

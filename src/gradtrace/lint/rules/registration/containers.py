@@ -31,7 +31,11 @@ LAYER_CLASS_RE = re.compile(r"^([A-Z]\w*)?(Layer|Block|Encoder|Decoder|Embedding
 
 def _learnable(e: ast.AST, ctx: Context) -> str | None:
     """"module" / "parameter" when ``e`` builds a module with parameters / a parameter (a
-    class of another file counts when named like a layer: ``CrossLayer``, ``Embedding``)."""
+    class of another file counts when named like a layer: ``CrossLayer``, ``Embedding``). A
+    module of a class of the file that builds its own optimizer trains itself (a federated
+    client, an agent): a participant its holder calls on, not a layer of the holder."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and _trains_itself(e.func.id, ctx):
+        return None
     if owns_params(e, ctx):
         return "module"
     if isinstance(e, ast.Call) and isinstance(e.func, (ast.Name, ast.Attribute)):
@@ -43,6 +47,15 @@ def _learnable(e: ast.AST, ctx: Context) -> str | None:
     if is_parameter_call(e, ctx) or grad_factory(e, ctx) is not None:
         return "parameter"
     return None
+
+
+def _trains_itself(name: str, ctx: Context) -> bool:
+    """The class ``name`` of the file builds a ``torch.optim`` optimizer in one of its
+    methods (``torch.optim.SGD(self.model.parameters(), ...)`` in a client's ``update``)."""
+    cls = ctx.analysis.classes.get(name)
+    return cls is not None and any(
+        isinstance(n, ast.Call) and (q := ctx.call_name(n) or "").startswith("torch.optim.")
+        and not q.startswith("torch.optim.lr_scheduler.") for n in walk(cls.node))
 
 
 def _elements(value: ast.AST) -> tuple[str, list[ast.AST]] | None:

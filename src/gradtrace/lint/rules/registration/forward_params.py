@@ -82,6 +82,12 @@ def _self_calls(body: list, name: str, guarded: bool = False) -> Iterator[bool]:
         yield from _self_calls(list(child_nodes(n)), name, inner)
 
 
+def _differentiates(call: ast.Call, ctx: Context) -> bool:
+    """``cost.backward()`` or ``torch.autograd.grad(...)``: the call differentiates there."""
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "backward" \
+        or ctx.call_name(call) == "torch.autograd.grad"
+
+
 def _wrapped(call: ast.Call) -> ast.expr | None:
     return call.args[0] if call.args else next(
         (k.value for k in call.keywords if k.arg == "data"), None)
@@ -108,7 +114,8 @@ class ParameterBuiltInForward(Rule):
     Known limits: the class must be of this file and the file must train (build an optimizer
     or call `backward()`); a construction under an `if`/`try` (lazy initialisation on the first
     call) is left alone, and so is a module whose `forward` calls build an optimizer
-    themselves (an explainer that trains its masks inside the call, after making them).
+    themselves (an explainer that trains its masks inside the call, after making them) or
+    differentiate there (an attack that steps the Parameter it made by hand).
     """
 
     code = "GT445"
@@ -191,9 +198,11 @@ class ParameterBuiltInForward(Rule):
             return
         methods = _forward_methods(cls)
         methods += [m for m in per_step_methods(ctx, cls) if m not in methods]
-        if any((ctx.call_name(n) or "").startswith("torch.optim.")
+        if any((ctx.call_name(n) or "").startswith("torch.optim.") or _differentiates(n, ctx)
                for m in methods for n in of_types(m, (ast.Call,))):
-            return  # the module trains itself in the call, its optimizer built after them
+            return  # the module trains itself in the call, its optimizer built after them,
+            # or differentiates and updates what it made by hand (an attack's `forward`
+            # makes `nn.Parameter(images)`, backwards its cost and steps it under no_grad)
         for m in methods:
             ctors = sorted(_unguarded_ctors(m, ctx), key=lambda c: (c.lineno, c.col_offset))
             if not ctors or _called_under_guard(m, methods):

@@ -78,6 +78,22 @@ def _loader_like(it: ast.expr) -> bool:
     return name is not None and bool(LOADER_RE.search(name.rpartition(".")[2]))
 
 
+def _made_per_batch(f: LoopFacts, acc: str, loops: tuple[ast.stmt, ...]) -> bool:
+    """The innermost loop does not walk the data (``for i in range(num_students)``) and
+    ``acc`` is bound anew (not added to) on each pass of an enclosing loop over a data loader,
+    outside that inner loop (KD_Lib's DML: ``avg_student_loss = 0`` per batch, summed over
+    the students): what it keeps is one batch's graphs, never more."""
+    inner = loops[-1] if loops else None
+    if not isinstance(inner, (ast.For, ast.AsyncFor)) or _loader_like(inner.iter):
+        return False
+    for outer in reversed(loops[:-1]):
+        if isinstance(outer, (ast.For, ast.AsyncFor)) and _loader_like(outer.iter):
+            return any(f.inside(b.stmt, outer) and not f.inside(b.stmt, inner)
+                       and not isinstance(b.stmt, ast.AugAssign)
+                       for b in f.scope.bindings.get(acc, ()))
+    return False
+
+
 def _in_module_class(ctx: Context, fn: ast.AST) -> bool:
     """``fn`` is a method of an ``nn.Module`` subclass (model code: its outputs need graphs)."""
     for node in walk(ctx.tree):
@@ -301,6 +317,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # added under no_grad: the sum records no graph
         if not self._outlives(f, acc, loop) or acc in _differentiated(f, g):
             return None  # the collected values are differentiated later: graphs are needed
+        if _made_per_batch(f, acc, f.loops_of(s)):
+            return None  # made anew for every batch, summed over a loop that is not the data's
         if isinstance(value, ast.Call) and number_call(f.ctx, f.node, value):
             return None  # the call hands back a Python number: no graph is collected
         if _numpy_result(f.ctx, value):

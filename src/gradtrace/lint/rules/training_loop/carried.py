@@ -300,6 +300,9 @@ class GraphReusedAcrossSteps(LoopRule):
                     continue
                 done.add(id(t.stmt))
                 leaf_reported = leaf_reported or leaf is not None
+                if module == "module":  # no module-like callee by name: show the call's own
+                    v = value_of(t)  # (`self.parse_feature(x, flag)`), not a placeholder
+                    module = (dotted(v.func) if isinstance(v, ast.Call) else None) or module
                 source = f"by `{module}(...)`" if module else f"from `{leaf}`, which requires grad,"
                 yield self.report(t.stmt, ctx, related=(
                     related_at(ctx, b.call, "backward runs here on every pass"),),

@@ -358,6 +358,9 @@ class AccumulatedLossNotScaled(LoopRule):
                     f.inside(z.stmt, guard) or periodic_guard(f, z.stmt, loop) is not None)
                     for z in f.zero_grads):
                 continue  # no clear, or one on every pass (GT501 / GT512 say it)
+            if any(covers(f, z, s) and f.inside(z.stmt, loop) and not f.inside(z.stmt, guard)
+                   and not conditional(f, z.stmt, loop) for z in f.zero_grads):
+                continue  # cleared on every pass as well: no gradients add up (GT512 says it)
             divisors = {dotted(m.right) for m in mods}
             if None in divisors or len(divisors) != 1 or _scaled_by(f, divisors, ctx):
                 continue

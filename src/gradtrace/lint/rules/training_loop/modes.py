@@ -18,9 +18,25 @@ from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.call_words import WORD_RE, call_test, called_names
 from gradtrace.lint.rules.training_loop._modes import MAX_DEPTH, covers, effects, mode_call
 
-# layers that behave differently in train and eval mode
-MODE_LAYERS_RE = re.compile(r"\b(Dropout\w*|BatchNorm\w*|SyncBatchNorm|InstanceNorm\w*|"
+# layers that behave differently in train and eval mode; an `InstanceNorm*` only with
+# `track_running_stats=True` (`_tracking_instance_norm`: by default it normalises each
+# sample by its own statistics in both modes; NOTE [running statistics])
+MODE_LAYERS_RE = re.compile(r"\b(Dropout\w*|BatchNorm\w*|SyncBatchNorm|"
                             r"AlphaDropout|dropout\w*)\b|self\.training\b")
+_INSTANCE_NORM_RE = re.compile(r"\bInstanceNorm\w*")
+
+
+def _tracking_instance_norm(node: ast.AST) -> bool:
+    """A call under ``node`` that builds (or binds, ``partial(nn.InstanceNorm2d, ...)``) an
+    instance norm with ``track_running_stats`` not literally false, given as a keyword."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and any(
+                k.arg == "track_running_stats" and not (
+                    isinstance(k.value, ast.Constant) and not k.value.value)
+                for k in n.keywords) and any(
+                _INSTANCE_NORM_RE.search(dotted(e) or "") for e in (n.func, *n.args)):
+            return True
+    return False
 
 
 def _train_wrappers(ctx: Context) -> frozenset[str]:
@@ -370,8 +386,10 @@ def _kind_has_mode_layers(ctx: Context, k: Kind, depth: int = 0) -> bool:
     cls = ctx.analysis.classes.get(k.cls or "")
     if cls is not None:
         texts.append(ctx.code_of(cls.node))
-    for text in texts:
-        if MODE_LAYERS_RE.search(text):
+    nodes = [n for n in (k.node, cls.node if cls is not None else None) if n is not None]
+    for text, node in zip(texts, nodes):
+        if MODE_LAYERS_RE.search(text) or (
+                _INSTANCE_NORM_RE.search(text) and _tracking_instance_norm(node)):
             return True
         called: frozenset[str] | None = None  # the text's `name(` words, found once
         for name, other in ctx.analysis.classes.items():  # a submodule class of this file
