@@ -54,6 +54,7 @@ from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.classify import first_grad_tensor
 from gradtrace.runtime.trace.fix_lines import ZERO_DERIVATIVE
 from gradtrace.runtime.trace.loose_leaves import note_leaf
+from gradtrace.runtime.trace.reached_cuts import seen_in_walk
 from gradtrace.runtime.trace.records import created_site, node_name
 from gradtrace.runtime.trace.soft_target import check_product
 
@@ -65,13 +66,15 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
     """Zero-derivative ops, copied leaves and user Functions in the graph of ``root``."""
     todo = [getattr(root, "grad_fn", None)]
     seen: set[int] = set()
-    found, cuts = state.zero_ops, state.cuts
+    found, cuts, met = state.zero_ops, state.cuts, state.met_nodes
     uses: dict[int, list[Any]] = {}  # NOTE [sigmoid kept as probabilities] (loss_input.py)
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
+        if met and id(node) in met:  # NOTE [cut that reaches the loss]
+            seen_in_walk(state, node)
         name = type(node).__name__
         if name == "AccumulateGrad":
             var = node.variable

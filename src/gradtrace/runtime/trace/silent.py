@@ -219,7 +219,8 @@ def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> 
             if id(p) in ids and (last is None or i < last)]
     cuts.sort(key=lambda c: (c not in state.root_cuts, c.library, c in state.leaf_cuts, trained and c.reason == "no_grad"
                              and not (c.switch and c.switch.function == "forward"),  # a block
-                             c.reason in ("item", "grad")))  # inside the model: no evaluation
+                             c.reason in ("item", "grad"),  # inside the model: no evaluation
+                             c not in state.reached))  # NOTE [cut that reaches the loss]
     return cuts
 
 

@@ -22,6 +22,7 @@ from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_ba
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 from gradtrace.runtime.trace.root_leaf import mark_root_cut
+from gradtrace.runtime.trace.reached_cuts import watch_after_backward
 from gradtrace.runtime.trace.shared_block import more_sources
 from gradtrace.runtime.trace.detach_wrapper import wrapper_caller, wrapper_site
 from gradtrace.runtime.trace.view_write import stamp_view_write
@@ -55,6 +56,9 @@ class TraceState(GradEvents):
         # cuts taken of a leaf itself (`p.detach().clone()`): NOTE [snapshot cuts]
         self.leaf_cuts: set[Cut] = set()
         self.root_cuts: set[Cut] = set()  # NOTE [backward of a leaf]
+        self.meet_watch = False  # NOTE [cut that reaches the loss]: node id -> cut, reached
+        self.met_nodes: dict[int, Cut] = {}
+        self.reached: set[Cut] = set()
         self.forced_walks = 0  # (and the walks it made from a number's tensor)
         self.zero_ops: list[tuple[Site, str]] = []  # NOTE [zero-derivative ops]
         self._prune_at = _PRUNE_AT
@@ -197,6 +201,8 @@ class TraceState(GradEvents):
                 self.leaf_cuts.add(cut)
             if cut not in self.cut_upstream:
                 self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
+            if self.backward_count < 3:
+                self.meet_watch = True  # NOTE [cut that reaches the loss]
         elif src is not None and cut.reason == "no_grad" and cut.grad_off is not None \
                 and id(cut) not in self.sources_done:  # a user's block, not a library's
             more_sources(self, cut, src)  # NOTE [one no_grad site, two models]
@@ -393,6 +399,8 @@ class TraceState(GradEvents):
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
         self.cuts_by_last_backward = len(self.cut_upstream)
+        if self.meet_watch:
+            watch_after_backward(self)
         if self.backward_count <= 4 and self.hooks_data is not None:
             self.hooks_data.note_backward_grads()  # NOTE [gradient cleared before the step]
         if self.hooks_data is not None and self.hooks_data.rows_used:
