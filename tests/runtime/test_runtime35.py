@@ -9,6 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import gradtrace
+from rt_helpers import marked_line
 
 
 # -- NOTE [cut that reaches the loss] ----------------------------------------------------------
@@ -85,3 +86,74 @@ def test_a_logging_detach_made_first_does_not_outrank_the_cut_handed_to_the_next
         f = _first(_logged_then_cut(log_first), "GT107")
         assert f is not None and "weight" in f.message
         assert f.line == cut, (log_first, f.line, cut)
+
+
+# -- NOTE [input the Function treats as a constant] --------------------------------------------
+STE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class FakeQuant(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bits, scale):
+        q = torch.round(x / scale).clamp(-2 ** (bits - 1), 2 ** (bits - 1) - 1)
+        ctx.save_for_backward((q.abs() < 2 ** (bits - 1) - 1).float())
+        return q * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        (mask,) = ctx.saved_tensors
+        return g * mask, None, None
+
+
+def quantize(w, scale):
+    return FakeQuant.apply(w, 4, scale)  # <- call
+
+
+class QLinear(nn.Linear):
+    def __init__(self, n, m):
+        super().__init__(n, m)
+        self.scale = SCALE
+
+    def forward(self, x):
+        return F.linear(x, quantize(self.weight, self.scale), self.bias)
+
+
+torch.manual_seed(0)
+model = nn.Sequential(QLinear(6, 8), nn.ReLU(), QLinear(8, 2))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+for _ in range(3):
+    loss = F.mse_loss(model(torch.randn(5, 6)), torch.randn(5, 2))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_trainable_scale_handed_to_a_straight_through_function_names_the_call(run_script):
+    """torchao PR 2280: the scales became Parameters, the STE Function keeps nothing of them."""
+    src = STE.replace("SCALE", "nn.Parameter(torch.full((), 0.1))")
+    res = run_script(src)
+    f = next(f for f in res.findings if f["code"] == "GT845")
+    assert f["line"] == marked_line(src, "# <- call"), res.err
+    assert res.findings[0]["code"] == "GT845", res.err
+
+
+def test_a_constant_scale_handed_to_the_same_function_is_silent(run_script):
+    src = STE.replace("SCALE", "0.1")
+    assert run_script(src).findings == []
+
+
+def test_a_scale_the_backward_reads_keeps_the_return_line(run_script):
+    """The backward knows the scale (saved), so the None written for it is the forgotten
+    gradient: the return line, as before."""
+    src = STE.replace("SCALE", "nn.Parameter(torch.full((), 0.1))").replace(
+        "ctx.save_for_backward((q.abs() < 2 ** (bits - 1) - 1).float())",
+        "ctx.save_for_backward((q.abs() < 2 ** (bits - 1) - 1).float(), scale)").replace(
+        "(mask,) = ctx.saved_tensors", "mask, scale = ctx.saved_tensors").replace(
+        "return g * mask, None, None", "return g * mask * scale / scale, None, None  # <- ret")
+    res = run_script(src)
+    f = next(f for f in res.findings if f["code"] == "GT845")
+    assert f["line"] == marked_line(src, "# <- ret"), res.err
