@@ -157,3 +157,48 @@ def test_a_scale_the_backward_reads_keeps_the_return_line(run_script):
     res = run_script(src)
     f = next(f for f in res.findings if f["code"] == "GT845")
     assert f["line"] == marked_line(src, "# <- ret"), res.err
+
+
+# -- NOTE [warnings our own code raised] -------------------------------------------------------
+META = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+outer = torch.optim.Adam(net.parameters(), lr=1e-3)
+for _ in range(2):
+    kept = {n: p for n, p in net.named_parameters()}
+    for _ in range(2):  # a functional inner loop: the module's parameters become non-leaves
+        names, params = zip(*net.named_parameters())
+        grads = torch.autograd.grad(F.mse_loss(net(torch.randn(6, 4)), torch.randn(6, 1)),
+                                    params, create_graph=True)
+        for name, p, g in zip(names, params, grads):
+            owner, _, attr = name.rpartition(".")
+            net.get_submodule(owner)._parameters[attr] = p - 0.1 * g
+    loss = F.mse_loss(net(torch.randn(6, 4)), torch.randn(6, 1))
+    outer.zero_grad()
+    loss.backward()
+    READ
+    outer.step()
+    for name, p in kept.items():
+        owner, _, attr = name.rpartition(".")
+        net.get_submodule(owner)._parameters[attr] = p
+"""
+
+
+def test_the_step_hook_reading_adapted_non_leaf_parameters_is_no_finding_and_no_warning(
+        run_script):
+    """torchopt's MetaAdam look-alike: the outer step runs while the module holds the adapted
+    (non-leaf) tensors; only our step hook read their .grad."""
+    res = run_script(META.replace("READ", "pass"))
+    assert res.findings == [], res.err
+    assert "not a leaf" not in res.err
+
+
+def test_the_program_reading_a_non_leaf_grad_is_still_reported(run_script):
+    src = META.replace("READ", "print(net[0].weight.grad)  # <- read")
+    res = run_script(src)
+    f = next(f for f in res.findings if f["code"] == "GT307")
+    assert f["line"] == marked_line(src, "# <- read"), res.err
