@@ -202,3 +202,45 @@ def test_the_program_reading_a_non_leaf_grad_is_still_reported(run_script):
     res = run_script(src)
     f = next(f for f in res.findings if f["code"] == "GT307")
     assert f["line"] == marked_line(src, "# <- read"), res.err
+
+
+# -- NOTE [partial window carried into the next], NOTE [discarded gradients] --------------------
+EPOCHS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def train_one_epoch(model, opt, data, accum):
+    for sub_idx, (x, y) in enumerate(data):
+        batch_idx = sub_idx // accum
+        (F.mse_loss(model(x), y) / accum).backward()
+        if sub_idx % accum == accum - 1:
+            opt.step()
+            opt.zero_grad()
+    if FLUSH % accum != accum - 1:  # <- flush
+        opt.zero_grad()
+
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = [(torch.randn(4, 5), torch.randn(4, 1)) for _ in range(7)]
+for epoch in range(2):
+    train_one_epoch(model, opt, data, 2)
+"""
+
+
+def test_a_flush_testing_the_step_count_carries_the_partial_window_into_the_next_epoch(
+        run_script):
+    """icefall PR 1693: the end-of-epoch clear tests batch_idx, so it never runs."""
+    src = EPOCHS.replace("FLUSH", "batch_idx")
+    res = run_script(src)
+    assert res.findings and res.findings[0]["code"] == "GT892", res.err
+    assert res.findings[0]["line"] == marked_line(src, "# <- flush"), res.err
+
+
+def test_a_flush_testing_the_micro_batch_index_is_silent(run_script):
+    """The fix: the partial window is cleared, the next epoch's window restarts full (no
+    GT827 for the cleared partial window either)."""
+    assert run_script(EPOCHS.replace("FLUSH", "sub_idx")).findings == []

@@ -99,7 +99,7 @@ class TraceState(GradEvents):
         # gradients cleared before any step used them, seen when the next backward() starts:
         # (clearing line, that backward's line, backward() calls since the last step, ids);
         # and the backward() lines whose gradients a step did use (loop_order.py)
-        self.discards: list[tuple[Site, Site | None, int, set[int]]] = []
+        self.discards: list[tuple[Any, ...]] = []  # (zero line, backward line, count, ids, marks)
         self.consumed_sites: dict[Site, int] = {}  # line -> most backward() calls one step used
         self.fresh_count = 0  # backward() calls since the last optimizer step
         self.order: Any = None  # loop_order.Order, once an optimizer has stepped
@@ -386,7 +386,10 @@ class TraceState(GradEvents):
         last = self.backward_sites[-1]
         if self.wiped_at is not None:
             if len(self.discards) < 256:
-                self.discards.append((self.wiped_at, last, self.fresh_count, self.wiped_ids))
+                marks = tuple((id(r), len(r.windows)) for r in list(
+                    self.hooks_data.optimizers.values())) if self.hooks_data is not None else ()
+                self.discards.append((self.wiped_at, last, self.fresh_count, self.wiped_ids,
+                                      marks))  # (the steps each optimizer had noted then)
             self.fresh_count = 0
         elif len(self.consumed_sites) < 256 or last in self.consumed_sites:
             self.consumed_sites[last] = max(self.consumed_sites.get(last, 0), self.fresh_count)
