@@ -244,3 +244,54 @@ def test_a_flush_testing_the_micro_batch_index_is_silent(run_script):
     """The fix: the partial window is cleared, the next epoch's window restarts full (no
     GT827 for the cleared partial window either)."""
     assert run_script(EPOCHS.replace("FLUSH", "sub_idx")).findings == []
+
+
+# -- NOTE [call in a branch that never ran] ----------------------------------------------------
+COND = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Encoder(nn.Module):
+    def __init__(self, cond_layer):
+        super().__init__()
+        self.cond_layer = cond_layer
+        self.layers = nn.ModuleList(nn.Linear(6, 6) for _ in range(3))
+        self.cond = nn.Linear(4, 6)
+
+    def forward(self, x, g=None):
+        for i, layer in enumerate(self.layers):
+            if i == self.cond_layer - 1 and g is not None:  # <- branch
+                x = x + self.cond(g)
+            x = torch.relu(layer(x))
+        return x
+
+
+torch.manual_seed(0)
+speaker = nn.Linear(5, 4)
+encoder = Encoder(cond_layer=LAYER)
+opt = torch.optim.Adam([*speaker.parameters(), *encoder.parameters()], lr=1e-3)
+before = [p.detach().clone() for p in [*speaker.parameters(), *encoder.parameters()]]
+for _ in range(3):
+    g = speaker(torch.randn(2, 5))
+    loss = F.mse_loss(encoder(torch.randn(2, 6), g=g), torch.randn(2, 6))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(sum((p - b).abs().sum().item() for p, b in zip([*speaker.parameters()], before)))
+"""
+
+
+def test_a_layer_called_only_in_a_branch_that_never_ran_names_the_branch(run_script):
+    """fish-speech 9b916b1: `i == speaker_cond_layer - 1` is -1 for layer 0; the snapshot of
+    the weights (`before`) is not named for the speaker encoder either."""
+    src = COND.replace("LAYER", "0")
+    res = run_script(src)
+    assert res.findings and res.findings[0]["code"] == "GT820", res.err
+    assert res.findings[0]["line"] == marked_line(src, "# <- branch"), res.err
+    assert not any(f["code"] == "GT107" for f in res.findings), res.err
+
+
+def test_the_branch_taken_is_silent(run_script):
+    assert run_script(COND.replace("LAYER", "1")).findings == []

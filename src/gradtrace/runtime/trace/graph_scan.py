@@ -69,6 +69,7 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
     todo = [getattr(root, "grad_fn", None)]
     seen: set[int] = set()
     found, cuts, met = state.zero_ops, state.cuts, state.met_nodes
+    state.walks += 1
     uses: dict[int, list[Any]] = {}  # NOTE [sigmoid kept as probabilities] (loss_input.py)
     while todo and len(seen) < limit:
         node = todo.pop()

@@ -18,7 +18,10 @@ nodes it meets: their cuts *reached the loss* (``state.reached``).
 cuts that rank alike: a cut that reached the loss comes before one that did not. It never
 promotes a cut over a different kind (a logging ``loss.detach()`` meets no graph, so it never
 outranks the cut whose value went on to the loss; a cut whose use was not watched keeps its
-place in the order the cuts were made).
+place in the order the cuts were made). One kind it does drop: a ``.detach()`` of a leaf itself
+(NOTE [snapshot cuts]) made while the watch was on, whose value no walked graph met, is the
+program's copy of the weights and never the cause (fish-speech: ``before = {n: p.detach()
+.clone() ...}`` was named for a speaker encoder whose output only an untaken branch used).
 """
 from __future__ import annotations
 
@@ -68,6 +71,14 @@ def seen_in_walk(state: Any, node: Any) -> None:
         return
 
 
+def unused_snapshot(state: Any, cut: Any) -> bool:
+    """A ``.detach()`` of a leaf itself (NOTE [snapshot cuts]) made while the watch was on,
+    whose value no walked loss graph met: the program's copy of the weights (``before =
+    {n: p.detach().clone() ...}``), never why a parameter got no gradient."""
+    return cut in state.leaf_cuts and cut in state.watched and cut not in state.reached \
+        and state.walks > 0
+
+
 def watch_after_backward(state: Any) -> None:
     """The watch ends when the walks end (the third backward() walked the last graph)."""
     if state.backward_count >= 3:
@@ -75,4 +86,5 @@ def watch_after_backward(state: Any) -> None:
         state.met_nodes.clear()
 
 
-__all__ = ["META_CUT_IN", "note_meet", "seen_in_walk", "watch_after_backward"]
+__all__ = ["META_CUT_IN", "note_meet", "seen_in_walk", "unused_snapshot",
+           "watch_after_backward"]

@@ -56,9 +56,11 @@ class TraceState(GradEvents):
         # cuts taken of a leaf itself (`p.detach().clone()`): NOTE [snapshot cuts]
         self.leaf_cuts: set[Cut] = set()
         self.root_cuts: set[Cut] = set()  # NOTE [backward of a leaf]
-        self.meet_watch = False  # NOTE [cut that reaches the loss]: node id -> cut, reached
-        self.met_nodes: dict[int, Cut] = {}
+        self.meet_watch = False  # NOTE [cut that reaches the loss]: node id -> cut, reached,
+        self.met_nodes: dict[int, Cut] = {}  # the cuts made while watching, graphs walked
         self.reached: set[Cut] = set()
+        self.watched: set[Cut] = set()
+        self.walks = 0
         self.forced_walks = 0  # (and the walks it made from a number's tensor)
         self.zero_ops: list[tuple[Site, str]] = []  # NOTE [zero-derivative ops]
         self._prune_at = _PRUNE_AT
@@ -203,6 +205,7 @@ class TraceState(GradEvents):
                 self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
             if self.backward_count < 3:
                 self.meet_watch = True  # NOTE [cut that reaches the loss]
+                self.watched.add(cut)
         elif src is not None and cut.reason == "no_grad" and cut.grad_off is not None \
                 and id(cut) not in self.sources_done:  # a user's block, not a library's
             more_sources(self, cut, src)  # NOTE [one no_grad site, two models]
