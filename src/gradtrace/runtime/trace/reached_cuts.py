@@ -53,9 +53,11 @@ def _mark(state: Any, cuts: Any, a: Any, gf: Any) -> bool:
     hit = cuts.get(id(a))
     if hit is None or hit[0]() is not a:
         return False
-    if len(state.met_nodes) < _MARKS and hit[1] not in state.reached:
+    if hit[1] not in state.reached:
         gf.metadata[META_CUT_IN] = hit[1]
         state.met_nodes[id(gf)] = hit[1]
+        if len(state.met_nodes) >= _MARKS:  # enough marks: the watch ends (a program that
+            state.meet_watch = False         # never calls backward() stops scanning here)
     return True
 
 
