@@ -36,7 +36,8 @@ recipes clear them with ``if batch_idx % accum_grad != accum_grad - 1: optimizer
 after the loop, testing ``batch_idx`` (the step count) instead of the sub-batch index: the
 clear does not run, and the next pass's first step sums those calls with its own window.
 The run sees it in the step windows: steps usually sum ``k >= 2`` backward() calls (at least
-twice), and one or more sum ``k + r`` with ``0 < r < k`` while every other sums ``k``. The
+twice, the first one too), and a few (at most a third) sum ``k + r`` with ``0 < r < k`` while
+every other sums ``k``. The
 line named is the ``if`` after the step's loop (in the same function) whose body clears the
 gradients, when there is one: the flush that did not run; else the step. Windows that vary
 (accumulation by tokens), a partial window stepped or cleared at the end of the pass, and a
@@ -144,7 +145,8 @@ def _carried_finding(rec: Any) -> list[Finding]:
         return []
     k = usual[0][0]
     wide = [w for w in rec.windows if w != k]
-    if not wide or any(not k < w < 2 * k for w in wide):
+    if not wide or any(not k < w < 2 * k for w in wide) or rec.windows[0] != k \
+            or 3 * len(wide) > len(rec.windows):  # (a leftover per pass, not windows that vary)
         return []
     flush = _flush_after_loop(rec.site)
     r = wide[0] - k
