@@ -295,3 +295,18 @@ def test_a_layer_called_only_in_a_branch_that_never_ran_names_the_branch(run_scr
 
 def test_the_branch_taken_is_silent(run_script):
     assert run_script(COND.replace("LAYER", "1")).findings == []
+
+
+def test_windows_that_vary_with_the_data_are_no_carried_leftover():
+    """Accumulation by tokens: windows of 3 and 4 alike (and a wide first window) are silent;
+    one leftover per pass is GT892."""
+    from types import SimpleNamespace
+
+    from gradtrace.runtime.frames import Site
+    from gradtrace.runtime.trace.windows import _carried_finding
+
+    site = Site(__file__, 1, "f")
+    carried = _carried_finding(SimpleNamespace(windows=[2, 2, 2, 3, 2, 2], site=site))
+    assert [f.code for f in carried] == ["GT892"]
+    for windows in ([3, 4, 3, 4, 3, 4, 3], [3, 3, 4, 3, 4, 4, 3], [3, 2, 2, 2, 2]):
+        assert _carried_finding(SimpleNamespace(windows=windows, site=site)) == []
