@@ -1,4 +1,4 @@
-"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT891: the silent bugs
+"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT892: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages); ``trace_silent.CODES`` ends with them."""
@@ -294,4 +294,32 @@ TRAIN_CODES = (
          """,
          "Call `optimizer.zero_grad()` at the top of the closure.",
          "gradtrace.runtime.trace.closure_sum", severity="warning"),
+    Code("GT892", "partial-window-carried-into-next",
+         "an incomplete accumulation window is carried into the next pass's first step",
+         "An accumulation loop whose window restarts with each pass over the data leaves the "
+         "backward() calls after its last full window in `.grad`; when the flush after the "
+         "loop tests the wrong counter (the step count instead of the micro-batch index) it "
+         "does not run, and the next pass's first step sums those calls with its own window. "
+         "Nothing fails. The run sees steps that usually sum `k` backward() calls and one that "
+         "sums more than `k` and less than `2k`, and names the clearing `if` after the loop.",
+         """
+         for i, (x, y) in enumerate(loader):
+             (loss_fn(model(x), y) / k).backward()
+             if i % k == k - 1:
+                 opt.step()
+                 opt.zero_grad()
+         if (i // k) % k != k - 1:
+             opt.zero_grad()
+         """,
+         """
+         for i, (x, y) in enumerate(loader):
+             (loss_fn(model(x), y) / k).backward()
+             if i % k == k - 1:
+                 opt.step()
+                 opt.zero_grad()
+         if i % k != k - 1:
+             opt.zero_grad()
+         """,
+         "Test the micro-batch index in the end-of-pass flush (or step on the partial window).",
+         "gradtrace.runtime.trace.windows", severity="warning"),
 )

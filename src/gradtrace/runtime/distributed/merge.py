@@ -148,13 +148,14 @@ def _sync_findings(records: list[Rec]) -> list[Finding]:
 
 
 # -- optimizer steps on gradients DDP never all-reduced (NOTE [steps without all-reduce]) ------
-UNSYNCED_WHY = {
+UNSYNCED_WHY = {  # no-sync: NOTE [last micro-batch inside no_sync]
     "bypass": ("the forward ran through the module inside DistributedDataParallel, not through "
                "the wrapper, so DDP never all-reduced the gradients of that backward",
                "call the DistributedDataParallel wrapper itself in training (`model(x)`); use "
                "`model.module` only for evaluation, saving or attributes"),
-    "no-sync": ("every forward through DistributedDataParallel since the previous optimizer "
-                "step ran inside `no_sync()`, so DDP never all-reduced the gradients",
+    "no-sync": ("the last forward through DistributedDataParallel before the step ran inside "
+                "`no_sync()`, so DDP never all-reduced the gradients accumulated since its last "
+                "synced backward",
                 "run the forward and backward of the last micro-batch before each optimizer "
                 "step outside `no_sync()`"),
 }

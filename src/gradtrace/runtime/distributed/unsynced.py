@@ -38,6 +38,62 @@ def outside_line(module: Any) -> tuple[str, int] | None:
     return None
 
 
+def no_sync_choice() -> tuple[str, int] | None:
+    """# NOTE [last micro-batch inside no_sync]
+    DDP all-reduces, in a synced backward, every gradient accumulated since the last one
+    (those of ``no_sync()`` passes included), so what matters at an optimizer step is the last
+    forward through the wrapper before it: inside ``no_sync()``, the gradients accumulated
+    since the last synced backward are this rank's own (FunASR before PR 3472: ``no_sync``
+    when ``batch_idx % accum_grad != 0`` while the step comes at ``(batch_idx + 1) %
+    accum_grad == 0``: the first micro-batch is reduced, the last is not). A synced forward
+    clears the window's no-sync record; a no-sync forward after a synced one clears its synced
+    mark. The line: the innermost ``with`` around a user frame's running line whose context is
+    ``<...>.no_sync(...)`` (that ``with``), or a name assigned in the same function from an
+    expression that reads ``.no_sync`` (``my_context = model.no_sync if ... else
+    nullcontext``: that assignment); None when the stack shows neither."""
+    import sys
+
+    from gradtrace.runtime.frames import is_internal
+    from gradtrace.runtime.trace.locate import tree_of
+
+    f: Any = sys._getframe(1)
+    depth = 0
+    while f is not None and depth < 12:
+        code = f.f_code
+        if not is_internal(code):
+            depth += 1
+            tree = tree_of(code.co_filename)
+            hit = _choice_in(tree, code, f.f_lineno) if tree is not None else None
+            if hit is not None:  # (a `with` in the forward's own frame: merge.py names it)
+                return None if depth == 1 and hit < 0 else (code.co_filename, abs(hit))
+        f = f.f_back
+    return None
+
+
+def _choice_in(tree: Any, code: Any, line: int) -> int | None:
+    import ast
+
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and n.name == code.co_name and n.lineno <= line <= (n.end_lineno or n.lineno)),
+              tree)
+    withs = [n for n in ast.walk(fn) if isinstance(n, ast.With) and n.body
+             and n.body[0].lineno <= line <= (n.end_lineno or n.lineno)]
+    for w in sorted(withs, key=lambda n: -n.lineno):
+        for item in w.items:
+            call = item.context_expr
+            f = call.func if isinstance(call, ast.Call) else None
+            if isinstance(f, ast.Attribute) and f.attr == "no_sync":
+                return -w.lineno  # (negative: a `with` written on no_sync itself)
+            if isinstance(f, ast.Name):
+                sets = [a for a in ast.walk(fn) if isinstance(a, ast.Assign) and a.lineno < w.lineno
+                        and any(isinstance(t, ast.Name) and t.id == f.id for t in a.targets)
+                        and any(isinstance(x, ast.Attribute) and x.attr == "no_sync"
+                                for x in ast.walk(a.value))]
+                if sets:
+                    return max(a.lineno for a in sets)
+    return None
+
+
 class SyncWindow:
     """Per-step bookkeeping of forwards through (or around) each DDP wrapper."""
 
@@ -59,8 +115,12 @@ class SyncWindow:
         self.inner.setdefault(self.pending, weakref.ref(ddp))
         if getattr(ddp, "require_backward_grad_sync", True):
             self.synced.add(id(ddp))
+            if self.unsynced.get(id(ddp), ("",))[0] == "no-sync":  # this backward reduces them
+                del self.unsynced[id(ddp)]  # NOTE [last micro-batch inside no_sync]
         else:
-            self.unsynced.setdefault(id(ddp), ("no-sync", site))
+            self.synced.discard(id(ddp))
+            if id(ddp) not in self.unsynced:
+                self.unsynced[id(ddp)] = ("no-sync", no_sync_choice() or site)
 
     def module_forward(self, module: Any, site_of: Any) -> None:
         """A module ran with grad enabled (not DDP itself)."""

@@ -52,8 +52,11 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.classify import first_grad_tensor
+from gradtrace.runtime.trace.constant_input import (apply_site, arg_positions,
+                                                   constant_by_design, kept_inputs)
 from gradtrace.runtime.trace.fix_lines import ZERO_DERIVATIVE
 from gradtrace.runtime.trace.loose_leaves import note_leaf
+from gradtrace.runtime.trace.reached_cuts import seen_in_walk
 from gradtrace.runtime.trace.records import created_site, node_name
 from gradtrace.runtime.trace.soft_target import check_product
 
@@ -65,13 +68,16 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
     """Zero-derivative ops, copied leaves and user Functions in the graph of ``root``."""
     todo = [getattr(root, "grad_fn", None)]
     seen: set[int] = set()
-    found, cuts = state.zero_ops, state.cuts
+    found, cuts, met = state.zero_ops, state.cuts, state.met_nodes
+    state.walks += 1
     uses: dict[int, list[Any]] = {}  # NOTE [sigmoid kept as probabilities] (loss_input.py)
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
+        if met and id(node) in met:  # NOTE [cut that reaches the loss]
+            seen_in_walk(state, node)
         name = type(node).__name__
         if name == "AccumulateGrad":
             var = node.variable
@@ -122,6 +128,8 @@ def _watch_function(state: Any, node: Any) -> None:
         return
     state.fn_watch[id(node)] = None
     me = weakref.ref(state)
+    kept = kept_inputs(node, edges)  # NOTE [input the Function treats as a constant]
+    at = arg_positions(node, edges)
     inside = _InBackward(code)
 
     def starts(_grad_outputs: tuple[Any, ...]) -> None:
@@ -141,8 +149,10 @@ def _watch_function(state: Any, node: Any) -> None:
         if missing:
             missing = _uncovered(edges, grad_inputs, missing)
         if missing:
-            rec = st.fn_none.setdefault((cls, code), [set(), None, None])
+            rec = st.fn_none.setdefault((cls, code), [set(), None, None, False, set()])
             rec[0].update(missing)
+            rec[3] = rec[3] or any(i in kept or i not in at for i in missing)
+            rec[4].update(at[i] for i in missing if i in at)
             if rec[2] is None and inside.none is not None:
                 rec[1], rec[2] = inside.off, inside.none
 
@@ -256,11 +266,14 @@ def function_findings(state: Any) -> list[Finding]:
     from gradtrace.runtime.trace.needs_guard import guard_line
 
     out: list[Finding] = []
-    for (cls, code), (missing, off, none) in list(state.fn_none.items()):
+    for (cls, code), (missing, off, none, known, args) in list(state.fn_none.items()):
         ret = _return_line(code)
         fwd = getattr(getattr(cls, "forward", None), "__code__", None)
         which = ", ".join(f"#{i + 1}" for i in sorted(missing))
         site, related = ret, []
+        fix = ("return the gradient for every input that requires grad (compute it inside "
+               "`with torch.enable_grad():` when backward needs a graph, or write the "
+               "derivative out)")
         why = (f"`{cls.__name__}.backward` returns None here for tensor input {which}, which "
                "requires grad")
         if none is not None and off is not None and off <= none:
@@ -279,14 +292,22 @@ def function_findings(state: Any) -> list[Finding]:
             why = (f"`{cls.__name__}.backward` computes the gradient of tensor input {which} "
                    "only when this test of another input's `needs_input_grad` holds, so it "
                    f"returns None for {which}, which requires grad")
+        applied = apply_site(cls, code) if site is ret and not known else None
+        if applied is not None and constant_by_design(code, args):  # NOTE [input the Function treats as a constant]
+            site, related = applied, [(ret, f"backward returns None for tensor input {which} "
+                                            "here, by design: forward keeps nothing of it")]
+            fix = ("hand this input a tensor that needs no gradient, or compute the result "
+                   "with differentiable ops (a straight-through estimator around the "
+                   "non-differentiable part only)")
+            why = (f"`{cls.__name__}.apply` is handed a tensor that requires grad as tensor "
+                   f"input {which}, which its backward treats as a constant (forward keeps "
+                   "nothing of it for backward, and backward returns None for it)")
         if fwd is not None:
             related.append((Site(fwd.co_filename, fwd.co_firstlineno, fwd.co_name),
                             f"`{cls.__name__}.forward`"))
         out.append(make("GT845", site, f"{why}; that input, and every leaf behind it, gets no "
-                        "gradient from this Function, and nothing fails",
-                        fix="return the gradient for every input that requires grad (compute "
-                            "it inside `with torch.enable_grad():` when backward needs a graph, "
-                            "or write the derivative out)", related=related))
+                        "gradient from this Function, and nothing fails", fix=fix,
+                        related=related))
     return out
 
 

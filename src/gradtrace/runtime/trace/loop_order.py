@@ -13,7 +13,12 @@ an evaluation pass) is never used by one and stays silent; so does true gradient
 (several backward() calls, then one step, then zero_grad()). The line that leads:
 
 - a step that summed several backward() calls (accumulation works) and a ``zero_grad()``
-  elsewhere that drops a partial sum (at the start of an epoch): that ``zero_grad()``;
+  elsewhere that drops a partial sum (at the start of an epoch): that ``zero_grad()``. Not when
+  every such drop threw away fewer backward() calls than the steps usually sum and the step
+  right after it summed the usual number (icefall after PR 1693: the end of an epoch clears its
+  incomplete window and the next epoch's counter starts a full one): the drop is the program's
+  flush of a partial window; with a counter that runs on across the drop, the step after it
+  sums fewer;
 - one backward() per step, ``zero_grad()`` every pass and ``step()`` inside the same loop but
   only on some passes (an accumulation branch): the ``zero_grad()``, which belongs after the
   step. Only when the passes that skip the step are at least as many as the steps: an
@@ -82,6 +87,8 @@ def discarded_findings(state: Any, data: Any) -> list[Finding]:
                (step, "the optimizer steps here")]
     times = f"{len(mine)} time(s)" if len(mine) > 1 else "once"
     if used[backward] > 1:
+        if _flushed(rec, mine):
+            return []
         return [make(code_for(KIND, "GT827"), zero,
                      f"zero_grad() here cleared gradients that {lost} backward() call(s) at "
                      f"{src(backward)} had accumulated before any optimizer.step() used them "
@@ -107,6 +114,19 @@ def discarded_findings(state: Any, data: Any) -> list[Finding]:
                  fix="move optimizer.step() into the loop, right after backward()",
                  related=[(zero, "the gradients are cleared here, unused"),
                           (backward, "backward() runs here")], severity="warning")]
+
+
+def _flushed(rec: Any, drops: list[Any]) -> bool:
+    """Each drop cleared a partial window and the step after it summed the usual count."""
+    usual = Counter(rec.windows).most_common(1)
+    if not usual or usual[0][1] < 2:
+        return False
+    k = usual[0][0]
+    for e in drops:
+        j = dict(e[4]).get(id(rec)) if len(e) > 4 else None
+        if j is None or j >= len(rec.windows) or rec.windows[j] != k or e[2] >= k:
+            return False
+    return True
 
 
 # NOTE [step before backward]

@@ -21,16 +21,8 @@ from gradtrace.runtime.trace.locate import tree_of
 def guard_line(code: Any, missing: set[int]) -> int | None:
     """The line of the ``if`` guarding a gradient returned for an input in ``missing`` (0-based
     tensor input positions) by another input's ``needs_input_grad`` flag, or None."""
-    tree = tree_of(code.co_filename)
-    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
-               and min([n.lineno, *(d.lineno for d in n.decorator_list)])
-               <= code.co_firstlineno <= n.body[0].lineno
-               and n.name == code.co_name), None) if tree is not None else None
-    if fn is None:
-        return None
-    ret = next((n for n in ast.walk(fn) if isinstance(n, ast.Return)
-                and isinstance(n.value, ast.Tuple)), None)
-    if ret is None:
+    fn, ret = returned_tuple(code)
+    if fn is None or ret is None:
         return None
     for i in sorted(missing):
         if i >= len(ret.value.elts) or not isinstance(ret.value.elts[i], ast.Name):
@@ -39,6 +31,19 @@ def guard_line(code: Any, missing: set[int]) -> int | None:
         if line is not None:
             return line
     return None
+
+
+def returned_tuple(code: Any) -> tuple[ast.FunctionDef | None, ast.Return | None]:
+    """The ``def`` of ``code`` in its file and its first ``return`` of a tuple (or None)."""
+    tree = tree_of(code.co_filename)
+    fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+               and min([n.lineno, *(d.lineno for d in n.decorator_list)])
+               <= code.co_firstlineno <= n.body[0].lineno
+               and n.name == code.co_name), None) if tree is not None else None
+    if fn is None:
+        return None, None
+    return fn, next((n for n in ast.walk(fn) if isinstance(n, ast.Return)
+                     and isinstance(n.value, ast.Tuple)), None)
 
 
 def _flags(test: ast.AST) -> set[int] | None:

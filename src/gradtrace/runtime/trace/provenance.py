@@ -39,6 +39,7 @@ from gradtrace.runtime.trace.opt_state import PROCESS_CODE, on_built, on_state_l
 from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
 from gradtrace.runtime.trace.provenance_handlers import SpecialHandlers
+from gradtrace.runtime.trace.reached_cuts import note_meet
 
 if TYPE_CHECKING:
     from gradtrace.runtime.trace.state import TraceState
@@ -123,6 +124,8 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
                     if out.requires_grad:
                         gf = out.grad_fn
                         if gf is not None:  # NOTE [hot path]: inlined user-frame walk
+                            if self.state.meet_watch:  # NOTE [cut that reaches the loss]
+                                note_meet(self.state, args, gf)
                             f = _getframe(1) if not args or args[0] is not out else None  # (1)
                             while f is not None:
                                 code = f.f_code
@@ -223,6 +226,8 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
     def _after(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
         if out.requires_grad:
             gf = out.grad_fn
+            if gf is not None and self.state.meet_watch:  # NOTE [cut that reaches the loss]
+                note_meet(self.state, args, gf)
             if gf is not None and not (args and args[0] is out):  # (1): an identity op's
                 site = raw_site()
                 if site is not None:

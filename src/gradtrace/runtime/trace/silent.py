@@ -33,6 +33,8 @@ from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.closure_sum import closure_findings
 from gradtrace.runtime.trace.loop_order import never_graded
 from gradtrace.runtime.trace.swapped import _swapped, _ungraded_steppers
+from gradtrace.runtime.trace.reached_cuts import unused_snapshot
+from gradtrace.runtime.trace.untaken import UNTAKEN, untaken_branch
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.opt_state import thrown_away_findings
 from gradtrace.runtime.trace.replaced import registered_after, replacement_site
@@ -140,6 +142,13 @@ def unreached_reason(state: TraceState, data: HookState, p: Tensor,
                 "", ())
     if rec is None or rec.grad_runs + rec.nograd_runs == 0:
         site = defined_at(data, p) or held_at(data, p)
+        branch = untaken_branch(data, p)  # NOTE [call in a branch that never ran]
+        if branch is not None:
+            return (code_for("unused-parameter", "GT820"), branch[0], NEVER_RAN + ": its only "
+                    f"call in `{branch[1]}.forward` is in the body of this `if`, {UNTAKEN}",
+                    "fix the test so that the branch runs (or leave the layer "
+                    "out of the optimizer)", ((site, "the module is defined here"),)
+                    if site is not None else ())
         return (code_for("unused-parameter", "GT820"), site, NEVER_RAN + " (not used in "
                 "forward?)", "use it in forward(), or leave it out of the optimizer", ())
     if rec.grad_runs == 0 and rec.in_checkpoint:
@@ -216,10 +225,11 @@ def cuts_upstream_of(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> 
     trained = rec is not None and rec.grad_runs > 0
     last = state.cuts_by_last_backward if state.backward_count else None
     cuts = [c for i, (c, ids) in enumerate(state.cut_upstream.items())
-            if id(p) in ids and (last is None or i < last)]
+            if id(p) in ids and (last is None or i < last) and not unused_snapshot(state, c)]
     cuts.sort(key=lambda c: (c not in state.root_cuts, c.library, c in state.leaf_cuts, trained and c.reason == "no_grad"
                              and not (c.switch and c.switch.function == "forward"),  # a block
-                             c.reason in ("item", "grad")))  # inside the model: no evaluation
+                             c.reason in ("item", "grad"),  # inside the model: no evaluation
+                             c not in state.reached))  # NOTE [cut that reaches the loss]
     return cuts
 
 
@@ -293,7 +303,7 @@ def _params_without_grad(state: TraceState, data: HookState,
         shown = listed(names)
         out.append(make(code, site, f"{shown} never received a gradient: {why}", fix=fix,
                         related=related[:3], severity="warning"))
-    return out
+    return sorted(out, key=lambda f: UNTAKEN not in f.message)  # NOTE [call in a branch that never ran]
 
 
 def _cut_first_pass(state: TraceState, data: HookState) -> bool:

@@ -22,6 +22,7 @@ from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_ba
 from gradtrace.runtime.trace.kept_losses import adds_chained
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 from gradtrace.runtime.trace.root_leaf import mark_root_cut
+from gradtrace.runtime.trace.reached_cuts import watch_after_backward
 from gradtrace.runtime.trace.shared_block import more_sources
 from gradtrace.runtime.trace.detach_wrapper import wrapper_caller, wrapper_site
 from gradtrace.runtime.trace.view_write import stamp_view_write
@@ -55,6 +56,11 @@ class TraceState(GradEvents):
         # cuts taken of a leaf itself (`p.detach().clone()`): NOTE [snapshot cuts]
         self.leaf_cuts: set[Cut] = set()
         self.root_cuts: set[Cut] = set()  # NOTE [backward of a leaf]
+        self.meet_watch = False  # NOTE [cut that reaches the loss]: node id -> cut, reached,
+        self.met_nodes: dict[int, Cut] = {}  # the cuts made while watching, graphs walked
+        self.reached: set[Cut] = set()
+        self.watched: set[Cut] = set()
+        self.walks = 0
         self.forced_walks = 0  # (and the walks it made from a number's tensor)
         self.zero_ops: list[tuple[Site, str]] = []  # NOTE [zero-derivative ops]
         self._prune_at = _PRUNE_AT
@@ -95,7 +101,7 @@ class TraceState(GradEvents):
         # gradients cleared before any step used them, seen when the next backward() starts:
         # (clearing line, that backward's line, backward() calls since the last step, ids);
         # and the backward() lines whose gradients a step did use (loop_order.py)
-        self.discards: list[tuple[Site, Site | None, int, set[int]]] = []
+        self.discards: list[tuple[Any, ...]] = []  # (zero line, backward line, count, ids, marks)
         self.consumed_sites: dict[Site, int] = {}  # line -> most backward() calls one step used
         self.fresh_count = 0  # backward() calls since the last optimizer step
         self.order: Any = None  # loop_order.Order, once an optimizer has stepped
@@ -202,6 +208,9 @@ class TraceState(GradEvents):
                 self.leaf_cuts.add(cut)
             if cut not in self.cut_upstream:
                 self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
+            if self.backward_count < 3:
+                self.meet_watch = True  # NOTE [cut that reaches the loss]
+                self.watched.add(cut)
         elif src is not None and cut.reason == "no_grad" and cut.grad_off is not None \
                 and id(cut) not in self.sources_done:  # a user's block, not a library's
             more_sources(self, cut, src)  # NOTE [one no_grad site, two models]
@@ -385,7 +394,10 @@ class TraceState(GradEvents):
         last = self.backward_sites[-1]
         if self.wiped_at is not None:
             if len(self.discards) < 256:
-                self.discards.append((self.wiped_at, last, self.fresh_count, self.wiped_ids))
+                marks = tuple((id(r), len(r.windows)) for r in list(
+                    self.hooks_data.optimizers.values())) if self.hooks_data is not None else ()
+                self.discards.append((self.wiped_at, last, self.fresh_count, self.wiped_ids,
+                                      marks))  # (the steps each optimizer had noted then)
             self.fresh_count = 0
         elif len(self.consumed_sites) < 256 or last in self.consumed_sites:
             self.consumed_sites[last] = max(self.consumed_sites.get(last, 0), self.fresh_count)
@@ -398,6 +410,8 @@ class TraceState(GradEvents):
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
         self.cuts_by_last_backward = len(self.cut_upstream)
+        if self.meet_watch:
+            watch_after_backward(self)
         if self.backward_count <= 4 and self.hooks_data is not None:
             self.hooks_data.note_backward_grads()  # NOTE [gradient cleared before the step]
         if self.hooks_data is not None and self.hooks_data.rows_used:

@@ -213,6 +213,8 @@ def _relocate_warnings(on: bool) -> None:
 
         def showwarning(message: Any, category: Any, filename: str, lineno: int,
                         file: Any = None, line: Any = None) -> None:
+            if filename.startswith(_PKG_DIR) and _raised_by_us():
+                return  # NOTE [warnings our own code raised]
             _note_warning(str(message), filename, lineno)
             if filename.startswith(_PKG_DIR):
                 from gradtrace.runtime.frames import user_frame
@@ -231,6 +233,30 @@ def _relocate_warnings(on: bool) -> None:
         if warnings.showwarning is ours:
             warnings.showwarning = orig
         _RELOCATE.clear()
+
+
+def _raised_by_us() -> bool:
+    """# NOTE [warnings our own code raised]
+    A torch warning whose innermost frame is ours comes either from a user's torch call that a
+    mode of ours forwards (its ``__torch_function__`` is on the stack between that frame and the
+    user's line: shown at the user's line, as above) or from our own analysis: the optimizer
+    step hook reading ``.grad`` of a module's "parameters" that a functional inner loop
+    replaced by non-leaf tensors (torchopt's MetaAdam) makes torch warn that the ``.grad`` of a
+    non-leaf is read. That warning is not the program's: a plain run shows none, so it is
+    neither shown nor noted (it would be GT307 at the ``optimizer.step()`` line)."""
+    import sys
+
+    from gradtrace.runtime.frames import is_internal
+
+    f: Any = sys._getframe(2)
+    while f is not None:
+        code = f.f_code
+        if code.co_name == "__torch_function__":
+            return False
+        if not is_internal(code):
+            return True  # the user's line reached without a forwarded call
+        f = f.f_back
+    return True
 
 
 def _note_warning(text: str, filename: str, lineno: int) -> None:

@@ -27,6 +27,21 @@ calls with others, and sums more backward() calls than its steps usually do (at 
 steps agree on the usual count), is reported at the line of the evaluation backward(). A model
 trained in eval mode throughout (every backward() of the window after eval-mode calls) and
 gradients cleared before the step (a saliency map in eval mode, then ``zero_grad()``) are silent.
+
+# NOTE [partial window carried into the next]
+An accumulation loop that restarts its window at each pass over the data (``sub_batch_idx``
+from ``enumerate``) leaves the backward() calls after the last full window in ``.grad``; the
+program must flush them (step on them, or clear them) when the pass ends. icefall's HuBERT
+recipes clear them with ``if batch_idx % accum_grad != accum_grad - 1: optimizer.zero_grad()``
+after the loop, testing ``batch_idx`` (the step count) instead of the sub-batch index: the
+clear does not run, and the next pass's first step sums those calls with its own window.
+The run sees it in the step windows: steps usually sum ``k >= 2`` backward() calls (at least
+twice, the first one too), and a few (at most a third) sum ``k + r`` with ``0 < r < k`` while
+every other sums ``k``. The
+line named is the ``if`` after the step's loop (in the same function) whose body clears the
+gradients, when there is one: the flush that did not run; else the step. Windows that vary
+(accumulation by tokens), a partial window stepped or cleared at the end of the pass, and a
+counter that runs on across passes (every window ``k``) are silent.
 """
 from __future__ import annotations
 
@@ -100,7 +115,7 @@ def window_findings(state: Any, data: Any) -> list[Finding]:
         return []
     out: list[Finding] = unscaled_findings(state)
     for rec in list(data.optimizers.values()):
-        out += _leak_finding(rec)
+        out += _leak_finding(rec) + _carried_finding(rec)
         k = _early(rec.windows)
         if not k or rec.site is None:
             continue
@@ -121,6 +136,50 @@ def window_findings(state: Any, data: Any) -> list[Finding]:
                             "and flush the last partial window after the loop",
                         related=related, severity="warning"))
     return out
+
+
+def _carried_finding(rec: Any) -> list[Finding]:
+    """NOTE [partial window carried into the next]."""
+    usual = Counter(rec.windows).most_common(1)
+    if not usual or usual[0][1] < 2 or usual[0][0] < 2 or rec.site is None:
+        return []
+    k = usual[0][0]
+    wide = [w for w in rec.windows if w != k]
+    if not wide or any(not k < w < 2 * k for w in wide) or rec.windows[0] != k \
+            or 3 * len(wide) > len(rec.windows):  # (a leftover per pass, not windows that vary)
+        return []
+    flush = _flush_after_loop(rec.site)
+    r = wide[0] - k
+    return [make("GT892", flush or rec.site,
+                 f"an optimizer step summed {wide[0]} backward() calls where its steps usually "
+                 f"sum {k} (backward() calls per step: "
+                 f"{', '.join(str(w) for w in rec.windows[:8])}{', ...' if len(rec.windows) > 8 else ''}): "
+                 f"{r} backward() call{'s' if r > 1 else ''} of an incomplete window left at the "
+                 f"end of a pass over the data {'were' if r > 1 else 'was'} neither applied nor "
+                 "cleared, and the next "
+                 "pass's first step added them to its own window" + (
+                     "; this flush of the partial window did not run" if flush else ""),
+                 fix="clear (or step on) the partial window when the pass ends, testing the "
+                     "micro-batch index that decides the steps",
+                 related=[(rec.site, "the optimizer steps here")], severity="warning")]
+
+
+def _flush_after_loop(step: Site) -> Site | None:
+    """The first ``if`` after the step's loop, in the step's function, whose body clears
+    gradients (``zero_grad()``)."""
+    loop = enclosing_loop(step)
+    tree = tree_of(step.path)
+    if loop is None or tree is None:
+        return None
+    fn = next((f for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and any(n is loop for n in ast.walk(f))), tree)
+    end = loop.end_lineno or loop.lineno
+    for node in sorted((n for n in ast.walk(fn) if isinstance(n, ast.If) and n.lineno > end),
+                       key=lambda n: n.lineno):
+        if any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+               and c.func.attr == "zero_grad" for b in node.body for c in ast.walk(b)):
+            return Site(step.path, node.lineno, step.function)
+    return None
 
 
 def _leak_finding(rec: Any) -> list[Finding]:
