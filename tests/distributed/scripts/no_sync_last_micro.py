@@ -32,5 +32,6 @@ for i in range(6):
 flat = torch.cat([p.detach().flatten() for p in model.parameters()])
 copies = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
 dist.all_gather(copies, flat)
-print("replicas equal:", all(torch.equal(copies[0], c) for c in copies))
+if rank == 0:  # one line: the ranks' prints would interleave
+    print("replicas equal:", all(torch.equal(copies[0], c) for c in copies))
 dist.destroy_process_group()
