@@ -363,6 +363,34 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         t = Trainer()
         t()
         """, "GT507", line=8, raises=(RuntimeError, "backward through the graph a second"))),
+    # curiosity-driven-exploration-pytorch (`model.py`): `self.residual = [nn.Sequential(...)
+    # .to(self.device)] * 8`: GT446 said the eight blocks are one; the list is also plain, so
+    # that block is in no `parameters()` and never trains (GT401 read neither the list
+    # multiplication nor the `.to()` a module returns itself from). Look-alike: the repeated
+    # element owns no parameter, the trained blocks are in an `nn.ModuleList`
+    "repeated-block-in-a-plain-list-moved-to-a-device": (Shape("""
+        class ICM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.acts = [nn.LeakyReLU().to("cpu")] * 2
+                self.blocks = nn.ModuleList([nn.Linear(4, 4).to("cpu") for _ in range(2)])
+            def forward(self, x):
+                for act, block in zip(self.acts, self.blocks):
+                    x = act(block(x))
+                return x
+        icm = ICM()
+        icm(torch.randn(2, 4)).sum().backward()
+        """, "GT401", holds="len(list(icm.parameters())) == 4"), Shape("""
+        class ICM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.residual = [nn.Sequential(nn.Linear(4, 4), nn.LeakyReLU()).to("cpu")] * 2
+            def forward(self, x):
+                for block in self.residual:
+                    x = block(x) + x
+                return x
+        icm = ICM()
+        """, "GT401", line=4, holds="len(list(icm.parameters())) == 0")),
 }
 
 
