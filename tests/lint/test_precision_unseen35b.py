@@ -391,6 +391,47 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return x
         icm = ICM()
         """, "GT401", line=4, holds="len(list(icm.parameters())) == 0")),
+    # LMFlow (`pipeline/inferencer.py`): the model wrapper's `decode(ids,
+    # skip_special_tokens=True)` is its tokenizer's (a keyword only a tokenizer's decode takes):
+    # the loop collects strings. Twin: a VAE's `decode(z)` collected with grad on: every
+    # output keeps its graph
+    "text-decoded-by-a-model-wrapper-collected": (Shape("""
+        import sys
+        import types
+        class _LM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 7)
+            def inference(self, ids):
+                return self.head(F.one_hot(ids, 4).float()).argmax(-1)
+            def decode(self, ids, skip_special_tokens=False):
+                return "".join("abcdefg"[int(i)] for i in ids)
+        sys.modules["llm_models"] = types.SimpleNamespace(AutoModel=_LM)
+        from llm_models import AutoModel
+        def inference(model, dataloader):
+            output_dict = {"instances": []}
+            for batch in dataloader:
+                outputs = model.inference(batch[0])
+                text_out = model.decode(outputs[0], skip_special_tokens=True)
+                output_dict["instances"].append({"text": text_out})
+            return output_dict
+        ids = TensorDataset(torch.randint(0, 4, (3, 5)))
+        output_dict = inference(AutoModel(), DataLoader(ids, batch_size=1))
+        """, "GT505", holds="all(isinstance(i['text'], str) for i in output_dict['instances'])"),
+        Shape("""
+        class VAE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.dec = nn.Linear(2, 4)
+            def decode(self, z):
+                return self.dec(z)
+        def sample(vae, dataloader):
+            samples = []
+            for batch in dataloader:
+                samples.append(vae.decode(batch[0]))
+            return samples
+        samples = sample(VAE(), DataLoader(TensorDataset(torch.randn(3, 2)), batch_size=1))
+        """, "GT505", line=10, holds="samples[0].grad_fn is not None")),
 }
 
 
