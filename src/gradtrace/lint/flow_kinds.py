@@ -33,6 +33,8 @@ SAME_KIND = frozenset({
     "t", "expand", "repeat", "sum", "mean", "pow", "sqrt", "exp", "log", "abs", "mul", "add",
     "sub", "div", "matmul", "softmax", "log_softmax", "sigmoid", "tanh", "relu", "norm",
     "clamp", "neg", "type_as", "squeeze_", "unsqueeze_", "chunk", "split",
+    # in-place fills and random draws return the receiver (`torch.empty(n).uniform_(0, 1)`)
+    "uniform_", "normal_", "bernoulli_", "exponential_", "random_", "fill_", "zero_",
 })
 # nn.Module methods that return the module itself (checked on torch 2.13)
 MODULE_SELF_RETURNING = frozenset({"train", "eval", "requires_grad_", "apply", "to", "cuda",

@@ -92,6 +92,9 @@ RECV_ONLY = frozenset({
     "tanh", "relu", "std", "var", "logsumexp", "cumsum", "prod", "roll", "flip", "unbind",
     "select", "amax", "amin", "nan_to_num", "pow", "square", "neg", "log1p", "float_power",
 })
+# keywords only a tokenizer's ``decode``/``batch_decode`` takes (Hugging Face's API): the call
+# gives text, whoever's method it is (LMFlow's ``model.decode(ids, skip_special_tokens=True)``)
+TEXT_DECODE_KWARGS = frozenset({"skip_special_tokens", "clean_up_tokenization_spaces"})
 NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "dtype",
                                "device", "label_smoothing", "p", "eps", "reduce",
                                "size_average", "beta", "delta", "margin", "log_target",

@@ -17,7 +17,7 @@ from typing import Callable, Iterator
 from gradtrace.lint.analysis.caller_grad import caller_grad_off
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
-    TENSOR_METHODS, indices_of_pair, unpacks_indices)
+    TENSOR_METHODS, TEXT_DECODE_KWARGS, indices_of_pair, unpacks_indices)
 from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
@@ -59,6 +59,8 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             f = n.func
             if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS or plain_grads(n):
                 continue  # a new tensor: its arguments are shapes and templates, not inputs
+            if any(k.arg in TEXT_DECODE_KWARGS for k in n.keywords):
+                continue  # `decode(ids, skip_special_tokens=True)`: text, no tensor
             if cut is not None and isinstance(f, ast.Name) \
                     and (cuts := cut.get(f.id)) is not None:
                 stack.extend(a for i, a in enumerate(n.args) if i not in cuts)
@@ -235,6 +237,8 @@ class Graphs:
         (NOTE [helper results]), or when it is handed a tensor made to require grad
         (``conv1d_ref(sig, taps)`` with ``taps = torch.tensor(..., requires_grad=True)``): its
         body is in sight, the spelling is the last resort."""
+        if any(k.arg in TEXT_DECODE_KWARGS for k in call.keywords):
+            return False  # `model.decode(ids, skip_special_tokens=True)`: text
         if not runs_model(self.ctx, self.scope, callee, line) or _imported_no_input(
                 self.ctx, self.scope, callee, call, line) \
                 or frozen_local(self.ctx, self.scope, callee, line):  # NOTE [frozen local module]

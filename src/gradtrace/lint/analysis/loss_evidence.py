@@ -47,7 +47,7 @@ from gradtrace.lint.analysis.callees import function_sites, module_sites, object
 from gradtrace.lint.analysis.calls import call_sites, named_calls
 from gradtrace.lint.analysis.loss_callers import project_evidence, subclassed
 from gradtrace.lint.analysis.steps import step_calls
-from gradtrace.lint.analysis.vocabulary import STEP_METHOD
+from gradtrace.lint.analysis.vocabulary import EVAL_STEP_METHODS, STEP_METHOD
 from gradtrace.lint.flow import GRAPH, MODULE
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
@@ -261,10 +261,24 @@ def _flowing_calls(ctx: Context, where: ast.AST, seeds: list[ast.expr]) -> set[i
 
 def graph_fed(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
     """A positional or keyword argument of ``call`` holds a graph where it is made
-    (:func:`graph_value`)."""
+    (:func:`graph_value`); not in a LightningModule's ``validation_step`` (Lightning runs it
+    with grad off: boltz's lDDT metric ``factored_lddt_loss`` of the predicted coordinates)."""
+    if _lightning_eval_step(ctx, where):
+        return False
     scope = ctx.scope(where)
     return any(graph_value(ctx, scope, a, call.lineno)
                for a in (*call.args, *(k.value for k in call.keywords)))
+
+
+def _lightning_eval_step(ctx: Context, where: ast.AST) -> bool:
+    """``where`` is a ``validation_step``/``test_step``/``predict_step`` of a class of the
+    file deriving from a Lightning class: Lightning's evaluation loops run it under
+    ``torch.no_grad()`` / ``torch.inference_mode()``, so nothing made there holds a graph."""
+    if not isinstance(where, FUNCTION_TYPES) or where.name not in EVAL_STEP_METHODS:
+        return False
+    cls = ctx.analysis.class_of(where)
+    return cls is not None and any((ctx.qualified_name(b) or "").startswith(
+        ("pytorch_lightning.", "lightning.")) for b in cls.node.bases)
 
 
 def graph_value(ctx: Context, scope: Scope, a: ast.expr, line: int) -> bool:

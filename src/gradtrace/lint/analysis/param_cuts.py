@@ -330,6 +330,11 @@ def _uncut_loads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context,
             if (isinstance(f, ast.Attribute) and f.attr in DETACHING_METHODS) \
                     or dotted(f) in LEAF_CALLS:
                 continue  # `x.detach()`, `x.size()`, `x.argmax(1)`: a result with no history
+            index = _index_argument(n, ctx)
+            if index is not None:  # `torch.gather(x, 2, idx)`: the index carries no graph
+                stack.extend((c, n, off) for c in child_nodes(n) if c is not index
+                             and not (isinstance(c, ast.keyword) and c.value is index))
+                continue
         elif isinstance(n, ast.Attribute) and n.attr in NON_VALUE_ATTRS:
             continue  # `x.data`, `x.shape`, `x.device`
         elif isinstance(n, ast.Subscript):  # `x[i, :, start:end]`: indices carry no graph
@@ -340,6 +345,32 @@ def _uncut_loads(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context,
                 out.add(n.id)
         stack.extend((c, n, off) for c in child_nodes(n))
     return out
+
+
+# torch functions that read one argument only as integer positions: (its place among the
+# arguments of the function, of the tensor method, its keyword)
+INDEX_ARGS = {"gather": (2, 1, "index"), "index_select": (2, 1, "index"),
+              "take_along_dim": (1, 0, "indices"), "take": (1, 0, "index")}
+
+
+def _index_argument(call: ast.Call, ctx: Context) -> ast.expr | None:
+    """The argument ``call`` reads as indices (``torch.gather(x, 2, idx)``, ``x.gather(2,
+    idx)``, ``torch.index_select(x, 0, idx)``): indexing differentiates the indexed tensor
+    only; an integer index has no gradient (NOTE [parameter cuts])."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else ""
+    spec = INDEX_ARGS.get(name)
+    if spec is None:
+        return None
+    qual = ctx.qualified_name(f) or ""
+    if qual.startswith("torch."):
+        pos = spec[0]
+    elif not qual:
+        pos = spec[1]  # a tensor method: `x.gather(2, idx)`
+    else:
+        return None
+    kw = next((k.value for k in call.keywords if k.arg == spec[2]), None)
+    return kw if kw is not None else call.args[pos] if len(call.args) > pos else None
 
 
 def _operand(n: ast.Name, parent: ast.AST) -> bool:

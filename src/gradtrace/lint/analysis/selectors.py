@@ -91,6 +91,10 @@ def _use_selects(scope: Scope, st: ast.stmt, n: ast.Name, depth: int) -> bool:
             return True  # used as an index or a mask
         if isinstance(p, ast.Attribute) and p.value is child and p.attr in SHAPE_ATTRS:
             return True  # its shape is read, not its values
+        if isinstance(p, ast.Attribute) and p.value is child and p.attr == "indices" \
+                and isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
+                and child.func.attr in PAIR_OPS:
+            return True  # `torch.sort(d + pad, dim=2).indices`: only the order comes out
         if isinstance(p, ast.Attribute) and isinstance(parents.get(id(p)), ast.Call) \
                 and parents[id(p)].func is p and p.value is child:  # type: ignore[attr-defined]
             if p.attr in INDEX_OPS | CUT_OPS | SHAPE_OPS:

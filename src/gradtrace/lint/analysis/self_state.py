@@ -193,3 +193,34 @@ def _touches(ctx: Context) -> dict[str, list[ast.AST]]:
                 out.setdefault(n.value.attr, []).append(n)
         return out
     return ctx.memo("attribute-touches", ctx.tree, make)
+
+
+def method_rebinds(ctx: Context, fn: ast.AST, attr: str, after: int, before: int,
+                   depth: int = 2) -> ast.Call | None:
+    """# NOTE [state set by a called method]
+    A call ``self.m(...)`` in ``fn`` on a line in ``(after, before)`` whose method (of the
+    class ``fn`` belongs to, or a method that one calls on ``self``, ``depth`` deep) assigns
+    ``self.<attr>`` or adds into it a value that is not a constant: after ``self.loss = 0``,
+    ``self.rollout(...)`` (``self.loss += ml_loss``) leaves a tensor there, whatever the
+    binding in ``fn`` says (R2R-EnvDrop's and VLN-HAMT's agents)."""
+    for n in walk(fn):
+        if isinstance(n, ast.Call) and after < getattr(n, "lineno", 0) < before:
+            m = ctx.analysis.callee(n, fn)
+            if m is not None and isinstance(n.func, ast.Attribute) and _writes_attr(
+                    ctx, m, attr, depth):
+                return n
+    return None
+
+
+def _writes_attr(ctx: Context, m: ast.AST, attr: str, depth: int) -> bool:
+    for s in walk(m):
+        if isinstance(s, (ast.Assign, ast.AugAssign)) and not isinstance(s.value, ast.Constant):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            if any(isinstance(t, ast.Attribute) and t.attr == attr
+                   and isinstance(t.value, ast.Name) and t.value.id == "self" for t in targets):
+                return True
+        elif depth > 1 and isinstance(s, ast.Call) and isinstance(s.func, ast.Attribute):
+            inner = ctx.analysis.callee(s, m)
+            if inner is not None and inner is not m and _writes_attr(ctx, inner, attr, depth - 1):
+                return True
+    return False

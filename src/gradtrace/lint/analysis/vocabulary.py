@@ -114,6 +114,9 @@ def is_epoch_count_name(name: str) -> bool:
 # a loss callee or a loss function (`criterion`, `my_loss`, `loss_fn`)
 # the LightningModule method whose returned loss Lightning backpropagates
 STEP_METHOD = "training_step"
+# the LightningModule methods Lightning runs with grad off (its evaluation loops run under
+# `torch.no_grad()` / `torch.inference_mode()`)
+EVAL_STEP_METHODS = frozenset({"validation_step", "test_step", "predict_step"})
 LOSS_NAME_RE = re.compile(r"(loss|criterion|crit)s?$|^(loss|criterion)", re.IGNORECASE)
 INFERENCE_NAME_RE = re.compile(
     r"(predict|evaluat|validat|generat|sampl|infer|(^|_)test|(^|_)eval|inference|decode|"

@@ -9,6 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import NUMBER, NUMPY
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.cuts import CUT_FUNCS
+from gradtrace.lint.analysis.self_state import method_rebinds
 from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule, related_for, short
 from gradtrace.lint.rules.graph_breaks._paths import Cut, LossPaths, Verdict
@@ -27,7 +28,9 @@ class BackwardOnPythonNumber(Rule):
     never the `'NoneType' object has no attribute 'zero_'` error). The finding is on the line
     where the loss became a number; call `backward()` on the tensor, and use `.item()` only
     for logging.
-    Known limits: follows names within one function.
+    Known limits: follows names within one function; a `self.<attr>` set to a number and then
+    written by a method the function calls (`self.loss = 0`, then `self.rollout(...)` adding
+    each loss into `self.loss`) is not reported (NOTE [state set by a called method]).
     """
 
     code = "GT101"
@@ -92,6 +95,9 @@ class BackwardOnPythonNumber(Rule):
         stmt = scope.statement_of(node)
         if b is not None and stmt is not None and exclusive_settings(scope, b.stmt, stmt):
             return  # bound so under a setting this backward never runs with (EDAC's alpha)
+        if b is not None and name.startswith("self.") and name.count(".") == 1 and \
+                method_rebinds(ctx, scope.node, name[5:], b.line, node.lineno) is not None:
+            return  # `self.loss = 0`, then `self.rollout()` adds a tensor into it
         if b is None:
             yield self.report(node, ctx, expr=name, what=what,
                               consequence=f"`.backward()` on it raises {_attr_error(None, ctx)}")

@@ -235,7 +235,7 @@ class InplaceWriteToSavedInput(Rule):
                 break
             hit = self._saved(prev, name, ctx)
             if hit is not None:
-                if _output_never_differentiated(prev, hit, fn):
+                if _output_never_differentiated(prev, hit, fn) or _under_cut(prev, hit):
                     hit = None  # `y = self.ln(x)` read only as `y.detach()`: no backward
                 break
         sym = {ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(getattr(s, "op", None)), "+")
@@ -349,6 +349,13 @@ def _cut_call(n: ast.AST) -> ast.expr | None:
             and n.func.attr in NO_HISTORY_METHODS:
         return n.func.value
     return None
+
+
+def _under_cut(s: ast.stmt, op: ast.AST) -> bool:
+    """``op`` is inside the receiver of a cut of its own statement (``stdev =
+    torch.sqrt(torch.var(x, 1) + 1e-5).detach()``, scaleformer's FiLM): its result leaves the
+    graph there, so backward never runs the op and what it saved is never read."""
+    return any(op is n for r in map(_cut_call, walk(s)) if r is not None for n in walk(r))
 
 
 def _output_never_differentiated(s: ast.stmt, op: ast.AST, fn: ast.AST) -> bool:

@@ -166,6 +166,11 @@ def _plain_module_base(b: ast.expr, ctx: Context) -> bool:
         for s in ctx.tree.body)
 
 
+# methods a tensor has and an nn.Module has not: their result holds no module
+TENSOR_ONLY_METHODS = frozenset({"item", "tolist", "size", "numel", "dim", "sum", "mean",
+                                 "long", "int", "bool", "nonzero", "view", "reshape",
+                                 "unsqueeze", "squeeze", "flatten", "repeat",
+                                 "repeat_interleave", "argmax", "argmin"})
 PLAIN_BUILTINS = frozenset({"int", "float", "str", "bool", "len", "round", "list", "tuple",
                             "dict", "set", "min", "max", "abs", "sum", "range", "sorted"})
 
@@ -175,6 +180,8 @@ def _plain_value_call(v: ast.Call, stateless: set[str], ctx: Context) -> bool:
     function or parameter-free layer, a data transform, a parameter-free class of this file."""
     if isinstance(v.func, ast.Name) and (v.func.id in PLAIN_BUILTINS or v.func.id in stateless):
         return True
+    if isinstance(v.func, ast.Attribute) and v.func.attr in TENSOR_ONLY_METHODS:
+        return True  # `block_mask.sum().long().item()`: a number or tensor, never a module
     q = ctx.call_name(v) or ""
     return q.startswith(("math.", "numpy.", "torch.", *STATELESS_NAMESPACES))
 

@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.modules import is_module_class
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
     is_true, grad_factory, is_parameter_call, made_non_leaf, nn_alias, single_assign_of)
+from gradtrace.lint.analysis.params import module_ctor
 from gradtrace.lint.rules.registration._modules import module_classes, owns_params, statements
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -29,13 +30,21 @@ LAYER_CLASS_RE = re.compile(r"^([A-Z]\w*)?(Layer|Block|Encoder|Decoder|Embedding
                             r"Linear|Conv\d?d?|MLP|Transformer|Expert|LSTM|GRU)$")
 
 
+MODULE_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16"})
+
+
 def _learnable(e: ast.AST, ctx: Context) -> str | None:
     """"module" / "parameter" when ``e`` builds a module with parameters / a parameter (a
-    class of another file counts when named like a layer: ``CrossLayer``, ``Embedding``). A
-    module of a class of the file that builds its own optimizer trains itself (a federated
+    class of another file counts when named like a layer: ``CrossLayer``, ``Embedding``); a
+    module moved on (``nn.Sequential(...).to(self.device)``: ``Module.to`` returns itself) too.
+    A module of a class of the file that builds its own optimizer trains itself (a federated
     client, an agent): a participant its holder calls on, not a layer of the holder."""
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and _trains_itself(e.func.id, ctx):
         return None
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+            and e.func.attr in MODULE_MOVES and isinstance(e.func.value, ast.Call) \
+            and module_ctor(e.func.value, ctx):
+        e = e.func.value
     if owns_params(e, ctx):
         return "module"
     if isinstance(e, ast.Call) and isinstance(e.func, (ast.Name, ast.Attribute)):
@@ -59,6 +68,8 @@ def _trains_itself(name: str, ctx: Context) -> bool:
 
 
 def _elements(value: ast.AST) -> tuple[str, list[ast.AST]] | None:
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):  # `[block] * 8`
+        value = value.left if isinstance(value.left, ast.List) else value.right
     if isinstance(value, (ast.List, ast.Tuple)):
         return "list", list(value.elts)
     if isinstance(value, (ast.ListComp, ast.GeneratorExp)):

@@ -25,12 +25,27 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     of it, and what ``acc`` keeps is bounded by that inner loop."""
     outer = f.loops_of(loop)
     if not outer:
-        return _per_learner(f, acc, loop)
+        return _per_learner(f, acc, loop) or _per_call(f, acc, loop)
     around = outer[-1]
     made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
                and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
     steps = [s for s in f.steps if f.inside(s.stmt, around)]
     return made and any(not f.inside(s.stmt, loop) for s in steps)
+
+
+def _per_call(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """A function that is one update: a local ``acc`` made before ``loop``, an optimizer
+    stepped after it and none inside it (deep-daze's ``train_step``: ``total_loss = 0``, ``for
+    _ in range(self.gradient_accumulate_every)`` backwarding each micro-batch, then
+    ``self.scaler.step(self.optimizer)``): ``acc`` holds one update's graph nodes, made anew by
+    the next call (a caller summing what it returns is GT505's own case, on the caller)."""
+    if not isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or "." in acc:
+        return False
+    made = [b for b in f.scope.bindings.get(acc, ()) if not f.inside(b.stmt, loop)]
+    return bool(made) and all(b.line < loop.lineno and not isinstance(b.stmt, ast.AugAssign)
+                              for b in made) and bool(f.steps) and all(
+        not f.inside(s.stmt, loop) and s.stmt.lineno > (loop.end_lineno or loop.lineno)
+        for s in f.steps)
 
 
 def _per_learner(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:

@@ -68,6 +68,28 @@ def _makes_layers(f: LoopFacts, t: Binding) -> bool:
             "torch.nn.") for e in x.elts) for x in lists)
 
 
+DATA_TYPES = ("torch.utils.data.",)  # Dataset, IterableDataset, DataLoader, Subset...
+
+
+def declared_data(f: LoopFacts, name: str) -> bool:
+    """``name`` is a parameter of the function annotated with a type of
+    ``torch.utils.data`` (``train_self_reward_dataset: Optional[Dataset] = None``), so every
+    value it is given there, a rebinding in the function included, is a dataset or loader by
+    its declaration: no tensor with a graph (self-rewarding-lm's ``DPOTrainer.forward`` binds
+    it to what its dataset generator, an ``nn.Module``, returns)."""
+    args = getattr(f.node, "args", None)
+    if args is None:
+        return False
+    ann = next((a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)
+                if a.arg == name), None)
+    while isinstance(ann, ast.Subscript):  # `Optional[Dataset]`, `Union[Dataset, None]`
+        inner = ann.slice
+        ann = next((e for e in inner.elts if not (isinstance(e, ast.Constant)
+                                                   and e.value is None)), None) \
+            if isinstance(inner, ast.Tuple) else inner
+    return ann is not None and (f.ctx.qualified_name(ann) or "").startswith(DATA_TYPES)
+
+
 def _advanced_each_pass(name: str, loop: ast.stmt) -> bool:
     """Every read of ``name`` in the loop is ``next(name)``: an iterator (a generator of
     forward passes) that yields a fresh value, with a fresh graph, on each pass."""

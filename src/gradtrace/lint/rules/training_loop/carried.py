@@ -20,7 +20,7 @@ from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, r
 from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.rules.training_loop._reused_graph import (
     _advanced_each_pass, _called, _discriminator_steps, _helper_graph, _leaf_graph, _makes_layers,
-    _plain_helper)
+    _plain_helper, declared_data)
 
 DETACH_RE = re.compile(r"\.detach_?\(")
 FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|freeze",
@@ -295,6 +295,7 @@ class GraphReusedAcrossSteps(LoopRule):
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue
                 if _advanced_each_pass(t.name, loop) or _discriminator_steps(f, g, t, loop) \
+                        or declared_data(f, t.name) \
                         or _called(f, t.name) or _unseen_method(f, module, t.line, loop) \
                         or _makes_layers(f, t):
                     continue

@@ -132,7 +132,8 @@ class ClipOfOtherParameters(LoopRule):
             overs = [_over(f, s, ctx) for s in after]
             if any(not o or _holds(o, srcs) or srcs[0].startswith("self.") != next(
                     iter(o)).startswith("self.") or _wraps(f, o, srcs, c.stmt.lineno)
-                    or _holds(o, _unwrapped(f, srcs, c.stmt.lineno)) for o in overs):
+                    or _holds(o, _unwrapped(f, srcs, c.stmt.lineno))
+                    or _holds(o, _self_aliases(srcs, f, ctx)) for o in overs):
                 continue  # a later step applies what was clipped, or one is unknown
             s, over = min(zip(after, overs), key=lambda p: p[0].stmt.lineno)
             if any(c2 is not c and _clips_held(f, c2, over, s) for c2 in f.clips):
@@ -167,6 +168,23 @@ def _unwrapped(f: LoopFacts, srcs: list[str], line: int) -> list[str]:
             if any(dotted(_moved(a)) == w for a in args):
                 out.append(w + rest)
                 break
+    return out
+
+
+def _self_aliases(srcs: list[str], f: LoopFacts, ctx: Context) -> list[str]:
+    """``self.a.rest`` read as ``self.b.rest`` when every assignment of ``self.a`` in the
+    class is ``self.a = self.b`` (LightZero's policies: ``self._learn_model = self._model`` in
+    ``_init_learn``, the optimizer built over ``self._model``): one object, two names."""
+    cls = ctx.analysis.class_of(f.scope.node)
+    out = []
+    for x in srcs:
+        head, _, rest = x[5:].partition(".") if x.startswith("self.") else ("", "", "")
+        info = cls.attrs.get(head) if cls is not None and head else None
+        if info is None or info.later:
+            continue
+        d = dotted(info.value) if isinstance(info.value, ast.Attribute) else None
+        if d is not None and d.startswith("self.") and d != "self." + head:
+            out.append(d + ("." + rest if rest else ""))
     return out
 
 
