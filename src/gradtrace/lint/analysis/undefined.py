@@ -9,11 +9,19 @@ import ast
 import builtins
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.nodes import of_types
+
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
 _BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__builtins__",
                                         "__spec__", "__loader__", "__package__", "__path__"}
+# the node types that bind, read or may make a name (every other node is passed by): the
+# answer does not depend on the order they are met in, so the file's walk index gives them
+# (NOTE [walk index] in gradtrace.lint.nodes), without a generator per node of ``ast.walk``
+_TYPES = (ast.Name, ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef,
+          ast.ClassDef, ast.arg, ast.Global, ast.Nonlocal, ast.ExceptHandler, ast.MatchAs,
+          ast.MatchStar, ast.Call)
 
 
 def undefined_names(ctx: Context) -> frozenset[str]:
@@ -22,7 +30,7 @@ def undefined_names(ctx: Context) -> frozenset[str]:
     def make() -> frozenset[str]:
         bound: set[str] = set()
         read: set[str] = set()
-        for n in ast.walk(ctx.tree):
+        for n in of_types(ctx.tree, _TYPES):
             if isinstance(n, ast.Name):
                 (read if isinstance(n.ctx, ast.Load) else bound).add(n.id)
             elif isinstance(n, (ast.Import, ast.ImportFrom)):

@@ -7,6 +7,7 @@ import ast
 
 from gradtrace.lint.analysis.module_results import basic_index
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import bfs_walk
 
 # methods whose result views a contiguous receiver (a layer's output): writes reach it
 KEEP_VIEW = frozenset({"view", "view_as", "reshape", "unsqueeze", "squeeze", "flatten",
@@ -102,7 +103,7 @@ def view_aliases(stmts: list[ast.stmt], written: dict[str, list[int]]) -> dict[s
         if isinstance(st, ast.Assign):
             for t in st.targets:  # a name is bound by a target that is one or in a tuple /
                 # list / starred target; `self.x = ...`, `x[i] = ...` read the names in them
-                for n in (t,) if isinstance(t, ast.Name) else ast.walk(t) if isinstance(
+                for n in (t,) if isinstance(t, ast.Name) else bfs_walk(t) if isinstance(
                         t, (ast.Tuple, ast.List, ast.Starred)) else ():
                     if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) \
                             and n.id in written:
