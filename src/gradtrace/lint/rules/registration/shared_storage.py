@@ -1,0 +1,108 @@
+"""GT543: two `nn.Parameter`s made from the same tensor share its memory."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+
+# NOTE [parameters over one tensor]
+# `nn.Parameter(data)` does not copy: the Parameter is `data`'s storage seen as a leaf
+# (`Tensor._make_subclass`, torch 2.13: `p.data_ptr() == data.data_ptr()`). Two Parameters made
+# from one tensor are two leaves over the same memory: each gets its own gradient, but every
+# in-place update of one (the optimizer's step) writes the other too, so the two values are
+# always equal and move with the sum of both updates.
+
+
+class ParametersShareOneTensor(Rule):
+    """Two `nn.Parameter(x)` calls of one function wrap the same tensor `x`: the parameters
+    share their memory.
+
+    Why: `nn.Parameter(init)` uses `init`'s memory (NOTE [parameters over one tensor]), so
+    `self.s = nn.Parameter(init); self.t = nn.Parameter(init)` makes two parameters that are
+    one array: the optimizer applies the scale's update to the shift and the shift's to the
+    scale, and they stay equal forever, silently (VincentStimper/normalizing-flows'
+    `AffineConstFlow` before commit 13c1989; checked on torch 2.13: `s` and `t` are equal
+    after training, and the fit is worse). Give each its own tensor (`nn.Parameter(init.clone())`
+    or a new `torch.zeros(shape)`).
+    Known limits: the tensor must be one plain name with one binding reaching both calls (not
+    rebound between them), the two calls in arms that can both run; a parameter built in a
+    loop from one tensor is not followed.
+    """
+
+    code = "GT543"
+    name = "parameters-share-one-tensor"
+    message = ("`{call}` wraps the same tensor `{name}` as `{other}` (line {line}): "
+               "`nn.Parameter` does not copy, so the two parameters share one memory and every "
+               "update of one changes the other; give each its own tensor (`{name}.clone()`)")
+    triggers = ("Parameter",)
+    gate_statements = "function"
+    examples = [
+        Bad("""
+            import torch
+            from torch import nn
+            class Affine(nn.Module):
+                def __init__(self, n):
+                    super().__init__()
+                    init = torch.zeros(1, n)
+                    self.s = nn.Parameter(init)
+                    self.t = nn.Parameter(init)
+            """, at=(8, 17)),
+        Good("""
+            import torch
+            from torch import nn
+            class Affine(nn.Module):
+                def __init__(self, n, scale=True):
+                    super().__init__()
+                    init = torch.zeros(1, n)
+                    if scale:
+                        self.s = nn.Parameter(init)
+                    else:
+                        self.s = nn.Parameter(init, requires_grad=False)
+                    self.t = nn.Parameter(init.clone())
+            """),
+    ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        if not ctx.mentions("Parameter"):
+            return
+        scope = ctx.scope(node)
+        seen: dict[int, tuple[ast.Call, ast.stmt]] = {}
+        for n in _own_nodes(node):
+            if not (isinstance(n, ast.Call) and ctx.call_name(n) == "torch.nn.Parameter"
+                    and n.args and isinstance(n.args[0], ast.Name)):
+                continue
+            name = n.args[0].id
+            b = scope.binding_before(name, n.lineno)
+            stmt = scope.statement_of(n)
+            if b is None or stmt is None or not isinstance(b.value, ast.expr) \
+                    or isinstance(b.value, (ast.Name, ast.Attribute)) \
+                    or scope.loops_of(stmt) != scope.loops_of(b.stmt):
+                continue  # a parameter of the function, a loop variable, another name
+            first = seen.get(id(b))
+            if first is None:
+                seen[id(b)] = (n, stmt)
+                continue
+            if scope.exclusive(first[1], stmt):
+                continue
+            yield self.report(n, ctx, related=(Related(
+                ctx.path, first[0].lineno, f"`{name}` is wrapped here first",
+                ctx.column(first[0])),), call=ctx.source(n), name=name,
+                other=ctx.source(first[0]), line=first[0].lineno)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+
+def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``fn`` outside nested functions, in source order."""
+    out = [n for n in walk(fn) if n is not fn]
+    skip: set[int] = set()
+    for n in out:
+        if isinstance(n, (*FUNCTION_TYPES, ast.Lambda)):
+            skip.update(id(x) for x in walk(n))
+    yield from sorted((n for n in out if id(n) not in skip and hasattr(n, "lineno")),
+                      key=lambda x: (x.lineno, x.col_offset))  # type: ignore[attr-defined]
+
