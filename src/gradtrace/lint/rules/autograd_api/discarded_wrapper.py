@@ -26,9 +26,9 @@ class GradModeWrapperDiscarded(Rule):
     """`torch.enable_grad()(closure)` (or `no_grad()`, `inference_mode()`,
     `set_grad_enabled(b)`) written as a statement: the function is wrapped, not called.
 
-    Why: a grad-mode object called on a function returns a decorated copy of it (NOTE
-    [grad-mode object called on a function]); nothing runs until that copy is called. Written
-    alone on a line, the copy is discarded and the function never runs: an optimizer's
+    Why: a grad-mode object called on a function returns a decorated copy of it
+    (NOTE [grad-mode object called on a function]); nothing runs until that copy is called.
+    Written alone on a line, the copy is discarded and the function never runs: an optimizer's
     `step(closure)` that meant to re-evaluate the loss with gradients on (`closure` computes
     the loss and calls `backward()`) steps on the stale gradients of the previous pass instead
     (davda54/sam before commit 3a6c392: SAM's second step used the gradient at `w`, not at

@@ -97,7 +97,11 @@ def _pass_function_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.If]]:
     A function with no loop around its step, whose step sits under an ``if`` taking a
     remainder of one of the function's parameters (``def training_step(self, batch, i): ...
     if (i + 1) % accum == 0: opt.step()``): each call is one pass of the caller's loop, so the
-    function's body is that loop's body (NOTE [periodic step])."""
+    function's body is that loop's body (NOTE [periodic step]). The test may read a name bound
+    to the remainder in the function, and the remainder a ``self.<attr>`` that a method of the
+    class adds 1 to (speechbrain's ``should_step = self.step % accum == 0``, ``self.step += 1``
+    in ``fit``); a clear under an ``if`` that also holds the step's ``if`` (a configuration
+    branch, ``if self.auto_mix_prec:``) still runs on every pass."""
     node = f.node
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return
@@ -247,9 +251,10 @@ class ZeroGradEveryAccumulationStep(LoopRule):
             backs = [b for b in f.backwards if b.accumulates and not f.loops_of(b.stmt)
                      and not f.inside(b.stmt, guard)]
             for z in f.zero_grads:
-                if f.loops_of(z.stmt) or not covers(f, z, s) or any(
+                if f.loops_of(z.stmt) or not covers(f, z, s) or f.inside(z.stmt, guard) \
+                        or any(
                         isinstance(x, (ast.If, ast.Try)) and x is not z.stmt
-                        and f.inside(z.stmt, x) and not f.inside(guard, x)
+                        and f.inside(z.stmt, x) and (x is guard or not f.inside(guard, x))
                         for x in f.scope.stmts):
                     continue  # (an `if` around the clear, the backward and the step's own
                     # `if` is a configuration branch: speechbrain's `if self.auto_mix_prec:`)
