@@ -32,8 +32,12 @@ class SpecialHandlers:
         info = plain = None
         if target is not None and target.requires_grad and torch.is_grad_enabled():
             info = (target.grad_fn, target._version, tuple(target.shape))
-        elif target is not None and torch.is_grad_enabled() and not self.state.in_step:
-            plain = target._version  # NOTE [write into a tensor without grad]
+        elif target is not None and torch.is_grad_enabled() and not self.state.in_step \
+                and not target.is_inference():  # (an inference tensor has no version)
+            try:
+                plain = target._version  # NOTE [write into a tensor without grad]
+            except Exception:  # a tensor subclass without one: nothing to record
+                plain = None
         out = self._call(func, args, kwargs)
         self.seq += 1
         if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
