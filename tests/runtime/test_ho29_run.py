@@ -65,3 +65,45 @@ def test_write_out_of_place_is_clean(tmp_path):
     assert src != SMOOTHED
     found, crashed = _run(tmp_path, src)
     assert not crashed and [f for f in found if f.code == "GT602"] == [], found
+
+
+SHARED = """\
+import torch
+import torch.nn as nn
+
+
+class Affine(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        init = torch.zeros(1, n)
+        self.scale = nn.Parameter(init)
+        self.shift = nn.Parameter(init)  # C
+
+    def forward(self, x):
+        return x * torch.exp(self.scale) + self.shift
+
+
+torch.manual_seed(0)
+m = Affine(2)
+opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+for _ in range(3):
+    opt.zero_grad()
+    (m(torch.randn(8, 2)) - 1.0).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+def test_parameters_made_from_one_tensor_lead_with_the_second_wrap(tmp_path):
+    # the run's aliased-parameters symptom (GT872, at the optimizer) is explained by the static
+    # GT543 on the line that wrapped the tensor a second time (NOTE [parameters over one tensor])
+    found, crashed = _run(tmp_path, SHARED)
+    assert not crashed and found, found
+    assert (found[0].code, found[0].line) == ("GT543", _line_of(SHARED, "# C")), found
+    assert found[0].source == "static+runtime", found
+
+
+def test_parameters_with_own_tensors_are_clean(tmp_path):
+    src = SHARED.replace("nn.Parameter(init)  # C", "nn.Parameter(init.clone())  # C")
+    assert src != SHARED
+    found, crashed = _run(tmp_path, src)
+    assert not crashed and [f for f in found if f.code in ("GT543", "GT872")] == [], found
