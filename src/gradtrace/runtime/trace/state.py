@@ -68,7 +68,7 @@ class TraceState(GradEvents):
         self.events: dict[tuple[str, Site, str], Counter] = {}
         self.inplace: deque[InplaceRecord] = \
             deque(maxlen=512)
-        # NOTE [write into a tensor without grad]
+        # no-grad in-place writes: see NOTE [write into a tensor without grad]
         self.plain_inplace: deque[InplaceRecord] = deque(maxlen=64)
         self.backward_count = 0
         self.cuts_by_last_backward = 0  # NOTE [cut after the last backward] in silent.py
