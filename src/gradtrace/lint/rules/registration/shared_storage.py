@@ -29,8 +29,10 @@ class ParametersShareOneTensor(Rule):
     after training, and the fit is worse). Give each its own tensor (`nn.Parameter(init.clone())`
     or a new `torch.zeros(shape)`).
     Known limits: the tensor must be one plain name with one binding reaching both calls (not
-    rebound between them), the two calls in arms that can both run; a parameter built in a
-    loop from one tensor is not followed.
+    rebound between them), the two calls in arms that can both run (not two arms of one `if`,
+    and no `return`/`raise`/`continue`/`break` between them: transformers' loaders wrap one
+    checkpoint value per `if target_key == ...: ... return`); a parameter built in a loop from
+    one tensor is not followed.
     """
 
     code = "GT543"
@@ -64,6 +66,17 @@ class ParametersShareOneTensor(Rule):
                         self.s = nn.Parameter(init, requires_grad=False)
                     self.t = nn.Parameter(init.clone())
             """),
+        Good("""
+            import torch
+            def load(key, value):
+                value = value.float()
+                if key == "qweight":
+                    qweight = torch.nn.Parameter(value, requires_grad=False)
+                    return {"qweight": qweight}
+                if key == "dqweight":
+                    dqweight = torch.nn.Parameter(value)
+                    return {"dqweight": dqweight}
+            """),
     ]
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
@@ -71,7 +84,8 @@ class ParametersShareOneTensor(Rule):
             return
         scope = ctx.scope(node)
         seen: dict[int, tuple[ast.Call, ast.stmt]] = {}
-        for n in _own_nodes(node):
+        nodes = list(_own_nodes(node))
+        for n in nodes:
             if not (isinstance(n, ast.Call) and ctx.call_name(n) == "torch.nn.Parameter"
                     and n.args and isinstance(n.args[0], ast.Name)):
                 continue
@@ -86,8 +100,10 @@ class ParametersShareOneTensor(Rule):
             if first is None:
                 seen[id(b)] = (n, stmt)
                 continue
-            if scope.exclusive(first[1], stmt):
-                continue
+            if scope.exclusive(first[1], stmt) or any(
+                    isinstance(x, (ast.Return, ast.Raise, ast.Continue, ast.Break))
+                    and first[0].lineno <= x.lineno < n.lineno for x in nodes):
+                continue  # never both (different arms, or the first one's arm leaves)
             yield self.report(n, ctx, related=(Related(
                 ctx.path, first[0].lineno, f"`{name}` is wrapped here first",
                 ctx.column(first[0])),), call=ctx.source(n), name=name,
