@@ -41,7 +41,7 @@ class ParametersShareOneTensor(Rule):
                "`nn.Parameter` does not copy, so the two parameters share one memory and every "
                "update of one changes the other; give each its own tensor (`{name}.clone()`)")
     triggers = ("Parameter",)
-    gate_statements = "function"
+    gate_statements = True
     examples = [
         Bad("""
             import torch
@@ -79,37 +79,42 @@ class ParametersShareOneTensor(Rule):
             """),
     ]
 
-    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        if not ctx.mentions("Parameter"):
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        fn = ctx.function
+        if fn is None or not node.args or not isinstance(node.args[0], ast.Name) \
+                or not _named_parameter(node.func):
             return
-        scope = ctx.scope(node)
-        seen: dict[int, tuple[ast.Call, ast.stmt]] = {}
-        nodes = list(_own_nodes(node))
-        for n in nodes:
-            if not (isinstance(n, ast.Call) and ctx.call_name(n) == "torch.nn.Parameter"
-                    and n.args and isinstance(n.args[0], ast.Name)):
-                continue
-            name = n.args[0].id
-            b = scope.binding_before(name, n.lineno)
-            stmt = scope.statement_of(n)
-            if b is None or stmt is None or not isinstance(b.value, ast.expr) \
-                    or isinstance(b.value, (ast.Name, ast.Attribute)) \
-                    or scope.loops_of(stmt) != scope.loops_of(b.stmt):
-                continue  # a parameter of the function, a loop variable, another name
-            first = seen.get(id(b))
-            if first is None:
-                seen[id(b)] = (n, stmt)
-                continue
-            if scope.exclusive(first[1], stmt) or any(
-                    isinstance(x, (ast.Return, ast.Raise, ast.Continue, ast.Break))
-                    and first[0].lineno <= x.lineno < n.lineno for x in nodes):
+        name = node.args[0].id
+        earlier = ctx.memo("gt543-wraps", ctx.tree, dict).setdefault((id(fn), name), [])
+        earlier.append(node)
+        if len(earlier) < 2 or ctx.call_name(node) != "torch.nn.Parameter":
+            return  # (most tensors are wrapped once: no data-flow scope is built for them)
+        scope = ctx.scope(fn)
+        b = scope.binding_before(name, node.lineno)
+        stmt = scope.statement_of(node)
+        if b is None or stmt is None or not isinstance(b.value, ast.expr) \
+                or isinstance(b.value, (ast.Name, ast.Attribute)) \
+                or scope.loops_of(stmt) != scope.loops_of(b.stmt):
+            return  # a parameter of the function, a loop variable, another name
+        for first in earlier[:-1]:
+            at = scope.statement_of(first)
+            if at is None or ctx.call_name(first) != "torch.nn.Parameter" \
+                    or scope.binding_before(name, first.lineno) is not b \
+                    or scope.exclusive(at, stmt) or any(
+                        isinstance(x, (ast.Return, ast.Raise, ast.Continue, ast.Break))
+                        and first.lineno <= x.lineno < node.lineno for x in _own_nodes(fn)):
                 continue  # never both (different arms, or the first one's arm leaves)
-            yield self.report(n, ctx, related=(Related(
-                ctx.path, first[0].lineno, f"`{name}` is wrapped here first",
-                ctx.column(first[0])),), call=ctx.source(n), name=name,
-                other=ctx.source(first[0]), line=first[0].lineno)
+            yield self.report(node, ctx, related=(Related(
+                ctx.path, first.lineno, f"`{name}` is wrapped here first",
+                ctx.column(first)),), call=ctx.source(node), name=name,
+                other=ctx.source(first), line=first.lineno)
+            return
 
-    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+def _named_parameter(f: ast.expr) -> bool:
+    """The called name ends in ``Parameter`` (the qualified name is checked afterwards)."""
+    return isinstance(f, ast.Name) and f.id == "Parameter" \
+        or isinstance(f, ast.Attribute) and f.attr == "Parameter"
 
 
 def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
