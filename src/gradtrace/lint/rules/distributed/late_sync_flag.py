@@ -60,14 +60,14 @@ class SyncFlagSetAfterForward(Rule):
     value.
 
     Why: DistributedDataParallel reads `require_backward_grad_sync` in its forward, where it
-    prepares (or skips) the all-reduce of the next backward
-    (NOTE [sync flag read at forward]). In a gradient-accumulation loop that sets the flag
-    to "sync on the last micro-step" after `model(x)`, the last micro-step's backward is not
-    all-reduced and an earlier one is: every rank applies its own gradients and the replicas
-    drift apart silently (karpathy/build-nanogpt PR #30; verified on torch 2.13 with two gloo ranks: the
-    parameters differ by about 4e-3 after three steps, 0.0 with the flag set before the
-    forward). Set the flag before the forward of the pass it governs (or use `no_sync()`
-    around the forward and backward of the passes that must not sync).
+    prepares (or skips) the all-reduce of the next backward (NOTE [sync flag read at forward]).
+    In a gradient-accumulation loop that sets the flag to "sync on the last micro-step" after
+    `model(x)`, the last micro-step's backward is not all-reduced and an earlier one is: every
+    rank applies its own gradients and the replicas drift apart silently
+    (karpathy/build-nanogpt PR #30; verified on torch 2.13 with two gloo ranks: the parameters
+    differ by about 4e-3 after three steps, 0.0 with the flag set before the forward). Set the
+    flag before the forward of the pass it governs (or use `no_sync()` around the forward and
+    backward of the passes that must not sync).
     Known limits: the forward is a call of the very expression the flag is set on
     (`model(x)`, `self.model(x)`), before the assignment in the same pass (the innermost loop
     body, else the function), and a `.backward(` call follows in that pass with no other
