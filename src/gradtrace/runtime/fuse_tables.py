@@ -64,6 +64,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "shared-layer": frozenset({"GT446"}),  # the list multiplied names the line that built it
     "needs-guard": frozenset({"GT718"}),  # a gradient computed under another input's flag
     "window-early": frozenset({"GT536"}),  # NOTE [window starts one pass early]
+    "aliased": frozenset({"GT543"}),  # NOTE [parameters over one tensor]
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -109,7 +110,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT877": ("softmax-singleton",), "GT841": ("frozen-stats",),
     "GT875": ("functional-dropout",), "GT876": ("clip-other",), "GT874": ("eval-in-train",),
     "GT843": ("shared-layer",), "GT845": ("needs-guard",), "GT879": ("window-early",),
-    "GT891": ("accumulate",),
+    "GT891": ("accumulate",), "GT872": ("aliased",), "GT543": ("aliased",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.

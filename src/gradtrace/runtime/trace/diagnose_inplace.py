@@ -46,6 +46,9 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
         or next((r for r in candidates if op and op in r[2]), None) \
         or next((r for r in candidates if r[4] == expected and set(r[2]) == {"AsStrided"}),
                 None)  # a write into a view: its node names no op, the version does
+    if best is None and not m["op"]:  # NOTE [write into a tensor without grad]
+        best = next((r for r in reversed(state.plain_inplace) if r[3] == shape
+                     and r[4] == expected), None)
     node, saver, consumer = _saver(_roots(args, kwargs), state.step_seq)
     later = None
     earlier = earlier_breaking_write(_roots(args, kwargs), state.inplace, best) \

@@ -29,9 +29,15 @@ class SpecialHandlers:
 
     def _inplace(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         target = args[0] if args and isinstance(args[0], Tensor) else None
-        info = None
+        info = plain = None
         if target is not None and target.requires_grad and torch.is_grad_enabled():
             info = (target.grad_fn, target._version, tuple(target.shape))
+        elif target is not None and torch.is_grad_enabled() and not self.state.in_step \
+                and not target.is_inference():  # (an inference tensor has no version)
+            try:
+                plain = target._version  # NOTE [write into a tensor without grad]
+            except Exception:  # a tensor subclass without one: nothing to record
+                plain = None
         out = self._call(func, args, kwargs)
         self.seq += 1
         if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
@@ -48,6 +54,9 @@ class SpecialHandlers:
             if raw is not None and gf is not None and gf is not info[0]:  # `loss += l`: its
                 gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
         elif target is not None and not target.requires_grad:
+            if plain is not None:
+                self.state.on_plain_inplace(raw_site(), call_name(func), plain,
+                                            tuple(target.shape))
             if self.state.cuts:
                 self.state.propagate(args[1:], target)
         elif target is not None and call_name(func) in ("add_", "__iadd__"):

@@ -74,6 +74,8 @@ class TraceState(GradEvents):
         self.events: dict[tuple[str, Site, str], Counter] = {}
         self.inplace: deque[InplaceRecord] = \
             deque(maxlen=512)
+        # no-grad in-place writes: see NOTE [write into a tensor without grad]
+        self.plain_inplace: deque[InplaceRecord] = deque(maxlen=64)
         self.backward_count = 0
         self.cuts_by_last_backward = 0  # NOTE [cut after the last backward] in silent.py
         self.backward_sites: list[Site] = []
@@ -327,6 +329,19 @@ class TraceState(GradEvents):
         self.inplace.append((self.site(raw), op, names, shape, version, made, layer_here(self)))
         stamp_view_write(gf, after, self.site(raw), op)
         self._check_accumulate(raw, op, gf, after)
+
+    def on_plain_inplace(self, raw: RawSite | None, op: str, version: int,
+                         shape: tuple[int, ...]) -> None:
+        """# NOTE [write into a tensor without grad]
+        An in-place write, with grad on, into a tensor that does not require grad (targets,
+        a mask, a detached copy): such a tensor is saved for backward when an op multiplies
+        it with one that does (timm's ``AsymmetricLossSingleLabel``: ``xs_pos * targets``,
+        then ``self.targets_classes.mul_(1 - eps)`` on the same tensor). The error then names
+        no op ("[FloatTensor [16, 10]] is at version 3; expected version 1"): the write is
+        the one of that shape whose version before it was the expected one. Kept apart from
+        :attr:`inplace` (a few records, looked at only for such an error)."""
+        if raw is not None:
+            self.plain_inplace.append((self.site(raw), op, (), shape, version, None, None))
 
     def _check_accumulate(self, raw: RawSite, op: str, gf: Any, after: Any) -> None:
         """``total += loss`` on a tensor built before the last backward keeps old graphs alive

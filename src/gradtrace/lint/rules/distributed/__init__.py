@@ -3,7 +3,8 @@
 The rules live in :mod:`.reducer` (GT450 unused layer, GT451 data-dependent branch, GT452
 freeze after wrapping) and :mod:`.sync` (GT453 forward through ``.module``, GT454 a loss
 normalised over all ranks and averaged again), :mod:`.skips` (GT455 a step one rank skips),
-:mod:`.frozen_wrap` (GT456 a module frozen when it is built, wrapped);
+:mod:`.frozen_wrap` (GT456 a module frozen when it is built, wrapped), :mod:`.late_sync_flag`
+(GT542 the sync flag set between a forward and its backward);
 shared facts in :mod:`._ddp` (NOTE [ddp facts]).
 """
 from __future__ import annotations

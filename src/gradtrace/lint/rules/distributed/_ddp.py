@@ -172,3 +172,85 @@ def unwrapped(e: ast.AST, fn: ast.AST, line: int, ctx: Context, depth: int = 0
             if w is not None:
                 return w
     return None
+
+
+def _base_method(cls: ClassInfo, name: str, ctx: Context, depth: int = 0
+                 ) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """``cls``'s method ``name``, its own or inherited from a class of this file."""
+    m = cls.methods.get(name)
+    if m is not None or depth > 3:
+        return m
+    for b in cls.node.bases:
+        base = ctx.analysis.classes.get(dotted(b) or "")
+        m = _base_method(base, name, ctx, depth + 1) if base is not None else None
+        if m is not None:
+            return m
+    return None
+
+
+def wrapped_by_earlier_call(attr: str, fn: ast.AST, line: int, ctx: Context) -> Wrap | None:
+    """The wrap of ``attr`` made by ``fn`` before ``line``, if none is made again after it
+    (below)."""
+    w = wrap_reached(attr, fn, 0, line, ctx)
+    if w is None or wrap_reached(attr, fn, line, 1 << 30, ctx) is not None:
+        return None  # wrapped again after the freeze (ClassyVision after PR #398)
+    return w
+
+
+def wrap_reached(attr: str, fn: ast.AST, lo: int, hi: int, ctx: Context) -> Wrap | None:
+    """The wrap of ``self.<x>`` (``attr``) that ``fn`` or a method it runs makes, from a
+    statement of ``fn`` between lines ``lo`` and ``hi`` (NOTE [wrapped by an earlier method]).
+
+    # NOTE [wrapped by an earlier method]
+    A task or trainer class often wraps its model in a setup method and a subclass extends
+    that method: ``super().prepare()`` (whose body calls ``self.init_ddp()``, which binds
+    ``self.ddp = DistributedDataParallel(self.base_model)``), then freezes
+    ``self.base_model``'s trunk (ClassyVision's FineTuningTask, PR #398). The statements of
+    ``fn`` before ``line`` that call ``super().m()`` or ``self.m()`` are followed into the
+    methods of the file's classes (inherited ones through the bases the file defines, three
+    calls deep); a DDP call there whose module argument (through ``.to``/``.cuda``) or whose
+    target is ``attr`` is the wrap."""
+    cls = ctx.analysis.class_of(fn)
+    if cls is None:
+        return None
+    by_owner: dict[int, list[Wrap]] = {}
+    for w in wraps(ctx):
+        by_owner.setdefault(id(w.owner), []).append(w)
+    if not by_owner:
+        return None
+    seen: set[int] = set()
+
+    def moved(a: ast.AST) -> ast.AST:
+        while isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) \
+                and a.func.attr in ("to", "cuda", "cpu"):
+            a = a.func.value
+        return a
+
+    def search(f: ast.AST, upto: tuple[int, int] | None, depth: int) -> Wrap | None:
+        if id(f) in seen or depth > 3:
+            return None
+        seen.add(id(f))
+        for w in by_owner.get(id(f), ()):
+            if upto is None or upto[0] < w.line < upto[1]:
+                if w.target == attr or dotted(moved(w.call.args[0])) == attr:
+                    return w
+        here = ctx.analysis.class_of(f) or cls
+        for n in walk(f):
+            if not isinstance(n, ast.Call) or not isinstance(n.func, ast.Attribute) \
+                    or upto is not None and not upto[0] < n.lineno < upto[1]:
+                continue
+            r = n.func.value
+            if isinstance(r, ast.Name) and r.id == "self":
+                m = _base_method(cls, n.func.attr, ctx)
+            elif isinstance(r, ast.Call) and isinstance(r.func, ast.Name) \
+                    and r.func.id == "super" and not r.args:
+                m = next((x for b in here.node.bases
+                          if (bc := ctx.analysis.classes.get(dotted(b) or "")) is not None
+                          and (x := _base_method(bc, n.func.attr, ctx)) is not None), None)
+            else:
+                continue
+            got = search(m, None, depth + 1) if m is not None else None
+            if got is not None:
+                return got
+        return None
+    return search(fn, (lo, hi), 0)

@@ -13,7 +13,7 @@ from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._selected import called_per_entry, selected_entries
 from gradtrace.lint.rules.distributed._ddp import (
-    TRIGGERS, Wrap, holds_wrapper, wrapped_class, wraps,
+    TRIGGERS, Wrap, holds_wrapper, wrapped_by_earlier_call, wrapped_class, wraps,
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
@@ -380,6 +380,9 @@ class FrozenAfterDdpWrap(Rule):
                 continue
             root = flag.root.partition(".")[0]
             w = holds_wrapper(root, node, flag.stmt.lineno, ctx)
+            if w is None and root == "self" and flag.root.count(".") >= 1:
+                root = ".".join(flag.root.split(".")[:2])  # NOTE [wrapped by an earlier method]
+                w = wrapped_by_earlier_call(root, node, flag.stmt.lineno, ctx)
             if w is None or w.finds_unused or _whole_model(flag, root, node, ctx):
                 continue
             at = _flag_statement(flag.stmt)
@@ -397,7 +400,28 @@ def _whole_model(flag: GradFlag, root: str, fn: ast.AST, ctx: Context) -> bool:
     if flag.root not in (root, root + ".module"):
         return False
     return not any(g.value and g.stmt.lineno > flag.stmt.lineno and
-                   g.root.partition(".")[0] == root for g in grad_flags(ctx.scope(fn)))
+                   (g.root.partition(".")[0] == root or _from_root(g.root, root, fn))
+                   for g in grad_flags(ctx.scope(fn)))
+
+
+def _from_root(name: str, root: str, fn: ast.AST, depth: int = 0) -> bool:
+    """``name`` is a loop variable over submodules of ``root`` (``for heads in
+    self.model.get_heads().values(): for h in heads.values()``: unfreezing ``h`` unfreezes
+    part of ``self.model``)."""
+    head = name.partition(".")[0]
+    if depth > 3 or "." in root and head == root.partition(".")[0]:
+        return False
+    for n in walk(fn):
+        if isinstance(n, (ast.For, ast.AsyncFor)) and isinstance(n.target, ast.Name) \
+                and n.target.id == head:
+            for x in walk(n.iter):
+                d = dotted(x) if isinstance(x, (ast.Name, ast.Attribute)) else None
+                if d is not None and (d == root or d.startswith(root + ".")):
+                    return True
+                if isinstance(x, ast.Name) and x.id != head \
+                        and _from_root(x.id, root, fn, depth + 1):
+                    return True
+    return False
 
 
 def _flag_statement(s: ast.stmt) -> ast.stmt:

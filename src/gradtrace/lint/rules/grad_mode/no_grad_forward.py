@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.grad_values import CONTAINERS, weighted
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.params import FLAG, PARAM_ITERS
@@ -68,7 +69,29 @@ def _trained_at(info: ClassInfo, ctx: Context, subs: frozenset[str] | None
             if k is not None and k.what == MODULE \
                     and (k.cls or "").rpartition(".")[2] == info.name:
                 return n, how
+            if subs is None and k is not None and k.what == MODULE and k.cls in CONTAINERS \
+                    and _holds_instance(k.node, info, fn, n.lineno, ctx):
+                return n, how + " (through the container that holds it)"
     return None
+
+
+def _holds_instance(made: ast.AST | None, info: ClassInfo, fn: ast.AST, line: int,
+                    ctx: Context) -> bool:
+    """``made``, the call that built an ``nn.ModuleDict``/``ModuleList``/``Sequential``
+    (speechbrain's ``modules = nn.ModuleDict({"compute_features": fbank, ...})`` handed to
+    the optimizer), lists an instance of ``info``'s class, and that class builds a trainable
+    weight (:func:`weighted`): an optimizer over the container trains it."""
+    if not isinstance(made, ast.Call) or not weighted(ctx, info.name, None):
+        return False
+    for a in (*made.args, *(k.value for k in made.keywords)):
+        elts = a.values if isinstance(a, ast.Dict) else a.elts \
+            if isinstance(a, (ast.List, ast.Tuple)) else [a]
+        for e in elts:
+            k = ctx.analysis.kind_in(e, fn, line) if e is not None else None
+            if k is not None and k.what == MODULE and (k.cls or "").rpartition(".")[2] \
+                    == info.name:
+                return True
+    return False
 
 
 def _trainings(ctx: Context) -> list[tuple[ast.AST, ast.AST, ast.expr, str]]:

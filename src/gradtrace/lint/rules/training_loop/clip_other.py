@@ -37,11 +37,20 @@ def _wraps(f: LoopFacts, over: frozenset[str], srcs: list[str], line: int) -> bo
                     dotted(a) in inner for a in (*v.args, *(k.value for k in v.keywords))):
                 return True
             # `model_without_ddp = model.module` (or `= model`): the wrapped module of the
-            # other side, or the other side itself: a wrapper's parameters are its module's
-            if isinstance(v, (ast.Name, ast.Attribute)) and (d := dotted(v)) is not None \
-                    and any(covers(i, d) for i in inner):
+            # other side, or the other side itself: a wrapper's parameters are its module's;
+            # nanoGPT's `raw_model = model.module if ddp else model` when every branch is
+            arms = _branches(v)
+            if arms and all(isinstance(x, (ast.Name, ast.Attribute)) and (d := dotted(x))
+                            is not None and any(covers(i, d) for i in inner) for x in arms):
                 return True
     return False
+
+
+def _branches(v: ast.AST | None) -> list[ast.AST]:
+    """The values ``v`` may take: both arms of a conditional expression, else ``v``."""
+    if isinstance(v, ast.IfExp):
+        return _branches(v.body) + _branches(v.orelse)
+    return [v] if v is not None else []
 
 
 def _over(f: LoopFacts, s: Step, ctx: Context) -> frozenset[str]:
@@ -85,7 +94,8 @@ class ClipOfOtherParameters(LoopRule):
     `.parameters()` of named modules (NOTE [fields] for an optimizer kept on `self`); a clip
     followed by the step of an optimizer that holds them is left alone, as is one of an object
     built from the stepped module (a wrapper holds it) or the other way round, or bound to it
-    or to one of its submodules (`model_without_ddp = model.module`).
+    or to one of its submodules (`model_without_ddp = model.module`, also as every arm of
+    `model.module if ddp else model`).
     """
 
     code = "GT549"

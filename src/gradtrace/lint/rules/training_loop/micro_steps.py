@@ -97,21 +97,53 @@ def _pass_function_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.If]]:
     A function with no loop around its step, whose step sits under an ``if`` taking a
     remainder of one of the function's parameters (``def training_step(self, batch, i): ...
     if (i + 1) % accum == 0: opt.step()``): each call is one pass of the caller's loop, so the
-    function's body is that loop's body (NOTE [periodic step])."""
+    function's body is that loop's body (NOTE [periodic step]). The test may read a name bound
+    to the remainder in the function, and the remainder a ``self.<attr>`` that a method of the
+    class adds 1 to (speechbrain's ``should_step = self.step % accum == 0``, ``self.step += 1``
+    in ``fit``); a clear under an ``if`` that also holds the step's ``if`` (a configuration
+    branch, ``if self.auto_mix_prec:``) still runs on every pass."""
     node = f.node
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return
     params = {a.arg for a in node.args.args + node.args.kwonlyargs}
+    counters = _self_counters(f) if params & {"self"} else frozenset()
     for s in f.steps:
         if s.closure or f.loops_of(s.stmt):
             continue
         for x in f.scope.stmts:
             if isinstance(x, ast.If) and f.inside(s.stmt, x) and any(
-                    isinstance(n, ast.Name) and n.id in params
-                    for m in _remainders(x.test) for n in walk(m.left)):
+                    isinstance(n, ast.Name) and n.id in params and n.id != "self"
+                    or dotted(n) in counters
+                    for m in _guard_remainders(f, x) for n in walk(m.left)):
                 if not _own_backward(f, x, s):
                     yield s, x
                 break
+
+
+def _guard_remainders(f: LoopFacts, x: ast.If) -> list[ast.BinOp]:
+    """The remainders of ``x``'s test, or of the test a name in it is bound to in the
+    function (``should_step = self.step % accum == 0`` then ``if should_step:``)."""
+    mods = _remainders(x.test)
+    if mods:
+        return mods
+    for n in walk(x.test):
+        if isinstance(n, ast.Name):
+            b = f.scope.binding_before(n.id, x.lineno)
+            if b is not None and b.value is not None and not f.loops_of(b.stmt):
+                mods += _remainders(b.value)
+    return mods
+
+
+def _self_counters(f: LoopFacts) -> frozenset[str]:
+    """``self.<attr>`` that a method of the function's class increments (``self.step += 1``
+    in speechbrain's ``Brain.fit``, once per call of ``fit_batch``): a count of passes."""
+    cls = f.ctx.analysis.class_of(f.node)
+    if cls is None:
+        return frozenset()
+    return frozenset(d for n in walk(cls.node) if isinstance(n, ast.AugAssign)
+                     and isinstance(n.op, ast.Add) and isinstance(n.value, ast.Constant)
+                     and n.value.value == 1 and (d := dotted(n.target)) is not None
+                     and d.startswith("self.") and d.count(".") == 1)
 
 
 def _own_backward(f: LoopFacts, guard: ast.If, s: Step) -> bool:
@@ -219,11 +251,17 @@ class ZeroGradEveryAccumulationStep(LoopRule):
             backs = [b for b in f.backwards if b.accumulates and not f.loops_of(b.stmt)
                      and not f.inside(b.stmt, guard)]
             for z in f.zero_grads:
-                if f.loops_of(z.stmt) or not covers(f, z, s) or any(
+                if f.loops_of(z.stmt) or not covers(f, z, s) or f.inside(z.stmt, guard) \
+                        or any(
                         isinstance(x, (ast.If, ast.Try)) and x is not z.stmt
-                        and f.inside(z.stmt, x) for x in f.scope.stmts):
+                        and f.inside(z.stmt, x) and (x is guard or not f.inside(guard, x))
+                        for x in f.scope.stmts):
+                    continue  # (an `if` around the clear, the backward and the step's own
+                    # `if` is a configuration branch: speechbrain's `if self.auto_mix_prec:`)
+                if f.scope.exclusive(z.stmt, s.stmt):
                     continue
-                b = next((b for b in backs if f.before(z.stmt, b.stmt)), None)
+                b = next((b for b in backs if f.before(z.stmt, b.stmt)
+                          and not f.scope.exclusive(z.stmt, b.stmt)), None)
                 if b is not None:
                     found.setdefault(id(guard), []).append((z, s, b, guard))
                     break
