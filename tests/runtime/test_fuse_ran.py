@@ -225,7 +225,9 @@ for _ in range(3):
 
 def test_cut_both_faces_see_leads_the_other(run_script):
     res = run_script(ROUTER.replace("COLLECT", "torch.tensor"))
-    assert [(c, line) for c, line, _ in _found(res)] == [("GT102", 37), ("GT108", 15)], res.err
+    # the routing argmax (line 15) only picks experts: its value never reaches a graph-building
+    # op, so it is no cause of the router's missing gradient (NOTE [cut that reaches the loss])
+    assert [(c, line) for c, line, _ in _found(res)] == [("GT102", 37)], res.err
     assert res.findings[0]["source"] == "static+runtime"
 
 
