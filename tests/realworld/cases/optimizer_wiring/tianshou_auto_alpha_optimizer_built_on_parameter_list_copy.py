@@ -3,6 +3,7 @@
 source: https://github.com/thu-ml/tianshou/commit/8e593e53b60f108e451ac3bf36c4fe8084ece88d
 kind: bug
 symptom: silent
+verified: after 50 SAC updates alpha is still exactly 1.0 (0.86 with the fix); log_alpha.grad is set but the Adam-stepped Parameter has grad None
 """
 import torch
 from torch.nn import ParameterList
