@@ -82,4 +82,5 @@ def run(rank, world_size):
 
 
 if __name__ == "__main__":
-    mp.spawn(run, args=(2,), nprocs=2, join=True)
+    # fork: the workers reuse the parent's imported torch instead of re-importing it
+    mp.start_processes(run, args=(2,), nprocs=2, join=True, start_method="fork")
