@@ -43,7 +43,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 26 (session 32)", "d6576a6a"),
            ("held-out 27 (session 33)", "0c1c9359"),
            ("held-out 28 (session 34)", "64d11396"),
-           ("held-out 29 (session 35)", "f01442fb"))
+           ("held-out 29 (session 35)", "f01442fb"),
+           ("held-out 30 (session 36)", "9139c3f2"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -76,6 +77,7 @@ FIRST_CONTACT = {
     "held-out 27 (session 33)": ("2/11", "3/5", "3/6", 4, 2),
     "held-out 28 (session 34)": ("0/12", "2/4", "0/8", 0, 2),
     "held-out 29 (session 35)": ("0/12", "2/4", "3/8", 1, 1),
+    "held-out 30 (session 36)": ("1/12", "1/3", "1/9", 2, 1),
 }
 
 
