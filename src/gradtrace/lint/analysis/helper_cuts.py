@@ -32,7 +32,7 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
-from gradtrace.lint.analysis.origins import Tracer
+from gradtrace.lint.analysis.origins import Tracer, argument_returns
 from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
@@ -90,7 +90,12 @@ class HelperTracer(Tracer):
         if fn is None:
             fn = foreign_callee(self.ctx, e, self.scope, line)  # NOTE [project index]
             return None if fn is None else _cut_away(self, e, fn, use, line)
-        return through_file_function(self, e, fn, use, line)
+        got = through_file_function(self, e, fn, use, line)
+        if got is None and not isinstance(e.func, ast.Name) \
+                and argument_returns(self.ctx, fn) is not None:
+            # NOTE [pure methods]
+            return self.args_trace(e, use, line)
+        return got
 
     def binding_trace(self, b: Binding) -> Trace:
         """A name unpacked from a call of the file's function, when the function makes the
