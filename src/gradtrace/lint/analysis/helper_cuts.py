@@ -17,6 +17,16 @@ runs its ``forward``: ``return torch.round(out)`` there cuts what every caller g
 called through an instance of a class of the file (``self.model.refine(h)``) runs that method.
 A helper computing everything it returns under ``no_grad`` cuts too
 (NOTE [grad-off returns]), and may be decorated (``@torch.no_grad()``) for that.
+
+# NOTE [pure methods]
+A method of the file whose every result comes from its arguments only (``argument_returns``:
+no layer, no parameter, no ``self`` state that may carry a graph) gives back what it is
+given: ``self._compute(a.detach(), b.detach())`` in a metric's ``__call__`` is as cut as its
+arguments, so the ``__call__`` cuts everything it returns. A top-level function of that kind
+was already read so (``helper_is_pure``); a method (``self.score(...)``, an instance's
+``__call__`` or ``forward`` resolved by ``called_function``, NOTE [inherited methods]) is read
+the same way here. A method that runs a layer or reads a parameter is not pure: its result
+stays live, whatever its arguments.
 """
 from __future__ import annotations
 
@@ -91,9 +101,9 @@ class HelperTracer(Tracer):
             fn = foreign_callee(self.ctx, e, self.scope, line)  # NOTE [project index]
             return None if fn is None else _cut_away(self, e, fn, use, line)
         got = through_file_function(self, e, fn, use, line)
-        if got is None and not isinstance(e.func, ast.Name) \
+        if got is None and self.ctx.analysis.class_of(fn) is not None \
                 and argument_returns(self.ctx, fn) is not None:
-            # NOTE [pure methods]
+            # a method made of its arguments: NOTE [pure methods]
             return self.args_trace(e, use, line)
         return got
 
