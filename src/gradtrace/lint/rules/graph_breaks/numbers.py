@@ -29,6 +29,10 @@ class BackwardOnPythonNumber(Rule):
     never the `'NoneType' object has no attribute 'zero_'` error). The finding is on the line
     where the loss became a number; call `backward()` on the tensor, and use `.item()` only
     for logging.
+    A name bound to a call of a function of the file, or unpacked from the tuple it returns
+    (`loss, acc = criterion(out, y)` where the criterion's `forward` returns
+    `(float(acc), loss)`), is a number when every `return` of that function gives one at
+    that place (NOTE [unpacked element kinds]).
     Known limits: follows names within one function; a `self.<attr>` set to a number and then
     written by a method the function calls (`self.loss = 0`, then `self.rollout(...)` adding
     each loss into `self.loss`) is not reported (NOTE [state set by a called method]).
