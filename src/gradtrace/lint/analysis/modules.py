@@ -58,6 +58,7 @@ class ClassInfo:
         self._init_attrs: dict[str, AttrInfo] | None = None
         self._kinds: dict[str, Kind | None] = {}
         self._forward_uses: frozenset[str] | None = None
+        self._looked_up: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
 
     def method(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """# NOTE [inherited methods]
@@ -74,17 +75,21 @@ class ClassInfo:
         own = self.methods.get(name)
         if own is not None or self._analysis is None:
             return own
+        if name in self._looked_up:  # `self.encoder(x)` asks for every attribute call
+            return self._looked_up[name]
         got = next((c.methods[name] for c in self.lineage() if name in c.methods), None)
         if got is None:  # `self._compute(x)` in a base, defined by its one subclass
             subs = [c.methods[name] for c in self._analysis.classes.values()
                     if c is not self and name in c.methods and self in c.lineage()]
             got = subs[0] if len(subs) == 1 else None
+        self._looked_up[name] = got
         return got
 
     def release(self) -> None:
         self._analysis = None  # type: ignore[assignment]
         self._attrs = self._init_attrs = None
         self._kinds.clear()
+        self._looked_up.clear()
 
     @property
     def attrs(self) -> dict[str, AttrInfo]:
