@@ -191,6 +191,43 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return err
         last = Fitter().fit(torch.randn(7, 3), torch.randn(7, 1))
         """, "GT101", line=8, raises=(AttributeError, "has no attribute 'backward'"))),
+    # precision gate (poutyne's `_compute_loss_and_metrics`): the helper turns the loss into a
+    # float only when the caller does not ask for the tensor; the training caller asks for it.
+    # Twin: the conversion runs on every path
+    "number-on-one-path-only": (Shape("""
+        class Runner:
+            def __init__(self):
+                self.net = nn.Linear(3, 1)
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+            def _loss(self, x, y, keep_tensor=False):
+                loss = F.mse_loss(self.net(x), y)
+                if not keep_tensor:
+                    loss = float(loss.detach())
+                return loss, x.shape[0]
+            def step(self, x, y):
+                loss, n = self._loss(x, y, keep_tensor=True)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                return loss.item() * n
+        total = Runner().step(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT101", holds="isinstance(total, float)"), Shape("""
+        class Runner:
+            def __init__(self):
+                self.net = nn.Linear(3, 1)
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+            def _loss(self, x, y, keep_tensor=False):
+                loss = F.mse_loss(self.net(x), y)
+                loss = float(loss.detach())
+                return loss, x.shape[0]
+            def step(self, x, y):
+                loss, n = self._loss(x, y, keep_tensor=True)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                return loss * n
+        total = Runner().step(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT101", line=10, raises=(AttributeError, "has no attribute 'backward'"))),
 }
 
 

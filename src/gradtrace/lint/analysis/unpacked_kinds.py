@@ -3,23 +3,24 @@
 # NOTE [unpacked element kinds]
 ``loss, inter, d_ap, d_an = criterion(feats, labels)`` binds ``loss`` to element 0 of what
 ``criterion`` returns. When the call runs a function of the file (``called_function``: a
-helper, ``self.method``, a module instance's ``forward`` found through the instance's kind,
-the callers' arguments included, NOTE [parameter kinds]) and every ``return`` of that function
-is a tuple of as many values whose element at that place is a Python number (``float(...)``,
-``.item()``, a numeric constant) or a NumPy value in the function's own flow facts, the name
-is that too, whatever the other elements are: Deep_Metric's trainer unpacked
-``(mean_pos_sim, mean_neg_sim, prec, loss)`` in the wrong order and called ``.backward()`` on
-a float. A name bound to the whole call (``loss = criterion(x, y)``) is read the same way,
-from every ``return``'s whole value. Any ``return`` of another shape (a bare name, a tuple of another width, a starred
-element), a bare ``return``, or a function that is a generator gives nothing. The function is
-read once per (function, place, width); nothing is followed further.
+helper, ``self.method``, a module instance's ``forward`` found through the instance's kind, the
+callers' arguments included, NOTE [parameter kinds]) and every ``return`` of that function is a
+tuple of as many values whose element at that place is a Python number (``float(...)``,
+``.item()``, a numeric constant) or a NumPy value in the function's own flow facts (a returned
+name: on every path that reaches the ``return``), the name is that too, whatever the other
+elements are: Deep_Metric's trainer unpacked ``(mean_pos_sim, mean_neg_sim, prec, loss)`` in
+the wrong order and called ``.backward()`` on a float. A name bound to the whole call (``loss =
+criterion(x, y)``) is read the same way, from every ``return``'s whole value. Any ``return`` of
+another shape (a bare name, a tuple of another width, a starred element), a bare ``return``, or
+a function that is a generator gives nothing. The function is read once per (function, place,
+width); nothing is followed further.
 """
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.analysis.reach import called_function, reaching
 from gradtrace.lint.analysis.returned_terms import returns
 from gradtrace.lint.flow import NUMBER, NUMPY
 from gradtrace.lint.names import dotted
@@ -78,12 +79,26 @@ def _element_kind(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: i
     for r in rets:
         v = r.value
         if width == 0:  # the whole value
-            got.add(scope.kind(v, r.lineno) if v is not None else None)
+            got.add(_kind(scope, v, r))
         elif not isinstance(v, ast.Tuple) or len(v.elts) != width \
                 or any(isinstance(e, ast.Starred) for e in v.elts):
             return None
         else:
-            got.add(scope.kind(v.elts[j], r.lineno))
+            got.add(_kind(scope, v.elts[j], r))
         if len(got) > 1 or not got <= {NUMBER, NUMPY}:
             return None
     return got.pop()
+
+
+def _kind(scope: Scope, e: ast.expr | None, r: ast.Return) -> str | None:
+    """The kind of ``e`` returned at ``r``: a name takes the kind of every binding that may
+    reach the ``return`` (NOTE [binding policy]), one kind or none: poutyne's
+    ``if not return_loss_tensor: loss = float(loss.detach())`` leaves the tensor binding on the
+    other path."""
+    if e is None:
+        return None
+    if isinstance(e, ast.Name):
+        kinds = {b.kind for b in reaching(scope, e.id, r.lineno, r)}
+        return kinds.pop() if len(kinds) == 1 else None
+    return scope.kind(e, r.lineno)
+

@@ -116,8 +116,8 @@ class BackwardOnPythonNumber(Rule):
                        ctx.column(node)),)
         if unpacked is not None:
             fn = unpacked[1]
-            rel = (Related(ctx.path, fn.lineno, f"`{fn.name}` returns a {what} at that place",  # type: ignore[attr-defined]
-                           ctx.column(fn)),) + rel
+            said = f"`{fn.name}` returns a {what} at that place"  # type: ignore[attr-defined]
+            rel = (Related(ctx.path, fn.lineno, said, ctx.column(fn)),) + rel
         yield self.report(b.stmt, ctx, related=rel, expr=name, what=what,
                           consequence=f"`{name}.backward()` (line {node.lineno}) raises "
                                       f"{_attr_error(b.value, ctx)}")
