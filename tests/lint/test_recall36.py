@@ -228,6 +228,51 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return loss * n
         total = Runner().step(torch.randn(4, 3), torch.randn(4, 1))
         """, "GT101", line=10, raises=(AttributeError, "has no attribute 'backward'"))),
+    # unseen35c (Harry24k+MAIR, a one-pixel attack): the score method runs the model under
+    # no_grad and returns NumPy, the "loss" is minimised without gradients. It is not made of
+    # its arguments, so the perturbation's detach is no cut of that loss. Twin: the score
+    # method only normalises what it is given, and the loss is differentiated
+    "method-dead-by-its-own-doing": (Shape("""
+        class RandomSearch:
+            def __init__(self, predict):
+                self.predict = predict
+            def _perturb(self, image, delta):
+                out = image.clone().detach()
+                out[0, 0] = delta
+                return out
+            def _scores(self, images):
+                with torch.no_grad():
+                    outs = []
+                    for batch in torch.split(images, 2):
+                        outs.append(self.predict(batch))
+                outs = torch.cat(outs)
+                return F.softmax(outs, dim=1).detach().cpu().numpy()
+            def _loss(self, image, label, delta, targeted=False):
+                prob = self._scores(self._perturb(image, delta))[:, label]
+                if targeted:
+                    return 1 - prob
+                return prob
+            def run(self, image, label):
+                def objective(d):
+                    return self._loss(image, label, d)
+                return min(torch.linspace(0, 1, 5).tolist(), key=lambda d: objective(d).sum())
+        net = nn.Linear(4, 3)
+        best = RandomSearch(lambda x: net(x)).run(torch.rand(1, 4), 1)
+        """, "GT107", holds="isinstance(best, float)"), Shape("""
+        class Scorer:
+            def _perturb(self, x, delta):
+                return x.detach() + delta
+            def _scores(self, z):
+                return F.softmax(z, dim=1)
+            def loss(self, net, x, y, delta):
+                return F.nll_loss(torch.log(self._scores(self._perturb(net(x), delta))), y)
+        net = nn.Linear(4, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        loss = Scorer().loss(net, torch.randn(5, 4), torch.randint(0, 3, (5,)), 0.1)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        """, "GT107", line=3, raises=NO_GRAD_FN)),
 }
 
 

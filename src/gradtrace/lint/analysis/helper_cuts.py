@@ -26,7 +26,10 @@ arguments, so the ``__call__`` cuts everything it returns. A top-level function 
 was already read so (``helper_is_pure``); a method (``self.score(...)``, an instance's
 ``__call__`` or ``forward`` resolved by ``called_function``, NOTE [inherited methods]) is read
 the same way here. A method that runs a layer or reads a parameter is not pure: its result
-stays live, whatever its arguments.
+stays live, whatever its arguments; so does one that calls anything of ``self``, opens a
+``with`` block, switches grad mode or converts to a Python or NumPy value (torchattacks'
+``_get_prob`` runs ``self.get_logits`` under ``no_grad`` and returns ``.numpy()``: dead by
+its own doing, not made of its arguments; unseen35c Harry24k+MAIR).
 """
 from __future__ import annotations
 
@@ -102,7 +105,7 @@ class HelperTracer(Tracer):
             return None if fn is None else _cut_away(self, e, fn, use, line)
         got = through_file_function(self, e, fn, use, line)
         if got is None and self.ctx.analysis.class_of(fn) is not None \
-                and argument_returns(self.ctx, fn) is not None:
+                and _made_of_arguments(fn, self.ctx):
             # a method made of its arguments: NOTE [pure methods]
             return self.args_trace(e, use, line)
         return got
@@ -222,6 +225,28 @@ def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.Asyn
     if got is None and any(c.kind == GRAD_OFF for c in t.args_trace(e, use, line).cuts):
         return Trace(True)
     return got
+
+
+def _made_of_arguments(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:
+    """NOTE [pure methods]: every result of the method ``fn`` comes from its arguments (its
+    tracer with the arguments dead finds neither a graph nor a cut of its own), and its body
+    runs nothing of ``self`` (``self.get_logits(x)``: a model run, dead only because it is
+    under ``no_grad``), switches no grad mode and converts nothing to Python or NumPy."""
+    memo: dict[int, bool] = ctx.memo("gt1-pure-methods", ctx.tree, dict)
+    if id(fn) not in memo:
+        own = argument_returns(ctx, fn)
+        memo[id(fn)] = own is not None and not own.cuts and not any(
+            isinstance(n, ast.Call) and (_on_self(n.func) or disables_grad(n, ctx)
+                                         or _number_call(n, ctx))
+            or isinstance(n, (ast.With, ast.AsyncWith)) for n in walk(fn))
+    return memo[id(fn)]
+
+
+def _on_self(f: ast.expr) -> bool:
+    """``self.x(...)``, ``self.x.y(...)``: a call of something the instance holds."""
+    while isinstance(f, ast.Attribute):
+        f = f.value
+    return isinstance(f, ast.Name) and f.id == "self"
 
 
 def _plain_off(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:
