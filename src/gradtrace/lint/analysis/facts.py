@@ -142,7 +142,7 @@ class Analysis(FunctionFacts):
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
                 and f.value.id == "self":
             cls = self.class_of(where)
-            return cls.methods.get(f.attr) if cls is not None else None
+            return cls.method(f.attr) if cls is not None else None  # NOTE [inherited methods]
         return None
 
     def local_callee(self, call: ast.Call, scope: Scope, line: int

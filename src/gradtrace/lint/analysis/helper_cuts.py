@@ -17,6 +17,19 @@ runs its ``forward``: ``return torch.round(out)`` there cuts what every caller g
 called through an instance of a class of the file (``self.model.refine(h)``) runs that method.
 A helper computing everything it returns under ``no_grad`` cuts too
 (NOTE [grad-off returns]), and may be decorated (``@torch.no_grad()``) for that.
+
+# NOTE [pure methods]
+A method of the file whose every result comes from its arguments only (``argument_returns``:
+no layer, no parameter, no ``self`` state that may carry a graph) gives back what it is
+given: ``self._compute(a.detach(), b.detach())`` in a metric's ``__call__`` is as cut as its
+arguments, so the ``__call__`` cuts everything it returns. A top-level function of that kind
+was already read so (``helper_is_pure``); a method (``self.score(...)``, an instance's
+``__call__`` or ``forward`` resolved by ``called_function``, NOTE [inherited methods]) is read
+the same way here. A method that runs a layer or reads a parameter is not pure: its result
+stays live, whatever its arguments; so does one that calls anything of ``self``, opens a
+``with`` block, switches grad mode or converts to a Python or NumPy value (torchattacks'
+``_get_prob`` runs ``self.get_logits`` under ``no_grad`` and returns ``.numpy()``: dead by
+its own doing, not made of its arguments; unseen35c Harry24k+MAIR).
 """
 from __future__ import annotations
 
@@ -32,7 +45,7 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
-from gradtrace.lint.analysis.origins import Tracer
+from gradtrace.lint.analysis.origins import Tracer, argument_returns
 from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
@@ -90,7 +103,12 @@ class HelperTracer(Tracer):
         if fn is None:
             fn = foreign_callee(self.ctx, e, self.scope, line)  # NOTE [project index]
             return None if fn is None else _cut_away(self, e, fn, use, line)
-        return through_file_function(self, e, fn, use, line)
+        got = through_file_function(self, e, fn, use, line)
+        if got is None and self.ctx.analysis.class_of(fn) is not None \
+                and _made_of_arguments(fn, self.ctx):
+            # a method made of its arguments: NOTE [pure methods]
+            return self.args_trace(e, use, line)
+        return got
 
     def binding_trace(self, b: Binding) -> Trace:
         """A name unpacked from a call of the file's function, when the function makes the
@@ -207,6 +225,28 @@ def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.Asyn
     if got is None and any(c.kind == GRAD_OFF for c in t.args_trace(e, use, line).cuts):
         return Trace(True)
     return got
+
+
+def _made_of_arguments(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:
+    """NOTE [pure methods]: every result of the method ``fn`` comes from its arguments (its
+    tracer with the arguments dead finds neither a graph nor a cut of its own), and its body
+    runs nothing of ``self`` (``self.get_logits(x)``: a model run, dead only because it is
+    under ``no_grad``), switches no grad mode and converts nothing to Python or NumPy."""
+    memo: dict[int, bool] = ctx.memo("gt1-pure-methods", ctx.tree, dict)
+    if id(fn) not in memo:
+        own = argument_returns(ctx, fn)
+        memo[id(fn)] = own is not None and not own.cuts and not any(
+            isinstance(n, ast.Call) and (_on_self(n.func) or disables_grad(n, ctx)
+                                         or _number_call(n, ctx))
+            or isinstance(n, (ast.With, ast.AsyncWith)) for n in walk(fn))
+    return memo[id(fn)]
+
+
+def _on_self(f: ast.expr) -> bool:
+    """``self.x(...)``, ``self.x.y(...)``: a call of something the instance holds."""
+    while isinstance(f, ast.Attribute):
+        f = f.value
+    return isinstance(f, ast.Name) and f.id == "self"
 
 
 def _plain_off(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:

@@ -58,11 +58,38 @@ class ClassInfo:
         self._init_attrs: dict[str, AttrInfo] | None = None
         self._kinds: dict[str, Kind | None] = {}
         self._forward_uses: frozenset[str] | None = None
+        self._looked_up: dict[str, ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
+
+    def method(self, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """# NOTE [inherited methods]
+        The method ``name`` an instance of this class runs: its own, else the one it inherits
+        from a base class of the file, nearest first (:meth:`lineage`).
+        ``class SSIMMetric(IterationMetric)`` with ``__call__`` defined on ``IterationMetric``
+        only: ``SSIMMetric(...)(x, y)`` runs the base's ``__call__`` (Python's attribute
+        lookup walks the bases). A base that is not a class of the file (``nn.Module``, a
+        class of another package) is not read: what it defines is unknown here, so a name
+        only such a base could define gives None. A name the class and its bases do not
+        define, called on ``self`` in one of its methods (a template method: the base's
+        ``__call__`` runs ``self._compute_tensor(...)``), is the subclass's: when exactly
+        one subclass of the file defines it, that one (two or more: unknown)."""
+        own = self.methods.get(name)
+        if own is not None or self._analysis is None:
+            return own
+        if name in self._looked_up:  # `self.encoder(x)` asks for every attribute call
+            return self._looked_up[name]
+        got = next((c.methods[name] for c in self.lineage() if name in c.methods), None)
+        if got is None:  # `self._compute(x)` in a base, defined by its one subclass
+            subs = [c.methods[name] for c in self._analysis.classes.values()
+                    if c is not self and name in c.methods and self in c.lineage()]
+            got = subs[0] if len(subs) == 1 else None
+        self._looked_up[name] = got
+        return got
 
     def release(self) -> None:
         self._analysis = None  # type: ignore[assignment]
         self._attrs = self._init_attrs = None
         self._kinds.clear()
+        self._looked_up.clear()
 
     @property
     def attrs(self) -> dict[str, AttrInfo]:
@@ -263,3 +290,4 @@ def torch_base(ctx: Context, classes: dict[str, ClassInfo], node: ast.ClassDef,
             if got is not None:
                 return got
     return None
+

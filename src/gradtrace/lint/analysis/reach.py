@@ -30,6 +30,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis.modules import ClassInfo
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Binding, Scope
 
@@ -190,6 +191,10 @@ def _called_function(call: ast.Call, scope: Scope, line: int) -> Def | None:
     a = scope.ctx.analysis
     fn = a.local_callee(call, scope, line)
     f = call.func
+    if fn is None and isinstance(f, ast.Call) and isinstance(f.func, ast.Name) \
+            and (made := a.classes.get(f.func.id)) is not None \
+            and _names_class(scope, f.func.id, line):
+        return _runs(made)  # `SSIMMetric(data_range)(x, y)`: the new instance runs at once
     if fn is not None or not isinstance(f, (ast.Name, ast.Attribute)):
         return fn
     if isinstance(f, ast.Name) and f.id in a.classes:
@@ -207,8 +212,22 @@ def _called_function(call: ast.Call, scope: Scope, line: int) -> Def | None:
         own = a.kind(f.value, scope, line)
         cls = a.classes.get(own.cls or "") if own is not None and own.what in (
             MODULE, OBJECT) else None
-        return cls.methods.get(f.attr) if cls is not None else None
-    return cls.methods.get("forward") if cls is not None and cls.is_module else None
+        return cls.method(f.attr) if cls is not None else None  # NOTE [inherited methods]
+    if cls is None and k is not None and k.what == OBJECT:
+        cls = a.classes.get(k.cls or "")
+    return _runs(cls) if cls is not None else None
+
+
+def _names_class(scope: Scope, name: str, line: int) -> bool:
+    b = scope.binding_before(name, line)
+    return b is None or isinstance(b.stmt, ast.ClassDef)
+
+
+def _runs(cls: ClassInfo) -> Def | None:
+    """What calling an instance of the file's class ``cls`` runs: a module's ``forward``, a
+    plain class's ``__call__``, either inherited from a base class of the file
+    (NOTE [inherited methods])."""
+    return cls.method("forward") if cls.is_module else cls.method("__call__")
 
 
 def fed_to_model(f: Any, acc: str, loop: ast.stmt, ctx: Context) -> bool:

@@ -233,8 +233,10 @@ class NoGradInTrainingHelper(_LossTraceRule, LossCutRule):
     runs and that term adds nothing to any gradient: the layers the helper runs (a refinement
     decoder, a projection head) never train (pytorch-facts.md#partly-cut-graph). Move the
     no-grad block to the evaluation code, or return the values with a graph.
-    Known limits: helpers defined in the same file, called by name, as `self.<name>`, or as a
-    method of an instance of a class of the file (`self.model.refine(h)`); every `return` of
+    Known limits: helpers defined in the same file, called by name, as `self.<name>`, as a
+    method of an instance of a class of the file (`self.model.refine(h)`), or run by calling
+    such an instance (its `forward` or `__call__`, one inherited from a base class of the file
+    included: NOTE [inherited methods]); every `return` of
     the helper must give a value computed in one grad-off region (NOTE [grad-off returns]).
     """
 

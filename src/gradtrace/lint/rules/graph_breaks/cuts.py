@@ -241,6 +241,11 @@ class DetachedLossTerm(LossCutRule):
     target, EMA
     teacher, `D(fake.detach())` in a GAN discriminator step) is fine and is not reported,
     because the loss keeps a live path through the prediction or the discriminator.
+    A call of an object of the file runs the method it names (a module's `forward`, a plain
+    class's `__call__`, inherited from a base class of the file included: a metric whose
+    base `__call__` detaches both inputs and used as a loss, NOTE [inherited methods]), and
+    a method whose result comes from its arguments only passes their cuts on
+    (NOTE [pure methods]).
     Known limits: follows names inside one function; an argument named like input data
     (`x`, `inputs`, `obs`) that the function feeds to a callee named like a model
     (`self.model(x)`) is the model's input, not a path from it; a detached factor multiplied

@@ -11,6 +11,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.cuts import CUT_FUNCS
 from gradtrace.lint.analysis.self_state import method_rebinds
 from gradtrace.lint.analysis.settings import exclusive_settings
+from gradtrace.lint.analysis.unpacked_kinds import unpacked_kind
 from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule, related_for, short
 from gradtrace.lint.rules.graph_breaks._paths import Cut, LossPaths, Verdict
 from gradtrace.lint.rules.graph_breaks._paths import NUMBER as CUT_NUMBER
@@ -28,6 +29,10 @@ class BackwardOnPythonNumber(Rule):
     never the `'NoneType' object has no attribute 'zero_'` error). The finding is on the line
     where the loss became a number; call `backward()` on the tensor, and use `.item()` only
     for logging.
+    A name bound to a call of a function of the file, or unpacked from the tuple it returns
+    (`loss, acc = criterion(out, y)` where the criterion's `forward` returns
+    `(float(acc), loss)`), is a number when every `return` of that function gives one at
+    that place (NOTE [unpacked element kinds]).
     Known limits: follows names within one function; a `self.<attr>` set to a number and then
     written by a method the function calls (`self.loss = 0`, then `self.rollout(...)` adding
     each loss into `self.loss`) is not reported (NOTE [state set by a called method]).
@@ -87,11 +92,16 @@ class BackwardOnPythonNumber(Rule):
             return
         scope = ctx.scope()
         kind = scope.kind(recv)
+        name = ctx.source(recv)
+        b = scope.binding_before(name, node.lineno)
+        unpacked = None
+        if kind is None and b is not None and isinstance(recv, ast.Name):
+            # `loss, sim = criterion(x, y)` with `criterion` returning `(float(...), loss)`
+            unpacked = unpacked_kind(ctx, scope, b)  # NOTE [unpacked element kinds]
+            kind = unpacked[0] if unpacked is not None else None
         if kind not in (NUMBER, NUMPY):
             return
-        name = ctx.source(recv)
         what = "number" if kind == NUMBER else "NumPy value"
-        b = scope.binding_before(name, node.lineno)
         stmt = scope.statement_of(node)
         if b is not None and stmt is not None and exclusive_settings(scope, b.stmt, stmt):
             return  # bound so under a setting this backward never runs with (EDAC's alpha)
@@ -104,6 +114,10 @@ class BackwardOnPythonNumber(Rule):
             return
         rel = (Related(ctx.path, node.lineno, f"`{short(ctx.source(node))}` is called here",
                        ctx.column(node)),)
+        if unpacked is not None:
+            fn = unpacked[1]
+            said = f"`{fn.name}` returns a {what} at that place"  # type: ignore[attr-defined]
+            rel = (Related(ctx.path, fn.lineno, said, ctx.column(fn)),) + rel
         yield self.report(b.stmt, ctx, related=rel, expr=name, what=what,
                           consequence=f"`{name}.backward()` (line {node.lineno}) raises "
                                       f"{_attr_error(b.value, ctx)}")
