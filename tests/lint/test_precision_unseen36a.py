@@ -77,6 +77,34 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return sum(t(a, b) for t in self.terms.values())
         crit = PixelLoss(["blur"])
         """, "GT401", line=13, holds="list(crit.parameters()) == []")),
+    # ST-P3 (`stp3/cost.py`): a planning cost takes the softmax of a drivable-area map,
+    # zeroes its low scores in place (`area[area < 0.5] = 0`) and reads it only through
+    # `torch.logical_not(area)` / `torch.nonzero(area[i])`: a boolean or indices come out, so
+    # backward never runs the softmax and its saved output is never read. Twin: the
+    # thresholded map weights the cost: 'modified by an inplace operation'
+    "softmax-thresholded-in-place-then-read-as-a-mask": (Shape("""
+        class AreaCost(nn.Module):
+            def forward(self, cost, area_logits):
+                area = torch.softmax(area_logits, dim=1)[:, 1]
+                area[area < 0.5] = 0
+                outside = torch.logical_not(area).float()
+                hits = [torch.nonzero(area[i]).shape[0] for i in range(area.shape[0])]
+                return (cost * outside).mean() + 0 * len(hits)
+        head = nn.Conv2d(1, 2, 1)
+        crit = AreaCost()
+        cost = nn.Parameter(torch.rand(2, 4, 4))
+        crit(cost, head(torch.randn(2, 1, 4, 4))).backward()
+        """, "GT602", holds="cost.grad is not None"), Shape("""
+        class AreaCost(nn.Module):
+            def forward(self, cost, area_logits):
+                area = torch.softmax(area_logits, dim=1)[:, 1]
+                area[area < 0.5] = 0
+                return (cost * area).mean()
+        head = nn.Conv2d(1, 2, 1)
+        crit = AreaCost()
+        cost = nn.Parameter(torch.rand(2, 4, 4))
+        crit(cost, head(torch.randn(2, 1, 4, 4))).backward()
+        """, "GT602", line=4, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
