@@ -19,6 +19,16 @@ PAIR_OPS = frozenset({"min", "max", "sort", "topk", "kthvalue", "median"})  # (v
 CUT_OPS = frozenset({"item", "tolist", "detach", "numpy"})
 SHAPE_OPS = frozenset({"size", "dim", "numel"})    # only numbers about its shape come out
 SHAPE_ATTRS = frozenset({"shape", "ndim"})
+# NOTE [output never differentiated]
+# An op whose output is only compared, made indices, read for its shape, or written into in
+# place (`area = torch.softmax(x, 1)[:, 1]; area[area < 0.5] = 0;
+# keep = torch.logical_not(area).float()`) is never on a backward path: nothing it saved is
+# read, so a later in-place write into it raises nothing (checked on torch 2.13).
+# NO_GRAD_OUT: ops whose result is boolean or integer, so never requires grad.
+NO_GRAD_OUT = frozenset({"logical_not", "logical_and", "logical_or", "logical_xor", "nonzero",
+                         "argwhere", "isnan", "isinf", "isfinite", "isclose", "eq", "ne", "gt",
+                         "lt", "ge", "le", "bucketize", "searchsorted", "count_nonzero",
+                         "bool", "long", "int", "byte"})
 MAX_DEPTH = 4
 
 
@@ -89,6 +99,12 @@ def _use_selects(scope: Scope, st: ast.stmt, n: ast.Name, depth: int) -> bool:
             return True  # a boolean comes out
         if isinstance(p, ast.Subscript) and p.slice is child:
             return True  # used as an index or a mask
+        if isinstance(p, ast.Subscript) and p.value is child and isinstance(p.ctx, ast.Store):
+            return True  # `area[mask] = 0`: written into, not read
+        if isinstance(p, ast.Call) and any(a is child for a in p.args) and isinstance(
+                p.func, ast.Attribute) and isinstance(p.func.value, ast.Name) and \
+                p.func.value.id == "torch" and p.func.attr in NO_GRAD_OUT | INDEX_OPS:
+            return True  # `torch.nonzero(x)`: only a boolean or indices come out
         if isinstance(p, ast.Attribute) and p.value is child and p.attr in SHAPE_ATTRS:
             return True  # its shape is read, not its values
         if isinstance(p, ast.Attribute) and p.value is child and p.attr == "indices" \
@@ -97,7 +113,7 @@ def _use_selects(scope: Scope, st: ast.stmt, n: ast.Name, depth: int) -> bool:
             return True  # `torch.sort(d + pad, dim=2).indices`: only the order comes out
         if isinstance(p, ast.Attribute) and isinstance(parents.get(id(p)), ast.Call) \
                 and parents[id(p)].func is p and p.value is child:  # type: ignore[attr-defined]
-            if p.attr in INDEX_OPS | CUT_OPS | SHAPE_OPS:
+            if p.attr in INDEX_OPS | CUT_OPS | SHAPE_OPS | NO_GRAD_OUT:
                 return True
             if p.attr == "append" and child is n:
                 return True  # written into, not read

@@ -6,6 +6,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Related
+from gradtrace.lint.analysis.selectors import only_selects
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.inplace._class_writes import class_writes
@@ -39,8 +40,10 @@ class InplaceRule(Rule):
         seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
         for prod, s, kind, target, fn in _candidate_writes(node, ctx, self._modules):
             if prod.family not in families or (kinds is not None and kind not in kinds) \
-                    or id(s) in seen or _input_has_no_grad(prod, ctx):
-                continue
+                    or id(s) in seen or _input_has_no_grad(prod, ctx) \
+                    or only_selects(ctx.scope(), prod.call):
+                continue  # no history in, or the output only compared / made indices:
+                # backward never runs the op (NOTE [output never differentiated])
             training = _in_training(ctx, fn, s)
             if training:
                 seen.add(id(s))

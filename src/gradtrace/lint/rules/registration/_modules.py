@@ -171,19 +171,77 @@ TENSOR_ONLY_METHODS = frozenset({"item", "tolist", "size", "numel", "dim", "sum"
                                  "long", "int", "bool", "nonzero", "view", "reshape",
                                  "unsqueeze", "squeeze", "flatten", "repeat",
                                  "repeat_interleave", "argmax", "argmin"})
+NOT_TENSOR_OPS = ("torch.load", "torch.hub.", "torch.jit.", "torch.compile")
 PLAIN_BUILTINS = frozenset({"int", "float", "str", "bool", "len", "round", "list", "tuple",
                             "dict", "set", "min", "max", "abs", "sum", "range", "sorted"})
 
 
-def _plain_value_call(v: ast.Call, stateless: set[str], ctx: Context) -> bool:
+def _plain_value_call(v: ast.Call, stateless: set[str], ctx: Context, depth: int = 0) -> bool:
     """A call whose result holds no module: a builtin, ``math``/``numpy``, a ``torch``
-    function or parameter-free layer, a data transform, a parameter-free class of this file."""
+    function or parameter-free layer, a data transform, a parameter-free class of this file,
+    a function of this file that returns only such values (SSIM's ``create_window``)."""
     if isinstance(v.func, ast.Name) and (v.func.id in PLAIN_BUILTINS or v.func.id in stateless):
         return True
     if isinstance(v.func, ast.Attribute) and v.func.attr in TENSOR_ONLY_METHODS:
         return True  # `block_mask.sum().long().item()`: a number or tensor, never a module
     q = ctx.call_name(v) or ""
-    return q.startswith(("math.", "numpy.", "torch.", *STATELESS_NAMESPACES))
+    if q.startswith(("math.", "numpy.", "torch.", *STATELESS_NAMESPACES)):
+        return True
+    if isinstance(v.func, ast.Attribute) and _tensor_receiver(v.func.value, stateless, ctx,
+                                                              depth + 1):
+        return True  # `(g @ g.t()).expand(c, 1, k, k).contiguous()`: a tensor's method
+    fn = ctx.analysis.functions.get(v.func.id) if isinstance(v.func, ast.Name) else None
+    return fn is not None and depth < 3 and _returns_plain(fn, stateless, ctx, depth + 1)
+
+
+def _tensor_receiver(e: ast.AST, stateless: set[str], ctx: Context, depth: int) -> bool:
+    """``e`` is arithmetic, a torch op or a function of the file returning plain values: a
+    tensor or a number, whose methods give tensors or numbers, never a module."""
+    if isinstance(e, (ast.BinOp, ast.UnaryOp)):
+        return True
+    if not isinstance(e, ast.Call):
+        return False
+    q = ctx.call_name(e) or ""
+    if q.startswith("torch."):  # `torch.nn.utils.weight_norm(m)` gives a module back
+        return q.rpartition(".")[2][:1].islower() and not q.startswith(NOT_TENSOR_OPS) \
+            and (not q.startswith("torch.nn.") or q.startswith("torch.nn.functional."))
+    if isinstance(e.func, ast.Attribute):
+        return e.func.attr in TENSOR_ONLY_METHODS or depth < 4 and _tensor_receiver(
+            e.func.value, stateless, ctx, depth + 1)
+    return isinstance(e.func, ast.Name) and e.func.id in ctx.analysis.functions and \
+        _plain_value_call(e, stateless, ctx, depth)
+
+
+def _returns_plain(fn: ast.FunctionDef | ast.AsyncFunctionDef, stateless: set[str],
+                   ctx: Context, depth: int) -> bool:
+    """A function of the file that builds no module with parameters and returns only constants,
+    arithmetic, plain calls or names bound only to those (``w = Variable(...); return w``)."""
+    from gradtrace.lint.rules.leaf._tensors import grad_factory, is_parameter_call
+    binds: dict[str, list[ast.AST]] = {}
+    rets: list[ast.AST] = []  # what each `return` gives
+    for n in walk(fn):
+        if isinstance(n, ast.Call) and (
+                _owning_ctor(n, stateless, ctx) or is_parameter_call(n, ctx)
+                or grad_factory(n, ctx) is not None):
+            return False
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                if isinstance(t, ast.Name):
+                    binds.setdefault(t.id, []).append(n.value)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)) and isinstance(n.target, ast.Name):
+            binds.setdefault(n.target.id, []).append(n.value or ast.Constant(None))
+        elif isinstance(n, ast.Return):
+            rets.append(n.value if n.value is not None else ast.Constant(None))
+
+    def plain(e: ast.AST, names: bool = True) -> bool:
+        if isinstance(e, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare)):
+            return True
+        if isinstance(e, ast.Call):
+            return _plain_value_call(e, stateless, ctx, depth)
+        if names and isinstance(e, ast.Name) and e.id in binds:
+            return all(plain(x, False) for x in binds[e.id])
+        return False
+    return bool(rets) and all(plain(r) for r in rets)
 
 
 def _owning_ctor(n: ast.Call, stateless: set[str], ctx: Context) -> bool:
