@@ -80,8 +80,6 @@ class FileChecker(CheckerSetup):
         self._line_rules: dict[int, frozenset[int]] = {}
         self._rule_lines: list[list[int]] = []  # per active rule: sorted trigger lines
         self._hit_lines: list[int] = []  # every line holding a trigger word, sorted
-        # (word lines, keyword lines) of rules visiting keyword statements only, not hit lines
-        self._nested_hits: list[tuple[list[int], list[int]]] = []  # NOTE [nested keywords]
         self._import_lines: list[int] = []  # lines mentioning "import", sorted
         self._skip_quiet = False  # NOTE [quiet subtrees]
         self._line_gated: list[bool] = []  # per active rule: gate_statements is True
@@ -135,7 +133,6 @@ class FileChecker(CheckerSetup):
                 self._walk_stmt(s)
             return
         hits, imports, open_ = self._hit_lines, self._import_lines, self._fn_open[-1]
-        nested = self._nested_hits
         fn_types, leaf = self._fn_types, self._leaf[open_]
         n = len(hits)
         for s in body:  # inlined: most statements of a walked body are quiet
@@ -149,8 +146,7 @@ class FileChecker(CheckerSetup):
                         first = decorators[0].lineno
                     last = s.end_lineno
                     k = bisect.bisect_left(hits, first)
-                    if (k == n or hits[k] > last) and not (nested and self._nested_hit(
-                            first, last)):
+                    if k == n or hits[k] > last:
                         if _holds(imports, first, last):
                             self._add_imports(s, _shape(cls))
                         continue
@@ -158,12 +154,6 @@ class FileChecker(CheckerSetup):
                 if lines is not None and not _holds(lines, first, s.end_lineno):
                     continue  # NOTE [leaf lines]
             self._walk_stmt(s)
-
-    def _nested_hit(self, first: int, last: int) -> bool:
-        """Whether lines ``first`` to ``last`` hold a word of a rule that visits statements of
-        keyword types only, and a line spelling one of those keywords (NOTE [nested keywords])."""
-        return any(_holds(words, first, last) and _holds(keys, first, last)
-                   for words, keys in self._nested_hits)
 
     def _leaf_lines(self, t: type, open_: bool) -> list[int] | None:
         """The sorted lines where a statement of type ``t`` without a body may be visited or

@@ -34,45 +34,6 @@ def _walks(cls: type[Rule]) -> bool:
     return any(t is not ast.Module for t, _, _ in _visitor_names(cls))
 
 
-@lru_cache(maxsize=None)
-def _nested_keys(cls: type[Rule]) -> tuple[str, ...] | None:
-    """The keywords of the statement types a rule visits, when its words need open only the
-    statements that spell one (NOTE [nested keywords]); None: every statement its words hit.
-
-    # NOTE [nested keywords]
-    A rule with ``gate_statements = True``, no expression visitor, and statement visitors
-    only of types that spell a keyword on one of their own lines (``visit_ClassDef``:
-    ``class``, ``visit_FunctionDef``: ``def``, ``visit_For``: ``for``...:
-    NOTE [keyword lines] in :mod:`gradtrace.lint.visitors`) is called on a statement X only
-    when X's lines (decorators included) hold one of its words (NOTE [triggers]). Every
-    statement holding X holds X's lines, so a statement whose lines hold none of the rule's
-    words, or none of those keywords, holds no statement the rule is called on, and the
-    rule's words need not open it (NOTE [quiet subtrees] in :mod:`gradtrace.lint.engine`).
-    Such a rule's word lines are no hit lines: the walk enters a statement for them only
-    when its lines also hold a line of the keywords (found as whole words of the code; a
-    keyword that is also a trigger word as a substring: more lines, never fewer). 59 of
-    the default rules qualify (GT401, GT445, GT521 on classes, the GT1 loss rules and the
-    GT5 loop rules on functions...); their visits are unchanged, and a word that another
-    rule looks for in expressions still opens every statement holding it.
-    """
-    if cls.gate_statements is not True:
-        return None
-    keys: set[str] = set()
-    for t, _, is_stmt in _visitor_names(cls):
-        if t is ast.Module:
-            continue
-        if not is_stmt or t not in KEYWORDS:  # an expression, or a statement of no keyword
-            return None
-        keys.update(KEYWORDS[t])
-    return tuple(sorted(keys)) or None
-
-
-@lru_cache(maxsize=16)
-def _all_nested_keys(rules: tuple[type[Rule], ...]) -> frozenset[str]:
-    """The keywords of :func:`_nested_keys` of ``rules`` (whole words of the code)."""
-    return frozenset(k for r in rules for k in _nested_keys(r) or ())
-
-
 @lru_cache(maxsize=16)
 def _all_words(rules: tuple[type[Rule], ...]) -> frozenset[str]:
     """Every trigger word of ``rules`` (both kinds)."""
@@ -102,7 +63,7 @@ class _Plan(NamedTuple):
 def _plan(rules: tuple[type[Rule], ...]) -> _Plan:
     line_words, other_words = _split_words(rules)
     req_words, req_keys = function_gate.required_words(rules)
-    keys = req_keys | walk_keys(rules) | _all_nested_keys(rules)
+    keys = req_keys | walk_keys(rules)
     base = line_words.union(("import",), req_words, spelt(keys))
     return _Plan(_all_words(rules), other_words, req_words, keys, base,
                  base | other_words.difference(keys), keys - base, by_trigger(rules))
@@ -185,7 +146,6 @@ class CheckerSetup:
         # joined into lines (and sorted) once per file, and added to the hit lines once
         gates: dict[tuple[str, ...], tuple[set[int], list[int] | None]] = {}
         hit_words: set[tuple[str, ...]] = set()
-        nested: dict[tuple[str, ...], set[str]] = {}  # NOTE [nested keywords]: keys -> words
         key_types: set[type] = set()  # statement types whose keyword lines are hit lines
         by_word = plan.by_word  # only a rule with a trigger word found can be active
         words = set(word_lines).union(*(ws for a, ws in aliases.items() if a in word_lines))
@@ -205,10 +165,7 @@ class CheckerSetup:
             if got is None:
                 got = gates[key] = (set().union(*(word_lines[w] for w in key)), None)
             gate = got[0]
-            nested_keys = _nested_keys(type(rule))
-            if nested_keys is not None:  # NOTE [nested keywords]
-                nested.setdefault(nested_keys, set()).update(key)
-            elif _walks(type(rule)):  # NOTE [quiet subtrees]: only words of rules that look inside
+            if _walks(type(rule)):  # NOTE [quiet subtrees]: only words of rules that look inside
                 for ws in (key, tuple(found)):
                     if ws not in hit_words:
                         hit_words.add(ws)
@@ -276,7 +233,3 @@ class CheckerSetup:
             closed = frozenset(module_closed)
             self._fn_closed[0] = self._closed_tables[closed] = {None: closed}
         self._hit_lines = sorted(hit_lines)
-        self._nested_hits = [
-            (lines, sorted(set().union(*(key_lines[k] for k in ks))))
-            for ks, ws in nested.items()
-            if (lines := sorted(set().union(*(word_lines[w] for w in ws)).difference(hit_lines)))]
