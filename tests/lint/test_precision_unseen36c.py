@@ -1,0 +1,81 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen36c.md (session 36:
+libraries with their own training loops, courses, Kaggle solutions), each in another spelling
+than the project's and next to a buggy twin that is still reported. Every snippet runs on
+real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # pFedHN (`experiments/pfedhn/trainer.py`): the hypernetwork's optimizer is cleared after
+    # the client's backward, then `torch.autograd.grad(...)` is written into each `p.grad`
+    # before `optimizer.step()`: the step applies the written gradients. Twin: the gradients
+    # written before the clear: the step applies nothing.
+    "gradients-written-by-hand-after-the-clear": (Shape("""
+        class HNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 8)
+            def forward(self, e):
+                out = self.fc(e)
+                return {"weight": out[:6].view(2, 3), "bias": out[6:]}
+        hnet, net = HNet(), nn.Linear(3, 2)
+        optimizers = {"sgd": torch.optim.SGD(hnet.parameters(), lr=0.5)}
+        kind = "sgd"
+        optimizer = optimizers[kind]
+        before = hnet.fc.weight.detach().clone()
+        for step in range(2):
+            weights = hnet(torch.ones(2))
+            net.load_state_dict(weights)
+            inner_optim = torch.optim.SGD(net.parameters(), lr=0.1)
+            for i in range(2):
+                inner_optim.zero_grad()
+                optimizer.zero_grad()
+                loss = net(torch.randn(4, 3)).pow(2).mean()
+                loss.backward()
+                inner_optim.step()
+            optimizer.zero_grad()
+            final = net.state_dict()
+            delta = [weights[k].detach() - final[k] for k in weights]
+            grads = torch.autograd.grad(list(weights.values()), list(hnet.parameters()),
+                                        grad_outputs=delta)
+            for p, g in zip(hnet.parameters(), grads):
+                p.grad = g
+            optimizer.step()
+        """, "GT503", holds="not torch.equal(before, hnet.fc.weight)"), Shape("""
+        model = nn.Linear(3, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        before = model.weight.detach().clone()
+        for step in range(2):
+            loss = model(torch.randn(4, 3)).pow(2).mean()
+            loss.backward()
+            grads = [p.grad.clone() for p in model.parameters()]
+            for p, g in zip(model.parameters(), grads):
+                p.grad = g
+            optimizer.zero_grad()
+            optimizer.step()
+        """, "GT503", line=10, holds="torch.equal(before, model.weight)")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
