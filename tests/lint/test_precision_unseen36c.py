@@ -68,6 +68,56 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             optimizer.zero_grad()
             optimizer.step()
         """, "GT503", line=10, holds="torch.equal(before, model.weight)")),
+    # Deep-RL Hands-On (`Chapter19/04_train_ppo.py`): `calc_adv_ref(trajectory, net_crt,
+    # states)` runs the critic only to read numbers (`.data.cpu().numpy()`) and returns new
+    # tensors (`torch.FloatTensor(...).to(device)`): the actor's loss built from them before
+    # `opt_crt.step()` holds none of the critic. Twin: the helper returns the critic's output
+    # itself: the actor's backward after the critic's step raises.
+    "advantages-rebuilt-from-the-critics-numbers": (Shape("""
+        def calc_adv_ref(net_crt, states_v, device="cpu"):
+            values = net_crt(states_v).squeeze(-1).data.cpu().numpy()
+            adv = [float(v) * 0.5 for v in values]
+            ref = [float(v) + 1.0 for v in values]
+            return torch.FloatTensor(adv).to(device), torch.FloatTensor(ref).to(device)
+        net_crt = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+        net_act = nn.Linear(3, 1)
+        opt_crt = torch.optim.Adam(net_crt.parameters())
+        opt_act = torch.optim.Adam(net_act.parameters())
+        states = torch.randn(8, 3)
+        for it in range(2):
+            traj_adv_v, traj_ref_v = calc_adv_ref(net_crt, states)
+            for epoch in range(2):
+                batch_adv_v = traj_adv_v.unsqueeze(-1)
+                opt_crt.zero_grad()
+                loss_value_v = F.mse_loss(net_crt(states).squeeze(-1), traj_ref_v)
+                loss_value_v.backward()
+                opt_crt.step()
+                opt_act.zero_grad()
+                loss_policy_v = -(batch_adv_v * net_act(states)).mean()
+                loss_policy_v.backward()
+                opt_act.step()
+        """, "GT609", holds="net_act.weight.grad is not None"), Shape("""
+        def calc_adv_ref(net_crt, states_v):
+            values = net_crt(states_v).squeeze(-1)
+            return values * 0.5, values.detach() + 1.0
+        net_crt = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+        net_act = nn.Linear(3, 1)
+        opt_crt = torch.optim.Adam(net_crt.parameters())
+        opt_act = torch.optim.Adam(net_act.parameters())
+        states = torch.randn(8, 3)
+        for it in range(2):
+            traj_adv_v, traj_ref_v = calc_adv_ref(net_crt, states)
+            for epoch in range(2):
+                batch_adv_v = traj_adv_v.unsqueeze(-1)
+                opt_crt.zero_grad()
+                loss_value_v = F.mse_loss(net_crt(states).squeeze(-1), traj_ref_v)
+                loss_value_v.backward()
+                opt_crt.step()
+                opt_act.zero_grad()
+                loss_policy_v = -(batch_adv_v * net_act(states)).mean()
+                loss_policy_v.backward()
+                opt_act.step()
+        """, "GT609", line=16, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 

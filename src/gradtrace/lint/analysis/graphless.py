@@ -15,9 +15,13 @@ prediction, so the term is a constant.
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from gradtrace.lint.flow import DETACHED, LEAF, Scope
 from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
 
 
 def graphless_data(a: ast.expr, scope: Scope, line: int) -> bool:
@@ -100,3 +104,20 @@ def _loops_around(fn: ast.AST, line: int) -> list[tuple[int, int]]:
     return [(n.lineno, n.end_lineno or n.lineno) for n in walk(fn)
             if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+
+
+def returns_data(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every ``return`` of ``fn`` (a function of the file) gives data with no graph
+    (NOTE [graphless data]; each element of a returned tuple): a helper handed a model that
+    runs it only to read numbers (``values = net(x).data.cpu().numpy()``) and returns new
+    tensors made of them (``torch.FloatTensor(adv).to(device)``: the GAE advantages of an
+    actor-critic) hands back none of its graph."""
+    def make() -> bool:
+        scope = ctx.scope(fn)
+        rets = [r for r in walk(fn) if isinstance(r, ast.Return)]
+        if not rets or any(r.value is None for r in rets):
+            return False
+        return all(graphless_data(e, scope, r.lineno) for r in rets
+                   for e in (r.value.elts if isinstance(r.value, ast.Tuple)  # type: ignore[union-attr]
+                             else (r.value,)))
+    return ctx.memo("returns-data", fn, make)
