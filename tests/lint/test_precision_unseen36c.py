@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 PRELUDE = '''
 import warnings
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -118,6 +119,59 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 loss_policy_v.backward()
                 opt_act.step()
         """, "GT609", line=16, raises=(RuntimeError, "modified by an inplace operation"))),
+    # pywick (`losses.py`, OHEM cross-entropy): `np.exp` of a NumPy copy of the softmax, then
+    # `/=` on that array: NumPy's exp saves nothing for backward. Twin: `torch.exp` of the
+    # logits written in place: backward raises.
+    "numpy-exp-normalised-in-place": (Shape("""
+        model = nn.Linear(4, 3)
+        logits = model(torch.randn(5, 4))
+        predict = F.softmax(logits, dim=1)
+        x = predict.detach().cpu().numpy().T
+        input_prob = np.exp(x - x.max(axis=0).reshape((1, -1)))
+        input_prob /= input_prob.sum(axis=0).reshape((1, -1))
+        keep = torch.from_numpy(input_prob.max(axis=0) > 0.0)
+        loss = F.cross_entropy(logits[keep], torch.zeros(int(keep.sum()), dtype=torch.long))
+        loss.backward()
+        """, "GT602", holds="model.weight.grad is not None"), Shape("""
+        model = nn.Linear(4, 3)
+        logits = model(torch.randn(5, 4))
+        input_prob = torch.exp(logits - logits.max())
+        input_prob /= input_prob.sum(dim=1, keepdim=True)
+        loss = -input_prob[:, 0].log().mean()
+        loss.backward()
+        """, "GT602", line=4, raises=(RuntimeError, "modified by an inplace operation"))),
+    # FastEstimator (`op/tensorop/model/model.py`): `if self.gradients: data = self._forward(
+    # data)` / `else: with torch.no_grad(): data = self._forward(data)`: one arm or the other
+    # runs; the value with a graph is never rebound under no_grad. Twin: the output rebound
+    # from itself under no_grad after the forward: the returned value has no graph.
+    "graph-or-no-grad-forward-in-two-arms": (Shape("""
+        class Op(nn.Module):
+            def __init__(self, gradients):
+                super().__init__()
+                self.net = nn.Linear(3, 3)
+                self.gradients = gradients
+            def forward(self, data):
+                if self.gradients:
+                    data = self.net(data)
+                else:
+                    with torch.no_grad():
+                        data = self.net(data)
+                return data
+        op = Op(True)
+        op(torch.randn(2, 3)).sum().backward()
+        """, "GT216", holds="op.net.weight.grad is not None"), Shape("""
+        class Op(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(3, 3)
+            def forward(self, data):
+                data = self.net(data)
+                with torch.no_grad():
+                    data = data / data.norm()
+                return data
+        op = Op()
+        op(torch.randn(2, 3)).sum().backward()
+        """, "GT216", line=8, raises=(RuntimeError, "does not require grad"))),
 }
 
 
