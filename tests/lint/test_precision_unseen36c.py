@@ -172,6 +172,57 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         op = Op()
         op(torch.randn(2, 3)).sum().backward()
         """, "GT216", line=8, raises=(RuntimeError, "does not require grad"))),
+    # ares (`attack/vmi_fgsm.py`): `sample = sample.detach()` opens every pass, then
+    # `sample.requires_grad = True` and `sample = sample + noise`: the flag is set on a leaf
+    # each time. Twin: no detach: the second pass sets the flag on the sum and raises.
+    "detached-at-the-top-of-each-pass-before-the-flag": (Shape("""
+        net = nn.Linear(3, 1)
+        x = torch.randn(2, 3)
+        sample = x.clone()
+        total = torch.zeros_like(x)
+        for j in range(3):
+            sample = sample.detach()
+            sample.requires_grad = True
+            sample = sample + 0.1 * torch.rand_like(x)
+            total += torch.autograd.grad(net(sample).sum(), sample)[0]
+        """, "GT303", holds="total.abs().sum() > 0"), Shape("""
+        net = nn.Linear(3, 1)
+        x = torch.randn(2, 3)
+        sample = x.clone()
+        total = torch.zeros_like(x)
+        for j in range(3):
+            sample.requires_grad = True
+            sample = sample + 0.1 * torch.rand_like(x)
+            total += torch.autograd.grad(net(sample).sum(), sample)[0]
+        """, "GT303", line=7, raises=(RuntimeError, "only change requires_grad flags of leaf"))),
+    # ares (`attack/si_ni_fgsm.py`): the scale-invariant attack sums the input gradients of
+    # `x_s = (adv / 2 ** j).requires_grad_(True)`, a new leaf on every pass, so `x_s.grad`
+    # holds one backward each (and `torch.autograd.grad` reads no `.grad` at all). Twin: one
+    # leaf made before the loop: its `.grad` sums every pass and the total counts them again.
+    "input-gradients-of-fresh-leaves-summed": (Shape("""
+        net = nn.Linear(3, 1)
+        adv = torch.randn(2, 3)
+        for i in range(2):
+            grads = torch.zeros_like(adv)
+            for j in range(3):
+                x_s = (adv / 2 ** j).requires_grad_(True)
+                loss = net(x_s).sum()
+                loss.backward(retain_graph=True)
+                grads += x_s.grad.detach()
+                grads += torch.autograd.grad(loss, [x_s])[0].detach()
+            adv = adv + 0.1 * grads.sign()
+        """, "GT520", holds="torch.allclose(grads, 6 * net.weight.expand(2, 3))"), Shape("""
+        net = nn.Linear(3, 1)
+        adv = torch.randn(2, 3)
+        for i in range(2):
+            grads = torch.zeros_like(adv)
+            x_s = adv.clone().requires_grad_(True)
+            for j in range(3):
+                loss = net(x_s / 2 ** j).sum()
+                loss.backward()
+                grads += x_s.grad.detach()
+            adv = adv + 0.1 * grads.sign()
+        """, "GT520", line=8, holds="not torch.allclose(grads, x_s.grad)")),
 }
 
 
