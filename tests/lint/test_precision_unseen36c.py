@@ -223,6 +223,85 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 grads += x_s.grad.detach()
             adv = adv + 0.1 * grads.sign()
         """, "GT520", line=8, holds="not torch.allclose(grads, x_s.grad)")),
+    # jionie/Bengaliai (`train.py`): each arm building a per-batch scheduler sets
+    # `lr_scheduler_each_iter = True`, the one building `ReduceLROnPlateau` sets it False,
+    # and the bare `scheduler.step()` runs under `if lr_scheduler_each_iter:`: never with the
+    # plateau. Twin: the plateau's arm sets the flag True: the bare step raises.
+    "per-batch-flag-set-false-with-the-plateau": (Shape("""
+        def fit(name, epochs=2):
+            model = nn.Linear(3, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            if name == "cosine":
+                scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 10)
+                lr_scheduler_each_iter = True
+            elif name == "plateau":
+                scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max")
+                lr_scheduler_each_iter = False
+            for epoch in range(epochs):
+                for x in torch.randn(3, 4, 3):
+                    optimizer.zero_grad()
+                    loss = model(x).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    if lr_scheduler_each_iter:
+                        scheduler.step()
+                if not lr_scheduler_each_iter:
+                    scheduler.step(-loss.item())
+            return model
+        fit("plateau")
+        fit("cosine")
+        """, "GT531"), Shape("""
+        def fit(name, epochs=2):
+            model = nn.Linear(3, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            if name == "cosine":
+                scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, 10)
+                lr_scheduler_each_iter = True
+            elif name == "plateau":
+                scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max")
+                lr_scheduler_each_iter = True
+            for epoch in range(epochs):
+                for x in torch.randn(3, 4, 3):
+                    optimizer.zero_grad()
+                    loss = model(x).pow(2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    if lr_scheduler_each_iter:
+                        scheduler.step()
+            return model
+        fit("plateau")
+        """, "GT531", line=17, raises=(TypeError, "metrics"))),
+    # Hands-On GANs (`Chapter08/cats_dogs/advGAN.py`): the perturbation is generated in the
+    # discriminator's `for i in range(1):` block and backwarded in the generator's: one pass
+    # each, one backward of its graph. Twin: two passes: the second backward raises.
+    "graph-backwarded-in-a-one-pass-loop": (Shape("""
+        gen, disc = nn.Linear(3, 3), nn.Linear(3, 1)
+        opt_g = torch.optim.Adam(gen.parameters())
+        opt_d = torch.optim.Adam(disc.parameters())
+        x = torch.randn(4, 3)
+        for i in range(1):
+            perturbation = gen(x)
+            adv = torch.clamp(perturbation, -0.3, 0.3) + x
+            opt_d.zero_grad()
+            loss_d = disc(adv.detach()).pow(2).mean()
+            loss_d.backward()
+            opt_d.step()
+        for i in range(1):
+            opt_g.zero_grad()
+            loss_g = (1 - disc(adv)).pow(2).mean() + perturbation.norm()
+            loss_g.backward()
+            opt_g.step()
+        """, "GT507", holds="gen.weight.grad is not None"), Shape("""
+        gen, disc = nn.Linear(3, 3), nn.Linear(3, 1)
+        opt_g = torch.optim.Adam(gen.parameters())
+        x = torch.randn(4, 3)
+        perturbation = gen(x)
+        for i in range(2):
+            opt_g.zero_grad()
+            loss_g = (1 - disc(perturbation + x)).pow(2).mean()
+            loss_g.backward()
+            opt_g.step()
+        """, "GT507", line=4, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 
