@@ -302,6 +302,27 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss_g.backward()
             opt_g.step()
         """, "GT507", line=4, raises=(RuntimeError, "backward through the graph a second time"))),
+    # pywick (`testnets/opt_densenset.py`): `input_var = x.detach()`, then
+    # `input_var.requires_grad = True` before the reentrant `checkpoint_sequential`: its input
+    # requires grad, so the checkpointed layers train. Twin: the flag left off: they get no
+    # gradient.
+    "detached-input-asked-for-grad-before-checkpoint": (Shape("""
+        from torch.utils.checkpoint import checkpoint_sequential
+        features = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 3))
+        x = torch.randn(4, 3)
+        input_var = x.detach()
+        input_var.requires_grad = True
+        out = checkpoint_sequential(features, 2, input_var, use_reentrant=True)
+        out.sum().backward()
+        """, "GT205", holds="features[0].weight.grad is not None"), Shape("""
+        from torch.utils.checkpoint import checkpoint_sequential
+        features = nn.Sequential(nn.Linear(3, 3), nn.ReLU(), nn.Linear(3, 3))
+        head = nn.Linear(3, 1)
+        x = torch.randn(4, 3)
+        input_var = x.detach()
+        out = checkpoint_sequential(features, 2, input_var, use_reentrant=True)
+        head(out).sum().backward()
+        """, "GT205", line=6, holds="features[0].weight.grad is None")),
 }
 
 

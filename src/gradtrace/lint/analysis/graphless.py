@@ -121,3 +121,24 @@ def returns_data(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bo
                    for e in (r.value.elts if isinstance(r.value, ast.Tuple)  # type: ignore[union-attr]
                              else (r.value,)))
     return ctx.memo("returns-data", fn, make)
+
+
+def asked_grad(scope: Scope, name: str, line: int) -> bool:
+    """``name.requires_grad = ...`` / ``name.requires_grad_(...)`` runs after ``name``'s last
+    binding before ``line`` and before ``line`` (``x = inp.detach()``, then
+    ``x.requires_grad = True``: a leaf that requires grad, whatever it was cut from)."""
+    b = scope.binding_before(name, line)
+    start = b.line if b is not None else 0
+    for s in walk(scope.node):
+        target = _requires_grad_target(s)
+        if target is not None and target[0] == name and start <= target[1] < line \
+                and not _switched_off(s):
+            return True
+    return False
+
+
+def _switched_off(s: ast.AST) -> bool:
+    """``x.requires_grad = False`` / ``x.requires_grad_(False)``."""
+    v = s.value if isinstance(s, ast.Assign) else (
+        s.args[0] if isinstance(s, ast.Call) and s.args else None)
+    return isinstance(v, ast.Constant) and not v.value
