@@ -117,9 +117,9 @@ def returns_data(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bo
         rets = [r for r in walk(fn) if isinstance(r, ast.Return)]
         if not rets or any(r.value is None for r in rets):
             return False
-        return all(graphless_data(e, scope, r.lineno) for r in rets
-                   for e in (r.value.elts if isinstance(r.value, ast.Tuple)  # type: ignore[union-attr]
-                             else (r.value,)))
+        parts = [(e, r.lineno) for r in rets for e in (
+            r.value.elts if isinstance(r.value, ast.Tuple) else (r.value,))]
+        return all(graphless_data(e, scope, line) for e, line in parts)  # type: ignore[arg-type]
     return ctx.memo("returns-data", fn, make)
 
 
