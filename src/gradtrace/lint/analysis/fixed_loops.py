@@ -103,3 +103,18 @@ def _dotted(e: ast.expr) -> str | None:
     if not isinstance(e, ast.Name):
         return None
     return ".".join([e.id, *reversed(parts)])
+
+
+def runs_once(loop: ast.stmt) -> bool:
+    """``for _ in range(1):`` (or ``range(0, 1)``): a loop of exactly one pass, a block kept
+    in a loop's shape (a GAN's ``for i in range(1):`` around each player's update, the count
+    left as a setting to raise): what it backwards is backwarded once per run of it."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.iter, ast.Call) \
+            or _dotted(loop.iter.func) != "range" or loop.iter.keywords:
+        return False
+    args = loop.iter.args
+    if not all(isinstance(a, ast.Constant) and type(a.value) is int for a in args):
+        return False
+    bounds = [a.value for a in args]  # type: ignore[attr-defined]
+    return len(bounds) == 1 and bounds[0] == 1 or len(bounds) == 2 and \
+        bounds[1] - bounds[0] == 1

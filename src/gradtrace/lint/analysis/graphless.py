@@ -15,9 +15,13 @@ prediction, so the term is a constant.
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
 from gradtrace.lint.flow import DETACHED, LEAF, Scope
 from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
 
 
 def graphless_data(a: ast.expr, scope: Scope, line: int) -> bool:
@@ -100,3 +104,41 @@ def _loops_around(fn: ast.AST, line: int) -> list[tuple[int, int]]:
     return [(n.lineno, n.end_lineno or n.lineno) for n in walk(fn)
             if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
             and n.lineno <= line <= (n.end_lineno or n.lineno)]
+
+
+def returns_data(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Every ``return`` of ``fn`` (a function of the file) gives data with no graph
+    (NOTE [graphless data]; each element of a returned tuple): a helper handed a model that
+    runs it only to read numbers (``values = net(x).data.cpu().numpy()``) and returns new
+    tensors made of them (``torch.FloatTensor(adv).to(device)``: the GAE advantages of an
+    actor-critic) hands back none of its graph."""
+    def make() -> bool:
+        scope = ctx.scope(fn)
+        rets = [r for r in walk(fn) if isinstance(r, ast.Return)]
+        if not rets or any(r.value is None for r in rets):
+            return False
+        parts = [(e, r.lineno) for r in rets for e in (
+            r.value.elts if isinstance(r.value, ast.Tuple) else (r.value,))]
+        return all(graphless_data(e, scope, line) for e, line in parts)  # type: ignore[arg-type]
+    return ctx.memo("returns-data", fn, make)
+
+
+def asked_grad(scope: Scope, name: str, line: int) -> bool:
+    """``name.requires_grad = ...`` / ``name.requires_grad_(...)`` runs after ``name``'s last
+    binding before ``line`` and before ``line`` (``x = inp.detach()``, then
+    ``x.requires_grad = True``: a leaf that requires grad, whatever it was cut from)."""
+    b = scope.binding_before(name, line)
+    start = b.line if b is not None else 0
+    for s in walk(scope.node):
+        target = _requires_grad_target(s)
+        if target is not None and target[0] == name and start <= target[1] < line \
+                and not _switched_off(s):
+            return True
+    return False
+
+
+def _switched_off(s: ast.AST) -> bool:
+    """``x.requires_grad = False`` / ``x.requires_grad_(False)``."""
+    v = s.value if isinstance(s, ast.Assign) else (
+        s.args[0] if isinstance(s, ast.Call) and s.args else None)
+    return isinstance(v, ast.Constant) and not v.value

@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Edit, Finding, Related
+from gradtrace.lint.analysis.graphless import asked_grad
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER
 from gradtrace.lint.names import dotted
@@ -172,6 +173,9 @@ def _no_grad_reason(a: ast.expr, ctx: Context, scope: Scope | None = None,
         return f"`{name}` holds integers"
     scope = scope or ctx.scope()
     kind = scope.kind(a)
+    if isinstance(a, ast.Name) and kind in (LEAF, DETACHED) and asked_grad(
+            scope, a.id, a.lineno):
+        return None  # `x = inp.detach(); x.requires_grad = True`: a leaf asked for grad
     if kind == LEAF and not _has_requires_grad(a, scope, name):
         return f"`{ctx.source(a)}` is a new tensor"
     if kind in (DETACHED, NUMBER):

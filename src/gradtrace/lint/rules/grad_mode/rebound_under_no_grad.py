@@ -22,13 +22,16 @@ def _names(e: ast.AST) -> set[str]:
     return {n.id for n in walk(e) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _live(name: str, scope: Scope, line: int, ctx: Context) -> ast.AST | None:
-    """The call that gave ``name`` its value before ``line`` with gradients on, when it runs a
-    module or a method of the class (``pred = self.model(x)``, ``pred = self._forward(...)``)."""
-    b = scope.binding_before(name, line)
+def _live(name: str, scope: Scope, block: ast.With, ctx: Context) -> ast.AST | None:
+    """The call that gave ``name`` its value before the ``block`` with gradients on, when it
+    runs a module or a method of the class (``pred = self.model(x)``, ``pred =
+    self._forward(...)``); not a binding in another arm of an ``if`` than the block (``if
+    grads: data = f(data)`` / ``else: with torch.no_grad(): data = f(data)``: one or the
+    other runs, and the block's value is the one meant to carry no graph)."""
+    b = scope.binding_before(name, block.lineno)
     v = b.value if b is not None else None
     if b is None or b.no_grad or not isinstance(v, ast.Call) \
-            or scope.grad_off_at(b.stmt) is not None:
+            or scope.grad_off_at(b.stmt) is not None or scope.exclusive(b.stmt, block):
         return None
     f = v.func
     if isinstance(f, ast.Attribute) and f.attr in NUMBER_METHODS:
@@ -164,7 +167,7 @@ class LiveOutputReboundUnderNoGrad(Rule):
             name = s.targets[0].id
             if name not in _names(s.value):
                 continue
-            call = _live(name, scope, node.lineno, ctx)
+            call = _live(name, scope, node, ctx)
             passed = _passed_live(  # NOTE [forward input rebound under no_grad]
                 name, fn, scope, node.lineno, ctx) if call is None else None
             if passed is not None and _reaches_loss(name, node, fn):

@@ -9,6 +9,7 @@ import ast
 from typing import Any, Iterator
 
 from gradtrace.lint.analysis.module_results import EXPR, INPUT, LIB, Built, built
+from gradtrace.lint.analysis.vocabulary import METRIC_LIBRARIES, OTHER_FRAMEWORKS
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.leaf._tensors import node_mentions
@@ -292,6 +293,11 @@ def _blocks_iterated(loop: ast.For | ast.AsyncFor, name: str) -> ast.expr | None
     return None
 
 
+# roots of array libraries whose functions of the same names (`np.exp`, `math.sqrt`) compute
+# on their own arrays or numbers: no autograd node saves their output
+ARRAY_LIBRARIES = frozenset({"numpy", "math", "cupy", *METRIC_LIBRARIES, *OTHER_FRAMEWORKS})
+
+
 def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules,
                 scope: object = None) -> str | None:
     """The saved-output op a call applies (through views), or None."""
@@ -307,7 +313,8 @@ def _op_of_call(call: ast.AST, ctx: Context, modules: _LazyModules,
             return None if last in ONLY_INPLACE and not _inplace_flag(call, 2) else last
         if isinstance(f, ast.Attribute):
             if f.attr in SAVED_OUT and not q.startswith("torch.") and \
-                    not (dotted(f) or "").startswith("self."):
+                    not (dotted(f) or "").startswith("self.") and \
+                    q.partition(".")[0] not in ARRAY_LIBRARIES:  # `np.exp(a)`: no tensor
                 return None if f.attr in ONLY_INPLACE else f.attr  # tensor method: x.sigmoid()
             if f.attr in VIEW_METHODS:
                 call = f.value

@@ -11,6 +11,7 @@ from gradtrace.lint.flow import GRAPH, OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.cuts import NON_TENSOR_KWARGS
+from gradtrace.lint.analysis.graphless import returns_data
 from gradtrace.lint.analysis.grad_inputs import parameters_of, runs_on_output
 from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.reach import value_of
@@ -254,7 +255,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                 continue  # `log_alpha.detach()` reads no graph of `log_alpha`
             d = dotted(n.func) or ""
             if hits(d) or any(hits(dotted(a) or "") for a in n.args) and (
-                    handed_out or ctx.analysis.callee(n, fn) is not None):
+                    handed_out or (c := ctx.analysis.callee(n, fn)) is not None
+                    and not returns_data(ctx, c)):
                 return True
             if d.startswith("self.") and d.count(".") == 1 and d[5:] in methods:
                 for m in walk(methods[d[5:]]):

@@ -205,7 +205,8 @@ def _plain_gradient(v: ast.AST | None, scope: Scope) -> bool:
 
 def _rebound_before(scope: Scope, name: str, loop: ast.stmt, stmt: ast.stmt) -> bool:
     """A statement of the loop body that runs on every pass before ``stmt`` (not under an
-    ``if`` that does not hold ``stmt``) binds ``name`` to a value not read from ``name``."""
+    ``if`` that does not hold ``stmt``) binds ``name`` to a value not read from ``name``, or
+    cut from its graph (``sample = sample.detach()``: a leaf again on every pass)."""
     body: list[ast.stmt] = list(getattr(loop, "body", ()))
     while body:
         nxt: list[ast.stmt] = []
@@ -216,10 +217,24 @@ def _rebound_before(scope: Scope, name: str, loop: ast.stmt, stmt: ast.stmt) -> 
                     (a for a in arms if any(x is stmt or stmt in list(walk(x)) for x in a)), [])
                 break
             for b in scope.bindings.get(name, ()):
-                if b.stmt is s and b.value is not None and not any(
-                        isinstance(n, ast.Name) and n.id == name for n in walk(b.value)):
+                if b.stmt is s and b.value is not None and (not any(
+                        isinstance(n, ast.Name) and n.id == name for n in walk(b.value))
+                        or _cut_chain(b.value)):
                     return True
         body = nxt
+    return False
+
+
+def _cut_chain(v: ast.expr) -> bool:
+    """``v`` is cut from the graph as a whole: its outermost method chain passes a cut
+    (``x.detach()``, ``x.detach().clone()``, ``x.data``)."""
+    while isinstance(v, (ast.Call, ast.Attribute)):
+        if isinstance(v, ast.Call):
+            v = v.func
+            continue
+        if v.attr in CUTTING or v.attr == "data":
+            return True
+        v = v.value
     return False
 
 

@@ -81,14 +81,39 @@ def _set_with(ctx: Context, a: ast.AST) -> tuple[Setting, ...]:
                 None)
             if at is None:
                 continue
-            out = []
+            out: list[Setting] = []
+            chain = _chain_top(owner, n) if isinstance(n, ast.If) else None
             for st in block[at + 1:]:
                 if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(
                         st.value, ast.Constant) and (name := dotted(st.targets[0])) \
-                        and _set_once(ctx, name):
+                        and (_set_once(ctx, name) or chain is not None
+                             and _set_only_in(ctx, name, chain)):
                     out.append((name, st.value.value, True))
+                    out.append((TRUTH + name, bool(st.value.value), True))
             return tuple(out)
     return ()
+
+
+def _chain_top(owner: ast.AST, n: ast.If) -> ast.If:
+    """The first ``if`` of the ``if``/``elif`` chain ``n`` belongs to."""
+    parent = {id(c.orelse[0]): c for c in walk(owner) if isinstance(c, ast.If)
+              and len(c.orelse) == 1 and isinstance(c.orelse[0], ast.If)}
+    while id(n) in parent:
+        n = parent[id(n)]
+    return n
+
+
+def _set_only_in(ctx: Context, name: str, chain: ast.If) -> bool:
+    """Every binding of ``name`` in the file is inside the ``if``/``elif`` chain ``chain``
+    (``lr_scheduler_each_iter = True`` in the arms building a per-batch scheduler, ``=
+    False`` in the one building the plateau): a run holds the value its arm gave."""
+    return _bound(ctx.tree, name) == _bound(chain, name)
+
+
+def _bound(node: ast.AST, name: str) -> int:
+    return [dotted(t) for n in walk(node) if isinstance(n, (ast.Assign, ast.AugAssign,
+            ast.AnnAssign)) for t in walk(ast.Tuple(elts=n.targets if isinstance(
+                n, ast.Assign) else [n.target]))].count(name)
 
 
 def _set_once(ctx: Context, name: str) -> bool:
@@ -164,17 +189,20 @@ def _as_field(name: str, kept: dict[str, str]) -> str:
     return kept[head] + br + key + dot + rest if head in kept else name
 
 
-ISA, PLATEAU = "isinstance ", "ReduceLROnPlateau"
+ISA, PLATEAU, TRUTH = "isinstance ", "ReduceLROnPlateau", "truth "
 
 
 def _setting(test: ast.expr, ctx: Context) -> Setting | None:
     """``args.sched == 'step'`` -> ("args.sched", "step", True); ``!=`` gives False.
     ``isinstance(sched, ReduceLROnPlateau)`` -> ("isinstance sched", PLATEAU, True); ``not``
-    turns it over."""
+    turns it over. A bare flag, ``if each_iter:`` -> ("truth each_iter", True, True): its
+    truth, against the truth of a constant it is set to."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = _setting(test.operand, ctx)
-        return None if inner is None or not inner[0].startswith(ISA) else \
+        return None if inner is None or not inner[0].startswith((ISA, TRUTH)) else \
             (inner[0], inner[1], not inner[2])
+    if isinstance(test, (ast.Name, ast.Attribute)) and (name := dotted(test)):
+        return TRUTH + name, True, True
     if isinstance(test, ast.Call) and dotted(test.func) == "isinstance" \
             and len(test.args) == 2 and (name := dotted(test.args[0])):
         kind = ctx.qualified_name(test.args[1]) or dotted(test.args[1]) or ""

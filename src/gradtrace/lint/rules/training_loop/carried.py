@@ -11,6 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.analysis.fixed_loops import runs_once
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
@@ -30,9 +31,10 @@ FREEZE_RE = re.compile(r"requires_grad_\(\s*False|requires_grad\s*=\s*False|free
 def loop_backwards(f: LoopFacts, stepped: bool = False) -> Iterator[tuple[Backward, ast.stmt]]:
     """Backward calls that run inside a loop and free their graph, with that loop;
     ``stepped``: also those that keep it (``retain_graph=True``) in a loop that steps an
-    optimizer, whose in-place update breaks the kept graph instead."""
+    optimizer, whose in-place update breaks the kept graph instead. A loop of one pass
+    (``for i in range(1):``, :func:`runs_once`) is no loop here."""
     for b in f.backwards:
-        loops = f.loops_of(b.stmt)
+        loops = tuple(x for x in f.loops_of(b.stmt) if not runs_once(x))
         if loops and b.loss is not None and (not b.retains or stepped and _step_in(
                 f, loops[-1])):
             yield b, loops[-1]

@@ -19,7 +19,14 @@ UPDATE_METHODS = frozenset({"add_", "sub_", "copy_", "addcmul_", "addcdiv_"})
 
 
 def _reads_grad(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in walk(node))
+    return bool(_grad_reads(node))
+
+
+def _grad_reads(node: ast.AST) -> list[ast.expr]:
+    """The tensors whose ``.grad`` ``node`` reads (``p`` of ``p.grad``); the function
+    ``torch.autograd.grad`` returns gradients without reading any ``.grad``."""
+    return [n.value for n in walk(node) if isinstance(n, ast.Attribute) and n.attr == "grad"
+            and (dotted(n.value) or "").rpartition(".")[2] != "autograd"]
 
 
 def manual_update(stmt: ast.stmt) -> ast.AST | None:
@@ -124,7 +131,8 @@ class ManualUpdateWithoutClearing(LoopRule):
                 continue
             update = next((u for s in f.within(loop) if f.inside(s, loop)
                            for u in [manual_update(s)] if u is not None), None)
-            if update is None or self._fresh(f, loop, update):
+            if update is None or self._fresh(f, loop, update) \
+                    or self._fresh_sources(f, loop, update):
                 continue
             target = dotted(updated(update)) or "p"
             base = target[:-5] if target.endswith(".data") else target
@@ -149,8 +157,22 @@ class ManualUpdateWithoutClearing(LoopRule):
         node = updated(update)
         while isinstance(node, ast.Attribute):
             node = node.value
+        return ManualUpdateWithoutClearing._rebound(f, loop, node)
+
+    @staticmethod
+    def _rebound(f: LoopFacts, loop: ast.stmt, node: ast.AST) -> bool:
         if not isinstance(node, ast.Name):
             return False
         return any(b.stmt is not loop and f.inside(b.stmt, loop) and not isinstance(
             b.stmt, (ast.AugAssign, ast.For, ast.AsyncFor, ast.While))
             for b in f.scope.bindings.get(node.id, ()))  # `w -= ...` updates, not rebinds
+
+    @staticmethod
+    def _fresh_sources(f: LoopFacts, loop: ast.stmt, update: ast.AST) -> bool:
+        """Every tensor whose ``.grad`` the update reads is bound anew inside the loop
+        (``x_s = (adv / 2 ** j).requires_grad_(True)``, then ``grads += x_s.grad``: an input
+        gradient summed over fresh leaves, one backward each): nothing carries over."""
+        srcs = _grad_reads(update.value if isinstance(update, (ast.AugAssign, ast.Assign))
+                           else update)
+        return bool(srcs) and all(ManualUpdateWithoutClearing._rebound(f, loop, s)
+                                  for s in srcs)

@@ -292,7 +292,7 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
     Known limits: `model.zero_grad()` counts only when the optimizer was built from
     `model.parameters()` in this file, or when the function steps one optimizer and clears one
     module named like `model` / `net`; a clear under an `if` (skipping a bad batch) is not
-    reported.
+    reported, nor one followed, before the step, by gradients written by hand (`p.grad = g`).
     """
 
     code = "GT503"
@@ -349,7 +349,8 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                           and not _applied(f, b, z, s, by_line, lines)  # (pure, cheaper:
                           and not for_another(f, b, s)), None)  # asked first)
                 if b is None or any(f.before(z.stmt, b2.stmt) and f.before(b2.stmt, s.stmt)
-                                    for b2 in f.between(acc, z.stmt.lineno, s.stmt.lineno)):
+                                    for b2 in f.between(acc, z.stmt.lineno, s.stmt.lineno)) \
+                        or _grads_written(f, z, s):
                     continue
                 yield self.report(z.call, ctx, related=(
                     related_at(ctx, b.call, "gradients computed here"),
@@ -357,6 +358,20 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                     call=ctx.source(z.call), opt=s.optimizer, backward_line=b.call.lineno,
                     step_line=s.call.lineno, effect=_effect(z.call))
                 break
+
+
+def _grads_written(f: LoopFacts, z: Named, s: Step) -> bool:
+    """A statement that runs after ``z`` and before ``s`` assigns a gradient by hand
+    (``p.grad = g``, a value other than None): the step applies the gradients written after
+    the clear, not the erased ones (pFedHN's hypernetwork: `optimizer.zero_grad()`, then
+    `torch.autograd.grad(...)` written into each `p.grad` before `optimizer.step()`)."""
+    for st in f.scope.stmts:
+        if z.stmt.lineno < st.lineno < s.stmt.lineno and isinstance(st, ast.Assign) \
+                and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in st.targets) \
+                and not (isinstance(st.value, ast.Constant) and st.value.value is None) \
+                and f.before(z.stmt, st) and f.before(st, s.stmt):
+            return True
+    return False
 
 
 def _applied(f: LoopFacts, b: Backward, z: Named, s: Step, by_line: list[Step],
