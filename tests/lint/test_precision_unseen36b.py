@@ -1,0 +1,90 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen36b.md (session 36), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # alias-free-gan-pytorch (`train.py`, rosinality's StyleGAN2 loop): `ada_aug_p =
+    # ada_augment.tune(real_pred)`, a method decorated `@torch.no_grad()` that returns
+    # `self.ada_aug_p`, an attribute only ever given a constant or a number made there; the
+    # generator's loss reads the probability, not the discriminator's graph. Twin: the method
+    # stores the prediction itself (an argument keeps its history under no_grad): the
+    # generator's backward runs into the freed graph of the discriminator's step
+    "probability-tuned-by-a-no-grad-method-of-the-stored-number": (Shape("""
+        class Tuner:
+            def __init__(self, target):
+                self.target = target
+                self.p = 0.0
+            @torch.no_grad()
+            def tune(self, pred):
+                step = 0.01 if torch.sign(pred).mean().item() > self.target else -0.01
+                self.p = min(1.0, max(0.0, self.p + step))
+                return self.p
+        gen, dis = nn.Linear(4, 4), nn.Linear(4, 1)
+        g_opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+        d_opt = torch.optim.SGD(dis.parameters(), lr=0.1)
+        tuner = Tuner(0.6)
+        for real in torch.randn(3, 8, 4):
+            real_pred = dis(real)
+            d_loss = F.softplus(dis(gen(torch.randn(8, 4)).detach())).mean() + F.softplus(-real_pred).mean()
+            d_opt.zero_grad()
+            d_loss.backward()
+            d_opt.step()
+            p = tuner.tune(real_pred)
+            fake = gen(torch.randn(8, 4)) * (1 - p)
+            g_loss = F.softplus(-dis(fake)).mean()
+            g_opt.zero_grad()
+            g_loss.backward()
+            g_opt.step()
+        """, "GT509", holds="gen.weight.grad is not None"), Shape("""
+        class Tuner:
+            def __init__(self, target):
+                self.target = target
+                self.p = 0.0
+            @torch.no_grad()
+            def tune(self, pred):
+                self.p = pred
+                return self.p
+        gen, dis = nn.Linear(4, 4), nn.Linear(4, 1)
+        g_opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+        d_opt = torch.optim.SGD(dis.parameters(), lr=0.1)
+        tuner = Tuner(0.6)
+        for real in torch.randn(3, 8, 4):
+            real_pred = torch.sigmoid(dis(real))
+            d_loss = F.softplus(dis(gen(torch.randn(8, 4)).detach())).mean() + F.softplus(-real_pred).mean()
+            d_opt.zero_grad()
+            d_loss.backward()
+            d_opt.step()
+            p = tuner.tune(real_pred)
+            fake = gen(torch.randn(8, 4)) * (1 - p)
+            g_loss = F.softplus(-dis(fake)).mean()
+            g_opt.zero_grad()
+            g_loss.backward()
+            g_opt.step()
+        """, "GT509", line=19, raises=(RuntimeError, "backward through the graph a second time"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
