@@ -77,6 +77,43 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             g_loss.backward()
             g_opt.step()
         """, "GT509", line=19, raises=(RuntimeError, "backward through the graph a second time"))),
+    # PyTorch-StudioGAN (`worker.py`, StyleGAN2's lazy R1 regularisation): the discriminator
+    # steps on every pass, and every `reg_every`-th pass clears its gradients, backwards the
+    # R1 penalty alone and steps again: a second update of its own, not an accumulation.
+    # Twin: the branch steps the accumulated gradient without clearing it, and the stray step
+    # outside it applies every pass's gradient on its own (ECO-pytorch's shape)
+    "periodic-regularisation-update-cleared-in-its-branch": (Shape("""
+        dis = nn.Linear(4, 1)
+        opt = torch.optim.Adam(dis.parameters(), lr=0.01)
+        reg_every = 2
+        for i, real in enumerate(torch.randn(4, 8, 4)):
+            opt.zero_grad()
+            loss = F.softplus(-dis(real)).mean()
+            loss.backward()
+            opt.step()
+            if i % reg_every == 0:
+                opt.zero_grad()
+                real.requires_grad_(True)
+                grad, = torch.autograd.grad(dis(real).sum(), real, create_graph=True)
+                r1 = grad.pow(2).sum(1).mean() * reg_every
+                r1.backward()
+                opt.step()
+        steps = opt.state[dis.weight]["step"].item()
+        """, "GT519", holds="steps == 6"), Shape("""
+        dis = nn.Linear(4, 1)
+        opt = torch.optim.Adam(dis.parameters(), lr=0.01)
+        accum = 2
+        for i, real in enumerate(torch.randn(4, 8, 4)):
+            loss = F.softplus(-dis(real)).mean()
+            loss.backward()
+            if i % accum == 0:
+                for p in dis.parameters():
+                    p.grad /= accum
+                opt.step()
+                opt.zero_grad()
+            opt.step()
+        steps = opt.state[dis.weight]["step"].item()
+        """, "GT519", line=12, holds="steps == 4")),  # 2 with the accumulation intended
 }
 
 
