@@ -114,6 +114,59 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt.step()
         steps = opt.state[dis.weight]["step"].item()
         """, "GT519", line=12, holds="steps == 4")),  # 2 with the accumulation intended
+    # UER-py (`uer/trainer.py`): the base trainer's loop backwards
+    # `self.forward_propagation(batch, model)`, an abstract method, and steps every
+    # `self.accumulation_steps` passes; every subclass filling the method in returns
+    # `loss / self.accumulation_steps`. Twin: the subclass returns the loss as it is: each
+    # step applies the sum of the micro-batches' gradients
+    "accumulation-divided-in-the-subclass-of-a-template-trainer": (Shape("""
+        class Trainer:
+            def __init__(self, model, accum):
+                self.model, self.accum = model, accum
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.seen = []
+            def loss_of(self, x):
+                raise NotImplementedError
+            def train(self, data):
+                for i, x in enumerate(data):
+                    loss = self.loss_of(x)
+                    loss.backward()
+                    if (i + 1) % self.accum == 0:
+                        self.seen.append(self.model.weight.grad.clone())
+                        self.opt.step()
+                        self.opt.zero_grad()
+        class MseTrainer(Trainer):
+            def loss_of(self, x):
+                loss = self.model(x).pow(2).mean()
+                return loss / self.accum
+        x = torch.randn(8, 4)
+        t = MseTrainer(nn.Linear(4, 1), 2)
+        single = torch.autograd.grad(t.model(x).pow(2).mean(), t.model.weight)[0]
+        t.train([x, x])
+        """, "GT513", holds="torch.allclose(t.seen[0], single)"), Shape("""
+        class Trainer:
+            def __init__(self, model, accum):
+                self.model, self.accum = model, accum
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                self.seen = []
+            def loss_of(self, x):
+                raise NotImplementedError
+            def train(self, data):
+                for i, x in enumerate(data):
+                    loss = self.loss_of(x)
+                    loss.backward()
+                    if (i + 1) % self.accum == 0:
+                        self.seen.append(self.model.weight.grad.clone())
+                        self.opt.step()
+                        self.opt.zero_grad()
+        class MseTrainer(Trainer):
+            def loss_of(self, x):
+                return self.model(x).pow(2).mean()
+        x = torch.randn(8, 4)
+        t = MseTrainer(nn.Linear(4, 1), 2)
+        single = torch.autograd.grad(t.model(x).pow(2).mean(), t.model.weight)[0]
+        t.train([x, x])
+        """, "GT513", line=11, holds="torch.allclose(t.seen[0], 2 * single)")),
 }
 
 
