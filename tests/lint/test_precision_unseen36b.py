@@ -167,6 +167,36 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         single = torch.autograd.grad(t.model(x).pow(2).mean(), t.model.weight)[0]
         t.train([x, x])
         """, "GT513", line=11, holds="torch.allclose(t.seen[0], 2 * single)")),
+    # Deep_RL_with_pytorch (`7_1_GAIL_ver_A.ipynb`): GAIL's reward
+    # `d_reward = -torch.log(torch.sigmoid(self.dis_net(s, a))) + ...` is handed back as
+    # `d_reward.detach()`: no backward ever runs through the log. Twin: the discriminator's
+    # loss returns the log of the sigmoid on the graph: NaN gradients where it underflows
+    "log-of-sigmoid-reward-read-only-detached": (Shape("""
+        dis = nn.Linear(4, 1)
+        policy = nn.Linear(4, 1)
+        opt = torch.optim.SGD(list(dis.parameters()) + list(policy.parameters()), lr=0.1)
+        def reward_of(s):
+            r = -torch.log(torch.sigmoid(dis(s)))
+            return r.detach()
+        s = torch.randn(8, 4) * 100
+        r = reward_of(s).clamp(max=10.0)
+        loss = -(policy(s) * r).mean() + F.softplus(-dis(s)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        """, "GT756", holds="torch.isfinite(dis.weight).all()"), Shape("""
+        dis = nn.Linear(4, 1)
+        policy = nn.Linear(4, 1)
+        opt = torch.optim.SGD(list(dis.parameters()) + list(policy.parameters()), lr=0.1)
+        def dis_loss_of(s):
+            r = -torch.log(torch.sigmoid(dis(s)))
+            return r.mean()
+        s = torch.randn(8, 4) * 1000
+        loss = dis_loss_of(s) - policy(s).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        """, "GT756", line=5, holds="not torch.isfinite(dis.weight).all()")),
 }
 
 
