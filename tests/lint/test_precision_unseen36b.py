@@ -197,6 +197,70 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss.backward()
         opt.step()
         """, "GT756", line=5, holds="not torch.isfinite(dis.weight).all()")),
+    # recurrent-memory-transformer-pytorch (`forward`, memory-replay backprop): a module's
+    # forward backwards each segment's loss and sums the segments into `total_loss`, made
+    # before its loop and returned: one batch's graphs, made anew by the next call. Twin: the
+    # same sum in a training function stepping after every backward: the returned total keeps
+    # every step's graph
+    "segment-losses-summed-in-a-forward-that-backwards-them": (Shape("""
+        class Replay(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(4, 4)
+            def forward(self, segments):
+                total_loss = 0.
+                for seg in segments:
+                    loss = self.net(seg).pow(2).mean()
+                    loss.backward()
+                    total_loss += loss
+                return total_loss
+        model = Replay()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for batch in torch.randn(3, 2, 8, 4):
+            total = model(batch)
+            opt.step()
+            opt.zero_grad()
+        """, "GT505", holds="float(total) > 0"), Shape("""
+        net = nn.Linear(4, 4)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        def train_epoch(batches):
+            total_loss = 0.
+            for seg in batches:
+                loss = net(seg).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total_loss += loss
+            return total_loss
+        total = train_epoch(torch.randn(3, 8, 4))
+        """, "GT505", line=10, holds="total.grad_fn is not None")),
+    # recurrent-memory-transformer-pytorch: each pass of the replay loop takes another memory
+    # tensor from the buffer (the loop's own target), backwards into it and copies its `.grad`
+    # into a running buffer: a new tensor every pass, whose `.grad` holds this pass's gradient
+    # alone. Twin: the same copy from one tensor made before the loop: its `.grad` sums every
+    # pass's gradient
+    "gradient-of-each-passs-own-tensor-copied": (Shape("""
+        net = nn.Linear(4, 4)
+        mems = [torch.randn(2, 4) for _ in range(3)]
+        carry = torch.ones(2, 4)
+        ok = []
+        for mem in mems:
+            mem.requires_grad_()
+            before = carry.clone()
+            net(mem).backward(carry)
+            carry.copy_(mem.grad.data)
+            ok.append(torch.allclose(mem.grad, before @ net.weight))
+        """, "GT520", holds="all(ok)"), Shape("""
+        net = nn.Linear(4, 4)
+        mem = torch.randn(2, 4, requires_grad=True)
+        carry = torch.ones(2, 4)
+        ok = []
+        for _ in range(3):
+            before = carry.clone()
+            net(mem).backward(carry)
+            carry.copy_(mem.grad.data)
+            ok.append(torch.allclose(mem.grad, before @ net.weight))
+        """, "GT520", line=7, holds="not all(ok)")),
 }
 
 

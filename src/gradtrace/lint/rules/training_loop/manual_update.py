@@ -124,7 +124,7 @@ class ManualUpdateWithoutClearing(LoopRule):
                 continue
             update = next((u for s in f.within(loop) if f.inside(s, loop)
                            for u in [manual_update(s)] if u is not None), None)
-            if update is None or self._fresh(f, loop, update):
+            if update is None or self._fresh(f, loop, update) or _fresh_grads(f, loop, update):
                 continue
             target = dotted(updated(update)) or "p"
             base = target[:-5] if target.endswith(".data") else target
@@ -154,3 +154,23 @@ class ManualUpdateWithoutClearing(LoopRule):
         return any(b.stmt is not loop and f.inside(b.stmt, loop) and not isinstance(
             b.stmt, (ast.AugAssign, ast.For, ast.AsyncFor, ast.While))
             for b in f.scope.bindings.get(node.id, ()))  # `w -= ...` updates, not rebinds
+
+
+def _fresh_grads(f: LoopFacts, loop: ast.stmt, update: ast.AST) -> bool:
+    """Every tensor whose ``.grad`` the update reads is the loop's own target (``for step,
+    mem in reversed_inputs``), a new object each pass whose ``.grad`` starts empty: the
+    update reads this pass's gradient alone (recurrent-memory-transformer's memory replay
+    copies ``mem.grad`` into a running buffer), nothing is summed across passes."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
+    owners = []
+    for n in walk(update):
+        if isinstance(n, ast.Attribute) and n.attr == "grad":
+            root = n.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            owners.append(root.id if isinstance(root, ast.Name) else None)
+    return bool(owners) and all(o in targets and not any(
+        b.stmt is not loop and f.inside(b.stmt, loop) for b in f.scope.bindings.get(o, ()))
+        for o in owners)
