@@ -261,6 +261,43 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             carry.copy_(mem.grad.data)
             ok.append(torch.allclose(mem.grad, before @ net.weight))
         """, "GT520", line=7, holds="not all(ok)")),
+    # granite-tsfm (`toolkit/conformal.py`): `get_beta(..., weights=None, beta_prior=None)`
+    # rebinds `weights = torch.ones(W)` only when it is None and turns `beta_prior` (not
+    # passed) into numbers in another branch; the betas are built from the weights the caller
+    # hands in, a parameter. Twin: the numbers are made from the weights themselves: nothing
+    # of the loss is left on the graph
+    "default-rebound-in-one-branch-and-a-cut-prior-in-another": (Shape("""
+        def get_beta(test, observed, weights=None, prior=None):
+            if prior is not None:
+                a, b = map(float, prior)
+            else:
+                a, b = 1.0, 0.0
+            if weights is None:
+                weights = torch.ones(observed.shape[1])
+            betas = (weights.unsqueeze(0) * (observed <= test.unsqueeze(1))).sum(1)
+            return (betas + a) / (weights.sum() + a + b)
+        w = nn.Parameter(torch.full((5,), 0.5))
+        opt = torch.optim.SGD([w], lr=0.01)
+        for _ in range(2):
+            loss = torch.sort(get_beta(torch.randn(4), torch.randn(4, 5), weights=w))[0].sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT102", holds="w.grad is not None"), Shape("""
+        def get_beta(test, observed, weights=None):
+            if weights is None:
+                weights = torch.ones(observed.shape[1])
+            a, b = map(float, weights[:2])
+            betas = (observed <= test.unsqueeze(1)).float().sum(1)
+            return (betas + a) / (observed.shape[1] + a + b)
+        w = nn.Parameter(torch.full((5,), 0.5))
+        opt = torch.optim.SGD([w], lr=0.01)
+        for _ in range(2):
+            loss = torch.sort(get_beta(torch.randn(4), torch.randn(4, 5), weights=w))[0].sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT102", line=4, raises=(RuntimeError, "does not require grad"))),
 }
 
 

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 
 def read_only_cut(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> bool:
-    """``stmt`` binds one name of ``fn`` that ``fn`` reads only through cuts (NOTE [read
-    only cut]); at least one read."""
+    """``stmt`` binds one name of ``fn`` that ``fn`` reads only through cuts (at least one
+    read): NOTE [read only cut]."""
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name)):
         return False

@@ -164,7 +164,7 @@ def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | No
             v = v.elts[element]
         if isinstance(v, ast.Constant):
             continue
-        if _self_attr(v) is not None:
+        if _self_attr(v) is not None:  # NOTE [grad-off attribute]
             attr_off = _attr_off(ctx, fn, _self_attr(v))  # type: ignore[arg-type]
             if attr_off is None:
                 return None

@@ -55,7 +55,8 @@ def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context,
                counter: ast.AST | None = None) -> bool:
     """The remainder's divisor is used in a division, multiplication or call of the function
     (``loss / accum``, ``model(x, accum_steps=accum)``); a ``self.<attr>`` divisor anywhere in
-    the class (``compute_loss`` returning ``loss / self.accum_steps``)."""
+    the class (``compute_loss`` returning ``loss / self.accum_steps``) or in a subclass of
+    the file (NOTE [template-method scaling])."""
     where: list[ast.AST] = [f.node]
     if any(d and d.startswith("self.") for d in divisors):
         info = ctx.analysis.class_of(f.node)

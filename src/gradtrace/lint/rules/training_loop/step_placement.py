@@ -363,7 +363,8 @@ def _stepping_branch(f: LoopFacts, s: Step, loop: ast.stmt
     accumulates over ``N`` passes and ``s`` steps on every one of them as well (ECO-pytorch's
     stray step after the ``iter_size`` block). A step in another arm of an ``if`` than the
     branch's step never runs in the same pass (``if k is None: step`` / ``elif i % k == 0:
-    step``; a TPU arm stepping on every pass beside a GPU arm that accumulates)."""
+    step``; a TPU arm stepping on every pass beside a GPU arm that accumulates). A branch that
+    clears and backwards on its own is not one (NOTE [periodic update of its own])."""
     for x in f.within(loop):
         if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x) \
                 or tuple(f.loops_of(x)[-1:]) != (loop,):
