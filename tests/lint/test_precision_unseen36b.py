@@ -309,3 +309,167 @@ def test_look_alike_is_silent_and_trains(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+# Two shapes that need a second file of the project (the import is what the checker missed).
+RAINDROP_MODELS = '''
+import torch
+import torch.nn as nn
+
+
+class GRU_unit_cluster(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.gate = nn.Linear(2 * dim, dim)
+
+    def forward(self, h, x):
+        return torch.sigmoid(self.gate(torch.cat([h, x], -1)))
+
+
+def GRU_step(net, x):
+    return net(x)
+
+
+class Classifier(nn.Module):
+    def __init__(self, dim, update):
+        super().__init__()
+        self.update = update
+        self.out = nn.Linear(dim, 2)
+
+    def forward(self, x):
+        return self.out(self.update(x, x))
+'''
+# Raindrop (`baselines/DGM2_baseline.py`): `gru_update = GRU_unit_cluster(10, n)`, a module
+# class of the sibling `models.py`, built once per run and handed to the model: an object,
+# not an output with a graph. Twin: `GRU_step(enc, x0)`, a function of that file running a
+# module: its output, made once before the loop, is backwarded on every pass
+RAINDROP_TRAIN = {"silent": '''
+import torch
+from u36b_models import GRU_unit_cluster, Classifier
+
+
+def evaluate(model, x):
+    return model(x)
+
+
+for run in range(2):
+    gru_update = GRU_unit_cluster(4)
+    model = Classifier(4, gru_update)
+    model = model.cpu()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for x in torch.randn(3, 8, 4):
+        out = evaluate(model, x)
+        loss = torch.nn.functional.cross_entropy(out, torch.zeros(8, dtype=torch.long))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+''', "twin": '''
+import torch
+from u36b_models import GRU_step, GRU_unit_cluster, Classifier
+
+enc = torch.nn.Linear(4, 4)
+h = GRU_step(enc, torch.randn(8, 4))
+model = Classifier(4, GRU_unit_cluster(4))
+opt = torch.optim.Adam(list(model.parameters()) + list(enc.parameters()), lr=1e-3)
+for x in torch.randn(3, 8, 4):
+    loss = (model(x) * h.sum()).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''}
+AUG = '''
+import torch
+
+
+class AdaptiveAugment:
+    def __init__(self, target):
+        self.target = target
+        self.buf = torch.zeros(2)
+        self.p = 0
+
+    @torch.no_grad()
+    def tune(self, real_pred):
+        self.buf += torch.tensor((torch.sign(real_pred).sum().item(), real_pred.shape[0]))
+        self.p = min(1, max(0, self.p + {step}))
+        return self.p
+'''
+# alias-free-gan-pytorch (`train.py`): `ada_aug_p = ada_augment.tune(real_pred)`, a method of
+# a class of `stylegan2/non_leaking.py` run on an instance made in the script. Twin: the
+# method stores the prediction (an argument keeps its history under no_grad)
+GAN_TRAIN = '''
+import torch
+from torch import nn
+from u36b_aug import AdaptiveAugment
+
+generator, discriminator = nn.Linear(4, 4), nn.Linear(4, 1)
+g_optim = torch.optim.Adam(generator.parameters())
+d_optim = torch.optim.Adam(discriminator.parameters())
+ada_augment = AdaptiveAugment(0.6)
+for real_img in torch.randn(3, 8, 4):
+    real_pred = torch.sigmoid(discriminator(real_img))
+    fake_pred = discriminator(generator(torch.randn(8, 4)).detach())
+    d_loss = nn.functional.softplus(fake_pred).mean() + nn.functional.softplus(-real_pred).mean()
+    discriminator.zero_grad()
+    d_loss.backward()
+    d_optim.step()
+    ada_aug_p = ada_augment.tune(real_pred)
+    fake_img = generator(torch.randn(8, 4)) * (1 - ada_aug_p)
+    g_loss = nn.functional.softplus(-discriminator(fake_img)).mean()
+    generator.zero_grad()
+    g_loss.backward()
+    g_optim.step()
+'''
+
+
+def _project(root, files: dict[str, str]):  # type: ignore[no-untyped-def]
+    for name, text in files.items():
+        (root / name).write_text(text.lstrip("\n"))
+    return root / "train.py"
+
+
+def _run(path, monkeypatch, mods: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    import runpy
+    import sys
+    monkeypatch.syspath_prepend(str(path.parent))
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        for m in mods:
+            sys.modules.pop(m, None)
+
+
+def _codes(path, code: str) -> list[int]:  # type: ignore[no-untyped-def]
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    return [f.line for f in check_paths([str(path)], Settings()).findings if f.code == code]
+
+
+def test_module_class_of_a_sibling_file_built_before_the_loop_is_silent(tmp_path, monkeypatch):
+    path = _project(tmp_path, {"u36b_models.py": RAINDROP_MODELS,
+                               "train.py": RAINDROP_TRAIN["silent"]})
+    assert _codes(path, "GT507") == []
+    _run(path, monkeypatch, ("u36b_models",))
+
+
+def test_output_of_a_sibling_files_function_made_before_the_loop_is_reported(tmp_path,
+                                                                            monkeypatch):
+    path = _project(tmp_path, {"u36b_models.py": RAINDROP_MODELS,
+                               "train.py": RAINDROP_TRAIN["twin"]})
+    assert _codes(path, "GT507") == [5]
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        _run(path, monkeypatch, ("u36b_models",))
+
+
+def test_number_tuned_by_a_no_grad_method_of_another_file_is_silent(tmp_path, monkeypatch):
+    path = _project(tmp_path, {"u36b_aug.py": AUG.format(step="0.01"), "train.py": GAN_TRAIN})
+    assert _codes(path, "GT509") == []
+    _run(path, monkeypatch, ("u36b_aug",))
+
+
+def test_prediction_stored_by_a_no_grad_method_of_another_file_is_reported(tmp_path,
+                                                                           monkeypatch):
+    aug = AUG.replace("self.p = min(1, max(0, self.p + {step}))", "self.p = real_pred")
+    path = _project(tmp_path, {"u36b_aug.py": aug, "train.py": GAN_TRAIN})
+    assert _codes(path, "GT509") == [16]
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        _run(path, monkeypatch, ("u36b_aug",))
