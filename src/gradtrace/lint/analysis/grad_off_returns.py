@@ -153,6 +153,7 @@ def returns_off(ctx: Context, fn: ast.AST | None, element: int | None = None,
 def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | None
                  ) -> ast.AST | None:
     values = []
+    attrs: list[ast.AST] = []
     for r in ctx.scope(fn).stmts:
         if not isinstance(r, ast.Return) or r.value is None:
             continue
@@ -163,14 +164,65 @@ def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | No
             v = v.elts[element]
         if isinstance(v, ast.Constant):
             continue
+        if _self_attr(v) is not None:  # NOTE [grad-off attribute]
+            attr_off = _attr_off(ctx, fn, _self_attr(v))  # type: ignore[arg-type]
+            if attr_off is None:
+                return None
+            attrs.append(attr_off)
+            continue
         if not isinstance(v, ast.Name) and not any(isinstance(n, ast.Call) for n in walk(v)):
             return None
         values.append((v, r.lineno))
     tracer = local_sources(ctx, fn)
-    off = None
+    off = attrs[0] if attrs else None
     for v, line in values:
         d = tracer.sources(v, line)
         if not d.dead or d.live or d.unknown or d.explicit_grad:
             return None
         off = off or d.dead[0].off
+    return off
+
+
+def _self_attr(e: ast.expr) -> str | None:
+    """``attr`` of ``self.attr``, else None."""
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+        return e.attr
+    return None
+
+
+def _attr_off(ctx: Context, fn: ast.AST, attr: str) -> ast.AST | None:
+    """# NOTE [grad-off attribute]
+    ``return self.ada_aug_p`` in a method: the attribute hands back whatever the class stored
+    in it. When every store of ``self.<attr>`` in the class's methods is a constant
+    (``self.p = 0`` in ``__init__``) or a value made with grad off (``self.p = min(1,
+    max(0, self.p + step))`` in a method decorated ``@torch.no_grad()``; a read of the
+    attribute itself is its earlier value, history-free by the same induction), the attribute
+    never holds a graph: the grad-off region of the first such store is the cut. A store
+    handing in a value as it came (an argument, ``self.p = pred``) keeps its history and
+    refuses, as does a store in a tuple target or a deletion."""
+    info = ctx.analysis.class_of(fn)
+    if info is None:
+        return None
+    off = None
+    for m in info.methods.values():
+        tracer = None
+        for s in walk(m):
+            if isinstance(s, ast.Assign):
+                targets, value = s.targets, s.value
+            elif isinstance(s, (ast.AugAssign, ast.AnnAssign)):
+                targets, value = [s.target], s.value
+            else:
+                continue
+            if any(isinstance(t, (ast.Tuple, ast.List)) and any(
+                    _self_attr(e) == attr for e in walk(t)) for t in targets):
+                return None
+            if not any(_self_attr(t) == attr for t in targets):
+                continue
+            if value is None or isinstance(value, ast.Constant):
+                continue
+            tracer = tracer or local_sources(ctx, m)
+            d = tracer.sources(value, s.lineno)
+            if not d.dead or d.live or d.unknown or d.explicit_grad:
+                return None
+            off = off or d.dead[0].off
     return off

@@ -21,7 +21,7 @@ from gradtrace.lint.analysis.cuts import (
 from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
-from gradtrace.lint.analysis.project import foreign_callee, home
+from gradtrace.lint.analysis.project import foreign_callee, foreign_method, home
 from gradtrace.lint.analysis.grad_inputs import parameters_of, reads_module
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.returned_terms import returns
@@ -197,8 +197,8 @@ class Graphs:
                 seen.add(id(b))
                 out.bindings.append(b)
                 v = followed_value(b, self.ctx)
-                if v is None:
-                    continue
+                if v is None or self.plain_result(b):
+                    continue  # a result made with grad off: no graph flows through it
                 work.append((v, b.line))
                 if isinstance(b.stmt, ast.AugAssign):
                     work.append((b.stmt.target, b.line))
@@ -310,6 +310,7 @@ class Graphs:
                 and isinstance(s.value, ast.Call)):
             return False
         fn = called_function(s.value, self.scope, b.line) or foreign_callee(
+            ctx, s.value, self.scope, b.line) or foreign_method(
             ctx, s.value, self.scope, b.line)  # NOTE [project index]
         ctx = home(ctx, fn)
         if not isinstance(s.targets[0], ast.Tuple):  # NOTE [no-grad helpers]

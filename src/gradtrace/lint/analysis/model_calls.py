@@ -85,8 +85,22 @@ def calls_module(c: ast.Call, scope: Scope, ctx: Context) -> bool:
 
 def runs_model(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
     """A module-like call, unless it builds an object of a class of this file
-    (``model = GAT(...)``: an acronym escapes ``CLASS_RE``)."""
-    return module_like(ctx, scope, callee, line) and callee not in ctx.analysis.classes
+    (``model = GAT(...)``: an acronym escapes ``CLASS_RE``) or of a class another file of the
+    project defines (Raindrop's ``GRU_unit_cluster(10, n)`` imported from its ``models.py``:
+    NOTE [project index])."""
+    return module_like(ctx, scope, callee, line) and callee not in ctx.analysis.classes \
+        and not _foreign_class(ctx, callee)
+
+
+def _foreign_class(ctx: Context, callee: str) -> bool:
+    """``callee`` (a dotted name) names a class defined in another file of the project."""
+    from gradtrace.lint.analysis.project import foreign_def
+    try:
+        expr = ast.parse(callee, mode="eval").body
+    except SyntaxError:
+        return False
+    got = ctx.memo(f"foreign-class:{callee}", ctx.tree, lambda: foreign_def(ctx, expr))
+    return got is not None and isinstance(got[1], ast.ClassDef)
 
 
 def model_calls(expr: ast.AST) -> Iterator[tuple[str, ast.Call]]:

@@ -26,6 +26,7 @@ from gradtrace.lint.analysis.hook_stores import run_between
 from gradtrace.lint.analysis.kinds import BUFFER, NUMBER
 from gradtrace.lint.analysis.loss_evidence import passed_graph
 from gradtrace.lint.analysis.objects import is_record_class
+from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import (
     module_level_functions, module_value, nonlocal_numbers)
@@ -156,21 +157,38 @@ class Tracer(CallTraces):
         if env is not None:
             return env
         bs = self.bindings_at(name, use, line)
+        if bs and name in self.params and use is not None and not any(
+                statement_paths(self.ctx, self.scope.node).dominates(b.stmt, use) for b in bs):
+            # NOTE [parameter rebound on one path]
+            # `if weights is None: weights = torch.ones(n)`: the bindings of a parameter that
+            # all sit in blocks not enclosing the use (one `if` arm) leave the argument's own
+            # value reaching it on the other path; both are traced (a GT102 alarm otherwise
+            # blamed the cut of another branch for a loss built from the argument)
+            return self._param(name) | self._bound(name, bs, line)
         if not bs:
             if name in self.ctx.imports.aliases:
                 return DEAD  # an imported constant or module
             if name in self.settings or name in nonlocal_numbers(self):
                 return DEAD
             if name in self.params:
-                dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) \
-                    and not passed_graph(self.ctx, self.scope.node, name) or \
-                    OBJECT_RE.match(name) or name in self._model_inputs() or \
-                    self._given_no_graph(name)
-                return DEAD if dead else LIVE
+                return self._param(name)
             if id(self.scope.node) not in module_level_functions(self.ctx):
                 return LIVE  # a closure variable: unknown
             # a global: NOTE [module constants]
             return module_value(origins(self.ctx, self.ctx.tree), name)
+        return self._bound(name, bs, line)
+
+    def _param(self, name: str) -> Trace:
+        """The trace of the parameter ``name``'s own value (live unless it is known data),
+        also where an `if` arm rebinds it (NOTE [parameter rebound on one path])."""
+        dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) \
+            and not passed_graph(self.ctx, self.scope.node, name) or \
+            OBJECT_RE.match(name) or name in self._model_inputs() or \
+            self._given_no_graph(name)
+        return DEAD if dead else LIVE
+
+    def _bound(self, name: str, bs: list[Binding], line: int) -> Trace:
+        """The trace of ``name`` through its bindings ``bs`` reaching ``line``."""
         out = DEAD
         for b in bs:
             if (name, b.line) in self._busy:

@@ -221,6 +221,20 @@ def foreign_callee(ctx: Context, call: ast.Call, scope: object, line: int) -> De
     return fwd
 
 
+def foreign_method(ctx: Context, call: ast.Call, scope: object, line: int) -> Def | None:
+    """The method of a class of another file that ``call`` runs through an instance made
+    here (``ada = AdaptiveAugment(...)``, then ``ada.tune(pred)``), or None."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)) \
+            or f.value.id == "self":
+        return None
+    b = _binding(ctx, scope, f.value.id, line)
+    if b is None or isinstance(b.stmt, (ast.Import, ast.ImportFrom)):
+        return None
+    cls = _instance_class(ctx, scope, b, 0)
+    return cls.methods.get(f.attr) if cls is not None else None
+
+
 def _binding(ctx: Context, scope: object, name: str, line: int):  # type: ignore[no-untyped-def]
     """The binding of ``name`` read at ``line``: in ``scope``, else the module's."""
     b = scope.binding_before(name, line)  # type: ignore[attr-defined]

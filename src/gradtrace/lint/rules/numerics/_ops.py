@@ -221,14 +221,16 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True,
     from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
     from gradtrace.lint.analysis.grad_sources import is_inference_function
     from gradtrace.lint.analysis.torch_classes import dataset_method
+    from gradtrace.lint.analysis.cut_reads import read_only_cut
     if ctx.grad_disabled is not None:
         return False
     fn = ctx.function
     stmt = ctx.statement
     if fn is None:
         return stmt is not None and _backward_after(ctx.tree, stmt.lineno, ctx)
-    if is_inference_function(fn, ctx) or dataset_method(ctx, fn):
-        return False
+    if is_inference_function(fn, ctx) or dataset_method(ctx, fn) \
+            or stmt is not None and read_only_cut(ctx, fn, stmt):
+        return False  # NOTE [read only cut]
     cls = ctx.class_def
     if cls is not None and any((ctx.qualified_name(b) or "").endswith("Function")
                                for b in cls.bases):

@@ -25,7 +25,8 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     of it, and what ``acc`` keeps is bounded by that inner loop."""
     outer = f.loops_of(loop)
     if not outer:
-        return _per_learner(f, acc, loop) or _per_call(f, acc, loop)
+        return _per_learner(f, acc, loop) or _per_call(f, acc, loop) \
+            or _per_forward(f, acc, loop)
     around = outer[-1]
     made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
                and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
@@ -46,6 +47,22 @@ def _per_call(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
                               for b in made) and bool(f.steps) and all(
         not f.inside(s.stmt, loop) and s.stmt.lineno > (loop.end_lineno or loop.lineno)
         for s in f.steps)
+
+
+def _per_forward(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """A module's ``forward`` that steps no optimizer: a local ``acc`` made before ``loop``
+    sums what one call computes (recurrent-memory-transformer's memory-replay forward:
+    ``total_loss = 0.``, then per segment ``weighted_loss.backward(retain_graph=True)`` and
+    ``total_loss += weighted_loss``, returned): one batch's graphs, made anew by the next
+    call, as ``sum(losses)`` would be (a caller summing the returns is GT505's own case)."""
+    fn = f.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != "forward" \
+            or "." in acc or f.steps:
+        return False
+    info = f.ctx.analysis.class_of(fn)
+    made = [b for b in f.scope.bindings.get(acc, ()) if not f.inside(b.stmt, loop)]
+    return info is not None and info.is_module and bool(made) and all(
+        b.line < loop.lineno and not isinstance(b.stmt, ast.AugAssign) for b in made)
 
 
 def _per_learner(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:

@@ -55,12 +55,13 @@ def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context,
                counter: ast.AST | None = None) -> bool:
     """The remainder's divisor is used in a division, multiplication or call of the function
     (``loss / accum``, ``model(x, accum_steps=accum)``); a ``self.<attr>`` divisor anywhere in
-    the class (``compute_loss`` returning ``loss / self.accum_steps``)."""
-    where: ast.AST = f.node
+    the class (``compute_loss`` returning ``loss / self.accum_steps``) or in a subclass of
+    the file (NOTE [template-method scaling])."""
+    where: list[ast.AST] = [f.node]
     if any(d and d.startswith("self.") for d in divisors):
         info = ctx.analysis.class_of(f.node)
-        where = info.node if info is not None else where
-    for n in walk(where):
+        where = [info.node, *_subclasses(ctx, info.node)] if info is not None else where
+    for n in (n for w in where for n in walk(w)):
         if isinstance(n, ast.BinOp) and isinstance(n.op, SCALING_OPS):
             parts = (n.left, n.right)
         elif isinstance(n, ast.AugAssign) and isinstance(n.op, SCALING_OPS):
@@ -72,6 +73,25 @@ def _scaled_by(f: LoopFacts, divisors: set[str | None], ctx: Context,
         if any(dotted(x) in divisors for p in parts for x in walk(p)):
             return True
     return False
+
+
+def _subclasses(ctx: Context, cls: ast.ClassDef) -> list[ast.ClassDef]:
+    """# NOTE [template-method scaling]
+    The classes of the file deriving from ``cls``, at any depth. A base trainer's loop
+    (``loss = self.forward_propagation(batch, model)``, an abstract method) runs in the
+    subclasses that fill in the method: UER-py's ``MlmTrainer.forward_propagation`` returns
+    ``loss / self.accumulation_steps``; a ``self.<attr>`` divisor scaled there is scaled for
+    the inherited loop too."""
+    names, out, grew = {cls.name}, [], True
+    classes = [n for n in walk(ctx.tree) if isinstance(n, ast.ClassDef)]
+    while grew:
+        grew = False
+        for c in classes:
+            if c.name not in names and any(dotted(b) in names for b in c.bases):
+                names.add(c.name)
+                out.append(c)
+                grew = True
+    return out
 
 
 # NOTE [scale-free update]

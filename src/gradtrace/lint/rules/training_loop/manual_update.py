@@ -132,7 +132,7 @@ class ManualUpdateWithoutClearing(LoopRule):
             update = next((u for s in f.within(loop) if f.inside(s, loop)
                            for u in [manual_update(s)] if u is not None), None)
             if update is None or self._fresh(f, loop, update) \
-                    or self._fresh_sources(f, loop, update):
+                    or self._fresh_sources(f, loop, update) or _fresh_grads(f, loop, update):
                 continue
             target = dotted(updated(update)) or "p"
             base = target[:-5] if target.endswith(".data") else target
@@ -176,3 +176,23 @@ class ManualUpdateWithoutClearing(LoopRule):
                            else update)
         return bool(srcs) and all(ManualUpdateWithoutClearing._rebound(f, loop, s)
                                   for s in srcs)
+
+
+def _fresh_grads(f: LoopFacts, loop: ast.stmt, update: ast.AST) -> bool:
+    """Every tensor whose ``.grad`` the update reads is the loop's own target (``for step,
+    mem in reversed_inputs``), a new object each pass whose ``.grad`` starts empty: the
+    update reads this pass's gradient alone (recurrent-memory-transformer's memory replay
+    copies ``mem.grad`` into a running buffer), nothing is summed across passes."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
+    owners = []
+    for n in walk(update):
+        if isinstance(n, ast.Attribute) and n.attr == "grad":
+            root = n.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            owners.append(root.id if isinstance(root, ast.Name) else None)
+    return bool(owners) and all(o in targets and not any(
+        b.stmt is not loop and f.inside(b.stmt, loop) for b in f.scope.bindings.get(o, ()))
+        for o in owners)

@@ -22,6 +22,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._clear_calls import clearing_calls
+from gradtrace.lint.rules.training_loop._clear_facts import covers as clears
 from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Step,
@@ -362,7 +363,8 @@ def _stepping_branch(f: LoopFacts, s: Step, loop: ast.stmt
     accumulates over ``N`` passes and ``s`` steps on every one of them as well (ECO-pytorch's
     stray step after the ``iter_size`` block). A step in another arm of an ``if`` than the
     branch's step never runs in the same pass (``if k is None: step`` / ``elif i % k == 0:
-    step``; a TPU arm stepping on every pass beside a GPU arm that accumulates)."""
+    step``; a TPU arm stepping on every pass beside a GPU arm that accumulates). A branch that
+    clears and backwards on its own is not one (NOTE [periodic update of its own])."""
     for x in f.within(loop):
         if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x) \
                 or tuple(f.loops_of(x)[-1:]) != (loop,):
@@ -375,10 +377,24 @@ def _stepping_branch(f: LoopFacts, s: Step, loop: ast.stmt
                       and step_loop(f, o) is loop and not f.scope.exclusive(s.stmt, o.stmt)),
                      None)
         if other is None or not any(b.accumulates and f.inside(b.stmt, loop)
-                                    and not f.inside(b.stmt, x) for b in f.backwards):
+                                    and not f.inside(b.stmt, x) for b in f.backwards) \
+                or _own_update(f, x, other):
             continue
         return x, dotted(mods[0].right) or "", other
     return None
+
+
+def _own_update(f: LoopFacts, branch: ast.If, other: Step) -> bool:
+    """# NOTE [periodic update of its own]
+    The branch clears the gradients of the optimizer it steps, then runs a backward of its
+    own, before that step (StyleGAN2's lazy R1 regularisation: ``if i % d_reg_every == 0:
+    d_optim.zero_grad(); r1_loss.backward(); d_optim.step()``): its step applies the branch's
+    gradient alone, a second update every ``N``-th pass on top of the main step, not the end
+    of an accumulation; the main step of every pass is the design."""
+    return any(f.inside(z.stmt, branch) and f.before(z.stmt, other.stmt) and clears(f, z, other)
+               and any(f.inside(b.stmt, branch) and f.before(z.stmt, b.stmt)
+                       and f.before(b.stmt, other.stmt) for b in f.backwards)
+               for z in f.zero_grads)
 
 
 def _skipped_off_period(f: LoopFacts, s: Step, loop: ast.stmt) -> bool:
