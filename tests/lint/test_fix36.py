@@ -59,6 +59,51 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         step = make_step(nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=0.1))
         step(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))
         """, "GT104", line=5, raises=(RuntimeError, "does not require grad"))),
+    # LLMRec (MMSSL `main.py`): the softmax of data plus Gumbel noise scaled by a command-line
+    # option (`args.log_log_scale`, an argparse namespace), then `+=`: no input has history,
+    # the softmax saves nothing autograd reads (NOTE [parsed options]). Twin: the scale is a
+    # learnable parameter: the softmax is on the graph and backward raises
+    "softmax-of-data-and-noise-scaled-by-an-option-written-in-place": (Shape("""
+        import argparse
+        import numpy as np
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--scale", type=float, default=1e-5)
+        parser.add_argument("--tau", type=float, default=0.5)
+        args = parser.parse_args([])
+        disc = nn.Linear(4, 1)
+        opt = torch.optim.SGD(disc.parameters(), lr=0.1)
+        def step(raw, sim):
+            ui = torch.tensor(raw)
+            noise = torch.empty(ui.shape).uniform_(0, 1)
+            logits = ui - args.scale * torch.log(-torch.log(noise + 1e-8) + 1e-8)
+            p = F.softmax(logits / args.tau, dim=1)
+            p += sim.detach() * 0.1
+            loss = disc(p).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        step(np.random.rand(3, 4).astype(np.float32), torch.rand(3, 4))
+        """, "GT602"), Shape("""
+        import argparse
+        import numpy as np
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--tau", type=float, default=0.5)
+        args = parser.parse_args([])
+        disc = nn.Linear(4, 1)
+        scale = nn.Parameter(torch.tensor(1e-5))
+        opt = torch.optim.SGD([scale, *disc.parameters()], lr=0.1)
+        def step(raw, sim):
+            ui = torch.tensor(raw)
+            noise = torch.empty(ui.shape).uniform_(0, 1)
+            logits = ui - scale * torch.log(-torch.log(noise + 1e-8) + 1e-8)
+            p = F.softmax(logits / args.tau, dim=1)
+            p += sim.detach() * 0.1
+            loss = disc(p).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        step(np.random.rand(3, 4).astype(np.float32), torch.rand(3, 4))
+        """, "GT602", line=14, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
@@ -70,3 +115,97 @@ def test_look_alike_is_silent_and_trains(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+# --- facts from another file of the project (small projects in tmp_path) ----------------------
+
+def _project(root, files: dict[str, str]):
+    import textwrap
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def _found(root, *codes: str) -> list[tuple[str, str, int]]:
+    from pathlib import Path
+
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    got = check_paths([str(root)], Settings()).findings
+    return sorted((f.code, Path(f.path).name, f.line) for f in got if f.code in codes)
+
+
+def _run(root, script: str) -> dict:
+    import runpy
+    import sys
+    sys.path.insert(0, str(root))
+    try:
+        return runpy.run_path(str(root / script), run_name="__main__")
+    finally:
+        sys.path.remove(str(root))
+        for m in list(sys.modules):
+            if m.split(".")[0] in ("utility", "helpers"):
+                sys.modules.pop(m, None)
+
+
+OPTIONS = '''
+import argparse
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--scale", type=float, default=1e-5)
+    parser.add_argument("--tau", type=float, default=0.5)
+    return parser.parse_args([])
+'''
+MAIN = '''
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from utility.options import parse_args
+
+args = parse_args()
+{extra}
+disc = nn.Linear(4, 1)
+opt = torch.optim.SGD(disc.parameters(), lr=0.1)
+
+
+def step(raw, sim):
+    ui = torch.tensor(raw)
+    noise = torch.empty(ui.shape).uniform_(0, 1)
+    logits = ui - args.scale * torch.log(-torch.log(noise + 1e-8) + 1e-8)
+    p = F.softmax(logits / args.tau, dim=1)
+    p += sim.detach() * 0.1
+    loss = disc(p).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+if __name__ == "__main__":
+    step(np.random.rand(3, 4).astype(np.float32), torch.rand(3, 4))
+'''
+
+
+def test_options_parsed_by_a_function_of_another_file_carry_no_graph(tmp_path) -> None:
+    """LLMRec's shape across files (NOTE [parsed options]): `args = parse_args()` of
+    `utility/options.py`; silent, and it trains."""
+    root = _project(tmp_path, {"utility/__init__.py": "", "utility/options.py": OPTIONS,
+                               "main.py": MAIN.format(extra="")})
+    assert _found(root, "GT602") == []
+    _run(root, "main.py")
+
+
+def test_an_option_the_file_sets_to_a_parameter_is_not_a_parsed_value(tmp_path) -> None:
+    """Twin: the file replaces the option by a learnable scale: the softmax is on the graph and
+    its saved output is written in place."""
+    root = _project(tmp_path, {
+        "utility/__init__.py": "", "utility/options.py": OPTIONS,
+        "main.py": MAIN.format(extra="args.scale = nn.Parameter(torch.tensor(1e-5))\n")
+        .replace("disc.parameters()", "[args.scale, *disc.parameters()]")})
+    assert _found(root, "GT602") == [("GT602", "main.py", 19)]
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        _run(root, "main.py")
