@@ -59,6 +59,63 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         step = make_step(nn.CrossEntropyLoss(), torch.optim.SGD(net.parameters(), lr=0.1))
         step(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))
         """, "GT104", line=5, raises=(RuntimeError, "does not require grad"))),
+    # MARLlib (RLlib's action masking, `base_mlp.py`, `base_rnn.py`): a module's `forward` gets
+    # a record whose `["obs"]["obs"]` field, cast and kept on `self`, is what its layers are
+    # given: the module's input; the sibling `["obs"]["action_mask"]` comes with it as data,
+    # so `torch.clamp(torch.log(mask), min=...)` never passes a gradient into the log (NOTE
+    # [batch siblings]). Twin: a soft mask made by a layer of the module, gated by the valid
+    # actions: log(0) where an action is invalid, the clamp's zero gradient times an infinite
+    # derivative is NaN in the layer's gradient
+    "action-mask-read-from-the-record-beside-the-modules-input": (Shape("""
+        FLOAT_MIN = -3.4e38
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.p_encoder = nn.Linear(4, 8)
+                self.p_branch = nn.Linear(8, 3)
+            def forward(self, input_dict, state):
+                flat = input_dict["obs"]["obs"].float()
+                action_mask = input_dict["obs"]["action_mask"]
+                inf_mask = torch.clamp(torch.log(action_mask), min=FLOAT_MIN)
+                self.inputs = flat
+                out = self.p_branch(torch.relu(self.p_encoder(self.inputs)))
+                return out + inf_mask, state
+        pol = Policy()
+        opt = torch.optim.SGD(pol.parameters(), lr=0.1)
+        batch = {"obs": {"obs": torch.randn(5, 4, dtype=torch.float64),
+                         "action_mask": torch.tensor([[1., 0., 1.]] * 5)}}
+        logits, _ = pol(batch, [])
+        loss = -(F.log_softmax(logits.clamp(min=-1e4), -1)[:, 0]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        ok = all(torch.isfinite(p.grad).all() for p in pol.parameters())
+        """, "GT754", holds="ok"), Shape("""
+        FLOAT_MIN = -3.4e38
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.p_encoder = nn.Linear(4, 8)
+                self.p_branch = nn.Linear(8, 3)
+                self.mask_head = nn.Linear(4, 3)
+            def forward(self, input_dict, state):
+                flat = input_dict["obs"]["obs"].float()
+                action_mask = torch.sigmoid(self.mask_head(flat)) * input_dict["obs"]["valid"]
+                inf_mask = torch.clamp(torch.log(action_mask), min=FLOAT_MIN)
+                self.inputs = flat
+                out = self.p_branch(torch.relu(self.p_encoder(self.inputs)))
+                return out + inf_mask, state
+        pol = Policy()
+        opt = torch.optim.SGD(pol.parameters(), lr=0.1)
+        batch = {"obs": {"obs": torch.randn(5, 4, dtype=torch.float64),
+                         "valid": torch.tensor([[1., 0., 1.]] * 5)}}
+        logits, _ = pol(batch, [])
+        loss = -(F.log_softmax(logits.clamp(min=-1e4), -1)[:, 0]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        nan = any(torch.isnan(p.grad).any() for p in pol.mask_head.parameters())
+        """, "GT754", line=11, holds="nan")),
     # LLMRec (MMSSL `main.py`): the softmax of data plus Gumbel noise scaled by a command-line
     # option (`args.log_log_scale`, an argparse namespace), then `+=`: no input has history,
     # the softmax saves nothing autograd reads (NOTE [parsed options]). Twin: the scale is a
