@@ -116,6 +116,72 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         opt.step()
         nan = any(torch.isnan(p.grad).any() for p in pol.mask_head.parameters())
         """, "GT754", line=11, holds="nan")),
+    # S2M2 (`methods/meta_template.py`): `set_forward_adaptation` asserts its flag true, then
+    # calls `self.parse_feature(x, is_feature)`, whose `if is_feature:` arm returns the given
+    # features (`Variable(x)`: no history); only the other arm runs the feature extractor.
+    # The probe's loop backwards its own graph on every pass (NOTE [asserted flags]). Twin:
+    # the flag asserted false: the extractor's graph is made once and freed by the first pass
+    "flag-asserted-before-the-call-selects-the-helpers-graph-free-arm": (Shape("""
+        from torch.autograd import Variable
+        class Meta(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.feature = nn.Linear(4, 4)
+                self.n_support = 2
+            def parse_feature(self, x, is_feature):
+                x = Variable(x)
+                if is_feature:
+                    z_all = x
+                else:
+                    z_all = self.feature.forward(x)
+                z_support = z_all[:, :self.n_support]
+                z_query = z_all[:, self.n_support:]
+                return z_support, z_query
+            def adapt(self, x, is_feature=True):
+                assert is_feature == True, "the features are fixed"
+                z_support, z_query = self.parse_feature(x, is_feature)
+                clf = nn.Linear(4, 2)
+                opt = torch.optim.SGD(clf.parameters(), lr=0.01)
+                y = torch.tensor([0, 0, 1, 1])
+                for epoch in range(3):
+                    opt.zero_grad()
+                    loss = F.cross_entropy(clf(z_support.reshape(-1, 4)), y)
+                    loss.backward()
+                    opt.step()
+                return clf(z_query)
+        m = Meta()
+        out = m.adapt(torch.randn(2, 5, 4), True)
+        """, "GT507", holds="out.shape == (2, 3, 2)"), Shape("""
+        from torch.autograd import Variable
+        class Meta(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.feature = nn.Linear(4, 4)
+                self.n_support = 2
+            def parse_feature(self, x, is_feature):
+                x = Variable(x)
+                if is_feature:
+                    z_all = x
+                else:
+                    z_all = self.feature.forward(x)
+                z_support = z_all[:, :self.n_support]
+                z_query = z_all[:, self.n_support:]
+                return z_support, z_query
+            def adapt(self, x, is_feature=True):
+                assert is_feature == False, "the features are fixed"
+                z_support, z_query = self.parse_feature(x, is_feature)
+                clf = nn.Linear(4, 2)
+                opt = torch.optim.SGD(clf.parameters(), lr=0.01)
+                y = torch.tensor([0, 0, 1, 1])
+                for epoch in range(3):
+                    opt.zero_grad()
+                    loss = F.cross_entropy(clf(z_support.reshape(-1, 4)), y)
+                    loss.backward()
+                    opt.step()
+                return clf(z_query)
+        m = Meta()
+        out = m.adapt(torch.randn(2, 5, 4), False)
+        """, "GT507", line=18, raises=(RuntimeError, "backward through the graph a second time"))),
     # LLMRec (MMSSL `main.py`): the softmax of data plus Gumbel noise scaled by a command-line
     # option (`args.log_log_scale`, an argparse namespace), then `+=`: no input has history,
     # the softmax saves nothing autograd reads (NOTE [parsed options]). Twin: the scale is a
