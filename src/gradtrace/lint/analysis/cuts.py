@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.kinds import is_torch_loss  # (other modules import it from here)
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
 from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
@@ -323,11 +324,6 @@ def is_functional_loss(qual: str) -> bool:
     prediction."""
     last = qual.rpartition(".")[2]
     return qual.startswith("torch.nn.functional.") and ("loss" in last or last in F_LOSSES)
-
-
-def is_torch_loss(qual: str | None) -> bool:
-    """``torch.nn.<Something>Loss``."""
-    return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
 
 
 def is_loss_callee(ctx: Context, func: ast.expr) -> bool:

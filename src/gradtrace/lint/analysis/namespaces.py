@@ -27,8 +27,8 @@ _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def parsed_option(ctx: Context, scope: Scope, e: ast.Attribute, line: int) -> bool:
-    """``e`` (``args.lr``) reads an option of an ``argparse`` namespace (NOTE [parsed
-    options])."""
+    """``e`` (``args.lr``) reads an option of an ``argparse`` namespace
+    (NOTE [parsed options])."""
     if not isinstance(e.value, ast.Name) or not ctx.mentions("parse_"):
         return False
     name = e.value.id

@@ -7,10 +7,10 @@ function alone does not say whether it is a pure criterion or a module that runs
 returns its loss (NVIDIA's ImageNet ``ModelAndLoss``, whose ``forward`` is ``out =
 self.model(x); return self.loss(out, y), out``). The calls of that function say it: each
 passes a value for the parameter, and the value's kind (the analysis layer's, NOTE [kinds]) is
-the class it was built from. A class of the file or of the project (through the index, NOTE
-[project index]) whose ``forward`` (or ``__call__``) calls a module it holds that is not a
-torch loss runs a model: its call is as live as the model's weights. Calls are read in the
-file, and in the project's other files through the reverse index (NOTE [reverse index]).
+the class it was built from. A module class of the file whose ``forward`` (or ``__call__``)
+calls a module it holds that is not a torch loss runs a model: its call is as live as the
+model's weights. Calls are read in the file, and in the project's other files through the
+reverse index (NOTE [reverse index]).
 Answers: True (every value found runs a model), False (a value found is a torch loss), None
 (no call found, a value whose class is not seen or runs no module of its own, a function):
 the caller then decides by what it knew before (the callee's name).
@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.kinds import MODULE, is_torch_loss
 from gradtrace.lint.nodes import parent_map, walk
 
 if TYPE_CHECKING:
@@ -99,7 +99,6 @@ def _argument(call: ast.Call, pos: int | None, name: str) -> ast.expr | None:
 def _runs_model(ctx: Context, v: ast.expr, where: ast.AST, line: int) -> bool | None:
     """The value ``v`` passed at ``line`` in ``where``: a module that runs a model of its own
     (True), a torch loss (False), unknown (None)."""
-    from gradtrace.lint.analysis.cuts import is_torch_loss
     k = ctx.analysis.kind_in(v, where, line)
     if k is None or k.what != MODULE or not k.cls:
         return None
