@@ -182,6 +182,45 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = Meta()
         out = m.adapt(torch.randn(2, 5, 4), False)
         """, "GT507", line=18, raises=(RuntimeError, "backward through the graph a second time"))),
+    # LightZero (`world_model_multitask.py`): `self.moe_instances = {}` is a cache that
+    # `get_moe(name)` fills and returns; every call's result is handed to `_create_head_moe
+    # (..., moe=...)`, which builds it into the `nn.Sequential` of the head it returns, stored
+    # on `self`: each entry is registered through the head. Twin: the entries are only called
+    # from `forward`: held by the plain dict alone, they are in no `parameters()`
+    "cache-of-experts-each-built-into-a-registered-head": (Shape("""
+        class World(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.experts = {}
+                self.head_a = self._make_head(2, moe=self.get_expert("a"))
+                self.head_b = self._make_head(3, moe=self.get_expert("b"))
+            def get_expert(self, name):
+                if name not in self.experts:
+                    self.experts[name] = nn.Linear(4, 4)
+                return self.experts[name]
+            def _make_head(self, out_dim, moe=None):
+                modules = [nn.LayerNorm(4), moe, nn.Linear(4, out_dim)]
+                return nn.Sequential(*modules)
+            def forward(self, x):
+                return self.head_a(x).sum() + self.head_b(x).sum()
+        w = World()
+        ok = all(any(p is q for q in w.parameters()) for p in w.experts["a"].parameters())
+        """, "GT401", holds="ok"), Shape("""
+        class World(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.experts = {}
+                self.head_a = nn.Linear(4, 2)
+            def get_expert(self, name):
+                if name not in self.experts:
+                    self.experts[name] = nn.Linear(4, 4)
+                return self.experts[name]
+            def forward(self, x):
+                return self.head_a(self.get_expert("a")(x)).sum()
+        w = World()
+        w(torch.randn(2, 4))
+        lost = not any(any(p is q for q in w.parameters()) for p in w.experts["a"].parameters())
+        """, "GT401", line=4, holds="lost")),
     # LLMRec (MMSSL `main.py`): the softmax of data plus Gumbel noise scaled by a command-line
     # option (`args.log_log_scale`, an argparse namespace), then `+=`: no input has history,
     # the softmax saves nothing autograd reads (NOTE [parsed options]). Twin: the scale is a
