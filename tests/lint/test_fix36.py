@@ -221,6 +221,54 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         w(torch.randn(2, 4))
         lost = not any(any(p is q for q in w.parameters()) for p in w.experts["a"].parameters())
         """, "GT401", line=4, holds="lost")),
+    # NVIDIA's ImageNet `main.py` itself: the wrapper's model comes from a factory the file
+    # does not define and its criterion from a class given to the constructor; `forward` hands
+    # what the first held callable returns to the second (a model, then its loss); `train`
+    # passes its own parameter on to `get_train_step` (NOTE [passed callees]). Twin: `train` is
+    # given the criterion itself, called on the wrapped batch: backward has no graph
+    "wrapper-of-a-built-model-passed-through-two-functions": (Shape("""
+        from torch.autograd import Variable
+        class ModelAndLoss(nn.Module):
+            def __init__(self, arch, loss):
+                super().__init__()
+                self.model = getattr(nn, arch)(3, 2)
+                self.loss = loss()
+            def forward(self, data, target):
+                output = self.model(data)
+                loss = self.loss(output, target)
+                return loss, output
+        def get_train_step(model_and_loss, optimizer):
+            def _step(inp, target):
+                loss, output = model_and_loss(Variable(inp), target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+            return _step
+        def train(batches, model_and_loss, optimizer):
+            step = get_train_step(model_and_loss, optimizer)
+            return [step(x, y) for x, y in batches]
+        mal = ModelAndLoss("Linear", nn.CrossEntropyLoss)
+        opt = torch.optim.SGD(mal.parameters(), lr=0.1)
+        w0 = mal.model.weight.clone()
+        train([(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))], mal, opt)
+        """, "GT104", holds="not torch.equal(w0, mal.model.weight)"), Shape("""
+        from torch.autograd import Variable
+        def get_train_step(model_and_loss, optimizer):
+            def _step(inp, target):
+                loss = model_and_loss(Variable(inp), target)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                return loss.item()
+            return _step
+        def train(batches, model_and_loss, optimizer):
+            step = get_train_step(model_and_loss, optimizer)
+            return [step(x, y) for x, y in batches]
+        net = nn.Linear(3, 3)
+        train([(torch.randn(4, 3), torch.tensor([0, 1, 0, 1]))], nn.CrossEntropyLoss(),
+              torch.optim.SGD(net.parameters(), lr=0.1))
+        """, "GT104", line=4, raises=(RuntimeError, "does not require grad"))),
     # LLMRec (MMSSL `main.py`): the softmax of data plus Gumbel noise scaled by a command-line
     # option (`args.log_log_scale`, an argparse namespace), then `+=`: no input has history,
     # the softmax saves nothing autograd reads (NOTE [parsed options]). Twin: the scale is a
