@@ -319,9 +319,8 @@ class Graphs:
         if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
             return False
         i = names.index(b.name)  # or the arm the call's flags select (NOTE [asserted flags])
-        flags = known_flags(self.scope, s.value, fn)
         return _plain_element(ctx, fn, i, len(names), 0) or plain_in_arm(
-            ctx, fn, flags, i, len(names), loads)
+            ctx, fn, known_flags(self.scope, s.value, fn), i, len(names), loads)
 
     def freed_by(self, bw: Backward, b: Binding) -> bool:
         """Whether the backward ``bw`` frees the graph that binding ``b`` holds.
