@@ -8,7 +8,11 @@ to the model (the first argument of a call of a model-like callee: ``model(data)
 ``self.critic(state, action)``), the source hands out the model's *input*, upstream of every
 parameter; its other elements (targets, rewards, masks) come from the same place and carry no
 graph either. Not when the source is itself a model call (``feats, kl = self.encoder(x)``, or a
-``self.<layer>(...)``) or a name of the unpacking is made trainable.
+``self.<layer>(...)``) or a name of the unpacking is made trainable. A module's ``forward`` given
+a record (RLlib's ``input_dict``) whose field its layers are given (``flat =
+input_dict["obs"]["obs"].float()``, kept as ``self.inputs``, handed to ``self.p_encoder``) is
+given its input in that record: the record's other fields (``input_dict["obs"]["action_mask"]``)
+are data the same way.
 """
 from __future__ import annotations
 
@@ -111,13 +115,60 @@ def _objects(scope: Scope) -> frozenset[str]:
             fields.update(n.value.id for n in of_types(node.args[0], (
                 ast.Attribute, ast.Subscript)) if isinstance(n.value, ast.Name) and field(n))
     trainable = {mc.receiver for mc in scope.method_calls if mc.method == "requires_grad_"}
+    records = _forward_records(scope)
     out: set[str] = set()
-    for name in fields - trainable - {"", "self", "cls"}:
+    for name in (fields | records) - trainable - {"", "self", "cls"}:
         bs = scope.bindings.get(name, ())
-        if bs and all(_drawn(b.stmt, b.value, name) for b in bs) and not any(
-                k.startswith(name + ".") and k.endswith(".requires_grad") for k in scope.bindings):
+        if (name in records and not bs or bs and all(_drawn(b.stmt, b.value, name) for b in bs)) \
+                and not any(k.startswith(name + ".") and k.endswith(".requires_grad")
+                            for k in scope.bindings):
             out.add(name)
     return frozenset(out)
+
+
+def _forward_records(scope: Scope) -> set[str]:
+    """Parameters of a module's ``forward`` holding a record whose field, reached through the
+    function's own bindings (moves and casts, ``self.inputs = flat``, a helper given it
+    first), is what the module's layers are given (``flat = input_dict["obs"]["obs"].float()``
+    then ``self.p_encoder(flat)``): the module's input, so the record's other fields
+    (``input_dict["obs"]["action_mask"]``) come with it as data (NOTE [batch siblings])."""
+    fn = scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != "forward":
+        return set()
+    cls = scope.ctx.analysis.class_of(fn)
+    if cls is None or not cls.is_module:
+        return set()
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args)} - {"self"}
+    todo: list[tuple[ast.expr, int]] = [
+        (node.args[0], 0) for node in of_types(fn, (ast.Call,))
+        if node.args and is_model_name(dotted(node.func) or "")]
+    out: set[str] = set()
+    seen: set[str] = set()
+    while todo:
+        v, depth = todo.pop()
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+                and v.func.attr in MOVES:
+            v = v.func.value
+        if isinstance(v, (ast.Subscript, ast.Attribute)) and field(v):
+            root = v
+            while isinstance(root, (ast.Subscript, ast.Attribute)) and field(root):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in params:
+                out.add(root.id)
+                continue
+        if isinstance(v, ast.Call):
+            callee = dotted(v.func) or ""
+            if v.args and depth < 4 and callee and not _model_like(callee) and not (
+                    callee.startswith("self.") and callee.count(".") == 1):
+                todo.append((v.args[0], depth + 1))  # `add_time_dimension(flat, ...)`
+            continue
+        name = dotted(v) if isinstance(v, (ast.Name, ast.Attribute)) else None
+        if name is None or name in seen or depth >= 4:
+            continue
+        seen.add(name)
+        todo.extend((b.value, depth + 1) for b in scope.bindings.get(name, ())
+                    if b.value is not None)
+    return out
 
 
 def _drawn(s: ast.stmt, v: ast.expr | None, name: str) -> bool:

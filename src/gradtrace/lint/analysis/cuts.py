@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.kinds import is_torch_loss  # (other modules import it from here)
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
-from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE, loss_callable_name
+from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, statements, walk
@@ -325,11 +326,6 @@ def is_functional_loss(qual: str) -> bool:
     return qual.startswith("torch.nn.functional.") and ("loss" in last or last in F_LOSSES)
 
 
-def is_torch_loss(qual: str | None) -> bool:
-    """``torch.nn.<Something>Loss``."""
-    return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore
-
-
 def is_loss_callee(ctx: Context, func: ast.expr) -> bool:
     """``F.cross_entropy``, ``nn.MSELoss()(...)`` instances by name, ``criterion``/``*loss``."""
     if isinstance(func, ast.Call):  # `nn.CrossEntropyLoss()(out, y)`: built and called at once
@@ -353,8 +349,9 @@ def pure_loss(t: Tracer, func: ast.expr) -> bool:
 
 
 def _pure_loss_name(t: Tracer, name: str) -> bool:
-    """Bound to ``torch.nn.*Loss()``; or, when nothing in the file binds it, named like a
-    loss function (``criterion``, ``focal_loss``). A user class bound to it may hold
+    """Bound to ``torch.nn.*Loss()``; a parameter passed one by the function's calls, not a
+    module running a model (NOTE [passed callees]); or, when neither says, named like a loss
+    function (``criterion``, ``focal_loss``). A user class bound to it may hold
     learnable weights (ArcFace, uncertainty weighting): then it is not pure."""
     ctx = t.ctx
     values = [unpacked_value(b, name) for b in t.scope.bindings.get(name, ())]
@@ -378,7 +375,12 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
                 recv.partition(".")[0] not in ctx.imports.aliases and \
                 not LOSS_CALLABLE_RE.match(recv.rpartition(".")[2]):
             return False  # `self.value_function.compute_loss(x, y)`: the model's method
-        return loss_callable_name(last)
+        if not recv:  # a parameter: what the function's calls pass (NOTE [passed callees])
+            from gradtrace.lint.analysis.passed_callees import passed_runs_model
+            runs = passed_runs_model(ctx, t.scope.node, name)
+            if runs is not None:
+                return not runs
+        return bool(LOSS_CALLABLE_RE.match(last))
     if all(isinstance(v, (ast.Name, ast.Attribute)) and dotted(v) not in (None, name)
            for v in values):  # `criterion = cal_loss`: an alias is the function it names
         t._pure[name] = False  # (while answering: a cycle of aliases is no loss)

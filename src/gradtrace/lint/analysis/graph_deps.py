@@ -18,6 +18,7 @@ from gradtrace.lint.analysis.caller_grad import caller_grad_off
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
     TENSOR_METHODS, TEXT_DECODE_KWARGS, indices_of_pair, unpacks_indices)
+from gradtrace.lint.analysis.flag_arms import known_flags, plain_in_arm
 from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
@@ -318,7 +319,9 @@ class Graphs:
         names = [dotted(e) for e in s.targets[0].elts]
         if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
             return False
-        return _plain_element(ctx, fn, names.index(b.name), len(names), 0)
+        i = names.index(b.name)  # or the arm the call's flags select (NOTE [asserted flags])
+        return _plain_element(ctx, fn, i, len(names), 0) or plain_in_arm(
+            ctx, fn, known_flags(self.scope, s.value, fn), i, len(names), loads)
 
     def freed_by(self, bw: Backward, b: Binding) -> bool:
         """Whether the backward ``bw`` frees the graph that binding ``b`` holds.

@@ -35,3 +35,8 @@ class Kind:
     @property
     def is_module(self) -> bool:
         return self.what == MODULE
+
+
+def is_torch_loss(qual: str | None) -> bool:
+    """``torch.nn.<Something>Loss``: a torch loss class, by its qualified name."""
+    return bool(qual) and qual.startswith("torch.nn.") and qual.endswith("Loss")  # type: ignore

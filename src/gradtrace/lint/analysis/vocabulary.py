@@ -29,15 +29,6 @@ DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch"
 # a loss function object (`criterion`, `loss_fn`)
 LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
                               re.IGNORECASE)
-# ... but a model wrapped with its loss (`model_and_loss`, `model_with_loss`, `net_with_loss`:
-# NVIDIA's ImageNet `ModelAndLoss`, CenterNet's `ModelWithLoss`) runs the model: not pure
-_MODEL_WITH_LOSS_RE = re.compile(r"(model|net|network)s?_?(with|and)_?\w*loss", re.IGNORECASE)
-
-
-def loss_callable_name(name: str) -> bool:
-    """A callee named like a loss function (``criterion``, ``focal_loss``), not like a model
-    wrapped with its loss (``model_and_loss``)."""
-    return bool(LOSS_CALLABLE_RE.match(name)) and not _MODEL_WITH_LOSS_RE.search(name)
 
 # -- classes of other files ----------------------------------------------------------------------
 # `X.from_pretrained(...)` builds a model when X is named like one, not like a tokenizer

@@ -11,6 +11,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from gradtrace.lint.analysis.namespaces import graphless_with_options
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, built, sequential_layers
 from gradtrace.lint.analysis.steps import backward_of, step_calls
 from gradtrace.lint.analysis.trained_helpers import backward_after_call, backward_after_method
@@ -60,6 +61,8 @@ def _input_has_no_grad(prod: Producer, ctx: Context) -> bool:
     if not args:
         return False
     kind = ctx.scope().kind(args[0])
+    if kind is None and ctx.statement is not None and isinstance(args[0], ast.BinOp):
+        return graphless_with_options(ctx, ctx.scope(), args[0], ctx.statement.lineno)
     return kind in (NUMBER, NUMPY, DETACHED) or kind == LEAF and not _made_grad_leaf(
         args[0], ctx)
 

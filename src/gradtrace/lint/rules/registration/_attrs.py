@@ -164,6 +164,7 @@ def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
             stored.add(id(n.value))
             if isinstance(n.value, ast.Call) and _self_attr(n.value.func):
                 called.add(n.value.func.attr)  # type: ignore[attr-defined]
+                called |= _built_in(n.value, methods)
     called |= _registered_locals(cls)
     returned: set[int] = set()  # ids of `self.X[k]` a called method returns
     for name in called & set(methods):
@@ -183,6 +184,9 @@ def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
         p = parents.get(id(n))
         if isinstance(p, ast.Subscript) and p.value is n and isinstance(p.ctx, ast.Store):
             continue  # a fill: `self.X[k] = layer`
+        if isinstance(p, ast.Compare) and n in p.comparators and all(
+                isinstance(o, (ast.In, ast.NotIn)) for o in p.ops):
+            continue  # `if name not in self.X:`: reads the keys, not an entry
         pick = isinstance(p, ast.Subscript) and p.value is n and (
             id(p) in stored or id(p) in returned)
         ok[attr] = ok.get(attr, True) and pick
@@ -191,6 +195,64 @@ def picked_attrs(cls: ast.ClassDef) -> frozenset[str]:
 
 
 _PARTS = frozenset({"children", "modules", "named_children"})
+
+
+def _built_in(call: ast.Call, methods: dict[str, ast.AST]) -> set[str]:
+    """Methods of the class whose result ``call`` (``self.head = self._make_head(moe=
+    self.get_moe("r"))``, a call of a method stored on ``self``) hands to a parameter that its
+    method builds into what it returns (an element of a list or an argument of a call in the
+    ``return``, through the locals it fills: ``modules = [norm, moe, out]`` then ``return
+    Head(nn.Sequential(*modules))``): the picked entry is held by the stored result."""
+    m = methods.get(call.func.attr) if isinstance(call.func, ast.Attribute) else None
+    if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return set()
+    params = [a.arg for a in m.args.args][1:]
+    given = dict(zip(params, call.args))
+    given.update((k.arg, k.value) for k in call.keywords if k.arg)
+    held = _held_in_return(m)
+    return {v.func.attr for p, v in given.items() if p in held and isinstance(v, ast.Call)
+            and isinstance(v.func, ast.Attribute) and _self_attr(v.func.value) is None
+            and isinstance(v.func.value, ast.Name) and v.func.value.id == "self"}
+
+
+def _held_in_return(m: ast.AST) -> set[str]:
+    """Names ``m`` places in its returned value: a returned name, an element of a list or
+    tuple, an argument (or starred argument) of a call there, and what the locals so placed
+    are filled with (``modules = [...]``, ``modules.append(x)``)."""
+    def placed(e: ast.AST | None) -> set[str]:
+        out: set[str] = set()
+        todo = [e] if e is not None else []
+        while todo:
+            x = todo.pop()
+            if isinstance(x, ast.Starred):
+                x = x.value
+            if isinstance(x, ast.Name):
+                out.add(x.id)
+            elif isinstance(x, (ast.List, ast.Tuple)):
+                todo.extend(x.elts)
+            elif isinstance(x, ast.Call):
+                todo.extend([*x.args, *(k.value for k in x.keywords)])
+        return out
+    held: set[str] = set()
+    for r in walk(m):
+        if isinstance(r, ast.Return):
+            held |= placed(r.value)
+    grew = True
+    while grew:
+        grew = False
+        for a in walk(m):
+            got: set[str] = set()
+            if isinstance(a, ast.Assign) and len(a.targets) == 1 \
+                    and isinstance(a.targets[0], ast.Name) and a.targets[0].id in held:
+                got = placed(a.value)
+            elif isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) \
+                    and a.func.attr in ("append", "extend", "insert") \
+                    and isinstance(a.func.value, ast.Name) and a.func.value.id in held:
+                got = placed(a.args[-1]) if a.args else set()
+            if got - held:
+                held |= got
+                grew = True
+    return held
 
 
 def _registered_locals(cls: ast.ClassDef) -> set[str]:
