@@ -1,0 +1,123 @@
+"""The facts widened or added for held-out batch 30 (docs/triage/ho30.md), each as a buggy twin
+that is reported on its line and a silent look-alike, in other spellings than the cases'. Every
+snippet runs on real torch, and ``holds`` checks what the finding claims."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT438: a head compared with a target but left out of the optimizer stays at its
+    # initialisation; a critic the actor's loss climbs (NOTE [maximized module output]) is
+    # meant to be outside the actor's optimizer
+    "critic-maximized": (Shape("""
+        actor = nn.Linear(4, 2)
+        head = nn.Linear(2, 1)
+        w0 = head.weight.detach().clone()
+        opt = torch.optim.SGD(actor.parameters(), lr=0.1)
+        for step in range(3):
+            x, y = torch.randn(8, 4), torch.randn(8, 1)
+            loss = F.mse_loss(head(actor(x)), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT438", line=4, holds="torch.equal(head.weight, w0) and head.weight.grad is not None"),
+        Shape("""
+        actor = nn.Linear(4, 2)
+        critic = nn.Bilinear(4, 2, 1)
+        a0 = actor.weight.detach().clone()
+        opt = torch.optim.SGD(actor.parameters(), lr=0.1)
+        for step in range(3):
+            obs = torch.randn(8, 4)
+            q = critic(obs, torch.tanh(actor(obs)))
+            loss = -q.mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT438", holds="not torch.equal(actor.weight, a0)")),
+    # GT505: a sum over a loader whose length is not the accumulation count grows with the
+    # data; over exactly one accumulation window (NOTE [one accumulation window]) it keeps
+    # `accum` graphs
+    "one-accumulation-window": (Shape("""
+        def micro_batches(seed, count):
+            g = torch.Generator().manual_seed(seed)
+            out = []
+            for _ in range(count):
+                out.append((torch.randn(2, 4, generator=g), torch.randn(2, 1, generator=g)))
+            return out
+        def train(model, accum, n_batches):
+            running = 0
+            for i, (x, y) in enumerate(micro_batches(0, n_batches)):
+                loss = F.mse_loss(model(x), y)
+                running += loss
+                loss.backward()
+                if (i + 1) % accum == 0:
+                    for p in model.parameters():
+                        p.grad /= accum
+            return running
+        total = train(nn.Linear(4, 1), 2, 6)
+        """, "GT505", line=11, holds="total.grad_fn is not None"), Shape("""
+        def micro_batches(seed, count):
+            g = torch.Generator().manual_seed(seed)
+            out = []
+            for _ in range(count):
+                out.append((torch.randn(2, 4, generator=g), torch.randn(2, 1, generator=g)))
+            return out
+        def train(model, accum):
+            running = 0
+            for i, (x, y) in enumerate(micro_batches(0, accum)):
+                loss = F.mse_loss(model(x), y)
+                running += loss
+                loss.backward()
+                if (i + 1) % accum == 0:
+                    for p in model.parameters():
+                        p.grad /= accum
+            return running
+        total = train(nn.Linear(4, 1), 2)
+        """, "GT505")),
+    # GT474: `nn.Parameter(w)` of a leaf that requires grad, handed to the optimizer, while the
+    # loss reads `w` (NOTE [wrapped leaf handed away]); the look-alike computes with the
+    # wrapper it keeps
+    "leaf-wrapped-for-optimizer": (Shape("""
+        def fit(x, y):
+            w = torch.zeros(4, requires_grad=True)
+            opt = torch.optim.SGD([nn.Parameter(w)], lr=0.1)
+            for _ in range(3):
+                opt.zero_grad()
+                ((x @ w - y) ** 2).mean().backward()
+                opt.step()
+            return w
+        w = fit(torch.randn(8, 4), torch.randn(8))
+        """, "GT474", line=3, holds="bool((w == 0).all()) and w.grad is not None"), Shape("""
+        def fit(x, y):
+            w = torch.zeros(4, requires_grad=True)
+            params = nn.ParameterList([w])
+            opt = torch.optim.SGD(params, lr=0.1)
+            for _ in range(3):
+                opt.zero_grad()
+                ((x @ params[0] - y) ** 2).mean().backward()
+                opt.step()
+            return params[0]
+        w = fit(torch.randn(8, 4), torch.randn(8))
+        """, "GT474", holds="not bool((w == 0).all())")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_twin_reported(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_lookalike_silent(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
