@@ -110,6 +110,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return params[0]
         w = fit(torch.randn(8, 4), torch.randn(8))
         """, "GT474", holds="not bool((w == 0).all())")),
+    # GT729: a zeros parameter read only through `abs` (gradient 0 at 0: NOTE [flat at zero])
+    # never moves; read through `clamp(min=0)`, whose backward passes the gradient at the
+    # bound, it learns
+    "flat-at-zero": (Shape("""
+        class Gain(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.lin = nn.Linear(n, n)
+                self.log_gain = nn.Parameter(torch.zeros(n))
+            def forward(self, x):
+                return self.lin(x) * (1 + self.log_gain.abs())
+        net = Gain(4)
+        opt = torch.optim.Adam(net.parameters(), lr=0.1)
+        for _ in range(5):
+            opt.zero_grad()
+            (net(torch.randn(8, 4)) - 3).pow(2).mean().backward()
+            opt.step()
+        """, "GT729", line=5, holds="bool((net.log_gain == 0).all())"), Shape("""
+        class Gain(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.lin = nn.Linear(n, n)
+                self.log_gain = nn.Parameter(torch.zeros(n))
+            def forward(self, x):
+                return self.lin(x) * (1 + self.log_gain.clamp(min=0))
+        net = Gain(4)
+        opt = torch.optim.Adam(net.parameters(), lr=0.1)
+        for _ in range(5):
+            opt.zero_grad()
+            (net(torch.randn(8, 4)) - 3).pow(2).mean().backward()
+            opt.step()
+        """, "GT729", holds="not bool((net.log_gain == 0).all())")),
 }
 
 
