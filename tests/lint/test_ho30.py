@@ -142,6 +142,45 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             (net(torch.randn(8, 4)) - 3).pow(2).mean().backward()
             opt.step()
         """, "GT729", holds="not bool((net.log_gain == 0).all())")),
+    # GT218 through a helper's return (NOTE [returned loss backpropagated by the caller]): the
+    # adversarial term is scored under no_grad from the generator's output, and the caller
+    # backpropagates the sum the helper returns; the look-alike takes only the target under
+    # no_grad and scores the live output
+    "no-grad-term-returned": (Shape("""
+        def g_losses(gen, disc, z, real):
+            fake = gen(z)
+            rec = F.l1_loss(fake, real)
+            with torch.no_grad():
+                score = disc(fake)
+            adv = F.mse_loss(score, torch.ones_like(score))
+            return fake, rec + adv
+        def step(gen, disc, z, real):
+            fake, loss = g_losses(gen, disc, z, real)
+            loss.backward()
+        gen, disc = nn.Linear(4, 4), nn.Linear(4, 1)
+        z, real = torch.randn(8, 4), torch.randn(8, 4)
+        step(gen, disc, z, real)
+        g_all = gen.weight.grad.clone()
+        gen.zero_grad()
+        F.l1_loss(gen(z), real).backward()
+        """, "GT218", line=4, holds="torch.allclose(g_all, gen.weight.grad)"), Shape("""
+        def g_losses(gen, disc, z, real):
+            fake = gen(z)
+            rec = F.l1_loss(fake, real)
+            with torch.no_grad():
+                target = disc(real)
+            adv = F.mse_loss(disc(fake), target)
+            return fake, rec + adv
+        def step(gen, disc, z, real):
+            fake, loss = g_losses(gen, disc, z, real)
+            loss.backward()
+        gen, disc = nn.Linear(4, 4), nn.Linear(4, 1)
+        z, real = torch.randn(8, 4), torch.randn(8, 4)
+        step(gen, disc, z, real)
+        g_all = gen.weight.grad.clone()
+        gen.zero_grad()
+        F.l1_loss(gen(z), real).backward()
+        """, "GT218", holds="not torch.allclose(g_all, gen.weight.grad)")),
 }
 
 
