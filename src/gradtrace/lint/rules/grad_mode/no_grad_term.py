@@ -123,7 +123,7 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
         fn = ctx.function
         if fn is not None and fn.name != "training_step" and node.value is not None \
                 and _has_no_grad_block(fn, ctx):
-            # NOTE [returned loss backpropagated by the caller]
+            # the caller backpropagates it: NOTE [returned loss backpropagated by the caller]
             part = caller_backwarded(ctx, fn, node)  # type: ignore[arg-type]
             if part is not None:
                 yield from self._check(node, part, ctx)

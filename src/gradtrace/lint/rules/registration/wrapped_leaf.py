@@ -73,7 +73,7 @@ class LeafWrappedForOptimizer(Rule):
                     self.optim.zero_grad()
                     loss.backward()
                     self.optim.step()
-            """, at=(6, 8)),
+            """, at=(6, 38)),
         Good("""
             import torch
             class AutoAlpha(torch.nn.Module):
