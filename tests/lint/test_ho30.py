@@ -181,6 +181,34 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         gen.zero_grad()
         F.l1_loss(gen(z), real).backward()
         """, "GT218", holds="not torch.allclose(g_all, gen.weight.grad)")),
+    # GT546: one module object for two submodule slots of a file class (NOTE [one module in
+    # two slots]): the two attributes are one object, its weights counted once; the look-alike
+    # passes a deep copy
+    "module-in-two-slots": (Shape("""
+        import copy
+        class Block(nn.Module):
+            def __init__(self, pre, post):
+                super().__init__()
+                self.pre = pre
+                self.post = post
+            def forward(self, x):
+                return self.post(torch.relu(self.pre(x)))
+        proj = nn.Linear(8, 8)
+        block = Block(pre=proj, post=proj)
+        n = sum(p.numel() for p in block.parameters())
+        """, "GT546", line=10, holds="block.pre is block.post and n == 72"), Shape("""
+        import copy
+        class Block(nn.Module):
+            def __init__(self, pre, post):
+                super().__init__()
+                self.pre = pre
+                self.post = post
+            def forward(self, x):
+                return self.post(torch.relu(self.pre(x)))
+        proj = nn.Linear(8, 8)
+        block = Block(pre=proj, post=copy.deepcopy(proj))
+        n = sum(p.numel() for p in block.parameters())
+        """, "GT546", holds="block.pre is not block.post and n == 144")),
 }
 
 
