@@ -8,6 +8,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import calls_of
+from gradtrace.lint.analysis.maximized import maximized
 from gradtrace.lint.analysis.objects import constructor_call, field_source
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -116,53 +117,10 @@ def _detached(call: ast.Call, scope: Scope) -> bool:
         for n in walk(stmt))
 
 
-# NOTE [maximized module output]
-# A loss that climbs a module's output (``-critic(obs, act).mean()``, ``alpha * logp - q``)
-# uses the module as the objective the trained module is pushed up: an actor-critic's critic, a
-# GAN's discriminator, a reward model. Its own training (or its staying fixed) is another
-# loss's business: the actor's optimizer is meant not to hold it. A predictor's output is
-# compared with a target, never maximized, so a module run that way stays in GT438.
-RESULT_METHODS = frozenset({"flatten", "squeeze", "mean", "sum", "view", "reshape", "float"})
-
-
-def _chain_top(e: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
-    """``e`` followed up through method calls on its result (``e.flatten().mean()``)."""
-    while True:
-        up = parents.get(id(e))
-        if isinstance(up, ast.Attribute) and up.value is e and up.attr in RESULT_METHODS:
-            call = parents.get(id(up))
-            if isinstance(call, ast.Call) and call.func is up:
-                e = call
-                continue
-        return e
-
-
-def _negated_in(stmt: ast.AST, e: ast.AST) -> bool:
-    parents = {id(c): n for n in walk(stmt) for c in child_nodes(n)}
-    top = _chain_top(e, parents)
-    up = parents.get(id(top))
-    return isinstance(up, ast.UnaryOp) and isinstance(up.op, ast.USub) or isinstance(
-        up, ast.BinOp) and isinstance(up.op, ast.Sub) and up.right is top
-
-
 def _maximized(call: ast.Call, scope: Scope, loop: ast.stmt) -> bool:
-    """The loss climbs ``call``'s result: negated or subtracted, directly or through one name
-    bound to it in the loop (NOTE [maximized module output])."""
+    """NOTE [maximized module output]: the loss climbs ``call``'s result."""
     stmt = scope.statement_of(call)
-    if stmt is None:
-        return False
-    if _negated_in(stmt, call):
-        return True
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)):
-        return False
-    parents = {id(c): n for n in walk(stmt) for c in child_nodes(n)}
-    if _chain_top(call, parents) is not stmt.value:
-        return False
-    name = stmt.targets[0].id
-    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-               and n.lineno > stmt.lineno and _negated_in(scope.statement_of(n) or n, n)
-               for n in walk(loop))
+    return stmt is not None and maximized(call, stmt, loop)
 
 
 class ModuleOutsideOptimizer(Rule):
