@@ -7,7 +7,8 @@ of them (``loss_all.backward()``, ``self.manual_backward(loss_all)``). For a ``r
 helper, :func:`caller_backwarded` gives the returned expression the callers differentiate:
 the element at the position of the target name a caller of the file binds the call to and
 then passes to a backward (``.backward()`` on it, or a call whose name holds ``backward``
-given it first, as Lightning's ``manual_backward``) in the same function, after the call.
+given it first, as Lightning's ``manual_backward``) in the same function (or script), after
+the call.
 The helper is found by name: ``fn(...)`` for a function, ``self.fn(...)`` for a method called
 inside its class.
 """
@@ -62,8 +63,9 @@ def backwarded_positions(ctx: Context, fn: Fn) -> frozenset[int | None]:
             if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                     and _is_call_of(s.value, fn, method)):
                 continue
-            caller = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), None)
-            if caller is None or caller is fn:
+            caller = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)),
+                          ctx.tree)  # a script's own lines call it too
+            if caller is fn:
                 continue
             t = s.targets[0]
             names = [(None, t)] if isinstance(t, ast.Name) else list(enumerate(t.elts)) \
