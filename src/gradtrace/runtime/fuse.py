@@ -194,8 +194,8 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         else:
             continue
         if (r.code, s.code) in _STATEMENT_LEADS and where != (r_path, r.line):
-            # the run's statement inside the block or helper the finding names, unless it is
-            # the block's only statement (NOTE [block of one statement])
+            # the run's statement inside the block or helper the finding names, unless
+            # it is the block's only statement: NOTE [block of one statement]
             lead = where[0] == r_path and _block_of_one(r_path, s.line, r.line)
         if crash_line is not None and where == crash_line and (r_path, r.line) != where:
             lead = any(f in _READ_AFTER_CHANGE for f in fams)  # NOTE [cause on the crash line]
@@ -214,14 +214,16 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
 
 
 # NOTE [block of one statement]
-# The statement a run names inside a no-grad block leads over the block (NOTE [term read under
-# no_grad]) because the other statements of the block stay there; when the block holds that
+# The statement a run names inside a no-grad block leads over the block
+# (NOTE [term read under no_grad]) because the other statements of the block stay there; when
+# the block holds that
 # statement alone (`with torch.no_grad():` around one discriminator call), the fix is to drop
 # the block, and the block's line leads.
 def _block_of_one(path: str, block_line: int, line: int) -> bool:
-    from gradtrace.runtime.trace.locate import tree_of
-
-    tree = tree_of(path)
+    try:
+        tree: ast.AST | None = ast.parse("".join(linecache.getlines(path)))
+    except (SyntaxError, ValueError):
+        tree = None
     for n in ast.walk(tree) if tree is not None else ():
         if isinstance(n, (ast.With, ast.AsyncWith)) and n.lineno == block_line:
             return len(n.body) == 1 and n.body[0].lineno <= line <= (
