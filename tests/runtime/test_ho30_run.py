@@ -119,10 +119,14 @@ def test_parameter_made_where_the_tensor_is_is_clean(tmp_path):
     assert [f for f in found if f.code in ("GT474", "GT820", "GT821")] == [], found
 
 
-def test_no_grad_block_of_one_statement_leads(tmp_path):
-    # NOTE [block of one statement]: the block around the one discriminator call is the root
+def test_no_grad_term_through_a_return_is_confirmed(tmp_path):
+    # the static GT218 (the block, through the helper's return: NOTE [returned loss
+    # backpropagated by the caller]) confirms the run's GT844 on the statement in the block,
+    # which leads (NOTE [term read under no_grad])
     found = _run(tmp_path, ONE_BLOCK)
-    assert found and (found[0].code, found[0].line) == ("GT218", _line_of(ONE_BLOCK, "# B")), found
+    assert found and (found[0].code, found[0].line) == ("GT844", _line_of(ONE_BLOCK, "# B") + 1)
+    assert found[0].source == "static+runtime" and any(
+        "GT218" in r.message for r in found[0].related), found
 
 
 def test_discriminator_scored_with_grad_is_clean(tmp_path):

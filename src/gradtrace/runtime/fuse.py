@@ -194,9 +194,7 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         else:
             continue
         if (r.code, s.code) in _STATEMENT_LEADS and where != (r_path, r.line):
-            # the run's statement inside the block or helper the finding names, unless
-            # it is the block's only statement: NOTE [block of one statement]
-            lead = where[0] == r_path and _block_of_one(r_path, s.line, r.line)
+            lead = False  # the run's statement inside the block or helper the finding names
         if crash_line is not None and where == crash_line and (r_path, r.line) != where:
             lead = any(f in _READ_AFTER_CHANGE for f in fams)  # NOTE [cause on the crash line]
         if crash_line is None and lead and where != (r_path, r.line) \
@@ -211,24 +209,6 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
         if best is None or rank > best[0]:
             best = (rank, i, lead)
     return None if best is None else (best[1], best[2])
-
-
-# NOTE [block of one statement]
-# The statement a run names inside a no-grad block leads over the block
-# (NOTE [term read under no_grad]) because the other statements of the block stay there; when
-# the block holds that
-# statement alone (`with torch.no_grad():` around one discriminator call), the fix is to drop
-# the block, and the block's line leads.
-def _block_of_one(path: str, block_line: int, line: int) -> bool:
-    try:
-        tree: ast.AST | None = ast.parse("".join(linecache.getlines(path)))
-    except (SyntaxError, ValueError):
-        tree = None
-    for n in ast.walk(tree) if tree is not None else ():
-        if isinstance(n, (ast.With, ast.AsyncWith)) and n.lineno == block_line:
-            return len(n.body) == 1 and n.body[0].lineno <= line <= (
-                n.body[0].end_lineno or n.body[0].lineno)
-    return False
 
 
 def _predicts(s: Finding, r: Finding) -> bool:
