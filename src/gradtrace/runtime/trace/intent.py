@@ -134,3 +134,16 @@ def left_out_on_purpose(data: Any, names: list[str]) -> bool:
     return bool(excluded | by_name) and all(
         set(n.split(".")[1:-1]) & excluded or
         any(n.endswith("." + k) for k in by_name) for n in names)
+
+
+def climbed_module(site: Any) -> bool:
+    """The module's call at ``site`` gives the loss a value it climbs (a critic, a
+    discriminator): left out of the trained module's optimizer on purpose
+    (NOTE [maximized module output] in gradtrace.lint.analysis.maximized)."""
+    if site is None or site.path.startswith("<"):
+        return False
+    from gradtrace.lint.analysis.maximized import maximized_at
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(site.path)
+    return tree is not None and maximized_at(tree, site.line, site.column)

@@ -27,7 +27,7 @@ from gradtrace.runtime.trace.idle import idle_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
 from gradtrace.runtime.trace.decay_groups import inverted_decay_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
-from gradtrace.runtime.trace.intent import left_out_on_purpose
+from gradtrace.runtime.trace.intent import climbed_module, left_out_on_purpose
 from gradtrace.runtime.trace.plain_held import uncalled_in_plain_container
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.closure_sum import closure_findings
@@ -338,8 +338,10 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                   if p is not None and p.requires_grad and p.grad is not None
                   and id(p) not in in_opt and state.cut_of(p) is None]
         if missed and (not m.training and training or rec.copied_into(m, data, in_opt)
-                       or left_out_on_purpose(data, [param_name(data, q) for q in missed])):
-            continue  # eval mode, a copy the program refreshes (target net), left out on purpose
+                       or left_out_on_purpose(data, [param_name(data, q) for q in missed])
+                       or climbed_module(rec.site)):
+            continue  # eval mode, a copy the program refreshes (target net), left out on
+            # purpose, a critic the loss climbs (NOTE [maximized module output])
         if missed:
             owner, owner_site = unregistered_owner(data, m)
             kind, why, fix = _not_optimized_reason(owner, len(stale),

@@ -6,6 +6,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.caller_backwards import caller_backwarded
 from gradtrace.lint.analysis.cuts import is_loss_callee
 from gradtrace.lint.analysis.grad_sources import Dead
 from gradtrace.lint.analysis.helper_sources import HelperSources, grad_sources
@@ -45,7 +46,9 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
     (NOTE [term read under no_grad]). Compute those outputs with grad (detach only what must
     be a target, e.g. pseudo-labels from `logits.detach().argmax(1)`).
     Known limits: the no-grad block, the live run and the `backward()` (or the loss a
-    Lightning `training_step` returns) are in one function; the term must be an additive part
+    Lightning `training_step` returns, or the loss a helper returns to a caller of the file
+    that backpropagates it: NOTE [returned loss backpropagated by the caller]) are in one
+    function; the term must be an additive part
     of the loss (through names bound once); a term coming from a helper that runs under
     `no_grad` is GT202's.
     """
@@ -54,9 +57,12 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
     name = "no-grad-run-of-trained-model-as-loss-term"
     gate_statements = "function"
     message = ("`{value}` is computed under `{mode}` {how} (line {live}): the loss term "
-               "`{term}` is built only from no-grad values, so `{sink}` (line {line}) runs "
+               "`{term}` is built only from no-grad values, so {sink} (line {line}) runs "
                "and that term trains nothing")
     triggers = ("backward", "training_step")
+    # a helper holding the no-grad block returns the loss its caller backpropagates
+    # (NOTE [returned loss backpropagated by the caller]): its statements are visited too
+    statement_triggers = ("backward", "training_step", "no_grad", "inference_mode")
     examples = [
         Bad("""
             import torch
@@ -115,6 +121,13 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
 
     def visit_Return(self, node: ast.Return, ctx: Context) -> Iterator[Finding]:
         fn = ctx.function
+        if fn is not None and fn.name != "training_step" and node.value is not None \
+                and _has_no_grad_block(fn, ctx):
+            # the caller backpropagates it: NOTE [returned loss backpropagated by the caller]
+            part = caller_backwarded(ctx, fn, node)  # type: ignore[arg-type]
+            if part is not None:
+                yield from self._check(node, part, ctx)
+            return
         if fn is not None and fn.name == "training_step" and node.value is not None:
             v = node.value
             if isinstance(v, ast.Dict):
@@ -154,7 +167,7 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
                 dead, model, live = got
                 how = f"by `{model}`, which this step also runs with grad"
                 made = f"`{model}` runs with grad here"
-            elif _scored(term, d.dead, ctx) and (
+            elif _scored(term, d.dead, ctx, scope) and (
                     got := _read_live(d.dead, src, scope, ctx)) is not None:
                 dead, model, live = got  # NOTE [term read under no_grad]
                 how = f"from `{model}`, which carries a graph"
@@ -168,10 +181,13 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
             value = _bound_name(dead.expr, scope) or short(ctx.source(dead.expr), 40)
             yield self.report(dead.off, ctx, related=(
                 Related(ctx.path, live.lineno, made, ctx.column(live)),
-                Related(ctx.path, line, "the loss is differentiated here",
-                        ctx.column(sink))),
+                Related(ctx.path, line, "the loss is returned here to a caller that "
+                        "backpropagates it" if isinstance(sink, ast.Return)
+                        else "the loss is differentiated here", ctx.column(sink))),
                 value=value, mode=_mode_text(dead.off, ctx), how=how, live=live.lineno,
-                term=short(ctx.source(term), 40), sink=short(ctx.source(sink), 30), line=line)
+                term=short(ctx.source(term), 40), line=line,
+                sink="the caller's backward of what it returns" if isinstance(sink, ast.Return)
+                else f"`{short(ctx.source(sink), 30)}`")
             return
 
 
@@ -197,6 +213,16 @@ def _trained_run(dead: list[Dead], scope: Scope, ctx: Context
                     and name in live_calls and module_like(ctx, scope, name, n.lineno):
                 return d, name, live_calls[name]
     return None
+
+
+def _has_no_grad_block(fn: ast.AST, ctx: Context) -> bool:
+    """``fn`` holds a ``with torch.no_grad():`` / ``inference_mode()`` block of its own."""
+    def find() -> bool:
+        return any(isinstance(n, (ast.With, ast.AsyncWith)) and any(
+            (dotted(i.context_expr.func if isinstance(i.context_expr, ast.Call)
+                    else i.context_expr) or "").rpartition(".")[2] in GRAD_WORDS[:2]
+            for i in n.items) for n in walk(fn))
+    return ctx.memo("gt218-no-grad-block", fn, find)
 
 
 def _builtin(name: str, scope: Scope) -> bool:
@@ -236,11 +262,15 @@ def _read_live(dead: list[Dead], src: HelperSources, scope: Scope, ctx: Context
     return None
 
 
-def _scored(term: ast.AST, dead: list[Dead], ctx: Context) -> bool:
+def _scored(term: ast.AST, dead: list[Dead], ctx: Context, scope: Scope) -> bool:
     """NOTE [term read under no_grad]: the term scores something (a loss function or a
-    reduction in it or in its no-grad values), not a module's raw output added as it comes
-    (a frozen noise model fed the loss: a constant offset by design)."""
-    for e in (term, *(d.expr for d in dead)):
+    reduction in it, in the value a name of it is bound to once, or in its no-grad values),
+    not a module's raw output added as it comes (a frozen noise model fed the loss: a
+    constant offset by design)."""
+    bound = [bs[0].value for n in walk(term) if isinstance(n, ast.Name)
+             and len(bs := scope.bindings.get(n.id, ())) == 1
+             and isinstance(bs[0].value, ast.expr)]
+    for e in (term, *bound, *(d.expr for d in dead)):
         for n in walk(e):
             if isinstance(n, ast.Call) and (is_loss_callee(ctx, n.func) or getattr(
                     n.func, "attr", getattr(n.func, "id", None)) in REDUCTIONS):

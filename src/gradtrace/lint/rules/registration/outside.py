@@ -8,6 +8,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import calls_of
+from gradtrace.lint.analysis.maximized import maximized
 from gradtrace.lint.analysis.objects import constructor_call, field_source
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -116,6 +117,12 @@ def _detached(call: ast.Call, scope: Scope) -> bool:
         for n in walk(stmt))
 
 
+def _maximized(call: ast.Call, scope: Scope, loop: ast.stmt) -> bool:
+    """NOTE [maximized module output]: the loss climbs ``call``'s result."""
+    stmt = scope.statement_of(call)
+    return stmt is not None and maximized(call, stmt, loop)
+
+
 class ModuleOutsideOptimizer(Rule):
     """A freshly built module with parameters runs in the training loop but is in no optimizer.
 
@@ -127,7 +134,8 @@ class ModuleOutsideOptimizer(Rule):
     meant to stay fixed.
     Known limits: the module must be built, run and left out of the optimizer in one function
     (or script), and used only by calling it; a module class that freezes, loads or evaluates
-    itself is taken as intended.
+    itself is taken as intended, and so is a module whose output the loss maximizes (a critic
+    or discriminator the trained module climbs: NOTE [maximized module output]).
     """
 
     code = "GT438"
@@ -173,6 +181,17 @@ class ModuleOutsideOptimizer(Rule):
                 optimizer.zero_grad()
                 loss(net(x), y, m).backward()
                 optimizer.step()
+            """),
+        Good("""
+            import torch
+            actor = Actor()
+            critic = torch.nn.Linear(6, 1)
+            actor_optim = torch.optim.Adam(actor.parameters(), lr=1e-3)
+            for obs in loader:
+                actor_loss = -critic(torch.cat([obs, actor(obs)], dim=1)).mean()
+                actor_optim.zero_grad()
+                actor_loss.backward()
+                actor_optim.step()
             """),
     ]
 
@@ -220,6 +239,8 @@ class ModuleOutsideOptimizer(Rule):
             if not loops or scope.grad_off_at(c) is not None or _detached(c, scope):
                 continue
             loop = loops[-1]
+            if _maximized(c, scope, loop):
+                continue
             start, end = loop.lineno, loop.end_lineno or loop.lineno
             through = _object_steps(scope, loop)  # `loss_fct(y, logits)`: its `__call__`
             if not through and not any(  # runs backward() and steps the optimizer it was given

@@ -26,7 +26,7 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     outer = f.loops_of(loop)
     if not outer:
         return _per_learner(f, acc, loop) or _per_call(f, acc, loop) \
-            or _per_forward(f, acc, loop)
+            or _per_forward(f, acc, loop) or _one_window(f, acc, loop)
     around = outer[-1]
     made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
                and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
@@ -63,6 +63,36 @@ def _per_forward(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     made = [b for b in f.scope.bindings.get(acc, ()) if not f.inside(b.stmt, loop)]
     return info is not None and info.is_module and bool(made) and all(
         b.line < loop.lineno and not isinstance(b.stmt, ast.AugAssign) for b in made)
+
+
+# NOTE [one accumulation window]
+# A loop whose passes are counted by the same ``n`` its body steps (or scales) the gradients
+# at (``for i, mb in enumerate(micro_batches(batch, n))`` with ``if (i + 1) % n == 0:``) is one
+# update's micro-batches, not a run of steps: a sum made before it keeps ``n`` graphs, a
+# fixed number, and the function's return frees them (GT505 is about memory without bound).
+def _one_window(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """A function's loop over one accumulation window (NOTE [one accumulation window]): its
+    iterable is ``range(n)`` or a call given ``n`` (through ``enumerate``), and its body
+    consumes the gradients under ``if ... % n == 0``: the loop runs ``n`` micro-batches, one
+    update's worth, and a local ``acc`` made before it holds their graph nodes only, freed
+    when the function returns (torchtune's micro-batch loop, reduced to one update)."""
+    if not isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or "." in acc \
+            or not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    made = [b for b in f.scope.bindings.get(acc, ()) if not f.inside(b.stmt, loop)]
+    if not made or not all(b.line < loop.lineno and not isinstance(b.stmt, ast.AugAssign)
+                           for b in made):
+        return False
+    it = loop.iter
+    while isinstance(it, ast.Call) and dotted(it.func) == "enumerate" and it.args:
+        it = it.args[0]
+    if not isinstance(it, ast.Call):
+        return False
+    counts = {a.id for a in [*it.args, *(k.value for k in it.keywords)]
+              if isinstance(a, ast.Name)}
+    return any(isinstance(n, ast.If) and any(
+        isinstance(m, ast.BinOp) and isinstance(m.op, ast.Mod) and isinstance(m.right, ast.Name)
+        and m.right.id in counts for m in ast.walk(n.test)) for s in loop.body for n in ast.walk(s))
 
 
 def _per_learner(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
