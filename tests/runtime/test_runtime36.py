@@ -89,3 +89,78 @@ def test_class_body_lines_count_as_ran_with_the_module_but_not_its_methods():
     code = compile(src, __file__, "exec")
     lines = {a for a, b in code_spans([code])[__file__] if a == b}
     assert {1, 2, 4} <= lines and 5 not in lines, lines
+
+
+# -- NOTE [write into a detached copy] ---------------------------------------------------------
+DETACHED_METRIC = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def unwrap(*tensors):
+    return (x.detach().cpu() for x in tensors)
+
+
+class MaskedSum:
+    def __init__(self):
+        self.total = 0.0
+
+    def __call__(self, predictions, mask):
+        predictions, mask = unwrap(predictions, mask)
+        predictions = predictions.view(-1)
+        predictions *= mask.view(-1)  # <- cause
+        self.total += predictions.sum().item()
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(6, 8)
+        self.head = nn.Linear(8, 1)
+        self.metric = MaskedSum()
+
+    def forward(self, x, mask, label):
+        pred = self.head(torch.tanh(self.encoder(x))).squeeze(-1)
+        loss = (F.mse_loss(pred, label, reduction="none") * mask).sum()
+        self.metric(pred, mask)
+        return loss
+
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    x, label = torch.randn(4, 5, 6), torch.randn(4, 5)
+    mask = (torch.rand(4, 5) > 0.3).float()
+    loss = model(x, mask, label)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_write_into_a_detached_view_names_the_write_not_the_op_that_saved(run_script):
+    res = run_script(DETACHED_METRIC)
+    assert res.code != 0
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT602", marked_line(DETACHED_METRIC)), \
+        res.findings
+    detach = marked_line(DETACHED_METRIC, "x.detach().cpu()")
+    assert any(r["line"] == detach for r in first["related"]), first
+
+
+def test_a_write_into_a_detached_copy_of_the_same_shape_is_named_too(run_script):
+    src = DETACHED_METRIC.replace("        predictions = predictions.view(-1)\n", "") \
+        .replace("predictions *= mask.view(-1)", "predictions *= mask")
+    res = run_script(src)
+    assert res.code != 0
+    assert (res.findings[0]["code"], res.findings[0]["line"]) == ("GT602", marked_line(src)), \
+        res.findings
+
+
+def test_the_metric_on_a_cloned_copy_is_silent(run_script):
+    src = DETACHED_METRIC.replace("x.detach().cpu()", "x.detach().clone().cpu()")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
