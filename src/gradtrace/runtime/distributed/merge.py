@@ -158,6 +158,12 @@ UNSYNCED_WHY = {  # no-sync: NOTE [last micro-batch inside no_sync]
                 "synced backward",
                 "run the forward and backward of the last micro-batch before each optimizer "
                 "step outside `no_sync()`"),
+    "late-flag": ("the last forward through DistributedDataParallel before the step ran with "
+                  "`require_backward_grad_sync` off, and the flag was on again by the step: DDP "
+                  "reads it in the forward, so setting it after the forward does not make that "
+                  "backward all-reduce",  # NOTE [sync flag turned on after the forward]
+                  "set `require_backward_grad_sync` (or enter `no_sync()`) before the forward "
+                  "of the micro-batch it is meant for"),
 }
 
 
