@@ -160,8 +160,8 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
                 crash_line: tuple[str, int] | None,
                 ran: dict[str, list[tuple[int, int]]] | None = None) -> tuple[int, bool] | None:
     """(index of the static finding that accounts for ``r``, whether it leads), or None.
-    Of candidates with one score, one on code that ran comes first (NOTE [body that never
-    ran])."""
+    Of candidates with one score, one on code that ran comes first:
+    NOTE [body that never ran]."""
     if r.code == GENERAL_CRASH:  # a static rule on the crashing line is its specific diagnosis
         at = (_abs(r.path), r.line)
         return next(((i, True) for i, s in enumerate(static) if i not in used and s.severity

@@ -154,8 +154,8 @@ class SyncWindow:
 
     def _late_flag(self, key: int, how: str, site: Any) -> str:
         """# NOTE [sync flag turned on after the forward]
-        DDP reads ``require_backward_grad_sync`` in its forward (NOTE [steps without
-        all-reduce]). A window whose last forward saw the flag off with no ``no_sync()`` on the
+        DDP reads ``require_backward_grad_sync`` in its forward: NOTE [steps without all-reduce].
+        A window whose last forward saw the flag off with no ``no_sync()`` on the
         stack, and whose wrapper has the flag on again at the step, had it set between that
         forward and the step: the assignment that should have come before the forward
         (build-nanogpt's ``model.require_backward_grad_sync = (micro_step == last)`` written
