@@ -80,6 +80,7 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
         if best is not None else None  # NOTE [first write that broke a saved tensor]
     if earlier is not None:
         later, (best, saver) = best[0], earlier
+        copied = None  # an earlier write on a tensor with grad broke it first
     if best is not None:
         where, inop, _, _, _, made, built = best
         related = [(made, "the tensor was created here")]
