@@ -157,8 +157,11 @@ def _families(f: Finding) -> tuple[str, ...]:
 
 
 def _candidates(r: Finding, static: list[Finding], used: set[int],
-                crash_line: tuple[str, int] | None) -> tuple[int, bool] | None:
-    """(index of the static finding that accounts for ``r``, whether it leads), or None."""
+                crash_line: tuple[str, int] | None,
+                ran: dict[str, list[tuple[int, int]]] | None = None) -> tuple[int, bool] | None:
+    """(index of the static finding that accounts for ``r``, whether it leads), or None.
+    Of candidates with one score, one on code that ran comes first:
+    NOTE [body that never ran]."""
     if r.code == GENERAL_CRASH:  # a static rule on the crashing line is its specific diagnosis
         at = (_abs(r.path), r.line)
         return next(((i, True) for i, s in enumerate(static) if i not in used and s.severity
@@ -205,10 +208,24 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
                 (_abs(x.path), x.line) for x in s.related}:
             lead = False  # each names the other's line: the runtime saw which one caused it
         distance = abs(s.line - r.line) if where[0] == r_path else 10**6
-        rank = (score, -distance)
+        rank = (score, _ran_at(ran, where), -distance)
         if best is None or rank > best[0]:
             best = (rank, i, lead)
     return None if best is None else (best[1], best[2])
+
+
+# NOTE [body that never ran]
+# A static finding inside a function that never ran did not cause what the run saw; when the
+# file's candidates tie, one on code that ran (NOTE [code that ran]) explains the symptom.
+# CMC's `CNNModel` misnames `__init__` as `_init_`: GT444 on that `def` line (a line of the
+# class body, which ran) says why the model has no parameters; GT401 on the plain list of layers
+# inside `_init_` sits in a body that never ran and is no longer the nearer candidate that
+# leads. Only a file the run has lines for says anything (no spans: every candidate counts as
+# ran), and only among candidates of one score (the runtime's own line and the lines it named
+# rank first whatever ran).
+def _ran_at(ran: dict[str, list[tuple[int, int]]] | None, where: tuple[str, int]) -> bool:
+    spans = ran.get(where[0]) if ran else None
+    return not spans or any(a <= where[1] <= b for a, b in spans)
 
 
 def _predicts(s: Finding, r: Finding) -> bool:
@@ -251,7 +268,7 @@ def fuse(runtime: list[Finding], static: list[Finding], ran: dict[str, list[tupl
     out: list[Finding] = []
     fams: list[tuple[str, ...]] = []  # the symptom families of each runtime finding in out
     for r in runtime:
-        hit = _candidates(r, static, used, crash_line)
+        hit = _candidates(r, static, used, crash_line, ran)
         if hit is None and r.code == "GT820" and OUTPUT_UNUSED in r.message:
             continue  # NOTE [never graded by design] in gradtrace/runtime/build.py
         if hit is None:

@@ -36,7 +36,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "non-scalar": frozenset({"GT510", "GT703", "GT715"}),
     "grad-shape": frozenset({"GT716"}),
     "ddp-unused": frozenset({"GT450", "GT451", "GT452", "GT459", "GT611"}),
-    "ddp-unsynced": frozenset({"GT453", "GT454"}),
+    "ddp-unsynced": frozenset({"GT453", "GT454", "GT542"}),
     "ddp-desync": frozenset({"GT455"}),
     "ddp-ready-twice": frozenset({"GT460"}),
     "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755", "GT756", "GT759",

@@ -82,8 +82,9 @@ def is_user_file(path: str, prefixes: tuple[str, ...] | None = None) -> bool:
 
 def code_spans(codes: Iterable[CodeType]) -> dict[str, list[tuple[int, int]]]:
     """path -> line spans of the user code objects that ran. A function counts from its first
-    line to its last; module-level code and class bodies only on their own lines (not the
-    functions they define: a class statement that ran says nothing of its methods)."""
+    line to its last; module-level code and class bodies only on their own lines and those of
+    the class bodies they hold (not the functions they define: a class statement that ran says
+    nothing of its methods; NOTE [class bodies ran with their statement])."""
     prefixes = library_prefixes()
     spans: dict[str, list[tuple[int, int]]] = {}
     for code in codes:
@@ -95,10 +96,28 @@ def code_spans(codes: Iterable[CodeType]) -> dict[str, list[tuple[int, int]]]:
         if not lines:
             continue
         if not code.co_flags & _CO_NEWLOCALS:  # a module's or a class's body: its own lines
-            spans.setdefault(key, []).extend((ln, ln) for ln in set(lines))
+            spans.setdefault(key, []).extend((ln, ln) for ln in set(_body_lines(code)))
         else:
             spans.setdefault(key, []).append((code.co_firstlineno, max(lines)))
     return spans
+
+
+def _body_lines(code: CodeType) -> list[int]:
+    """The lines of a module's or class's body, with those of the class bodies it defines
+    (NOTE [class bodies ran with their statement])."""
+    out = [ln for _, _, ln in code.co_lines() if ln is not None]
+    for const in code.co_consts:
+        if isinstance(const, CodeType) and not const.co_flags & _CO_NEWLOCALS:
+            out.extend(_body_lines(const))
+    return out
+
+
+# NOTE [class bodies ran with their statement]
+# A class body runs when its `class` statement does, and the recorder may not see its frame
+# start (before 3.12 it is paused during an import, NOTE [imports unrecorded], and the module's
+# classes are often defined right after one), so the lines of a module's body that ran include
+# those of the class bodies it holds (recursively): a `def` line, a class attribute. Not the
+# methods (a function object made is not a function called).
 
 
 def ran_codes(hooks_data: Any, seen: Iterable[CodeType]) -> list[CodeType]:

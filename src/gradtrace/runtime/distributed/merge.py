@@ -158,6 +158,12 @@ UNSYNCED_WHY = {  # no-sync: NOTE [last micro-batch inside no_sync]
                 "synced backward",
                 "run the forward and backward of the last micro-batch before each optimizer "
                 "step outside `no_sync()`"),
+    "late-flag": ("the last forward through DistributedDataParallel before the step ran with "
+                  "`require_backward_grad_sync` off, and the flag was on when its backward began: "
+                  "DDP reads it in the forward, so setting it after the forward does not make "
+                  "that backward all-reduce",  # NOTE [sync flag turned on after the forward]
+                  "set `require_backward_grad_sync` (or enter `no_sync()`) before the forward "
+                  "of the micro-batch it is meant for"),
 }
 
 
@@ -169,18 +175,20 @@ def _unsynced_findings(records: list[Rec]) -> list[Finding]:
             seen.setdefault(key, (u, []))[1].append(int(r.get("rank", 0)))
     out = []
     for u, ranks in seen.values():
-        why, fix = UNSYNCED_WHY.get(u.get("kind"), UNSYNCED_WHY["bypass"])
+        kind, site = u.get("kind"), u.get("site") or u.get("step_site")
+        block = _no_sync_block(str(site[0]), int(site[1])) \
+            if kind in ("no-sync", "late-flag") and site else None
+        if block:  # the forward sits in a `with ...no_sync():` of its own frame
+            kind = "no-sync"
+        why, fix = UNSYNCED_WHY.get(kind, UNSYNCED_WHY["bypass"])
         more = f" (and {u['count'] - 1} later step(s))" if u.get("count", 1) > 1 else ""
         msg = (f"optimizer step {u.get('step', '?')}{more} on {ranks_text(ranks)} applied "
                f"gradients DDP never all-reduced: {why}; each rank trains on its own "
                "gradients and the replicas drift apart")
-        site = u.get("site") or u.get("step_site")
         related = [(u.get("step_site"), "the optimizer step that applied them")]
-        if u.get("kind") == "no-sync" and site:
-            block = _no_sync_block(str(site[0]), int(site[1]))
-            if block:  # the `with ...no_sync():` is the line to change
-                related.insert(0, (site, "the forward inside it"))
-                site = [site[0], block]
+        if block:  # the `with ...no_sync():` is the line to change
+            related.insert(0, (site, "the forward inside it"))
+            site = [site[0], block]
         out.append(make("GT887", site, msg, fix, related))
     return out
 

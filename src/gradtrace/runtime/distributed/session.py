@@ -20,6 +20,7 @@ from gradtrace.env import GATHER_TIMEOUT, strict, value
 from gradtrace.findings import Finding
 from gradtrace.runtime.distributed.info import RankInfo
 from gradtrace.runtime.frames import user_line
+from gradtrace.runtime.loss_listeners import LossListening
 
 _CURRENT: list[RankSession] = []
 
@@ -102,6 +103,8 @@ class RankSession:
         self._handles.append(mm.register_module_forward_pre_hook(self._pre))
         self._handles.append(om.register_optimizer_step_pre_hook(self._step_pre))
         self._handles.append(mm.register_module_module_registration_hook(self._registered))
+        # the sync flag when each backward begins: NOTE [sync flag turned on after the forward]
+        self._handles.append(LossListening(self._backward))
         try:
             self.exchange = Exchange(self.info, self.environ)
             self._beat = Heartbeat(self, threading.main_thread())
@@ -128,6 +131,13 @@ class RankSession:
             self.status = "crashed" if exc_type is not None else "finished"
 
     # -- hooks ----------------------------------------------------------------------------
+    def _backward(self, root: Any) -> None:
+        if self.window.flag_off:
+            try:
+                self.window.backward_started()
+            except Exception:  # bookkeeping must never break the program
+                _swallow()
+
     def _pre(self, module: Any, args: Any) -> None:
         try:
             self._count(module)

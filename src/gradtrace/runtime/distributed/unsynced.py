@@ -102,6 +102,8 @@ class SyncWindow:
         self.pending: int | None = None   # id of the inner module DDP is about to call
         self.synced: set[int] = set()     # id(ddp) with a synced forward since the last step
         self.unsynced: dict[int, tuple[str, Any]] = {}  # id(ddp) -> (how, site) first seen
+        self.flag_off: set[int] = set()  # id(ddp) whose flag was off with no no_sync() seen
+        self.flag_at_backward: dict[int, bool] = {}  # ... and its flag when a backward began
         self.backward_at_step = 0
         self.facts: list[dict[str, Any]] = []
         self._params: dict[int, tuple[weakref.ref[Any], frozenset[int]]] = {}
@@ -120,7 +122,10 @@ class SyncWindow:
         else:
             self.synced.discard(id(ddp))
             if id(ddp) not in self.unsynced:
-                self.unsynced[id(ddp)] = ("no-sync", no_sync_choice() or site)
+                choice = no_sync_choice()
+                self.unsynced[id(ddp)] = ("no-sync", choice or site)
+                if choice is None:  # NOTE [sync flag turned on after the forward]
+                    self.flag_off.add(id(ddp))
 
     def module_forward(self, module: Any, site_of: Any) -> None:
         """A module ran with grad enabled (not DDP itself)."""
@@ -140,12 +145,38 @@ class SyncWindow:
             if backwards > self.backward_at_step:
                 for key, (how, site) in self.unsynced.items():
                     if key not in self.synced and self._steps_ddp(opt, key):
-                        self._note(how, site, step, site_of)
+                        self._note(self._late_flag(key, how, site), site, step, site_of)
         finally:
             self.backward_at_step = backwards
             self.synced.clear()
             self.unsynced.clear()
+            self.flag_off.clear()
+            self.flag_at_backward.clear()
             self.pending = None
+
+    def _late_flag(self, key: int, how: str, site: Any) -> str:
+        """# NOTE [sync flag turned on after the forward]
+        DDP reads ``require_backward_grad_sync`` in its forward: NOTE [steps without all-reduce].
+        A window whose last forward saw the flag off with no ``no_sync()`` on the
+        stack, and whose wrapper has the flag on again at the step, had it set between that
+        forward and the backward: the assignment that should have come before the forward
+        (build-nanogpt's ``model.require_backward_grad_sync = (micro_step == last)`` written
+        just before ``loss.backward()``). The flag is read when each backward begins (a loss
+        listener: one attribute read, only while such a forward is pending); on at the last
+        one, it is reported as ``late-flag`` at the forward, and the static GT542 names the
+        assignment. A context that turns it off around forward and backward (``no_sync()``
+        entered through a library's own context manager) leaves it off there: ``no-sync``."""
+        if how == "no-sync" and key in self.flag_off and self.flag_at_backward.get(key):
+            return "late-flag"
+        return how
+
+    def backward_started(self) -> None:
+        """A backward began: note the sync flag of each wrapper whose forward had it off."""
+        for key in self.flag_off:
+            ddp = next((r() for r in self.inner.values() if r() is not None and id(r()) == key),
+                       None)
+            if ddp is not None:
+                self.flag_at_backward[key] = getattr(ddp, "require_backward_grad_sync", 0) is True
 
     def _steps_ddp(self, opt: Any, key: int) -> bool:
         ddp = next((r() for r in self.inner.values() if r() is not None and id(r()) == key),

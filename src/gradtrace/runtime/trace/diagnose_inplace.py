@@ -31,6 +31,26 @@ _INPLACE_RE = re.compile(r"\[(?P<type>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which
                          r"version (?P<expected>\d+)")
 
 
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+# NOTE [write into a detached copy]
+# `.detach()` returns a tensor that shares the original's storage and version counter (a
+# `.cpu()` of a CPU tensor returns it as it is): an in-place write into it (or into a view of
+# it, `x.detach().cpu().view(-1)`) bumps the version of the tensor an op saved, and backward()
+# fails naming the saved tensor's op and shape ("output 0 of SqueezeBackward1") while the write
+# was on another shape (AllenNLP's Covariance metric, `predictions *= mask` on its
+# `unwrap_to_tensors` copy, docs/triage/runtime36.md). When no write on a tensor with grad
+# matches, the first write with grad on into a tensor a `.detach()` made (the record keeps the
+# detach line: :meth:`TraceState.on_plain_inplace`) with as many elements and the
+# expected version before it is the one. A write into a `.clone()` never bumps the saved
+# tensor's version (a copy has its own counter), so it never raises: the look-alike is silent.
+
+
 def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwargs: dict,
                    site: Site | None, state: TraceState) -> list[Finding]:
     m = _INPLACE_RE.search(str(exc))
@@ -49,12 +69,18 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
     if best is None and not m["op"]:  # NOTE [write into a tensor without grad]
         best = next((r for r in reversed(state.plain_inplace) if r[3] == shape
                      and r[4] == expected), None)
+    copied = None
+    if best is None and m["op"]:  # NOTE [write into a detached copy]
+        copied = next((r for r in state.plain_inplace if r[5] is not None and r[4] == expected
+                       and _numel(r[3]) == _numel(shape)), None)
+        best = copied
     node, saver, consumer = _saver(_roots(args, kwargs), state.step_seq)
     later = None
     earlier = earlier_breaking_write(_roots(args, kwargs), state.inplace, best) \
         if best is not None else None  # NOTE [first write that broke a saved tensor]
     if earlier is not None:
         later, (best, saver) = best[0], earlier
+        copied = None  # an earlier write on a tensor with grad broke it first
     if best is not None:
         where, inop, _, _, _, made, built = best
         related = [(made, "the tensor was created here")]
@@ -70,6 +96,18 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                          f"(shape {list(shape)}), which an earlier op saved for backward",
                          fix=f"make a copy here: {alias[1]} = {alias[2]}.clone()",
                          related=[(where, "the in-place write is here"), *related,
+                                  (site, "backward() failed here")])]
+        if copied is not None:  # NOTE [write into a detached copy]
+            return [make(code_for("inplace-on-saved-tensor", pat.code), where,
+                         f"`{inop}` writes into a detached copy (made at {src(made)}) that "
+                         f"shares its storage and version counter with a tensor an earlier op "
+                         f"saved for backward (shape {list(shape)}, the output of "
+                         f"{m['op'].split('::')[-1]}); backward() then found a newer version",
+                         fix="write into a copy: .detach().clone() (or the out-of-place form)",
+                         related=[(made, "the copy was detached here: .detach() shares the "
+                                         "tensor's memory"),
+                                  *([(saver, "this op saved the tensor for backward")]
+                                    if saver is not None else []),
                                   (site, "backward() failed here")])]
         layer = built or layer_built_inplace(where, inop)  # NOTE [layer built here]
         switched = layer_switched_inplace(where) if layer is None else None

@@ -56,7 +56,7 @@ class SpecialHandlers:
         elif target is not None and not target.requires_grad:
             if plain is not None:
                 self.state.on_plain_inplace(raw_site(), call_name(func), plain,
-                                            tuple(target.shape))
+                                            tuple(target.shape), self.state.cut_of(target))
             if self.state.cuts:
                 self.state.propagate(args[1:], target)
         elif target is not None and call_name(func) in ("add_", "__iadd__"):

@@ -331,7 +331,7 @@ class TraceState(GradEvents):
         self._check_accumulate(raw, op, gf, after)
 
     def on_plain_inplace(self, raw: RawSite | None, op: str, version: int,
-                         shape: tuple[int, ...]) -> None:
+                         shape: tuple[int, ...], cut: Cut | None = None) -> None:
         """# NOTE [write into a tensor without grad]
         An in-place write, with grad on, into a tensor that does not require grad (targets,
         a mask, a detached copy): such a tensor is saved for backward when an op multiplies
@@ -339,9 +339,12 @@ class TraceState(GradEvents):
         then ``self.targets_classes.mul_(1 - eps)`` on the same tensor). The error then names
         no op ("[FloatTensor [16, 10]] is at version 3; expected version 1"): the write is
         the one of that shape whose version before it was the expected one. Kept apart from
-        :attr:`inplace` (a few records, looked at only for such an error)."""
+        :attr:`inplace` (a few records, looked at only for such an error). A write into a
+        detached copy (``cut``: the ``.detach()`` its value came from) keeps that line as where
+        the tensor was made: NOTE [write into a detached copy]."""
         if raw is not None:
-            self.plain_inplace.append((self.site(raw), op, (), shape, version, None, None))
+            made = cut.site if cut is not None and cut.reason == "detach" else None
+            self.plain_inplace.append((self.site(raw), op, (), shape, version, made, None))
 
     def _check_accumulate(self, raw: RawSite, op: str, gf: Any, after: Any) -> None:
         """``total += loss`` on a tensor built before the last backward keeps old graphs alive
