@@ -26,25 +26,30 @@ def _zeros(e: ast.expr | None, ctx: Context) -> bool:
     return isinstance(e, ast.Call) and ctx.call_name(e) in ZERO_FACTORIES
 
 
-def _flat_read(n: ast.AST, parents: dict[int, ast.AST], ctx: Context) -> str | None:
-    """The op when the read ``n`` is the operand of relu/abs (``F.relu(n)``, ``n.abs()``,
-    ``abs(n)``)."""
-    up = parents.get(id(n))
-    if isinstance(up, ast.Attribute) and up.value is n:
-        call = parents.get(id(up))
-        if isinstance(call, ast.Call) and call.func is up and not call.args \
-                and up.attr in FLAT_AT_ZERO:
-            return up.attr
-        return None
-    if isinstance(up, ast.Call) and up.args and up.args[0] is n:
-        if isinstance(up.func, ast.Name) and up.func.id == "abs" \
-                and not ctx.imports.is_imported("abs"):
-            return "abs"
-        got = torch_op(up, ctx)
-        if got is not None and got[1] is n and got[0] in FLAT_AT_ZERO and not (
-                up.keywords or len(up.args) > 1):
-            return got[0]
-    return None
+def _flat_reads(cls: ast.ClassDef, attr: str, ctx: Context) -> dict[int, tuple[str, ast.AST]]:
+    """``id(read) -> (op, read)`` for every ``self.<attr>`` of the class that is the operand of
+    relu/abs (``F.relu(n)``, ``n.abs()``, ``abs(n)``): one walk over the class's calls."""
+    def mine(n: ast.AST) -> bool:
+        return isinstance(n, ast.Attribute) and n.attr == attr \
+            and isinstance(n.value, ast.Name) and n.value.id == "self"
+    out: dict[int, tuple[str, ast.AST]] = {}
+    for call in walk(cls):
+        if not isinstance(call, ast.Call):
+            continue
+        f = call.func
+        if isinstance(f, ast.Attribute) and mine(f.value) and not call.args \
+                and f.attr in FLAT_AT_ZERO:
+            out[id(f.value)] = (f.attr, f.value)
+        elif call.args and mine(call.args[0]):
+            n = call.args[0]
+            if isinstance(f, ast.Name) and f.id == "abs" and not ctx.imports.is_imported("abs"):
+                out[id(n)] = ("abs", n)
+                continue
+            got = torch_op(call, ctx)
+            if got is not None and got[1] is n and got[0] in FLAT_AT_ZERO and not (
+                    call.keywords or len(call.args) > 1):
+                out[id(n)] = (got[0], n)
+    return out
 
 
 class ParameterStartsFlatAtZero(Rule):
@@ -67,6 +72,8 @@ class ParameterStartsFlatAtZero(Rule):
                "0 is exactly 0: it gets a zero gradient at every step and never moves; start it "
                "away from 0 or use a map with a gradient there (`softplus`, `exp`)")
     triggers = ("zeros",)
+    # the parameter is made in one of the class's methods: its `zeros` is on the class's lines
+    gate_statements = True
     examples = [
         Bad("""
             import torch
@@ -127,7 +134,9 @@ class ParameterStartsFlatAtZero(Rule):
     @staticmethod
     def _only_flat(cls: ast.ClassDef, attr: str, made: ast.stmt, ctx: Context
                    ) -> tuple[str, ast.AST] | None:
-        parents = {id(c): p for p in walk(cls) for c in ast.iter_child_nodes(p)}
+        """The first read's op when every read of ``self.<attr>`` in the class (outside its
+        assignment ``made``) is a relu/abs operand; None when one is not, or none is read."""
+        flat = _flat_reads(cls, attr, ctx)
         inside = {id(x) for x in walk(made)}
         first: tuple[str, ast.AST] | None = None
         for n in walk(cls):
@@ -135,8 +144,8 @@ class ParameterStartsFlatAtZero(Rule):
                     and isinstance(n.value, ast.Name) and n.value.id == "self") \
                     or id(n) in inside:
                 continue
-            op = _flat_read(n, parents, ctx) if isinstance(n.ctx, ast.Load) else None
+            op = flat.get(id(n)) if isinstance(n.ctx, ast.Load) else None
             if op is None:
                 return None
-            first = first or (op, n)
+            first = first or op
         return first

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from collections import deque
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -20,6 +21,22 @@ from gradtrace.lint.rule import Bad, Good, Rule
 # attributes, one `id`). A copy made inside the class (`copy.deepcopy(b)`) is not this.
 
 
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(fn: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk``'s statements of ``fn`` in its order (breadth first; no expression holds a
+    statement, so skipping them changes no depth), without visiting any expression."""
+    todo = deque([fn])
+    while todo:
+        node = todo.popleft()
+        yield node
+        for field in node._fields:
+            v = getattr(node, field, None)
+            if isinstance(v, list):
+                todo.extend(c for c in v if isinstance(c, _BLOCKS))
+
+
 def _stored_params(cls_node: ast.ClassDef) -> dict[str, str]:
     """``parameter -> attribute`` for ``self.<attr> = <parameter>`` in ``__init__`` (the
     parameter stored as it comes)."""
@@ -29,7 +46,7 @@ def _stored_params(cls_node: ast.ClassDef) -> dict[str, str]:
         return {}
     params = {a.arg for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)}
     out: dict[str, str] = {}
-    for s in ast.walk(init):
+    for s in _statements(init):
         if isinstance(s, ast.Assign) and len(s.targets) == 1 \
                 and isinstance(s.value, ast.Name) and s.value.id in params:
             t = s.targets[0]
@@ -84,7 +101,10 @@ class ModulePassedToTwoSlots(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        names = [n for n, c in ctx.analysis.classes.items() if c.is_module]
+        # only a class storing two of its parameters under two names can be reported: its
+        # calls are the only ones worth finding (the file's other calls are never read)
+        names = [n for n, c in ctx.analysis.classes.items() if c.is_module and len(set(
+            ctx.memo("gt546-stored", c.node, lambda c=c: _stored_params(c.node)).values())) > 1]
         for call, _, fn in calls_of(ctx, names):  # NOTE [call sites]
             yield from self._check(call, fn or ctx.tree, ctx)
 
