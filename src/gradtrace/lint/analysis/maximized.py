@@ -7,7 +7,8 @@ uses the module as the objective the trained module is pushed up: an actor-criti
 GAN's discriminator, a reward model. Its own training (or its staying fixed) is another
 loss's business: the actor's optimizer is meant not to hold it (GT438 statically, the run's
 GT821 through ``runtime/trace/intent.py``). A predictor's output is compared with a target,
-never maximized, so a module run that way stays reported.
+never maximized, so a module run that way stays reported; so does one negated inside another
+op (``torch.maximum(d, -child(x))``: a composition of shapes, not an objective climbed).
 Plain AST, no scope: shared by the static rule and the runtime's report.
 """
 from __future__ import annotations
@@ -33,12 +34,28 @@ def _chain_top(e: ast.AST, parents: dict[int, ast.AST]) -> ast.AST:
         return e
 
 
+def _summed_into(e: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    """``e`` reaches the statement's value through sums, scalings and reductions only: its
+    sign is the loss's (``(a - q).mean()``); under another op (``torch.maximum(d, -q)``, a
+    composition of shapes, or a second negation) the loss does not simply climb it."""
+    while True:
+        e = _chain_top(e, parents)
+        up = parents.get(id(e))
+        if up is None or isinstance(up, ast.stmt):
+            return True
+        if not (isinstance(up, ast.BinOp) and (isinstance(up.op, (ast.Add, ast.Mult)) or isinstance(
+                up.op, (ast.Sub, ast.Div)) and up.left is e)):
+            return False
+        e = up
+
+
 def _negated_in(stmt: ast.AST, e: ast.AST) -> bool:
     parents = _parents(stmt)
     top = _chain_top(e, parents)
     up = parents.get(id(top))
-    return isinstance(up, ast.UnaryOp) and isinstance(up.op, ast.USub) or isinstance(
-        up, ast.BinOp) and isinstance(up.op, ast.Sub) and up.right is top
+    return (isinstance(up, ast.UnaryOp) and isinstance(up.op, ast.USub) or isinstance(
+        up, ast.BinOp) and isinstance(up.op, ast.Sub) and up.right is top) \
+        and _summed_into(up, parents)
 
 
 def maximized(call: ast.Call, stmt: ast.stmt, within: ast.AST) -> bool:
