@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Callable, Iterator
 
 from gradtrace.findings import Finding
@@ -253,6 +254,27 @@ class TensorOpResultDiscarded(Rule):
                 attn = attn.masked_fill(mask, 0.0)
                 return attn
             """),
+        Bad("""
+            import numpy as np
+
+            def load(feats):
+                np.nan_to_num(feats)
+                return feats
+            """, at=(4, 4)),
+        Good("""
+            import numpy as np
+
+            def load(feats):
+                feats = np.nan_to_num(feats)
+                return feats
+            """),
+        Good("""
+            import numpy as np
+
+            def load(feats):
+                np.nan_to_num(feats, copy=False)
+                return feats
+            """),
         Good("""
             import torch
 
@@ -303,9 +325,9 @@ class TensorOpResultDiscarded(Rule):
         if method not in PURE_WITH_INPLACE or any(k.arg == "out" for k in call.keywords):
             return
         qual = ctx.qualified_name(call.func) or ""
-        if qual == f"torch.{method}":
-            if not call.args:
-                return
+        if qual in (f"torch.{method}", f"numpy.{method}"):
+            if not call.args or any(k.arg == "copy" for k in call.keywords):
+                return  # NumPy's `copy=False` writes into its argument
             target = call.args[0]
         elif not qual.startswith("torch.") and (
                 _tensor_receiver(call.func.value, method, ctx)
@@ -321,5 +343,12 @@ class TensorOpResultDiscarded(Rule):
             return
         what = "clipping" if method in ("clamp", "clip", "clamp_min", "clamp_max") else \
             "cut from the graph" if method == "detach" else "update"
-        yield self.report(node, ctx, call=ctx.source(call)[:60], target=dotted(target) or
-                          ctx.source(target)[:40], what=what, method=method)
+        found = self.report(node, ctx, call=ctx.source(call)[:60], target=dotted(target) or
+                            ctx.source(target)[:40], what=what, method=method)
+        if qual.startswith("numpy."):  # NumPy has no in-place twin: assign the result
+            name = dotted(target) or ctx.source(target)[:40]
+            found = replace(found, message=(
+                f"`{ctx.source(call)[:60]}` returns a new array and leaves `{name}` unchanged; "
+                f"as a statement of its own its result is thrown away, so the {what} never "
+                f"happens: assign it (`{name} = {ctx.source(call)[:60]}`) or delete the line"))
+        yield found
