@@ -132,7 +132,7 @@ class ManualUpdateWithoutClearing(LoopRule):
             update = next((u for s in f.within(loop) if f.inside(s, loop)
                            for u in [manual_update(s)] if u is not None), None)
             if update is None or self._fresh(f, loop, update) \
-                    or self._fresh_sources(f, loop, update) or _fresh_grads(f, loop, update):
+                    or self._fresh_sources(f, loop, update):
                 continue
             target = dotted(updated(update)) or "p"
             base = target[:-5] if target.endswith(".data") else target
@@ -169,30 +169,20 @@ class ManualUpdateWithoutClearing(LoopRule):
 
     @staticmethod
     def _fresh_sources(f: LoopFacts, loop: ast.stmt, update: ast.AST) -> bool:
-        """Every tensor whose ``.grad`` the update reads is bound anew inside the loop
-        (``x_s = (adv / 2 ** j).requires_grad_(True)``, then ``grads += x_s.grad``: an input
-        gradient summed over fresh leaves, one backward each): nothing carries over."""
-        srcs = _grad_reads(update.value if isinstance(update, (ast.AugAssign, ast.Assign))
-                           else update)
-        return bool(srcs) and all(ManualUpdateWithoutClearing._rebound(f, loop, s)
-                                  for s in srcs)
-
-
-def _fresh_grads(f: LoopFacts, loop: ast.stmt, update: ast.AST) -> bool:
-    """Every tensor whose ``.grad`` the update reads is the loop's own target (``for step,
-    mem in reversed_inputs``), a new object each pass whose ``.grad`` starts empty: the
-    update reads this pass's gradient alone (recurrent-memory-transformer's memory replay
-    copies ``mem.grad`` into a running buffer), nothing is summed across passes."""
-    if not isinstance(loop, (ast.For, ast.AsyncFor)):
-        return False
-    targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)}
-    owners = []
-    for n in walk(update):
-        if isinstance(n, ast.Attribute) and n.attr == "grad":
-            root = n.value
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            owners.append(root.id if isinstance(root, ast.Name) else None)
-    return bool(owners) and all(o in targets and not any(
-        b.stmt is not loop and f.inside(b.stmt, loop) for b in f.scope.bindings.get(o, ()))
-        for o in owners)
+        """Every tensor whose ``.grad`` the update reads is a new object each pass, whose
+        ``.grad`` starts empty: bound anew inside the loop (``x_s = (adv / 2 ** j)
+        .requires_grad_(True)``, then ``grads += x_s.grad``: an input gradient summed over
+        fresh leaves) or the loop's own target (``for step, mem in reversed_inputs``:
+        recurrent-memory-transformer's replay copies ``mem.grad`` into a running buffer). The
+        update reads this pass's gradient alone; nothing is summed across passes."""
+        targets = {n.id for n in walk(loop.target) if isinstance(n, ast.Name)} \
+            if isinstance(loop, (ast.For, ast.AsyncFor)) else set()
+        owners = []
+        for src in _grad_reads(update.value if isinstance(update, (ast.AugAssign, ast.Assign))
+                               else update):
+            while isinstance(src, ast.Attribute):
+                src = src.value
+            owners.append(src)
+        return bool(owners) and all(
+            isinstance(o, ast.Name) and o.id in targets
+            or ManualUpdateWithoutClearing._rebound(f, loop, o) for o in owners)
