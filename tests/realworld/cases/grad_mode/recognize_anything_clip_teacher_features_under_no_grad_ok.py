@@ -56,7 +56,7 @@ def train_ram(model, data_loader, optimizer, epoch, device, config, model_clip):
 
         loss.backward()
         optimizer.step()
-        teacher_grad = torch.sqrt(sum((p.grad ** 2).sum() for p in model_clip.parameters() if p.grad is not None), torch.tensor(0.)))
+        teacher_grad = torch.sqrt(sum(((p.grad ** 2).sum() for p in model_clip.parameters() if p.grad is not None), torch.tensor(0.)))
         print(f"step {i}: loss {loss.item():.4f}; clip_image_feature.grad_fn: {type(clip_image_feature.grad_fn).__name__}; "
               f"CLIP teacher .grad norm {teacher_grad.item():.4f}")
 
