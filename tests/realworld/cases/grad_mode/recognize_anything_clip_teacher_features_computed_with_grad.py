@@ -3,7 +3,7 @@
 source: https://github.com/xinyu1205/recognize-anything/commit/dc5402256107b78bc256b8cf0f251a5c89558560
 kind: bug
 symptom: silent
-verified: after 5 steps every CLIP teacher parameter holds a .grad (never cleared, its norm grows each step) and clip_image_feature carries a grad_fn into the loss
+verified: after 5 steps 4/4 CLIP teacher parameter tensors hold a .grad that is never cleared (norm 0.55 at step 0, 1.48 at step 4) and clip_image_feature carries AddmmBackward0 into the loss
 """
 import torch
 import torch.nn as nn

@@ -3,7 +3,7 @@
 source: https://github.com/airaria/TextBrewer/commit/7a8d3c7e324b4b05dbce0b1fc5025bfda6d1cfc0
 kind: bug
 symptom: silent
-verified: after 6 steps the projection layer .grad is 6.00x the gradient of the last batch alone (the student .grad was cleared to None): the projection gradients are never cleared
+verified: after 6 steps the projection layer .grad is 6.0x the gradient of the last batch alone (the student .grad was cleared to None): the projection gradients are never cleared
 """
 from collections import namedtuple
 
