@@ -71,16 +71,17 @@ def worker(rank, port):
     dist.init_process_group("gloo", rank=rank, world_size=WORLD_SIZE)
     torch.manual_seed(0)  # same initial weights on every rank, as after mmcv's broadcast
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
-    runner = Runner(model, torch.optim.SGD(model.parameters(), lr=0.0))
+    runner = Runner(model, torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9))
     hook = DistOptimizerHook(grad_clip=None, coalesce=False)  # optimizer_config = dict(grad_clip=None, coalesce=False)
 
     x, y = make_data()
+    # measurement: the gradient of the mean loss over the global batch, before the step
+    reference = torch.autograd.grad(nn.functional.mse_loss(model(x), y), list(model.parameters()))
     shard = slice(rank * 8, (rank + 1) * 8)
     runner.outputs["loss"] = nn.functional.mse_loss(model(x[shard]), y[shard])
     hook.after_train_iter(runner)
 
     if rank == 0:
-        reference = torch.autograd.grad(nn.functional.mse_loss(model(x), y), list(model.parameters()))
         ratios = [(p.grad.norm() / r.norm()).item() for p, r in zip(model.parameters(), reference)]
         print(f"reduced gradient / gradient of the global mean loss: {min(ratios):.2f}..{max(ratios):.2f}")
     dist.barrier()
