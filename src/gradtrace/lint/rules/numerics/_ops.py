@@ -201,8 +201,8 @@ def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST) -> bool:
     built only from factories, constants and data (``torch.arange(n).type_as(x)``: the cast
     keeps nothing of ``x``), or cut on the way, gets no gradient, so its op's derivative is
     never evaluated; nor does a value in a method of a ``torch.utils.data.Dataset`` subclass,
-    nor one in a function every call of which runs with grad off (NOTE [grad off by the
-    callers])."""
+    nor one in a function every call of which runs with grad off
+    (NOTE [grad off by the callers])."""
     from gradtrace.lint.analysis.caller_grad import callers_grad_off
     from gradtrace.lint.analysis.origins import origins
     from gradtrace.lint.analysis.torch_classes import dataset_method
