@@ -112,39 +112,48 @@ def _test(e: ast.expr) -> tuple[str, frozenset[object], bool] | None:
 
 def exclusive_flags(cls: ast.ClassDef, a: ast.stmt, fa: ast.AST, b: ast.stmt,
                     fb: ast.AST) -> bool:
-    """Whether ``a`` (a statement of method ``fa``) and ``b`` (of method ``fb``) sit in opposite
-    arms of tests of one ``self.flag`` (``if self.use_over_param:`` in ``forward``, its
-    ``else`` arm in ``__init__``) that no method but ``__init__`` assigns: the flag is fixed
-    when the module is built, so no instance runs both."""
-    ga, gb = _flag_guards(a, fa), _flag_guards(b, fb)
-    common = {name for name, _ in ga} & {name for name, _ in gb}
-    hit = {name for name in common if dict(ga)[name] != dict(gb)[name]}
+    """Whether ``a`` (a statement of method ``fa``) and ``b`` (of method ``fb``) sit in arms of
+    tests of one ``self`` setting that cannot both hold (``if self.use_over_param:`` in
+    ``forward``, its ``else`` arm in ``__init__``; ``if hparams.task == "hit":`` in
+    ``__init__`` that stores ``self.hparams = hparams``, ``if self.hparams.task ==
+    "vertical":`` in a method) that no method but ``__init__`` assigns: the setting is fixed
+    when the module is built, so no instance runs both (NOTE [setting fixed at build])."""
+    ga = [(_as_self(n, fa), c, h) for n, c, h, _ in _guards(a, parent_map(fa))]
+    gb = [(_as_self(n, fb), c, h) for n, c, h, _ in _guards(b, parent_map(fb))]
+    hit: set[str] = set()
+    for name, ca, ha in ga:
+        for other, cb, hb in gb:
+            if other != name or not name.startswith("self.") or (ca == _TRUE) != (cb == _TRUE):
+                continue
+            if ha and hb and not ca & cb or ha and not hb and ca <= cb \
+                    or hb and not ha and cb <= ca:
+                hit.add(name)
     if not hit:
         return False
+    prefixes = {".".join(h.split(".")[:k]) for h in hit for k in range(2, h.count(".") + 2)}
     for m in cls.body:
         if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name != "__init__":
             for n in ast.walk(m):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
                     n, (ast.AugAssign, ast.AnnAssign)) else []
-                if any(dotted(t) in hit for t in targets):
+                if any(dotted(t) in prefixes for t in targets):
                     return False
     return True
 
 
-def _flag_guards(s: ast.stmt, fn: ast.AST) -> list[tuple[str, bool]]:
-    """The ``self.flag`` tests around ``s`` in ``fn``, each with whether ``s`` runs when the
-    flag is true (``if self.f:`` body, ``if not self.f:`` else arm)."""
-    parents = parent_map(fn)
-    out: list[tuple[str, bool]] = []
-    child: ast.AST = s
-    p = parents.get(id(s))
-    while p is not None:
-        if isinstance(p, ast.If) and child is not p.test:
-            test, negated = p.test, False
-            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-                test, negated = test.operand, True
-            name = dotted(test) if isinstance(test, ast.Attribute) else None
-            if name is not None and name.startswith("self.") and name.count(".") == 1:
-                out.append((name, any(x is child for x in p.body) != negated))
-        child, p = p, parents.get(id(p))
-    return out
+# NOTE [setting fixed at build]
+# A setting is fixed when the module is built if it is a `self` attribute (or an attribute
+# of one: `self.hparams.task`) that only `__init__` assigns. `__init__` often tests the
+# argument it then stores (`if hparams.task == "hit": ...`, later `self.hparams = hparams`):
+# a name read from that parameter is the stored attribute's (`hparams.task` is
+# `self.hparams.task`) when `__init__` stores the parameter in one `self` attribute. Known
+# limit: a parameter rebound after the store is still read as the stored object.
+def _as_self(name: str, fn: ast.AST) -> str:
+    root, _, rest = name.partition(".")
+    if not rest or root == "self" or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or fn.name != "__init__" or root not in {x.arg for x in fn.args.args}:
+        return name
+    stored = [dotted(s.targets[0]) for s in ast.walk(fn) if isinstance(s, ast.Assign)
+              and len(s.targets) == 1 and isinstance(s.value, ast.Name) and s.value.id == root]
+    selfs = [t for t in stored if t and t.startswith("self.") and t.count(".") == 1]
+    return f"{selfs[0]}.{rest}" if len(selfs) == 1 else name

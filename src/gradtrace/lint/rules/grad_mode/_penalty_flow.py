@@ -157,8 +157,22 @@ def _tainted_sink(scope: object, stmt: ast.stmt, tainted: set[str], ctx: Context
                 if use is not None and _penalty_path(use, s.value, ctx, stmt.lineno,
                                                      scope):  # type: ignore[arg-type]
                     tainted |= _targets(s)
+                    break
+            else:
+                _rebound(s, tainted)
         _carry(s, tainted)
     return None
+
+
+# NOTE [penalty name rebound]
+# A name the gradient reached stops carrying it when a later plain assignment binds it to a
+# value not made from a tainted name through arithmetic, reductions and norms: VQGAN's
+# adaptive weight `d_weight = norm(nll_grads) / norm(g_grads)` then
+# `d_weight = torch.clamp(d_weight, 0, 1e4).detach()` is a cut constant, a coefficient the
+# author made on purpose, not a penalty. An augmented assignment keeps what the name held.
+def _rebound(s: ast.stmt, tainted: set[str]) -> None:
+    if isinstance(s, (ast.Assign, ast.AnnAssign)):
+        tainted -= _targets(s)
 
 
 def _graphed_grads(scope: object, ctx: Context) -> set[str]:
@@ -224,6 +238,9 @@ def returned_penalty(scope: object, stmt: ast.stmt, tainted: set[str],
                 use = _use(s.value, t)
                 if use is not None and _penalty_path(use, s.value, ctx, stmt.lineno):
                     tainted |= _targets(s)
+                    break
+            else:
+                _rebound(s, tainted)  # NOTE [penalty name rebound]
     return None
 
 

@@ -14,6 +14,7 @@ from gradtrace.lint.analysis.cuts import NON_TENSOR_KWARGS
 from gradtrace.lint.analysis.graphless import returns_data
 from gradtrace.lint.analysis.grad_inputs import parameters_of, runs_on_output
 from gradtrace.lint.analysis.origins import origins
+from gradtrace.lint.analysis.module_runs import NOT_RUNS
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import child_nodes, walk
@@ -247,7 +248,11 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
     def hits(d: str) -> bool:
-        return any(d == o or d.startswith(o + ".") for o in owners)
+        # `netD.cuda()`, `netD.apply(init)`, `netD.load_state_dict(sd)` in the method that
+        # builds the model run no forward: no graph saves a parameter there
+        head, _, last = d.rpartition(".")
+        return any(d == o or d.startswith(o + ".") for o in owners) and not (
+            last in NOT_RUNS and head in owners)
     for e in exprs:
         for n in _live_nodes(e):
             if not isinstance(n, ast.Call) or isinstance(n.func, ast.Attribute) and \

@@ -200,12 +200,17 @@ def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST) -> bool:
     """Whether ``operand`` (read at ``node``) may carry a graph, by the shared tracer: a value
     built only from factories, constants and data (``torch.arange(n).type_as(x)``: the cast
     keeps nothing of ``x``), or cut on the way, gets no gradient, so its op's derivative is
-    never evaluated; nor does a value in a method of a ``torch.utils.data.Dataset`` subclass."""
+    never evaluated; nor does a value in a method of a ``torch.utils.data.Dataset`` subclass,
+    nor one in a function every call of which runs with grad off
+    (NOTE [grad off by the callers])."""
+    from gradtrace.lint.analysis.caller_grad import callers_grad_off
     from gradtrace.lint.analysis.origins import origins
     from gradtrace.lint.analysis.torch_classes import dataset_method
     fn = ctx.function or ctx.tree
     if dataset_method(ctx, fn):
         return False  # a Dataset prepares data, which no backward reaches
+    if ctx.function is not None and callers_grad_off(ctx, ctx.function):
+        return False  # NOTE [grad off by the callers]: an sRGB curve applied at test time
     return origins(ctx, fn).trace(operand, ctx.statement, getattr(node, "lineno", 0)).live
 
 

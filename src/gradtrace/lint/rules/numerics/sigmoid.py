@@ -94,13 +94,20 @@ def _unit_input(s: ast.Call, ctx: Context, line: int) -> bool:
     x = s.args[0] if s.args else s.func.value if isinstance(s.func, ast.Attribute) else None
     if x is None:
         return False
-    x = strip(x)
+    x = _unsigned(strip(x))  # `sigmoid(-cos)`: a negated bounded value is bounded
     if isinstance(x, (ast.Name, ast.Attribute)):
-        x = strip(resolve(x, ctx, line))
+        x = _unsigned(strip(resolve(x, ctx, line)))
     if not isinstance(x, ast.Call):
         return False
     got = torch_op(x, ctx)
     return got is not None and got[0] in UNIT_RANGE
+
+
+def _unsigned(e: ast.AST) -> ast.AST:
+    """``-x`` / ``+x`` -> ``x`` (the sign keeps a value within [-1, 1] there)."""
+    while isinstance(e, ast.UnaryOp) and isinstance(e.op, (ast.USub, ast.UAdd)):
+        e = e.operand
+    return e
 
 
 def _from_argument(e: ast.AST, ctx: Context, line: int, depth: int = 0) -> bool:
