@@ -1,0 +1,121 @@
+"""Session 37 (fix37): false alarms sessions 35-36's unseen projects left (docs/triage/fix37.md),
+each in another spelling than the project's, next to a buggy twin that is still reported. Every
+snippet runs on real torch. The facts that need the project (callers in other files) are
+checked on small projects in ``tmp_path``."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def _project(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def _found(root: Path, *codes: str) -> list[tuple[str, str, int]]:
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    got = check_paths([str(root)], Settings()).findings
+    return sorted((f.code, Path(f.path).name, f.line) for f in got if f.code in codes)
+
+
+def _run(root: Path, script: str) -> dict:
+    import runpy
+    import sys
+    sys.path.insert(0, str(root))
+    try:
+        return runpy.run_path(str(root / script), run_name="__main__")
+    finally:
+        sys.path.remove(str(root))
+        for m in list(sys.modules):
+            if m.split(".")[0] in ("matcher", "schedules"):
+                sys.modules.pop(m, None)
+
+
+# --- PointDSC (`models/PointDSC.py:268` GT753): a method's parameter given data at every call
+# (NOTE [parameters given data]). `forward` unpacks its record; the positions go to the encoder
+# (the module's input, NOTE [batch siblings]), the keypoints beside them are data, and the
+# method computing their pairwise distances is called only with them: `sqrt` at a coincident
+# pair (the diagonal) never gets a gradient. Twins: the keypoints made by a layer of the
+# module; or another file calling the method with a model's output: NaN gradients.
+
+MATCHER = '''
+import torch
+import torch.nn as nn
+
+
+class Matcher(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(6, 8)
+        self.head = nn.Linear(8, 1)
+        self.lift = nn.Linear(6, 6)
+
+    def forward(self, batch):
+        pos, src_pts, tgt_pts = batch["pos"], batch["src"], batch["tgt"]
+        {lift}
+        feats = self.encoder(pos)
+        conf = self.head(feats).squeeze(-1)
+        seeds = torch.argsort(conf, dim=1, descending=True)[:, :4]
+        return conf, self.consensus(seeds, feats, src_pts, tgt_pts)
+
+    def consensus(self, seeds, feats, src_pts, tgt_pts):
+        idx = seeds[:, :, None].expand(-1, -1, 3)
+        a = src_pts.gather(1, idx)
+        b = tgt_pts.gather(1, idx)
+        gap = ((a[:, :, None, :] - a[:, None, :, :]) ** 2).sum(-1) ** 0.5 \\
+            - ((b[:, :, None, :] - b[:, None, :, :]) ** 2).sum(-1) ** 0.5
+        w = torch.clamp(1 - gap ** 2, min=0).sum(-1, keepdim=True)
+        return (w * feats.gather(1, seeds[:, :, None].expand(-1, -1, 8))).mean()
+'''
+TRAIN = '''
+import torch
+from matcher import Matcher
+
+net = Matcher()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+torch.manual_seed(0)
+batch = {{"pos": torch.randn(2, 10, 6), "src": torch.randn(2, 10, 3),
+         "tgt": torch.randn(2, 10, 3)}}
+conf, score = net(batch)
+loss = conf.mean() + score
+{extra}
+opt.zero_grad()
+loss.backward()
+finite = all(torch.isfinite(p.grad).all() for p in net.parameters() if p.grad is not None)
+opt.step()
+'''
+
+
+def _matcher(root: Path, lift: str = "", extra: str = "") -> Path:
+    return _project(root, {"matcher.py": MATCHER.format(lift=lift),
+                           "train.py": TRAIN.format(extra=extra)})
+
+
+def test_distances_of_keypoints_handed_on_from_the_record_are_silent(tmp_path) -> None:
+    root = _matcher(tmp_path)
+    assert _found(root, "GT753") == []
+    assert _run(root, "train.py")["finite"]
+
+
+def test_distances_of_keypoints_made_by_a_layer_are_reported(tmp_path) -> None:
+    root = _matcher(tmp_path, lift="src_pts, tgt_pts = self.lift(pos).chunk(2, dim=-1)")
+    assert _found(root, "GT753") == [("GT753", "matcher.py", 24), ("GT753", "matcher.py", 25)]
+    assert not _run(root, "train.py")["finite"]
+
+
+def test_method_also_called_with_a_graph_from_another_file_is_reported(tmp_path) -> None:
+    extra = ("pts = net.lift(batch['pos']).chunk(2, dim=-1)\n"
+             "loss = loss + net.consensus(torch.zeros(2, 4, dtype=torch.long), "
+             "net.encoder(batch['pos']), *pts)")
+    root = _matcher(tmp_path, extra=extra)
+    assert _found(root, "GT753") == [("GT753", "matcher.py", 24), ("GT753", "matcher.py", 25)]
+    assert not _run(root, "train.py")["finite"]
