@@ -119,3 +119,63 @@ def test_method_also_called_with_a_graph_from_another_file_is_reported(tmp_path)
     root = _matcher(tmp_path, extra=extra)
     assert _found(root, "GT753") == [("GT753", "matcher.py", 24), ("GT753", "matcher.py", 25)]
     assert not _run(root, "train.py")["finite"]
+
+
+# --- Single-file shapes (checker and torch, tests/lint/shape_runner.py) ------------------------
+
+from tests.lint.shape_runner import Shape, judge  # noqa: E402
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+'''
+
+# POD-AANets (`inclearn/lib/loops/generators.py:261` GT522): an adversarial autoencoder. The
+# critic is cleared, backwarded on its own loss and stepped; then the encoder's adversarial
+# loss reads the critic on the encoder's output (NOTE [adversary's share]): the critic's share
+# of that gradient is dropped on purpose. The encoder's own step before that loss is the real
+# finding (line 14; `train(1.0)` and `train(0.0)` leave the same encoder: the adversarial
+# term trains nothing). Twin: a regulariser of the critic on noise backwarded after the
+# critic's step: it never trains the critic (the same critic with and without it).
+AAE = """
+def train(adv):
+    torch.manual_seed(0)
+    enc, dec, disc = nn.Linear(4, 2), nn.Linear(2, 4), nn.Linear(2, 1)
+    opt_e = torch.optim.Adam(enc.parameters(), lr=0.01)
+    opt_g = torch.optim.Adam(dec.parameters(), lr=0.01)
+    opt_d = torch.optim.Adam(disc.parameters(), lr=0.01)
+    bce = F.binary_cross_entropy_with_logits
+    for x in [torch.randn(8, 4) for _ in range(3)]:
+        opt_e.zero_grad()
+        opt_d.zero_grad()
+        opt_g.zero_grad()
+        noise = torch.randn(8, 2)
+        F.mse_loss(dec(enc(x)), x).backward()
+        opt_e.step()
+        opt_g.step()
+        fake = disc(enc(x))
+        d_loss = bce(disc(noise), torch.ones(8, 1)) + bce(fake, torch.zeros(8, 1))
+        d_loss.backward()
+        opt_d.step()
+        {late}
+        late.backward()
+    return enc.weight.detach().clone(), disc.weight.detach().clone()
+"""
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    "critics-share-of-the-encoders-adversarial-loss": (Shape(
+        AAE.format(late="z = enc(x)\n        late = adv * bce(disc(z), torch.ones(8, 1))"),
+        "GT522", line=14, holds="torch.equal(train(1.0)[0], train(0.0)[0])"), Shape(
+        AAE.format(late="late = adv * disc(noise).pow(2).mean()"),
+        "GT522", line=19, holds="torch.equal(train(1.0)[1], train(0.0)[1])")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
