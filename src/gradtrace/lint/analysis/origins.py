@@ -179,8 +179,7 @@ class Tracer(CallTraces):
         return self._bound(name, bs, line)
 
     def _param(self, name: str) -> Trace:
-        """The trace of the parameter ``name``'s own value (live unless it is known data),
-        also where an `if` arm rebinds it (NOTE [parameter rebound on one path])."""
+        """Live unless data (NOTE [parameters given data]); NOTE [parameter rebound on one path]."""
         dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) \
             and not passed_graph(self.ctx, self.scope.node, name) or \
             OBJECT_RE.match(name) or name in self._model_inputs() or \
@@ -430,28 +429,23 @@ def origins(ctx: Context, node: ast.AST, arguments_live: bool = True) -> Tracer:
 
 
 def given_data(ctx: Context, fn: ast.AST, name: str) -> bool:
-    """NOTE [parameters given data]
-    Every call of ``fn`` in the project (one at least, all seen: the file's, and none in the
-    project's other files, NOTE [reverse index]) passes, for ``name``, a value its caller's
-    own tracer finds neither live nor cut: data (a batch field, a factory's tensor, a
-    constant). PointDSC's ``self.cal_seed_trans(seeds, feats, src_keypts, tgt_keypts)``,
-    the keypoints of ``forward``'s data record (NOTE [batch siblings]): the distances the
-    method takes between them get no gradient. Two callers up at most; a caller reached
-    again while it is asked counts as live."""
+    """# NOTE [parameters given data]
+    Every call of ``fn`` in the project (one at least; none in other files: the reverse
+    index) passes for ``name`` a value its caller's tracer finds neither live nor cut: data.
+    PointDSC's ``self.cal_seed_trans(..., src_keypts, tgt_keypts)`` with the keypoints of
+    ``forward``'s record (NOTE [batch siblings]). Two callers up; a caller asked again: live."""
     from gradtrace.lint.analysis.callees import function_sites
     from gradtrace.lint.analysis.callers import foreign_sites
     from gradtrace.lint.analysis.grad_values import callers
     memo: dict[tuple[int, str], bool] = ctx.memo("origins-given-data", ctx.tree, dict)
-    key = (id(fn), name)
-    hops: list[int] = ctx.memo("origins-given-data-hops", ctx.tree, lambda: [0])
+    key, hops = (id(fn), name), ctx.memo("origins-given-data-hops", ctx.tree, lambda: [0])
     if key in memo or hops[0] >= 2 or not isinstance(fn, (ast.FunctionDef,
                                                            ast.AsyncFunctionDef)):
         return memo.get(key, False)
-    memo[key] = False
-    sites = function_sites(ctx.analysis, fn)
-    if not sites:
+    memo[key] = False  # (while asked)
+    if not (sites := function_sites(ctx.analysis, fn)):
         return False
-    hops[0] += 1
+    hops[0] += 1  # (callers(), below, skips a call with a starred argument: then not all)
     try:
         given = list(callers(ctx, fn, name))
         memo[key] = len(given) == len(sites) and all(

@@ -237,7 +237,9 @@ class StepBeforeLastBackward(LoopRule):
     model; a later step of another optimizer whose model the loss also reaches (a GAN's
     generator step; an optimizer over a submodule, `G.features`, of a model the loss calls)
     takes the gradient as its own, unless that model's parameters were frozen in a loop just
-    before.
+    before. A critic stepped on its own loss, then read only on another stepped model's
+    output (`D(E(x))`, that model's adversarial loss), drops its share on purpose:
+    NOTE [adversary's share].
     """
 
     code = "GT522"
