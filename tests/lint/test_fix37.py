@@ -36,7 +36,7 @@ def _run(root: Path, script: str) -> dict:
     finally:
         sys.path.remove(str(root))
         for m in list(sys.modules):
-            if m.split(".")[0] in ("matcher", "schedules"):
+            if m.split(".")[0] in ("matcher", "client"):
                 sys.modules.pop(m, None)
 
 
@@ -179,3 +179,68 @@ def test_look_alike_is_silent_and_trains(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+# --- easyFL (`resources/algorithm/apple.py:87`, `:89` GT103): a method named like a loss whose
+# value only weighs a live term of its caller's loss (NOTE [loss weights]): the NumPy it runs
+# reads the round number. Twins: the same method handed the model's output (NumPy is handed a
+# tensor that requires grad: it raises), or its value added as a term with the prediction.
+
+CLIENT = '''
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Client:
+    def __init__(self, rounds):
+        torch.manual_seed(0)
+        self.net = nn.Linear(4, 2)
+        self.anchor = torch.zeros(2)
+        self.span = rounds
+        self.mu = 0.1
+        self.round = 0
+
+    def loss_scheduler(self, r):
+        return 0.5 * (np.cos(r * np.pi / self.span) + 1) if r <= self.span else 0.0
+
+    def train(self, x, y):
+        p = self.anchor.clone()
+        p.requires_grad = True
+        opt = torch.optim.SGD([*self.net.parameters(), p], lr=0.1)
+        for _ in range(2):
+            opt.zero_grad()
+            out = self.net(x) + p
+            loss = F.cross_entropy(out, y)
+            {weight}
+            loss.backward()
+            opt.step()
+        self.round += 1
+        return p
+'''
+SERVER = '''
+import torch
+from client import Client
+
+client = Client(10)
+for _ in range(3):
+    moved = client.train(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+'''
+
+
+def test_schedule_named_like_a_loss_weighing_a_term_is_silent(tmp_path) -> None:
+    weight = ("coef = 0.5 * self.mu * self.loss_scheduler(self.round)\n"
+              "            loss += coef * torch.sum((p - self.anchor) ** 2)")
+    root = _project(tmp_path, {"client.py": CLIENT.format(weight=weight), "server.py": SERVER})
+    assert _found(root, "GT103") == []
+    assert not torch.equal(_run(root, "server.py")["moved"], torch.zeros(2))
+
+
+def test_schedule_handed_the_models_output_is_reported(tmp_path) -> None:
+    weight = ("coef = 0.5 * self.mu * self.loss_scheduler(out.mean())\n"
+              "            loss += coef * torch.sum((p - self.anchor) ** 2)")
+    root = _project(tmp_path, {"client.py": CLIENT.format(weight=weight), "server.py": SERVER})
+    assert _found(root, "GT103") == [("GT103", "client.py", 17)]
+    with pytest.raises(RuntimeError, match="requires grad"):
+        _run(root, "server.py")
