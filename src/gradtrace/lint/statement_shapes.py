@@ -1,13 +1,17 @@
 """Questions about one statement in its function: the default of an argument, the exit that
 ends every path after a statement, a read inside the value of the assignment that binds it,
-the iterable a loop target is drawn from (moved out of :mod:`gradtrace.lint.nodes`, whose
+the iterable a loop target is drawn from, the slice writes of a scope, the counter of an
+``enumerate`` comprehension (moved out of :mod:`gradtrace.lint.nodes`, whose
 walks they do not use)."""
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.nodes import _NESTED
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
 
 
 def argument_default(name: str, fn: ast.AST) -> ast.expr | None:
@@ -89,3 +93,22 @@ def drawn_from(loop: ast.For | ast.AsyncFor, name: str) -> ast.expr:
             break
         target, it = hit
     return it
+
+
+def slice_writes(scope: Scope) -> dict[str, list[ast.Assign]]:
+    """The statements ``name[...] = value`` of a scope, by ``name``."""
+    out: dict[str, list[ast.Assign]] = {}
+    for s in scope.stmts:
+        if isinstance(s, ast.Assign):
+            for t in s.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                    out.setdefault(t.value.id, []).append(s)
+    return out
+
+
+def comprehension_counter(g: ast.comprehension, name: str) -> bool:
+    """``name`` is the count of ``for name, x in enumerate(xs)``: an int, no tensor."""
+    it, t = g.iter, g.target
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+        and it.func.id == "enumerate" and isinstance(t, ast.Tuple) and len(t.elts) == 2 \
+        and isinstance(t.elts[0], ast.Name) and t.elts[0].id == name

@@ -35,7 +35,7 @@ from gradtrace.lint.analysis.vocabulary import (
 )
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.statement_shapes import drawn_from
+from gradtrace.lint.statement_shapes import comprehension_counter, drawn_from, slice_writes
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -145,8 +145,8 @@ class Tracer(CallTraces):
             for g in e.generators:  # `for i, s in enumerate(scores)`: `s` from `scores`,
                 for n in walk(g.target):  # `i` a count
                     if isinstance(n, ast.Name):
-                        self._env[n.id] = DEAD if _counter(g, n.id) else self.trace(
-                            drawn_from(g, n.id), use, line)  # type: ignore[arg-type]
+                        self._env[n.id] = DEAD if comprehension_counter(g, n.id) else \
+                            self.trace(drawn_from(g, n.id), use, line)  # type: ignore[arg-type]
             elts = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
             return self._all(elts, use, line)
         finally:
@@ -179,12 +179,11 @@ class Tracer(CallTraces):
         return self._bound(name, bs, line)
 
     def _param(self, name: str) -> Trace:
-        """The trace of the parameter ``name``'s own value (live unless it is known data),
-        also where an `if` arm rebinds it (NOTE [parameter rebound on one path])."""
+        """Live unless data (NOTE [parameters given data]); NOTE [parameter rebound on one path]."""
         dead = TARGET_RE.match(name) and name not in loss_inputs(self.scope, self.ctx) \
             and not passed_graph(self.ctx, self.scope.node, name) or \
             OBJECT_RE.match(name) or name in self._model_inputs() or \
-            self._given_no_graph(name)
+            self._given_no_graph(name) or given_data(self.ctx, self.scope.node, name)
         return DEAD if dead else LIVE
 
     def _bound(self, name: str, bs: list[Binding], line: int) -> Trace:
@@ -214,7 +213,7 @@ class Tracer(CallTraces):
         """A slice write before ``line`` puts a value that may carry a graph into ``name``
         (``buf = torch.zeros(...)``, then ``buf[:, 0] = logits[:, 0]``: the copy keeps the
         history), PLOP's distillation buffers filled from the model's logits."""
-        writes = self.ctx.memo("origins-slice-writes", self.scope.node, lambda: _slice_writes(
+        writes = self.ctx.memo("origins-slice-writes", self.scope.node, lambda: slice_writes(
             self.scope)).get(name, ())
         for s in writes:
             if s.lineno >= line or (name, -s.lineno) in self._busy:
@@ -415,17 +414,6 @@ class Tracer(CallTraces):
         return None
 
 
-def _slice_writes(scope: Scope) -> dict[str, list[ast.Assign]]:
-    """The statements ``name[...] = value`` of a scope, by ``name``."""
-    out: dict[str, list[ast.Assign]] = {}
-    for s in scope.stmts:
-        if isinstance(s, ast.Assign):
-            for t in s.targets:
-                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
-                    out.setdefault(t.value.id, []).append(s)
-    return out
-
-
 def origins(ctx: Context, node: ast.AST, arguments_live: bool = True) -> Tracer:
     """The :class:`Tracer` of the function or module ``node``, built once per file.
 
@@ -438,6 +426,34 @@ def origins(ctx: Context, node: ast.AST, arguments_live: bool = True) -> Tracer:
             t.params = set()
         return t
     return ctx.memo("origins" if arguments_live else "origins-args-dead", node, make)
+
+
+def given_data(ctx: Context, fn: ast.AST, name: str) -> bool:
+    """# NOTE [parameters given data]
+    Every call of ``fn`` in the project (one at least; none in other files: the reverse
+    index) passes for ``name`` a value its caller's tracer finds neither live nor cut: data.
+    PointDSC's ``self.cal_seed_trans(..., src_keypts, tgt_keypts)`` with the keypoints of
+    ``forward``'s record (NOTE [batch siblings]). Two callers up; a caller asked again: live."""
+    from gradtrace.lint.analysis.callees import function_sites
+    from gradtrace.lint.analysis.callers import foreign_sites
+    from gradtrace.lint.analysis.grad_values import callers
+    memo: dict[tuple[int, str], bool] = ctx.memo("origins-given-data", ctx.tree, dict)
+    key, hops = (id(fn), name), ctx.memo("origins-given-data-hops", ctx.tree, lambda: [0])
+    if key in memo or hops[0] >= 2 or not isinstance(fn, (ast.FunctionDef,
+                                                           ast.AsyncFunctionDef)):
+        return memo.get(key, False)
+    memo[key] = False  # (while asked)
+    if not (sites := function_sites(ctx.analysis, fn)):
+        return False
+    hops[0] += 1  # (callers(), below, skips a call with a starred argument: then not all)
+    try:
+        given = list(callers(ctx, fn, name))
+        memo[key] = len(given) == len(sites) and all(
+            not (t := origins(ctx, w).trace(a, ctx.scope(w).statement_of(c), c.lineno)).live
+            and not t.cuts for c, w, a in given) and foreign_sites(ctx, fn) == []
+    finally:
+        hops[0] -= 1
+    return memo[key]
 
 
 def argument_returns(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Trace | None:
@@ -482,11 +498,3 @@ def data_helper(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> boo
     dead (:func:`argument_returns`): data made from factories and module constants."""
     got = argument_returns(ctx, fn)
     return got is not None and not got.cuts
-
-
-def _counter(g: ast.comprehension, name: str) -> bool:
-    """``name`` is the count of ``for name, x in enumerate(xs)``: an int, no tensor."""
-    it, t = g.iter, g.target
-    return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
-        and it.func.id == "enumerate" and isinstance(t, ast.Tuple) and len(t.elts) == 2 \
-        and isinstance(t.elts[0], ast.Name) and t.elts[0].id == name

@@ -42,6 +42,7 @@ from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer
 from gradtrace.lint.analysis.loss_evidence import loss_evidence
+from gradtrace.lint.analysis.loss_weights import weight_only
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
 
@@ -82,8 +83,10 @@ class LossPaths(HelperTracer):
         super().__init__(scope, ctx)
         self._named = False  # a loss function by its name only (NOTE [loss evidence])
         self.verdicts = [v for s in self.sinks() if (v := self._judge(s)) is not None]
-        if self._named and self.verdicts and loss_evidence(ctx, scope.node) is False:
+        if self._named and self.verdicts and (loss_evidence(ctx, scope.node) is False
+                                              or weight_only(ctx, scope.node)):
             self.verdicts = []  # asked only when something is cut: its callers decide
+            # (NOTE [loss weights]: a factor weighing a term of each caller's loss)
 
     # -- sinks -------------------------------------------------------------------------------
     def sinks(self) -> list[Sink]:

@@ -11,7 +11,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.analysis.graph_deps import graphs
-from gradtrace.lint.rules.training_loop._reach import _reached, for_another
+from gradtrace.lint.rules.training_loop._reach import _live_calls, _reached, for_another
 from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Named, Step, _owners, _stepped_expr,
@@ -179,6 +179,46 @@ def _starved_other(f: LoopFacts, b: Backward, s: Step, loop: ast.stmt) -> bool:
     return False
 
 
+def _adversary_share(f: LoopFacts, b: Backward, s: Step, owners: frozenset[str],
+                     loop: ast.stmt) -> bool:
+    """# NOTE [adversary's share]
+    The stepped model was trained on a backward of its own in the pass (its clear, a
+    backward, its step), and the later loss reads it only on the output of another model
+    that an optimizer of the pass holds (``D(E(x))`` after ``d_loss.backward();
+    opt_d.step()``): that loss is the other model's adversarial loss, the critic's share of
+    its gradient is dropped on purpose (POD-AANets' adversarial autoencoder). Whether the
+    other model's optimizer applies its share is that optimizer's finding (an encoder stepped
+    before the loss is reported on its own step). A critic call on anything else (noise, the
+    real batch, its own earlier output) keeps the finding."""
+    others = {o for s2 in f.steps if s2.optimizer != s.optimizer and f.inside(s2.stmt, loop)
+              for o in _owners(f, _stepped_expr(s2), s2.call.lineno)} - set(owners)
+    if b.loss is None or not others:
+        return False
+    values: list[ast.AST] = [b.loss]
+    for d in graphs(f.scope).deps(b.loss, b.stmt.lineno).bindings:
+        if d.value is not None:
+            values.append(d.value)
+    found = False
+    for v in values:
+        for n in _live_calls(v):
+            d = dotted(n.func) or ""
+            if any(d == o or d.startswith(o + ".") for o in owners):
+                if not n.args or not all(_made_by(f, a, others, n.lineno) for a in n.args):
+                    return False
+                found = True
+    return found
+
+
+def _made_by(f: LoopFacts, a: ast.expr, models: set[str], line: int) -> bool:
+    """``a`` is a call of one of ``models`` (``E(x)``), or a name bound to one before
+    ``line``."""
+    if isinstance(a, ast.Name):
+        bd = f.scope.binding_before(a.id, line)
+        a = bd.value if bd is not None and bd.value is not None else a
+    d = dotted(a.func) if isinstance(a, ast.Call) else None
+    return bool(d) and any(d == m or d.startswith(m + ".") for m in models)  # type: ignore
+
+
 class StepBeforeLastBackward(LoopRule):
     """`step()` runs before a later `backward()` of the same pass whose loss reaches the
     stepped model, and `zero_grad()` clears that gradient at the start of the next pass.
@@ -197,7 +237,9 @@ class StepBeforeLastBackward(LoopRule):
     model; a later step of another optimizer whose model the loss also reaches (a GAN's
     generator step; an optimizer over a submodule, `G.features`, of a model the loss calls)
     takes the gradient as its own, unless that model's parameters were frozen in a loop just
-    before.
+    before. A critic stepped on its own loss, then read only on another stepped model's
+    output (`D(E(x))`, that model's adversarial loss), drops its share on purpose:
+    NOTE [adversary's share].
     """
 
     code = "GT522"
@@ -282,7 +324,7 @@ class StepBeforeLastBackward(LoopRule):
                 hit = _reached(f, b, owners) if fed else _unfed_reach(f, b, s, owners) \
                     if owners else _models_of(f, b)
                 if not hit or fed and (self._taken(f, b, s, loop) or _starved_other(
-                        f, b, s, loop)):
+                        f, b, s, loop) or _adversary_share(f, b, s, owners, loop)):
                     continue
                 yield self._early(ctx, s, b, z, hit, "at the start of the next one" if fed
                                   else "before the step of the next one, which so finds no "
