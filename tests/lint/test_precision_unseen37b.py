@@ -1,0 +1,63 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen37b.md (session 37), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # pathformer (`layers/Layer.py`, WeightGenerator): `self.memory = nn.Parameter(torch.randn(
+    # num_nodes, mem_dim), requires_grad=True).to('cpu')`: the factory made the tensor on the
+    # CPU, the move asks for the device it has and returns the Parameter itself (registered,
+    # trained). Twin: the same move that also casts returns a plain copy, never registered
+    "move-to-the-cpu-a-factory-made-it-on": (Shape("""
+        class Gen(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.memory = nn.Parameter(torch.randn(n, d), requires_grad=True).to(torch.device("cpu"))
+                self.out = nn.Linear(d, 1)
+            def forward(self):
+                return self.out(self.memory).sum()
+        m = Gen(5, 3)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        before = m.memory.detach().clone()
+        m().backward()
+        opt.step()
+        """, "GT403", holds="not torch.equal(before, m.memory)"), Shape("""
+        class Gen(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.memory = nn.Parameter(torch.randn(n, d), requires_grad=True).to("cpu", torch.float64)
+                self.out = nn.Linear(d, 1).double()
+            def forward(self):
+                return self.out(self.memory).sum()
+        m = Gen(5, 3)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        before = m.memory.detach().clone()
+        m().backward()
+        opt.step()
+        """, "GT403", line=4, holds="torch.equal(before, m.memory) and 'memory' not in dict(m.named_parameters())")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
