@@ -50,6 +50,46 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m().backward()
         opt.step()
         """, "GT403", line=4, holds="torch.equal(before, m.memory) and 'memory' not in dict(m.named_parameters())")),
+    # DeCLIP (`prototype/solver/*_solver.py`): on a crashed loss the loop backwards and steps
+    # once more, then reloads the last checkpoint and `continue`s, or raises when there is none
+    # (`if path is not None: ...; continue` / `else: raise`): the loop's own backward further
+    # down never runs after that one. Twin: the branch raises only when no checkpoint exists
+    # and otherwise falls through to the second backward of the same graph
+    "branch-ending-in-continue-or-raise-before-the-second-backward": (Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        saved = {k: v.clone() for k, v in model.state_dict().items()}
+        for step, x in enumerate(torch.randn(4, 8, 4)):
+            loss = model(x).pow(2).mean()
+            if step == 1:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if saved is not None:
+                    model.load_state_dict(saved)
+                    continue
+                else:
+                    raise RuntimeError("no checkpoint to recover from")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT509"), Shape("""
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        saved = {k: v.clone() for k, v in model.state_dict().items()}
+        for step, x in enumerate(torch.randn(4, 8, 4)):
+            loss = model(x).pow(2).mean()
+            if step == 1:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if saved is None:
+                    raise RuntimeError("no checkpoint to recover from")
+                model.load_state_dict(saved)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT509", line=8, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 
