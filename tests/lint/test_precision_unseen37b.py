@@ -90,6 +90,51 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             opt.step()
         """, "GT509", line=8, raises=(RuntimeError, "backward through the graph a second time"))),
+    # var-attn (`onmt/Trainer.py`): `model.zero_grad()`, a loss helper of another object that
+    # backwards in shards, then `nans = [(name, p) for name, p in model.named_parameters() if
+    # p.grad is not None and (p.grad != p.grad).any()]` and `for _, p in nans: p.grad[p.grad
+    # != p.grad] = 0`: every element drawn has a `.grad` tensor. Twin: the same scrub over every
+    # parameter writes into the None `.grad` of a layer the loss did not reach
+    "nan-scrub-of-the-grads-a-comprehension-kept": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.used, self.spare = nn.Linear(4, 2), nn.Linear(4, 2)
+            def forward(self, x):
+                return self.used(x)
+        def train(model, opt, data, shard_loss):
+            for x in data:
+                model.zero_grad()
+                shard_loss(model, x)
+                nans = [(n, p) for n, p in model.named_parameters()
+                        if p.grad is not None and (p.grad != p.grad).any()]
+                for _, p in nans:
+                    p.grad[p.grad != p.grad] = 0
+                opt.step()
+        def shard_loss(model, x):
+            model(x).pow(2).mean().backward()
+        model = Net()
+        train(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(3, 8, 4), shard_loss)
+        """, "GT553"), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.used, self.spare = nn.Linear(4, 2), nn.Linear(4, 2)
+            def forward(self, x):
+                return self.used(x)
+        def train(model, opt, data, shard_loss):
+            for x in data:
+                model.zero_grad()
+                shard_loss(model, x)
+                params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+                for _, p in params:
+                    p.grad[p.grad != p.grad] = 0
+                opt.step()
+        def shard_loss(model, x):
+            model(x).pow(2).mean().backward()
+        model = Net()
+        train(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(3, 8, 4), shard_loss)
+        """, "GT553", line=9, raises=(TypeError, "does not support item assignment"))),
 }
 
 
