@@ -135,6 +135,50 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         model = Net()
         train(model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(3, 8, 4), shard_loss)
         """, "GT553", line=9, raises=(TypeError, "does not support item assignment"))),
+    # vilbert-multi-task (`train_tasks.py`): `ReduceLROnPlateau` built under `if
+    # args.lr_scheduler == "automatic":`, and the per-iteration bare `lr_scheduler.step()`
+    # under `if "cosine" in args.lr_scheduler:`: "cosine" is no part of "automatic", no run
+    # reaches both (the plateau steps with the score after validation). Twin: the bare step's
+    # test is a part the plateau's setting holds ("auto"): TypeError (missing 'metrics')
+    "bare-step-under-a-part-of-another-setting-string": (Shape("""
+        import argparse
+        args = argparse.Namespace(lr_scheduler="automatic")
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        if args.lr_scheduler == "automatic":
+            sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="max")
+        elif args.lr_scheduler == "cosine":
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+        for epoch in range(2):
+            for x in torch.randn(2, 8, 4):
+                loss = model(x).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if "cosine" in args.lr_scheduler:
+                    sched.step()
+            if args.lr_scheduler == "automatic":
+                sched.step(-loss.item())
+        """, "GT531"), Shape("""
+        import argparse
+        args = argparse.Namespace(lr_scheduler="automatic")
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        if args.lr_scheduler == "automatic":
+            sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="max")
+        elif args.lr_scheduler == "cosine":
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+        for epoch in range(2):
+            for x in torch.randn(2, 8, 4):
+                loss = model(x).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                if "auto" in args.lr_scheduler:
+                    sched.step()
+            if args.lr_scheduler == "automatic":
+                sched.step(-loss.item())
+        """, "GT531", line=16, raises=(TypeError, "metrics"))),
 }
 
 
