@@ -179,6 +179,79 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             if args.lr_scheduler == "automatic":
                 sched.step(-loss.item())
         """, "GT531", line=16, raises=(TypeError, "metrics"))),
+    # xuance (`xuance/torch/learners/model_based/dreamer_v2_learner.py`): one optimizer per part
+    # in a dict, `self.optimizer['model'].step()`, then the actor's and the critic's losses from
+    # the entries 'for_actor' and 'for_critic' of a policy method that detaches the posteriors
+    # it is given; each loss stepped by its own entry. Without the keyed steps the three
+    # passes looked like one update through one graph. Twin: the critic's loss also reads the
+    # actor's entry, whose graph the actor's backward freed
+    "optimizers-kept-by-key-each-stepping-its-own-part": (Shape("""
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.world, self.actor, self.critic = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+            def model_forward(self, obs):
+                h = torch.tanh(self.world(obs))
+                return h - obs, h.mean(), h
+            def actor_critic_forward(self, post):
+                z = post.detach()
+                return {"for_actor": [self.actor(z), torch.ones(1)], "for_critic": [self.critic(z), z.sum(-1, keepdim=True)]}
+        def update(policy, optimizer, obs):
+            po, pr, posteriors = policy.model_forward(obs)
+            model_loss = po.pow(2).mean() + pr
+            optimizer["model"].zero_grad()
+            model_loss.backward()
+            optimizer["model"].step()
+            out = policy.actor_critic_forward(posteriors)
+            objective, discount = out["for_actor"]
+            qv, target = out["for_critic"]
+            actor_loss = -(discount * objective).mean()
+            optimizer["actor"].zero_grad()
+            actor_loss.backward()
+            optimizer["actor"].step()
+            critic_loss = (qv - target.detach()).pow(2).mean()
+            optimizer["critic"].zero_grad()
+            critic_loss.backward()
+            optimizer["critic"].step()
+        pol = Policy()
+        opts = {k: torch.optim.Adam(getattr(pol, m).parameters(), lr=1e-3)
+                for k, m in (("model", "world"), ("actor", "actor"), ("critic", "critic"))}
+        for obs in torch.randn(2, 8, 4):
+            update(pol, opts, obs)
+        """, "GT509"), Shape("""
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.world, self.actor, self.critic = nn.Linear(4, 4), nn.Linear(4, 1), nn.Linear(4, 1)
+            def model_forward(self, obs):
+                h = torch.tanh(self.world(obs))
+                return h - obs, h.mean(), h
+            def actor_critic_forward(self, post):
+                z = post.detach()
+                return {"for_actor": [self.actor(z), torch.ones(1)], "for_critic": [self.critic(z), z.sum(-1, keepdim=True)]}
+        def update(policy, optimizer, obs):
+            po, pr, posteriors = policy.model_forward(obs)
+            model_loss = po.pow(2).mean() + pr
+            optimizer["model"].zero_grad()
+            model_loss.backward()
+            optimizer["model"].step()
+            out = policy.actor_critic_forward(posteriors)
+            objective, discount = out["for_actor"]
+            qv, target = out["for_critic"]
+            actor_loss = -(discount * objective).mean()
+            optimizer["actor"].zero_grad()
+            actor_loss.backward()
+            optimizer["actor"].step()
+            critic_loss = (qv - target.detach()).pow(2).mean() + objective.mean()
+            optimizer["critic"].zero_grad()
+            critic_loss.backward()
+            optimizer["critic"].step()
+        pol = Policy()
+        opts = {k: torch.optim.Adam(getattr(pol, m).parameters(), lr=1e-3)
+                for k, m in (("model", "world"), ("actor", "actor"), ("critic", "critic"))}
+        for obs in torch.randn(2, 8, 4):
+            update(pol, opts, obs)
+        """, "GT509", line=24, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 
