@@ -252,6 +252,53 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         for obs in torch.randn(2, 8, 4):
             update(pol, opts, obs)
         """, "GT509", line=24, raises=(RuntimeError, "backward through the graph a second time"))),
+    # xuance (`xuance/torch/learners/multi_agent_rl/ippo_learner.py`, `iac_learner.py`): the
+    # policy runs once on the batch, then `for group, n_agents in self.n_group_agents.items():`
+    # each pass backpropagates the loss of `policy_outputs.distributions[group]`, its own
+    # group's head, stepped by `self.optimizer[group]`: no pass runs through a graph an
+    # earlier pass freed. Twin: every pass reads the same entry: 'backward through the graph
+    # a second time' on the second pass
+    "output-computed-once-each-pass-its-own-keys-entry": (Shape("""
+        class Groups(nn.Module):
+            def __init__(self, groups):
+                super().__init__()
+                self.heads = nn.ModuleDict({g: nn.Linear(4, 2) for g in groups})
+            def forward(self, obs):
+                return {g: torch.distributions.Categorical(logits=h(obs)) for g, h in self.heads.items()}
+        class Out:
+            def __init__(self, distributions):
+                self.distributions = distributions
+        model = Groups(["red", "blue"])
+        optimizer = {g: torch.optim.Adam(model.heads[g].parameters(), lr=1e-3) for g in ("red", "blue")}
+        obs, acts = torch.randn(8, 4), torch.randint(0, 2, (8,))
+        policy_outputs = Out(model(obs))
+        for group, n_agents in {"red": 2, "blue": 3}.items():
+            dist = policy_outputs.distributions[group]
+            loss = -(dist.log_prob(acts) * n_agents).mean()
+            optimizer[group].zero_grad()
+            loss.backward()
+            optimizer[group].step()
+        """, "GT507"), Shape("""
+        class Groups(nn.Module):
+            def __init__(self, groups):
+                super().__init__()
+                self.heads = nn.ModuleDict({g: nn.Linear(4, 2) for g in groups})
+            def forward(self, obs):
+                return {g: torch.distributions.Categorical(logits=h(obs)) for g, h in self.heads.items()}
+        class Out:
+            def __init__(self, distributions):
+                self.distributions = distributions
+        model = Groups(["red", "blue"])
+        optimizer = {g: torch.optim.Adam(model.heads[g].parameters(), lr=1e-3) for g in ("red", "blue")}
+        obs, acts = torch.randn(8, 4), torch.randint(0, 2, (8,))
+        policy_outputs = Out(model(obs))
+        for group, n_agents in {"red": 2, "blue": 3}.items():
+            dist = policy_outputs.distributions["red"]
+            loss = -(dist.log_prob(acts) * n_agents).mean()
+            optimizer[group].zero_grad()
+            loss.backward()
+            optimizer[group].step()
+        """, "GT507", line=13, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 
