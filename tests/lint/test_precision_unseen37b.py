@@ -299,6 +299,50 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             optimizer[group].step()
         """, "GT507", line=13, raises=(RuntimeError, "backward through the graph a second time"))),
+    # pyvene (`pyvene/models/interventions.py`, the boundless mask): `self.temperature` is an
+    # `nn.Parameter` the caller anneals through `set_temperature(temp)` (`self.temperature.data
+    # = temp`), read in `forward` as `torch.tensor(self.temperature)`: the copy keeps the
+    # schedule out of the optimizer's reach. Twin: the method clamps the parameter's own value,
+    # a parameter meant to train, which the copy leaves without a gradient
+    "parameter-annealed-by-a-setter-copied-in-forward": (Shape("""
+        class Mask(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.mask = nn.Parameter(torch.zeros(n))
+                self.temperature = nn.Parameter(torch.tensor(1.0))
+            def set_temperature(self, temp):
+                self.temperature.data = temp
+            def forward(self, base, source):
+                m = torch.sigmoid(self.mask / torch.tensor(self.temperature))
+                return (1 - m) * base + m * source
+        mod = Mask(4)
+        opt = torch.optim.SGD(mod.parameters(), lr=0.1)
+        for step, (b, s) in enumerate(torch.randn(3, 2, 8, 4)):
+            loss = mod(b, s).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mod.set_temperature(torch.tensor(1.0 / (step + 2)))
+        """, "GT110", holds="abs(mod.temperature.item() - 0.25) < 1e-6"), Shape("""
+        class Mask(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.mask = nn.Parameter(torch.zeros(n))
+                self.temperature = nn.Parameter(torch.tensor(1.0))
+            def set_temperature(self, temp):
+                self.temperature.data = self.temperature.data.clamp(min=0.05)
+            def forward(self, base, source):
+                m = torch.sigmoid(self.mask / torch.tensor(self.temperature))
+                return (1 - m) * base + m * source
+        mod = Mask(4)
+        opt = torch.optim.SGD(mod.parameters(), lr=0.1)
+        for step, (b, s) in enumerate(torch.randn(3, 2, 8, 4)):
+            loss = mod(b, s).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mod.set_temperature(torch.tensor(1.0 / (step + 2)))
+        """, "GT110", line=9, holds="mod.temperature.grad is None")),
 }
 
 
