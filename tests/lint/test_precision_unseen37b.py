@@ -343,6 +343,62 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt.step()
             mod.set_temperature(torch.tensor(1.0 / (step + 2)))
         """, "GT110", line=9, holds="mod.temperature.grad is None")),
+    # RecStudio (`recstudio/model/module/data_augmentation.py`): `self.augmentation_methods =
+    # [Item_Crop(tao=tao), Item_Mask(mask_id, gamma=gamma), Item_Reorder(beta=beta)]`, modules
+    # that hold numbers only; `mask_id` is stored and read only as the value written into the
+    # masked positions of a tensor: no module, nothing the plain list leaves unregistered.
+    # Twin: the masking module stores and calls a layer it is given: its weights are missing
+    # from the holder's `parameters()`
+    "plain-list-of-modules-holding-numbers-only": (Shape("""
+        class Mask(nn.Module):
+            def __init__(self, mask_id, gamma=0.5):
+                super().__init__()
+                self.gamma = gamma
+                self.mask_id = mask_id
+            def forward(self, seq):
+                out = seq.clone()
+                n = int(self.gamma * seq.size(1))
+                out[:, :n] = self.mask_id
+                return out
+        class Crop(nn.Module):
+            def __init__(self, tao=0.5):
+                super().__init__()
+                self.tao = tao
+            def forward(self, seq):
+                return seq[:, :max(1, int(self.tao * seq.size(1)))]
+        class Augment(nn.Module):
+            def __init__(self, mask_id):
+                super().__init__()
+                self.methods = [Crop(), Mask(mask_id)]
+            def forward(self, seq):
+                return self.methods[1](seq)
+        aug = Augment(0)
+        out = aug(torch.randint(1, 9, (2, 6)))
+        """, "GT401", holds="out[:, :3].eq(0).all() and not list(aug.parameters())"), Shape("""
+        class Mask(nn.Module):
+            def __init__(self, proj, gamma=0.5):
+                super().__init__()
+                self.gamma = gamma
+                self.proj = proj
+            def forward(self, seq):
+                out = self.proj(seq.float())
+                n = int(self.gamma * seq.size(1))
+                return out[:, n:]
+        class Crop(nn.Module):
+            def __init__(self, tao=0.5):
+                super().__init__()
+                self.tao = tao
+            def forward(self, seq):
+                return seq[:, :max(1, int(self.tao * seq.size(1)))]
+        class Augment(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.methods = [Crop(), Mask(nn.Linear(width, width))]
+            def forward(self, seq):
+                return self.methods[1](seq)
+        aug = Augment(6)
+        out = aug(torch.randint(1, 9, (2, 6)))
+        """, "GT401", line=19, holds="not list(aug.parameters())")),
 }
 
 
