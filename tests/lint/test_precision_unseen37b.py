@@ -399,6 +399,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         aug = Augment(6)
         out = aug(torch.randint(1, 9, (2, 6)))
         """, "GT401", line=19, holds="not list(aug.parameters())")),
+    # AutoDL-Projects (`xautodl/trade_models/quant_transformer.py`): the test epoch runs the
+    # shared epoch function under `torch.no_grad()` as `train_or_test_epoch(loader,
+    # **shared_kwards)` with `shared_kwards = {..., "is_train": False, "optimizer": None}`,
+    # and the function backwards only `if is_train and optimizer is not None:`. Twin: the
+    # dict passes the training flags: 'does not require grad' under no_grad
+    "flags-passed-in-a-spread-dict-switch-the-backward-off": (Shape("""
+        def run_epoch(model, loader, loss_fn, is_train, optimizer):
+            for x, y in loader:
+                loss = loss_fn(model(x), y)
+                if is_train and optimizer is not None:
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            return loss.item()
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)]
+        run_epoch(model, data, F.mse_loss, True, opt)
+        with torch.no_grad():
+            shared = {"model": model, "loss_fn": F.mse_loss, "is_train": False, "optimizer": None}
+            run_epoch(loader=data, **shared)
+        """, "GT210"), Shape("""
+        def run_epoch(model, loader, loss_fn, is_train, optimizer):
+            for x, y in loader:
+                loss = loss_fn(model(x), y)
+                if is_train and optimizer is not None:
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            return loss.item()
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)]
+        run_epoch(model, data, F.mse_loss, True, opt)
+        with torch.no_grad():
+            shared = {"model": model, "loss_fn": F.mse_loss, "is_train": True, "optimizer": opt}
+            run_epoch(loader=data, **shared)
+        """, "GT210", line=13, raises=(RuntimeError, "does not require grad"))),
 }
 
 
