@@ -137,8 +137,9 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         """, "GT553", line=9, raises=(TypeError, "does not support item assignment"))),
     # vilbert-multi-task (`train_tasks.py`): `ReduceLROnPlateau` built under `if
     # args.lr_scheduler == "automatic":`, and the per-iteration bare `lr_scheduler.step()`
-    # under `if "cosine" in args.lr_scheduler:`: "cosine" is no part of "automatic", no run
-    # reaches both (the plateau steps with the score after validation). Twin: the bare step's
+    # under `if "cosine" in args.lr_scheduler and global_step > warmpu_steps:`: "cosine" is no
+    # part of "automatic", no run reaches both (the plateau steps with the score after
+    # validation); each part of an `and` holds in its body. Twin: the bare step's
     # test is a part the plateau's setting holds ("auto"): TypeError (missing 'metrics')
     "bare-step-under-a-part-of-another-setting-string": (Shape("""
         import argparse
@@ -155,7 +156,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                if "cosine" in args.lr_scheduler:
+                if "cosine" in args.lr_scheduler and epoch >= 0:
                     sched.step()
             if args.lr_scheduler == "automatic":
                 sched.step(-loss.item())
@@ -174,7 +175,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-                if "auto" in args.lr_scheduler:
+                if "auto" in args.lr_scheduler and epoch >= 0:
                     sched.step()
             if args.lr_scheduler == "automatic":
                 sched.step(-loss.item())

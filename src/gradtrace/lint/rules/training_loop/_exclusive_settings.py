@@ -165,6 +165,14 @@ def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
                 stack.extend((c, facts + ((name, const, eq),), kept) for c in n.body)
                 stack.extend((c, facts + ((name, const, not eq),), kept) for c in n.orelse)
                 continue
+            if isinstance(n, ast.If) and isinstance(n.test, ast.BoolOp) \
+                    and isinstance(n.test.op, ast.And):  # `if "cos" in s and step > w:`:
+                parts = tuple((_as_field(f[0], kept), f[1], f[2]) for v in n.test.values
+                              if (f := _setting(v, ctx)) is not None)  # each part holds
+                stack.append((n.test, facts, kept))
+                stack.extend((c, facts + parts, kept) for c in n.body)
+                stack.extend((c, facts, kept) for c in n.orelse)
+                continue
             if isinstance(n, FUNCS) and kept and n.name != "__init__":
                 kept = {}  # the names are the constructor's arguments only there
             stack.extend((c, facts, kept) for c in child_nodes(n))
