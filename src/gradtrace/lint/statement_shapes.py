@@ -61,6 +61,21 @@ def _exit_in(rest: list[ast.stmt]) -> int | None:
     return next((s.lineno for s in rest if isinstance(s, (ast.Return, ast.Raise))), None)
 
 
+def always_jumps(s: ast.stmt) -> bool:
+    """``s`` never lets the flow reach the next statement of its block: a ``return``,
+    ``raise``, ``continue`` or ``break``, or an ``if`` with an ``else`` (or a ``with``) whose
+    every arm holds such a statement at its own level (``if ckpt: ...; continue`` / ``else:
+    raise``). A loop or ``try`` around a jump is not followed."""
+    if isinstance(s, (ast.Return, ast.Raise, ast.Continue, ast.Break)):
+        return True
+    if isinstance(s, ast.If):
+        return bool(s.orelse) and any(map(always_jumps, s.body)) \
+            and any(map(always_jumps, s.orelse))
+    if isinstance(s, (ast.With, ast.AsyncWith)):
+        return any(map(always_jumps, s.body))
+    return False
+
+
 def inside_own_value(e: ast.AST, stmt: ast.stmt) -> bool:
     """``e`` is read in the value of the assignment ``stmt`` that spans several lines and
     binds it: Python evaluates the value first, so ``e`` is the binding before ``stmt``."""

@@ -42,7 +42,7 @@ def optimizer_like(name: str | None, scope: Scope | None = None, line: int = 0) 
         b = scope.binding_before(name, line or 10 ** 9)
         if b is not None and b.kind == OPTIMIZER:
             return True
-    last = name.rpartition(".")[2]
+    last = name.partition("[")[0].rpartition(".")[2]  # `self.optimizer['actor']`: its holder
     low = last.lower()
     if low.startswith("option"):
         return False
@@ -196,12 +196,26 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
+def spelled(node: ast.AST) -> str | None:
+    """The dotted spelling of a receiver, also of one entry of a container by a constant key
+    (``self.optimizer['actor']``, NOTE [optimizers by key]): the steps and clears of each
+    entry are told apart like those of optimizers held under their own names."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, (str, int)) and (base := dotted(node.value)):
+        return f"{base}[{node.slice.value!r}]"
+    return dotted(node)
+
+
+# NOTE [optimizers by key]: RL and GAN learners keep one optimizer per part in a dict
+# (``self.optimizer = {'model': Adam(...), 'actor': Adam(...), 'critic': Adam(...)}``) and step
+# ``self.optimizer['actor'].step()``: each entry is an optimizer of its own, spelled with its
+# key (xuance's Dreamer learners: the world model's, the actor's and the critic's steps).
 def step_of(call: ast.Call, scope: Scope, line: int) -> tuple[str, bool] | None:
     """(optimizer spelling, has closure) when ``call`` steps an optimizer."""
     func = call.func
     if not isinstance(func, ast.Attribute):
         return None
-    recv = dotted(func.value)
+    recv = spelled(func.value)
     if func.attr == "step" and recv:
         if SCALER_RE.search(recv.rpartition(".")[2].lower()) and call.args:
             opt = dotted(call.args[0])
@@ -254,7 +268,7 @@ class StepCalls:
             self.steps.append(Step(call, s, st[0], st[1], scaler))
             return
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        recv = dotted(func.value) if isinstance(func, ast.Attribute) else ""
+        recv = spelled(func.value) if isinstance(func, ast.Attribute) else ""
         if name == "zero_grad":
             self.zero_grads.append(Named(call, s, recv or ""))
         elif name in CLIP_FUNCS and not _measures_only(ctx, call):

@@ -84,6 +84,9 @@ def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
     test, arm = guard
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, arm = test.operand, not arm
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if arm else ast.Or):
+        # `if is_train and optimizer is not None:` never runs when one part is known false
+        return any(_switched_off((v, arm), fn, call) for v in test.values)
     if isinstance(test, ast.Compare):
         taken = _compared(test, fn, call)
         return taken is not None and taken != arm
@@ -91,6 +94,28 @@ def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
         return False
     value = _argument(fn, call, test.id)
     return isinstance(value, ast.Constant) and bool(value.value) != arm
+
+
+def _spread(call: ast.Call, where: ast.AST, ctx: Context) -> ast.Call:
+    """``call`` with each ``**kw`` whose name is bound before it to a dict literal of constant
+    string keys spelled out as keywords (``train_or_test_epoch(loader, **shared)`` with
+    ``shared = {"is_train": False, "optimizer": None}``: AutoDL's test epoch), so that
+    :func:`_argument` reads the flags it passes; ``call`` itself otherwise."""
+    if not any(k.arg is None and isinstance(k.value, ast.Name) for k in call.keywords):
+        return call
+    scope = ctx.scope(where)
+    kws: list[ast.keyword] = []
+    for k in call.keywords:
+        b = scope.binding_before(k.value.id, call.lineno) \
+            if k.arg is None and isinstance(k.value, ast.Name) else None
+        d = getattr(b, "value", None)
+        if isinstance(d, ast.Dict) and all(isinstance(x, ast.Constant) and isinstance(
+                x.value, str) for x in d.keys):
+            kws.extend(ast.keyword(arg=x.value, value=v)  # type: ignore[union-attr]
+                       for x, v in zip(d.keys, d.values))
+        else:
+            kws.append(k)
+    return ast.copy_location(ast.Call(func=call.func, args=call.args, keywords=kws), call)
 
 
 def _literals(e: ast.expr) -> list[object] | None:
@@ -265,7 +290,8 @@ class GradientHelperUnderNoGrad(Rule):
                 if not isinstance(n, ast.Call):
                     continue
                 target = resolve(ctx, where, n)
-                grad = _own_gradient(ctx, target[0], n) if target is not None else None
+                grad = _own_gradient(ctx, target[0], _spread(n, where, ctx)) \
+                    if target is not None else None
                 if grad is None:
                     continue
                 yield self.report(node, ctx, related=(Related(

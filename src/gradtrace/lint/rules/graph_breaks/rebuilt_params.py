@@ -31,6 +31,8 @@ class ParameterRebuiltInForward(Rule):
     Known limits: the parameters must be attributes of the same class (`self.w`,
     `self.scales` of an `nn.ParameterList`/`ParameterDict`, or registered under a constant
     name with `register_parameter`/`setattr`), read in `forward` or in a method `forward` calls.
+    A parameter a method sets by hand from another value (`self.t.data = temp`: a schedule) is
+    left alone.
     """
 
     code = "GT110"
@@ -92,8 +94,35 @@ class ParameterRebuiltInForward(Rule):
                 or ctx.function not in forward_methods(cls):  # type: ignore[arg-type]
             return
         param = own_parameter(node.args[0], cls, ctx)
-        if param is not None:
+        if param is not None and param[5:] not in _set_from_outside(cls, ctx):
             yield self.report(node, ctx, call=_clip(ctx.source(node)), param=param)
+
+
+def _set_from_outside(cls: object, ctx: Context) -> frozenset[str]:
+    """Parameters whose value a method of the class sets by hand from something else than
+    their own value (``def set_temperature(self, temp): self.temperature.data = temp``): a
+    schedule the caller drives (pyvene's annealed mask temperature), which the copy in
+    ``forward`` keeps out of the optimizer's reach on purpose. A clamp of the parameter's own
+    value (``self.t.data = self.t.data.clamp(0)``) is no such setter: it trains."""
+    node = cls.node  # type: ignore[attr-defined]
+
+    def make() -> frozenset[str]:
+        out = set()
+        for fn in node.body:
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    or fn.name in ("__init__", "forward"):
+                continue
+            for n in walk(fn):
+                if not isinstance(n, ast.Assign) or len(n.targets) != 1:
+                    continue
+                t = n.targets[0]
+                if isinstance(t, ast.Attribute) and t.attr == "data" \
+                        and isinstance(t.value, ast.Attribute) and dotted(t.value.value) == "self" \
+                        and not any(isinstance(x, ast.Attribute) and x.attr == t.value.attr
+                                    and dotted(x.value) == "self" for x in walk(n.value)):
+                    out.add(t.value.attr)
+        return frozenset(out)
+    return ctx.memo("gt110-set-from-outside", node, make)
 
 
 class PassedTensorsRebuilt(Rule):

@@ -124,11 +124,37 @@ def asks_what_it_has(move: ast.Call, data: ast.AST, ctx: Context) -> bool:
     if f.attr != "to" or not sig or not isinstance(data, ast.Call) \
             or (ctx.call_name(data) or "") not in NEW_TENSOR_FUNCS:
         return False
+    if _to_cpu(move, ctx) and _made_on_cpu(data, ctx):
+        return True  # NOTE [move to the CPU it is on]
     given = {ast.dump(k.value) for k in data.keywords if k.arg in ("device", "dtype")}
     wanted = list(move.args) + [k.value for k in move.keywords
                                        if k.arg in ("device", "dtype")]
     return len(wanted) == len(move.args) + len(move.keywords) and \
         all(ast.dump(a) in given for a in wanted)
+
+
+# NOTE [move to the CPU it is on]: a tensor constructor given no ``device=`` makes its tensor
+# on the default device, the CPU unless the file calls ``torch.set_default_device``;
+# ``.to("cpu")`` of it asks for the device it has and returns the tensor itself (an
+# ``nn.Parameter`` stays one, registered: torch 2.13). A ``*_like`` factory or
+# ``torch.as_tensor`` takes the device of its argument, so it does not count.
+def _to_cpu(move: ast.Call, ctx: Context) -> bool:
+    """``move`` is ``.to("cpu")`` / ``.to(device="cpu")`` / ``.to(torch.device("cpu"))``."""
+    given = list(move.args) + [k.value for k in move.keywords if k.arg == "device"]
+    if len(given) != 1 or len(move.args) + len(move.keywords) != 1:
+        return False
+    arg = given[0]
+    if isinstance(arg, ast.Call) and ctx.call_name(arg) == "torch.device" and len(arg.args) == 1 \
+            and not arg.keywords:
+        arg = arg.args[0]
+    return isinstance(arg, ast.Constant) and arg.value == "cpu"
+
+
+def _made_on_cpu(data: ast.Call, ctx: Context) -> bool:
+    name = ctx.call_name(data) or ""
+    return name not in ("torch.as_tensor",) and not name.endswith("_like") \
+        and not any(k.arg in ("device", None) for k in data.keywords) \
+        and not ctx.mentions("set_default_device")
 
 
 def single_assign_of(call: ast.Call, ctx: Context) -> ast.Assign | None:

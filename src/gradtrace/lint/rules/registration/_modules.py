@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.analysis.params import module_ctor
 from gradtrace.lint.flow import MODULE
 from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.registration._numbers import stores_number as a_number
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 from gradtrace.lint.nodes import statements, walk  # noqa: F401 (statements: re-exported)
 
@@ -71,9 +72,9 @@ OWNING_CALLS = frozenset({"register_parameter", "register_buffer", "add_module",
 
 def stateless_classes(ctx: Context) -> frozenset[str]:
     """Module classes of this file that visibly own no parameter or buffer: every base is
-    ``nn.Module`` or such a class, and no method builds a layer with parameters, an
-    ``nn.Parameter``, a buffer, a tensor with ``requires_grad=True`` or an unknown object
-    stored on ``self``, nor stores an argument that may be a module (``self.m = m``)."""
+    ``nn.Module`` or such a class, no method builds a layer with parameters, a parameter, a
+    buffer, a tensor that requires grad or an unknown object stored on ``self``, nor stores an
+    argument that may be a module (``self.m = m``; not one read only as a number)."""
     def make() -> frozenset[str]:
         classes = {n: c.node for n, c in ctx.analysis.classes.items()}
         known = module_classes(ctx)
@@ -147,7 +148,7 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
                         and v.func.id in ctx.analysis.classes
                         and v.func.id not in module_classes(ctx)):
                     continue  # an argument never called, a plain object of the file
-                if isinstance(v, ast.Name) and v.id in maybe_module:
+                if isinstance(v, ast.Name) and v.id in maybe_module and not a_number(n, c, ctx):
                     return False  # `self.m = m`: maybe the caller's module
                 if isinstance(v, ast.Call) and not _plain_value_call(v, stateless, ctx):
                     return False  # an object from an unknown call: it may hold parameters
@@ -258,9 +259,8 @@ def _owning_ctor(n: ast.Call, stateless: set[str], ctx: Context) -> bool:
 
 
 def _value_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
-    """Arguments ``fn`` uses as numbers, so no module: an operand of arithmetic
-    (``(k - 1) // 2``) or an argument of a torch layer that takes sizes
-    (``nn.AvgPool1d(kernel_size=k)``; not a container, which takes modules)."""
+    """Arguments ``fn`` uses as numbers, so no module: an operand of arithmetic (``(k - 1) //
+    2``) or a size given to a torch layer (``nn.AvgPool1d(kernel_size=k)``; not a container)."""
     out: set[str] = set()
     for n in walk(fn):
         if isinstance(n, ast.BinOp):

@@ -45,8 +45,20 @@ def _exclusive_through_parameter(ctx: Context, a: ast.AST, b: ast.AST,
     guards = _guards(ctx)
     ga = [(x, c, e) for x, c, e in guards.get(id(a), ()) if x in params]
     gb = [(y.rpartition(".")[2], d, e) for y, d, e in guards.get(id(b), ())]
-    return any(x == y and (ex and ey and c != d or ex != ey and c == d)
+    return any(x == y and (ex and ey and c != d and not x.startswith(PART)
+                           or ex != ey and c == d)  # two parts may both be in one string
+               or _apart_by_part(x, c, ex, y, d, ey) or _apart_by_part(y, d, ey, x, c, ex)
                for x, c, ex in ga for y, d, ey in gb)
+
+
+def _apart_by_part(x: str, c: object, ex: bool, y: str, d: object, ey: bool) -> bool:
+    """``name == "automatic"`` (``x``, ``c``, holds ``ex``) and ``"cosine" in name`` (``y``
+    = :data:`PART` + name, ``d``, holds ``ey``) cannot both hold when ``d`` is no part of
+    ``c``; the ``else`` of ``"cos" in name`` cannot hold with ``name == "cosine"`` (vilbert's
+    ``ReduceLROnPlateau`` under ``lr_scheduler == "automatic"``, its bare ``step()`` under
+    ``"cosine" in lr_scheduler``)."""
+    return ex and y == PART + x and isinstance(c, str) and isinstance(d, str) \
+        and (d in c) != ey
 
 
 def _exclusive_settings(ctx: Context, a: ast.AST, b: ast.AST, built: str | None = None
@@ -61,8 +73,20 @@ def _exclusive_settings(ctx: Context, a: ast.AST, b: ast.AST, built: str | None 
     ga, gb = guards.get(id(a), ()) + _set_with(ctx, a), guards.get(id(b), ())
     if built is not None:
         ga += ((ISA + built, PLATEAU, True),)
-    return any(x == y and (ex and ey and c != d or ex != ey and c == d)
+    return any(x == y and (ex and ey and c != d and not x.startswith(PART)
+                           or ex != ey and c == d)  # two parts may both be in one string
+               or _apart_by_part(x, c, ex, y, d, ey) or _apart_by_part(y, d, ey, x, c, ex)
                for x, c, ex in ga for y, d, ey in gb)
+
+
+def _apart_by_part(x: str, c: object, ex: bool, y: str, d: object, ey: bool) -> bool:
+    """``name == "automatic"`` (``x``, ``c``, holds ``ex``) and ``"cosine" in name`` (``y``
+    = :data:`PART` + name, ``d``, holds ``ey``) cannot both hold when ``d`` is no part of
+    ``c``; the ``else`` of ``"cos" in name`` cannot hold with ``name == "cosine"`` (vilbert's
+    ``ReduceLROnPlateau`` under ``lr_scheduler == "automatic"``, its bare ``step()`` under
+    ``"cosine" in lr_scheduler``)."""
+    return ex and y == PART + x and isinstance(c, str) and isinstance(d, str) \
+        and (d in c) != ey
 
 
 def _set_with(ctx: Context, a: ast.AST) -> tuple[Setting, ...]:
@@ -141,6 +165,14 @@ def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
                 stack.extend((c, facts + ((name, const, eq),), kept) for c in n.body)
                 stack.extend((c, facts + ((name, const, not eq),), kept) for c in n.orelse)
                 continue
+            if isinstance(n, ast.If) and isinstance(n.test, ast.BoolOp) \
+                    and isinstance(n.test.op, ast.And):  # `if "cos" in s and step > w:`:
+                parts = tuple((_as_field(f[0], kept), f[1], f[2]) for v in n.test.values
+                              if (f := _setting(v, ctx)) is not None)  # each part holds
+                stack.append((n.test, facts, kept))
+                stack.extend((c, facts + parts, kept) for c in n.body)
+                stack.extend((c, facts, kept) for c in n.orelse)
+                continue
             if isinstance(n, FUNCS) and kept and n.name != "__init__":
                 kept = {}  # the names are the constructor's arguments only there
             stack.extend((c, facts, kept) for c in child_nodes(n))
@@ -190,13 +222,15 @@ def _as_field(name: str, kept: dict[str, str]) -> str:
 
 
 ISA, PLATEAU, TRUTH = "isinstance ", "ReduceLROnPlateau", "truth "
+PART = "part of "  # `"cos" in args.sched`: a piece of the setting's string
 
 
 def _setting(test: ast.expr, ctx: Context) -> Setting | None:
     """``args.sched == 'step'`` -> ("args.sched", "step", True); ``!=`` gives False.
     ``isinstance(sched, ReduceLROnPlateau)`` -> ("isinstance sched", PLATEAU, True); ``not``
     turns it over. A bare flag, ``if each_iter:`` -> ("truth each_iter", True, True): its
-    truth, against the truth of a constant it is set to."""
+    truth, against the truth of a constant it is set to. ``"cos" in args.sched`` -> ("part of
+    args.sched", "cos", True): a piece of the string, against a whole one (``_apart_by_part``)."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = _setting(test.operand, ctx)
         return None if inner is None or not inner[0].startswith((ISA, TRUTH)) else \
@@ -207,6 +241,11 @@ def _setting(test: ast.expr, ctx: Context) -> Setting | None:
             and len(test.args) == 2 and (name := dotted(test.args[0])):
         kind = ctx.qualified_name(test.args[1]) or dotted(test.args[1]) or ""
         return (ISA + name, PLATEAU, True) if kind.rpartition(".")[2] == PLATEAU else None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 \
+            and isinstance(test.ops[0], (ast.In, ast.NotIn)) \
+            and isinstance(test.left, ast.Constant) and isinstance(test.left.value, str) \
+            and (name := _setting_name(test.comparators[0])):
+        return PART + name, test.left.value, isinstance(test.ops[0], ast.In)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 \
             and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
             and isinstance(test.comparators[0], ast.Constant) and (name := _setting_name(

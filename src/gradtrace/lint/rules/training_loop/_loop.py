@@ -10,7 +10,8 @@ Statements are placed by their *path*: the chain of (enclosing statement, body f
 from the function down. Two statements are ordered only when their paths part inside the same
 body list (same parent, same field): then the lower index runs first, unless a ``return`` /
 ``raise`` / ``continue`` / ``break`` between them (or after ``a`` in one of ``a``'s own
-blocks) can skip ``b``. Statements in the two branches of an ``if``, or in ``try`` and its
+blocks) can skip ``b``; so can an ``if`` whose every arm ends in such a jump (``if ok:
+continue`` / ``else: raise``: :func:`~gradtrace.lint.statement_shapes.always_jumps`). Statements in the two branches of an ``if``, or in ``try`` and its
 ``except``, are never ordered. This keeps every ordering claim true on every path.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gradtrace.lint.analysis.steps import (  # noqa: F401 (re-exported for the G
 )
 from gradtrace.lint.analysis.paths import Path, statement_paths
 from gradtrace.lint.context import LOOP_TYPES
+from gradtrace.lint.statement_shapes import always_jumps
 from gradtrace.lint.flow import OPTIMIZER, Binding
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.names import dotted
@@ -175,7 +177,7 @@ class LoopFacts:
         if counts is None:
             counts = [0]
             for x in self.blocks[key]:
-                counts.append(counts[-1] + isinstance(x, JUMPS))
+                counts.append(counts[-1] + always_jumps(x))
             self._jump_counts[key] = counts
         return counts
 

@@ -297,6 +297,7 @@ class GraphReusedAcrossSteps(LoopRule):
                 if any(f.inside(o.stmt, loop) for o in f.scope.bindings.get(t.name, ())):
                     continue
                 if _advanced_each_pass(t.name, loop) or _discriminator_steps(f, g, t, loop) \
+                        or _entry_per_pass(t.name, loop) \
                         or declared_data(f, t.name) \
                         or _called(f, t.name) or _unseen_method(f, module, t.line, loop) \
                         or _makes_layers(f, t):
@@ -311,6 +312,36 @@ class GraphReusedAcrossSteps(LoopRule):
                     related_at(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=module or leaf, source=source,
                     backward_line=b.call.lineno)
+
+
+def _entry_per_pass(name: str, loop: ast.stmt) -> bool:
+    """Every read of ``name`` in ``loop`` takes the entry of the pass's own key: ``out[group]``
+    or ``out.distributions[group]`` with ``group`` bound by the loop's target (``for group, n
+    in self.n_group_agents.items():``), as two losses reading different entries of one output
+    are read apart (GT509's ``_split_heads``): each pass backpropagates through another entry
+    (xuance's IPPO and IAC learners, one group's policy per pass, each group stepped by its
+    own optimizer). The key bound anew inside the loop, or any other read, does not count."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    keys = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    own = {id(n) for n in ast.walk(loop.target)}
+    parents = {id(c): p for p in ast.walk(loop) for c in ast.iter_child_nodes(p)}
+    reads = 0
+    for n in ast.walk(loop):
+        if isinstance(n, ast.Name) and n.id in keys and isinstance(n.ctx, ast.Store) \
+                and id(n) not in own:
+            return False
+        if not (isinstance(n, ast.Name) and n.id == name) or id(n) in own:
+            continue
+        e: ast.AST = n
+        while isinstance(p := parents.get(id(e)), ast.Attribute) and p.value is e:
+            e = p
+        p = parents.get(id(e))
+        if not (isinstance(p, ast.Subscript) and p.value is e and isinstance(p.slice, ast.Name)
+                and p.slice.id in keys):
+            return False
+        reads += 1
+    return reads > 0
 
 
 def _unseen_method(f: LoopFacts, callee: str | None, line: int, loop: ast.stmt) -> bool:

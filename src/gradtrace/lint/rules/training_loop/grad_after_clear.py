@@ -132,6 +132,29 @@ def _outside_clear(w: ast.AST, s: ast.stmt, clear: ast.Call, f: LoopFacts) -> bo
         and n.func.attr == "add_param_group" and holds(n) for n in walk(f.node))
 
 
+def _drawn_tested(w: ast.AST, s: ast.stmt, f: LoopFacts) -> bool:
+    """The ``.grad`` written belongs to the target of a loop around ``s`` drawn from a
+    comprehension that tests a grad (``nans = [(n, p) for n, p in named if p.grad is not
+    None and ...]``, then ``for _, p in nans: p.grad[...] = 0``), itself or through the one
+    binding of the name it iterates: every element has a ``.grad`` tensor, like a write under
+    ``if p.grad is not None`` (var-attn's NaN scrub, after a loss helper's backward)."""
+    owner = _owner(w)
+    if not isinstance(owner, ast.Name):
+        return False
+    for lp in f.loops_of(s):
+        if not isinstance(lp, (ast.For, ast.AsyncFor)) or not any(
+                isinstance(n, ast.Name) and n.id == owner.id for n in ast.walk(lp.target)):
+            continue
+        it: ast.AST | None = lp.iter
+        if isinstance(it, ast.Name):
+            bound = [b for b in f.scope.bindings.get(it.id, ()) if b.line <= lp.lineno]
+            it = bound[-1].value if len(bound) == 1 else None
+        return isinstance(it, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) and any(
+            isinstance(n, ast.Attribute) and n.attr == "grad"
+            for g in it.generators for c in g.ifs for n in ast.walk(c))
+    return False
+
+
 class GradWrittenAfterZeroGrad(LoopRule):
     """`optimizer.zero_grad()` and then `p.grad.add_(g)` (or `p.grad += g`,
     `p.grad.copy_(g)`) with no `backward()` in between: the `.grad` is None.
@@ -147,7 +170,8 @@ class GradWrittenAfterZeroGrad(LoopRule):
     Known limits: the write is in the same function (after the clear, or before it in the
     same loop when the loop runs no `backward()`), or in a helper of the file called after the
     clear, before any `backward()` of the helper; a write under a test of a grad
-    (`if p.grad is not None`) is trusted.
+    (`if p.grad is not None`), or to the elements of a comprehension filtered by one, is
+    trusted.
     """
 
     code = "GT553"
@@ -269,7 +293,7 @@ class GradWrittenAfterZeroGrad(LoopRule):
             if any(f.inside(s, o) for o in tests):
                 continue
             w = grad_write(s)
-            if w is not None and _outside_clear(w, s, clear_call, f):
+            if w is not None and (_outside_clear(w, s, clear_call, f) or _drawn_tested(w, s, f)):
                 continue
             if w is None:
                 for n in walk(s):
