@@ -50,6 +50,12 @@ class WriteIntoStateDictCopy(Rule):
     message = ("`{what}` writes into the copy `{call}` returns: {owner} itself is unchanged, and "
                "nothing reads the copy; write into {into}")
     triggers = ("state_dict()",)
+    # Each visitor reports only a statement that holds the ``x.state_dict()`` call itself (an
+    # assignment target, an augmented target, a ``for`` loop's iterable: ``_state_dict_call``),
+    # so its lines spell ``state_dict``: the engine may skip every other statement (ungated,
+    # the ``visit_Assign`` made a file mentioning ``state_dict()`` walk every statement).
+    gate_statements = True
+    statement_triggers = ("state_dict",)
     examples = [
         Bad("""
             def adjust_learning_rate(optimizer, epoch, base_lr):
