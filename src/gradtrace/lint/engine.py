@@ -32,6 +32,7 @@ import ast
 import bisect
 import logging
 import os
+from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 
 from gradtrace.env import strict
@@ -54,6 +55,37 @@ SHORT = 8  # NOTE [gated lines]: statements of fewer lines look their gated rule
 
 # the leaves of expressions (no child node: NOTE [leaf fields] in gradtrace.lint.nodes)
 _LEAVES = frozenset({ast.Name, ast.Constant})
+
+
+def _node_types(t: type = ast.AST) -> set[type]:
+    out = {t}
+    for sub in t.__subclasses__():
+        out |= _node_types(sub)
+    return out
+
+
+_NODE_TYPES = frozenset(_node_types())
+_KNOWN = _NODE_TYPES | {type(None)}
+_REVERSED: dict[type, tuple[str, ...]] = {t: _reversed_fields(t) for t in _NODE_TYPES}
+
+
+@lru_cache(maxsize=64)
+def _walked(skip: frozenset[type]) -> frozenset[type]:
+    """The node types an expression walk pushes when it leaves out ``skip`` (NOTE [walked
+    types]).
+
+    # NOTE [walked types]
+    A child field holds a node, a list of them, or None; the expression walk asked
+    ``isinstance(x, ast.AST)`` of each value, then whether its type is left out. The node
+    types of :mod:`ast` known at import are looked up in one set instead; a value of another
+    type than those and None (a node of a class made later) is asked the old question
+    (:func:`_other`): the same children, in the same order."""
+    return _NODE_TYPES - skip
+
+
+def _other(x: object, skip: frozenset[type]) -> bool:
+    """Whether a child outside :data:`_NODE_TYPES` is walked (NOTE [walked types])."""
+    return isinstance(x, ast.AST) and x.__class__ not in skip
 
 
 class FileChecker(CheckerSetup):
@@ -345,21 +377,27 @@ class FileChecker(CheckerSetup):
         base = len(exprs)
         stack: list[tuple[ast.AST, int]] = [(node, base)]
         pop, push = stack.pop, stack.append
+        walked = _walked(skip)
+        fields = _REVERSED.get
         while stack:
             n, depth = pop()
             del exprs[depth:]
             exprs.append(n)
-            visitors = table.get(type(n))
+            cls = n.__class__
+            visitors = table.get(cls)
             if visitors:
                 self._call(visitors, n)
             depth += 1
-            for f in _reversed_fields(n.__class__):  # children last to first: pre-order
+            fs = fields(cls)
+            for f in _reversed_fields(cls) if fs is None else fs:  # children last to first
                 v = getattr(n, f, None)
-                if v.__class__ is list:
+                c = v.__class__
+                if c is list:
                     for x in reversed(v):
-                        if isinstance(x, ast.AST) and x.__class__ not in skip:
+                        c = x.__class__
+                        if c in walked or (c not in _KNOWN and _other(x, skip)):
                             push((x, depth))
-                elif isinstance(v, ast.AST) and v.__class__ not in skip:
+                elif c in walked or (c not in _KNOWN and _other(v, skip)):
                     push((v, depth))
         del exprs[base:]
 
