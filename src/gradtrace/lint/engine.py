@@ -71,8 +71,8 @@ _REVERSED: dict[type, tuple[str, ...]] = {t: _reversed_fields(t) for t in _NODE_
 
 @lru_cache(maxsize=64)
 def _walked(skip: frozenset[type]) -> frozenset[type]:
-    """The node types an expression walk pushes when it leaves out ``skip`` (NOTE [walked
-    types]).
+    """The node types an expression walk pushes when it leaves out ``skip``
+    (NOTE [walked types]).
 
     # NOTE [walked types]
     A child field holds a node, a list of them, or None; the expression walk asked
