@@ -218,34 +218,41 @@ class FileChecker(CheckerSetup):
 
     def _walk_stmt(self, s: ast.AST) -> None:
         ctx = self.ctx
-        shape = _shape(type(s))
+        cls = s.__class__
+        shape = _shape(cls)
         ctx.stmts.append(s)  # type: ignore[arg-type]
         pushed = 0
         try:
             if shape.is_import:
                 self.imports.add(s)  # type: ignore[arg-type]
-            visitors = self._stmt_visitors.get(type(s))
-            table = self._fn_closed[-1]  # NOTE [triggers]: gate_statements="function"
-            if visitors and table is not None and not shape.is_def:
-                got = table.get(type(s))
-                if got is None:  # the visitors of the rules open in this def, once per type
-                    got = table[type(s)] = [v for v in visitors if v[0] not in table[None]]
-                visitors = got
+            visitors = self._stmt_visitors.get(cls)
             if visitors:
-                self._call(self._gated(visitors, s, shape) if type(s) in self._gated_types
-                           else visitors, s)
-            if self._line_rules:
-                self._walk_header(s, shape)
+                table = self._fn_closed[-1]  # NOTE [triggers]: gate_statements="function"
+                if table is not None and not shape.is_def:
+                    got = table.get(cls)
+                    if got is None:  # the visitors of the rules open in this def, once per type
+                        got = table[cls] = [v for v in visitors if v[0] not in table[None]]
+                    visitors = got
+                if visitors:
+                    self._call(self._gated(visitors, s, shape) if cls in self._gated_types
+                               else visitors, s)
+            lr = self._line_rules
+            if lr:  # a one-line statement without a body and without a hit: nothing to walk
+                first = getattr(s, "lineno", None)
+                if shape.bodies or first is None or lr.get(first) or \
+                        s.end_lineno != first:  # type: ignore[attr-defined]
+                    self._walk_header(s, shape)
             if shape.is_def:
                 first, last = self._span(s, shape)
                 self._fn_open.append(_holds(self._fn_lines, first, last))
                 closed = frozenset(i for i, lines in self._fn_rules
-                                   if not _holds(lines, first, last))
+                                   if not _holds(lines, first, last)) if self._fn_rules else None
                 self._fn_closed.append(self._closed_tables.setdefault(
                     closed, {None: closed}) if closed else None)  # type: ignore[dict-item]
+                decorators = s.decorator_list  # type: ignore[attr-defined]
                 ctx.grad_frames.append(
-                    [(d, m) for d in s.decorator_list  # type: ignore[attr-defined]
-                     if (m := grad_mode_of(d, self.imports))])
+                    [(d, m) for d in decorators if (m := grad_mode_of(d, self.imports))]
+                    if decorators else [])
             elif shape.is_with:
                 for item in s.items:  # type: ignore[attr-defined]
                     mode = grad_mode_of(item.context_expr, self.imports)
@@ -261,8 +268,8 @@ class FileChecker(CheckerSetup):
                 ctx.grad_frames.pop()
                 self._fn_open.pop()
                 self._fn_closed.pop()
-            for _ in range(pushed):
-                ctx.grad_frames[-1].pop()
+            if pushed:
+                del ctx.grad_frames[-1][-pushed:]
             ctx.stmts.pop()
 
     @staticmethod
