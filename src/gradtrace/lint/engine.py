@@ -32,6 +32,7 @@ import ast
 import bisect
 import logging
 import os
+from functools import lru_cache
 from typing import Callable, Iterable, Sequence
 
 from gradtrace.env import strict
@@ -54,6 +55,37 @@ SHORT = 8  # NOTE [gated lines]: statements of fewer lines look their gated rule
 
 # the leaves of expressions (no child node: NOTE [leaf fields] in gradtrace.lint.nodes)
 _LEAVES = frozenset({ast.Name, ast.Constant})
+
+
+def _node_types(t: type = ast.AST) -> set[type]:
+    out = {t}
+    for sub in t.__subclasses__():
+        out |= _node_types(sub)
+    return out
+
+
+_NODE_TYPES = frozenset(_node_types())
+_KNOWN = _NODE_TYPES | {type(None)}
+_REVERSED: dict[type, tuple[str, ...]] = {t: _reversed_fields(t) for t in _NODE_TYPES}
+
+
+@lru_cache(maxsize=64)
+def _walked(skip: frozenset[type]) -> frozenset[type]:
+    """The node types an expression walk pushes when it leaves out ``skip``
+    (NOTE [walked types]).
+
+    # NOTE [walked types]
+    A child field holds a node, a list of them, or None; the expression walk asked
+    ``isinstance(x, ast.AST)`` of each value, then whether its type is left out. The node
+    types of :mod:`ast` known at import are looked up in one set instead; a value of another
+    type than those and None (a node of a class made later) is asked the old question
+    (:func:`_other`): the same children, in the same order."""
+    return _NODE_TYPES - skip
+
+
+def _other(x: object, skip: frozenset[type]) -> bool:
+    """Whether a child outside :data:`_NODE_TYPES` is walked (NOTE [walked types])."""
+    return isinstance(x, ast.AST) and x.__class__ not in skip
 
 
 class FileChecker(CheckerSetup):
@@ -186,34 +218,41 @@ class FileChecker(CheckerSetup):
 
     def _walk_stmt(self, s: ast.AST) -> None:
         ctx = self.ctx
-        shape = _shape(type(s))
+        cls = s.__class__
+        shape = _shape(cls)
         ctx.stmts.append(s)  # type: ignore[arg-type]
         pushed = 0
         try:
             if shape.is_import:
                 self.imports.add(s)  # type: ignore[arg-type]
-            visitors = self._stmt_visitors.get(type(s))
-            table = self._fn_closed[-1]  # NOTE [triggers]: gate_statements="function"
-            if visitors and table is not None and not shape.is_def:
-                got = table.get(type(s))
-                if got is None:  # the visitors of the rules open in this def, once per type
-                    got = table[type(s)] = [v for v in visitors if v[0] not in table[None]]
-                visitors = got
+            visitors = self._stmt_visitors.get(cls)
             if visitors:
-                self._call(self._gated(visitors, s, shape) if type(s) in self._gated_types
-                           else visitors, s)
-            if self._line_rules:
-                self._walk_header(s, shape)
+                table = self._fn_closed[-1]  # NOTE [triggers]: gate_statements="function"
+                if table is not None and not shape.is_def:
+                    got = table.get(cls)
+                    if got is None:  # the visitors of the rules open in this def, once per type
+                        got = table[cls] = [v for v in visitors if v[0] not in table[None]]
+                    visitors = got
+                if visitors:
+                    self._call(self._gated(visitors, s, shape) if cls in self._gated_types
+                               else visitors, s)
+            lr = self._line_rules
+            if lr:  # a one-line statement without a body and without a hit: nothing to walk
+                first = getattr(s, "lineno", None)
+                if shape.bodies or first is None or lr.get(first) or \
+                        s.end_lineno != first:  # type: ignore[attr-defined]
+                    self._walk_header(s, shape)
             if shape.is_def:
                 first, last = self._span(s, shape)
                 self._fn_open.append(_holds(self._fn_lines, first, last))
                 closed = frozenset(i for i, lines in self._fn_rules
-                                   if not _holds(lines, first, last))
+                                   if not _holds(lines, first, last)) if self._fn_rules else None
                 self._fn_closed.append(self._closed_tables.setdefault(
                     closed, {None: closed}) if closed else None)  # type: ignore[dict-item]
+                decorators = s.decorator_list  # type: ignore[attr-defined]
                 ctx.grad_frames.append(
-                    [(d, m) for d in s.decorator_list  # type: ignore[attr-defined]
-                     if (m := grad_mode_of(d, self.imports))])
+                    [(d, m) for d in decorators if (m := grad_mode_of(d, self.imports))]
+                    if decorators else [])
             elif shape.is_with:
                 for item in s.items:  # type: ignore[attr-defined]
                     mode = grad_mode_of(item.context_expr, self.imports)
@@ -229,8 +268,8 @@ class FileChecker(CheckerSetup):
                 ctx.grad_frames.pop()
                 self._fn_open.pop()
                 self._fn_closed.pop()
-            for _ in range(pushed):
-                ctx.grad_frames[-1].pop()
+            if pushed:
+                del ctx.grad_frames[-1][-pushed:]
             ctx.stmts.pop()
 
     @staticmethod
@@ -345,21 +384,27 @@ class FileChecker(CheckerSetup):
         base = len(exprs)
         stack: list[tuple[ast.AST, int]] = [(node, base)]
         pop, push = stack.pop, stack.append
+        walked = _walked(skip)
+        fields = _REVERSED.get
         while stack:
             n, depth = pop()
             del exprs[depth:]
             exprs.append(n)
-            visitors = table.get(type(n))
+            cls = n.__class__
+            visitors = table.get(cls)
             if visitors:
                 self._call(visitors, n)
             depth += 1
-            for f in _reversed_fields(n.__class__):  # children last to first: pre-order
+            fs = fields(cls)
+            for f in _reversed_fields(cls) if fs is None else fs:  # children last to first
                 v = getattr(n, f, None)
-                if v.__class__ is list:
+                c = v.__class__
+                if c is list:
                     for x in reversed(v):
-                        if isinstance(x, ast.AST) and x.__class__ not in skip:
+                        c = x.__class__
+                        if c in walked or (c not in _KNOWN and _other(x, skip)):
                             push((x, depth))
-                elif isinstance(v, ast.AST) and v.__class__ not in skip:
+                elif c in walked or (c not in _KNOWN and _other(v, skip)):
                     push((v, depth))
         del exprs[base:]
 
