@@ -32,8 +32,8 @@ def frozen_beside(data: HookState, rec: ModuleRecord) -> Site | None:
     also ran a frozen one (``rec.nograd_stmt``, the line the frame holding the switch was
     running): LoRA layers patched into a frozen text encoder run inside its forward (sd-scripts'
     SD3 ``encode_tokens``), and a model with a frozen backbone runs both in one call; no call
-    can be moved out of the block, which is the line to change (NOTE [block of one
-    statement])."""
+    can be moved out of the block, which is the line to change
+    (NOTE [block of one statement])."""
     off = rec.nograd_site
     if off is None:
         return None
