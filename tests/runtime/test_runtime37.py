@@ -140,3 +140,62 @@ def test_lora_encoder_run_with_grad_is_silent(run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert _first(res) is None, res.findings
+
+
+# a spiking layer's surrogate gradient written by hand: exp(-k*u) overflows far below the
+# threshold and inf / inf is NaN (NOTE [NaN born in a custom backward])
+SURROGATE = HEAD + """
+class Spike(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, k=25.0):
+        ctx.save_for_backward(u)
+        ctx.k = k
+        return (u > 0).float()
+
+    @staticmethod
+    def backward(ctx, g):
+        (u,) = ctx.saved_tensors
+        e = torch.exp(-ctx.k * u)
+        surrogate = g * ctx.k * e / (e + 1) ** 2  # <- cause
+        return surrogate, None
+
+
+fc = nn.Linear(3, 2)
+with torch.no_grad():
+    fc.weight.copy_(torch.eye(2, 3))
+    fc.bias.zero_()
+opt = torch.optim.SGD(fc.parameters(), lr=0.1)
+x = torch.tensor([[-6.0, 0.5, 1.0], [0.2, -5.0, 0.3]])
+for _ in range(2):
+    loss = (Spike.apply(fc(x) - 1.0) - 1.0).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_nan_made_in_a_custom_backward_names_its_gradient_line(run_script):
+    res = run_script(SURROGATE)
+    assert res.code == 0, res.err
+    first = _first(res)
+    assert first and (first["code"], first["line"]) == (
+        "GT825", marked_line(SURROGATE, "# <- cause")), res.findings
+
+
+def test_returned_expression_names_the_return(run_script):
+    src = SURROGATE.replace("        surrogate = g * ctx.k * e / (e + 1) ** 2  # <- cause\n"
+                            "        return surrogate, None\n",
+                            "        return g * ctx.k * e / (e + 1) ** 2, None  # <- cause\n")
+    assert src != SURROGATE
+    res = run_script(src)
+    first = _first(res)
+    assert first and (first["code"], first["line"]) == (
+        "GT825", marked_line(src, "# <- cause")), res.findings
+
+
+def test_stable_surrogate_is_silent(run_script):
+    src = SURROGATE.replace("e / (e + 1) ** 2", "torch.sigmoid(ctx.k * u) * torch.sigmoid(-ctx.k * u)")
+    assert src != SURROGATE
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert _first(res) is None, res.findings
