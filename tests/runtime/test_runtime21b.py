@@ -492,8 +492,8 @@ class Net(nn.Module):
 
     def losses(self, inp, tgt):
         out = self.body(inp)
-        with torch.no_grad():
-            score = self.judge(torch.tanh(out)).mean()  # <- cause
+        with torch.no_grad():  # <- cause (NOTE [block of one statement])
+            score = self.judge(torch.tanh(out)).mean()
         return F.mse_loss(out, tgt), score
 
 net = Net()
@@ -506,8 +506,8 @@ print(net.body.weight.grad.norm())
     "script_penalty": """
 model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 2))
 pred = model(x)
-with torch.no_grad():
-    smooth = (pred[1:] - pred[:-1]).abs().mean()  # <- cause
+with torch.no_grad():  # <- cause
+    smooth = (pred[1:] - pred[:-1]).abs().mean()
 loss = F.l1_loss(pred, y) + smooth
 loss.backward()
 print([p.grad.norm().item() for p in model.parameters()])

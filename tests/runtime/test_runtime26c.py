@@ -599,8 +599,8 @@ opt = torch.optim.SGD(net.parameters(), lr=0.1)
 for _ in range(3):
     x, y = torch.randn(8, 4), torch.randn(8, 2)
     loss = F.mse_loss(net(x), y)
-    with torch.no_grad():
-        smooth = net(x + 0.01 * torch.randn_like(x)).sub(net(x)).pow(2).mean()  # <- cause
+    with torch.no_grad():  # <- cause (NOTE [block of one statement])
+        smooth = net(x + 0.01 * torch.randn_like(x)).sub(net(x)).pow(2).mean()
     loss += 0.1 * smooth
     opt.zero_grad()
     loss.backward()
@@ -609,8 +609,8 @@ for _ in range(3):
     # variant: the penalty is computed in a helper under no_grad, added with add_
     "helper_term_added_with_add_": """
 def consistency(model, x):
-    with torch.no_grad():
-        return model(x.flip(0)).var()  # <- cause
+    with torch.no_grad():  # <- cause
+        return model(x.flip(0)).var()
 
 
 net = nn.Linear(4, 2)

@@ -31,7 +31,8 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.locate import keyword_site
 from gradtrace.runtime.trace.records import META_CREATED
 # (block_statement is imported from here by provenance.py)
-from gradtrace.runtime.trace.shared_block import block_statement, term_statement  # noqa: F401
+from gradtrace.runtime.trace.shared_block import (  # noqa: F401
+    block_statement, lone_statement_switch, term_statement)
 
 Tensor = torch.Tensor
 # cuts whose scalar, added to a live loss, is a dead term (NOTE [rewrapped loss term])
@@ -246,6 +247,18 @@ def dead_term_findings(state: Any, data: Any, seen: list[Finding] = ()) -> list[
                                 "term out of the loss", severity="warning"))
             continue
         shared = site == cut.grad_off  # NOTE [one no_grad site, two models]
+        lone = None if shared else lone_statement_switch(cut.grad_off, site)
+        if lone is not None:  # NOTE [block of one statement]
+            out.append(make("GT844", lone, "this no_grad block holds one statement, which runs "
+                            "on a tensor computed from trained parameters; the loss term made "
+                            "from it has no graph and is added to a loss that has one, so it "
+                            "changes the loss value and never the gradient (those parameters "
+                            "train on the other terms alone)", fix="remove the no_grad block "
+                            "(compute the term with grad mode on), or leave the term out of "
+                            "the loss", related=[(site, "the block's statement"), (
+                                cut.site, f"`{cut.op}` runs on the live tensor without grad")],
+                            severity="warning"))
+            continue
         out.append(make("GT844", site, ("this block runs the same statements under "
                         "torch.no_grad() for a frozen copy and for the trained model: on the "
                         "trained one's tensors" if shared else "this statement runs under "

@@ -28,18 +28,26 @@ def frozen_beside(data: HookState, rec: ModuleRecord) -> Site | None:
     purpose, for the frozen module (a frozen encoder, then a trainable head inside the same
     ``with torch.no_grad():``): the statement to change is the trainable module's call, which
     belongs after the block. A block with no frozen module in it is the mistake itself and
-    stays the finding's line."""
+    stays the finding's line. So does a block whose statement that ran the trainable module
+    also ran a frozen one (``rec.nograd_stmt``, the line the frame holding the switch was
+    running): LoRA layers patched into a frozen text encoder run inside its forward (sd-scripts'
+    SD3 ``encode_tokens``), and a model with a frozen backbone runs both in one call; no call
+    can be moved out of the block, which is the line to change
+    (NOTE [block of one statement])."""
     off = rec.nograd_site
     if off is None:
         return None
+    kept = None
     for r in list(data.modules.values()):
         m = r.ref()
         if r is rec or m is None or r.nograd_site != off or r.grad_runs or r.site is None:
             continue
         own = [p for p in m._parameters.values() if p is not None]
         if own and not any(p.requires_grad for p in own):
-            return r.site
-    return None
+            if rec.nograd_stmt is not None and r.nograd_stmt == rec.nograd_stmt:
+                return None
+            kept = kept or r.site
+    return kept
 
 
 def other_stepped(data: HookState, missed: list[Tensor]

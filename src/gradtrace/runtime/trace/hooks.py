@@ -155,9 +155,11 @@ class Hooks:
                 from gradtrace.runtime.frames import internal_names
 
                 from gradtrace.runtime.trace.offstack import off_switch
+                from gradtrace.runtime.trace.shared_block import block_statement
 
                 # the switch around this run (NOTE [grad off on the stack]), else the last one
                 rec.nograd_site = off_switch(sys._getframe(1)) or self.state.grad_off
+                rec.nograd_stmt = block_statement(rec.nograd_site, start=1)
                 rec.in_checkpoint = any("checkpoint" in n.lower() or n == "CheckpointFunction"
                                         for n in internal_names(1, limit=40))
                 note_first_nograd(self.data, self.state, module)  # NOTE [evaluated as loaded, in train mode]

@@ -24,6 +24,8 @@ class ModuleRecord:
     grad_runs: int = 0
     nograd_runs: int = 0
     nograd_site: Site | None = None
+    # the line its switch's frame ran then (NOTE [no_grad kept for a frozen module])
+    nograd_stmt: Site | None = None
     in_checkpoint: bool = False
     trained: bool = False  # ran with grad on in train mode (NOTE [eval-mode training])
     off: Any = None  # user stack at its first eval-mode forward since then

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.custom_backward import custom_backward_site
 from gradtrace.runtime.trace.records import created_site, node_name
 
 _LIMIT = 20_000  # nodes hooked at most (a larger graph is hunted in its first part only)
@@ -81,6 +82,9 @@ class Hunt:
                         site, _ = created_site(node)
                         if site is not None:
                             self.origin = (site, node_name(node))
+                        elif hasattr(node, "_forward_cls"):  # NOTE [NaN born in a custom backward]
+                            self.origin = custom_backward_site(node, next(
+                                i for i, g in enumerate(grad_inputs) if not _finite((g,))))
             except Exception:  # a hook of ours must never disturb the user's backward
                 pass
             return None

@@ -14,12 +14,23 @@ parameters' tensors (avalanche's ``y_curr = forward(curr_model, x)`` beside ``y_
 that same statement also ran on the frozen copy's tensors, no statement can be moved out of
 the block: the block itself is wrong for the trained model, and its switch (the ``with``
 line or decorator) is named.
+
+# NOTE [block of one statement]
+The run names the line the user edits to fix the finding. A ``no_grad`` block that holds
+other statements which stay under it (a teacher's forward beside the student's features in
+mobile-yolov5's distillation) is there on purpose: the statement that ran on the trained
+model's tensors is the one to move out, and it is named. A block whose body is that one
+statement (so-vits-svc's ``with torch.no_grad(): y_d_hat_r, ... = self.net_d(y, y_hat)``
+for the generator's adversarial term) has nothing that stays: moving the statement out *is*
+deleting the block, so the switch (the ``with`` line) is named, the statement its context.
+Only a simple statement counts (not a loop or an ``if`` whose body holds several), and only
+a ``with`` in the same file and function as the statement (a decorator is named as it is).
 """
 from __future__ import annotations
 
-from typing import Any
-
+import ast
 import sys
+from typing import Any
 
 import torch
 
@@ -28,6 +39,9 @@ from gradtrace.runtime.trace.leaves import upstream_leaves
 
 Tensor = torch.Tensor
 MORE = 3
+_COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try,
+             ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, getattr(ast, "Match", ast.If),
+             getattr(ast, "TryStar", ast.Try))
 
 
 def more_sources(state: Any, cut: Any, src: Tensor) -> None:
@@ -58,6 +72,27 @@ def term_statement(state: Any, cut: Any, trained: set[int], site: Site) -> Site:
     if any(stmt == live[0] for leaves, stmt in seen if leaves and not leaves & trained):
         return cut.grad_off or live[0]
     return live[0]
+
+
+def lone_statement_switch(grad_off: Site | None, site: Site) -> Site | None:
+    """``grad_off`` when it is a ``with`` whose body is the one simple statement holding
+    ``site`` (NOTE [block of one statement]); None otherwise."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    if grad_off is None or grad_off.path != site.path or site.line <= grad_off.line \
+            or grad_off.function != site.function:
+        return None
+    tree = tree_of(site.path)
+    if tree is None:
+        return None
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.With, ast.AsyncWith)) and n.lineno == grad_off.line:
+            body = n.body
+            if len(body) == 1 and not isinstance(body[0], _COMPOUND) and \
+                    body[0].lineno <= site.line <= (body[0].end_lineno or body[0].lineno):
+                return grad_off
+            return None
+    return None
 
 
 def block_statement(grad_off: Site | None, start: int = 2, limit: int = 48) -> Site | None:

@@ -48,9 +48,9 @@ T_Converter_1, T_Converter_2 = Conv(16, 16, act=False), Conv(32, 32, act=False)
 
 imgs = torch.randn(4, 3, 32, 32)
 pred = model(imgs)
-with torch.no_grad():  # ROOT
+with torch.no_grad():
     t_pred = t_model(imgs)
-    s_f1 = S_Converter_1(activation["s_f1"])
+    s_f1 = S_Converter_1(activation["s_f1"])  # ROOT
     s_f2 = S_Converter_2(activation["s_f2"])
     s_f = [s_f1, s_f2]
     t_f1 = T_Converter_1(activation["t_f1"])
