@@ -73,8 +73,8 @@ def _own_check_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 _GLOBAL_HOOKS = {
     "torch.nn.modules.module": ("_global_backward_hooks", "_global_backward_pre_hooks",
                                 "_global_forward_hooks", "_global_forward_pre_hooks",
-                                "_global_forward_hooks_always_called",
-                                "_global_forward_hooks_with_kwargs",
+                                # not the flags beside them: torch 2.13 leaves the id of a
+                                # removed with_kwargs hook in _global_forward_hooks_with_kwargs
                                 "_global_buffer_registration_hooks",
                                 "_global_module_registration_hooks",
                                 "_global_parameter_registration_hooks"),
