@@ -141,6 +141,7 @@ def _independent_of_earlier_tests() -> Iterator[None]:
 _SHARED_SETUP = {"forkrun": "rank_server", "_warm_imports": "pytester_warm"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         for fixture, group in _SHARED_SETUP.items():
