@@ -67,9 +67,10 @@ def _own_check_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
 # Process-global state one test could leave to the next (the order-dependent failure of
 # session 36: `explain(exc)` read the session an earlier test had ended, through
 # `last_tracer()`). Under `-n 2` the tests before a given one change from run to run, so no
-# test may read such state from another: each starts without an ended session, and each must
-# end with no tracer, rank session, loss listener, torch function mode or global module or
-# optimizer hook left on, grad mode on and anomaly detection off.
+# test may read such state from another: each starts without an ended session, and whatever a
+# test leaves on (a tracer, a rank session, a loss listener, a torch function mode, a global
+# module or optimizer hook, grad mode off, anomaly detection on) is undone after it, and named
+# in the file $SUITE_LEAK_LOG when that is set (docs/triage/suite37.md lists what it found).
 _GLOBAL_HOOKS = {
     "torch.nn.modules.module": ("_global_backward_hooks", "_global_backward_pre_hooks",
                                 "_global_forward_hooks", "_global_forward_pre_hooks",
