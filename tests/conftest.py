@@ -1,4 +1,5 @@
-"""Shared helpers: run the real `gradtrace` command in a subprocess."""
+"""Shared helpers (the real `gradtrace` command in a subprocess) and suite-wide settings: one
+torch thread, each test independent of the ones before it, xdist groups for shared set-ups."""
 from __future__ import annotations
 
 import os
