@@ -66,6 +66,8 @@ class Case:
 def marker_lines(text: str) -> dict[str, list[int]]:
     """Lines whose comment is exactly one of MARKERS (comments found by the tokenizer)."""
     found: dict[str, list[int]] = {m: [] for m in MARKERS}
+    if not any(m in text for m in MARKERS):
+        return found  # no marker anywhere (every look-alike): no comment can be one
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.COMMENT and tok.string.strip() in MARKERS:
             found[tok.string.strip()].append(tok.start[0])
@@ -74,6 +76,8 @@ def marker_lines(text: str) -> dict[str, list[int]]:
 
 def strip_markers(text: str) -> str:
     """The text without its marker comments (line numbers unchanged)."""
+    if not any(m in text for m in MARKERS):
+        return text
     lines = text.splitlines(keepends=True)
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
         if tok.type == tokenize.COMMENT and tok.string.strip() in MARKERS:

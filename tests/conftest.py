@@ -1,14 +1,26 @@
-"""Shared helpers: run the real `gradtrace` command in a subprocess."""
+"""Shared helpers (the real `gradtrace` command in a subprocess) and suite-wide settings: one
+torch thread, each test independent of the ones before it, xdist groups for shared set-ups."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "gradtrace"
+
+# One intra-op thread for torch in this process and in every process a test starts (they
+# inherit the environment; torch reads it when imported, and nothing has imported it yet).
+# With two, OpenMP's waiting threads spin after every tiny op: on the shared 2-core machine
+# the watch tests cost seven times the CPU (tests/watch/test_pace.py: 12 s against 1.6 s).
+# The tests' tensors are below torch's parallel grain size: their results are the same bits.
+os.environ["OMP_NUM_THREADS"] = "1"
+if "torch" in sys.modules:
+    sys.modules["torch"].set_num_threads(1)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,3 +63,90 @@ def _own_check_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.Te
     name = str(abs(hash(request.node.nodeid)))
     folder = tmp_path_factory.getbasetemp() / "gradtrace_cache" / name
     monkeypatch.setenv("GRADTRACE_CACHE_DIR", str(folder))
+
+
+# Process-global state one test could leave to the next (the order-dependent failure of
+# session 36: `explain(exc)` read the session an earlier test had ended, through
+# `last_tracer()`). Under `-n 2` the tests before a given one change from run to run, so no
+# test may read such state from another: each starts without an ended session, and whatever a
+# test leaves on (a tracer, a rank session, a loss listener, a torch function mode, a global
+# module or optimizer hook, grad mode off, anomaly detection on) is undone after it, and named
+# in the file $SUITE_LEAK_LOG when that is set (docs/triage/suite37.md lists what it found).
+_GLOBAL_HOOKS = {
+    "torch.nn.modules.module": ("_global_backward_hooks", "_global_backward_pre_hooks",
+                                "_global_forward_hooks", "_global_forward_pre_hooks",
+                                # not the flags beside them: torch 2.13 leaves the id of a
+                                # removed with_kwargs hook in _global_forward_hooks_with_kwargs
+                                "_global_buffer_registration_hooks",
+                                "_global_module_registration_hooks",
+                                "_global_parameter_registration_hooks"),
+    "torch.optim.optimizer": ("_global_optimizer_pre_hooks", "_global_optimizer_post_hooks"),
+}
+
+
+def _left_on() -> list[str]:
+    """What is still on after a test, each undone (so that the next test starts clean)."""
+    mods = sys.modules
+    left = []
+    tracer = mods.get("gradtrace.runtime.trace.tracer")
+    if tracer is not None and tracer._ACTIVE:
+        left.append(f"{len(tracer._ACTIVE)} active gradtrace tracer(s)")
+        tracer._ACTIVE.clear()
+    session = mods.get("gradtrace.runtime.distributed.session")
+    if session is not None and session._CURRENT:
+        left.append("an open rank session")
+        session._CURRENT.clear()
+    listeners = mods.get("gradtrace.runtime.loss_listeners")
+    if listeners is not None and listeners.LOSS_LISTENERS:
+        left.append("loss listeners")
+        listeners.LOSS_LISTENERS.clear()
+    torch = mods.get("torch")
+    if torch is None:
+        return left
+    if torch._C._len_torch_function_stack():
+        left.append(f"{torch._C._len_torch_function_stack()} torch function mode(s)")
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+    for module, names in _GLOBAL_HOOKS.items():
+        mod = mods.get(module)
+        for name in names:
+            hooks = getattr(mod, name, None)
+            if hooks:
+                left.append(f"{module}.{name}")
+                hooks.clear()
+    if not torch.is_grad_enabled():
+        left.append("grad mode off")
+        torch.set_grad_enabled(True)
+    if torch.is_anomaly_enabled():
+        left.append("anomaly detection on")
+        torch.set_anomaly_enabled(False)
+    return left
+
+
+@pytest.fixture(autouse=True)
+def _independent_of_earlier_tests() -> Iterator[None]:
+    tracer = sys.modules.get("gradtrace.runtime.trace.tracer")
+    if tracer is not None:
+        tracer._LAST.clear()  # an earlier test's ended session: never this test's `last_tracer()`
+    yield
+    left = _left_on()
+    log = os.environ.get("SUITE_LEAK_LOG")
+    if left and log:
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.environ.get('PYTEST_CURRENT_TEST', '?')}: {', '.join(left)}\n")
+
+
+# Tests sharing a costly per-process set-up run in one worker under `-n 2 --dist loadgroup`
+# (pyproject.toml): the rank server of tests/distributed/conftest.py (torch, torch._dynamo and
+# gradtrace imported in one more process) and test_pytest_plugin.py's module-scoped warm-up
+# (every gradtrace module imported) are then paid once instead of once per worker.
+_SHARED_SETUP = {"forkrun": "rank_server", "_warm_imports": "pytester_warm"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for fixture, group in _SHARED_SETUP.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
