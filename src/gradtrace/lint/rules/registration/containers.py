@@ -148,6 +148,27 @@ def _local_lists(func: ast.FunctionDef) -> dict[str, tuple[list[ast.AST], ast.st
     return {k: v for k, v in out.items() if k not in bad}
 
 
+def _bound_once(v: ast.AST, fill: ast.stmt, init: ast.FunctionDef | None) -> ast.AST:
+    """The value a fill hands over when it is a local of ``__init__`` bound there once
+    (``conv_j = nn.Conv1d(...)``; ``self.convs.append(conv_j)``, murenn's MuReNNDirect): the
+    call that made it; else ``v`` itself (a parameter of ``__init__``, a loop target or a name
+    bound twice may hold anything)."""
+    if not isinstance(v, ast.Name) or init is None \
+            or not init.lineno <= fill.lineno <= (init.end_lineno or 0):
+        return v
+    a = init.args
+    if v.id in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x}:
+        return v
+    stores = [n for n in walk(init) if isinstance(n, ast.Name) and n.id == v.id
+              and isinstance(n.ctx, (ast.Store, ast.Del))]
+    binds = [n for n in statements(init) if isinstance(n, ast.Assign) and len(n.targets) == 1
+             and isinstance(n.targets[0], ast.Name) and n.targets[0].id == v.id]
+    if len(stores) != 1 or len(binds) != 1 or not isinstance(binds[0].value, ast.Call) \
+            or binds[0].lineno > fill.lineno:
+        return v
+    return binds[0].value
+
+
 class ModulesInPlainContainer(Rule):
     """Layers or parameters kept in a plain Python list/dict on a module are not registered.
 
@@ -313,6 +334,7 @@ class ModulesInPlainContainer(Rule):
             kind = empty
             elts = []
             for s, v in fills:
+                v = _bound_once(v, s, init)
                 inner = _elements(v)
                 if inner is not None and nested is None and any(  # parameters: the inner
                         _learnable(e, ctx) == "parameter" for e in inner[1]):  # line decides
