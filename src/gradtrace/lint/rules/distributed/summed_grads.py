@@ -38,10 +38,16 @@ def _grad_items(it: ast.AST, fn: ast.AST) -> bool:
 
 
 def _gradient(arg: ast.AST, ctx: Context, fn: ast.AST) -> bool:
-    """The all-reduced tensor is a parameter's gradient: ``p.grad(.data)``, or the target of an
-    enclosing loop over such gradients (``for g in grads: dist.all_reduce(g)``)."""
+    """The all-reduced tensor is each parameter's gradient in turn: ``p.grad(.data)`` with ``p``
+    the target of an enclosing loop, or the target of an enclosing loop over such gradients
+    (``for g in grads: dist.all_reduce(g)``). One gradient reduced alone (a tensor-parallel
+    hook summing a replicated parameter's partial gradients) is another matter."""
     if _grad_expr(arg):
-        return True
+        owner = arg.value.value if isinstance(arg.value, ast.Attribute) \
+            and arg.attr == "data" else arg.value  # type: ignore[attr-defined]
+        return isinstance(owner, ast.Name) and any(  # every parameter, in a loop
+            isinstance(lp, (ast.For, ast.AsyncFor)) and isinstance(lp.target, ast.Name)
+            and lp.target.id == owner.id for lp in ctx.loops)
     return isinstance(arg, ast.Name) and any(
         isinstance(lp, (ast.For, ast.AsyncFor)) and isinstance(lp.target, ast.Name)
         and lp.target.id == arg.id and _grad_items(lp.iter, fn) for lp in ctx.loops)
@@ -50,8 +56,8 @@ def _gradient(arg: ast.AST, ctx: Context, fn: ast.AST) -> bool:
 def _summed(call: ast.Call, ctx: Context) -> bool:
     """No ``op`` (the default ``ReduceOp.SUM``), or ``op=ReduceOp.SUM`` written out."""
     ops = [k.value for k in call.keywords if k.arg == "op"] + call.args[1:2]
-    if any(k.arg is None for k in call.keywords):
-        return False
+    if any(k.arg in (None, "group") for k in call.keywords) or len(call.args) > 2:
+        return False  # a process group: a model-parallel mesh whose partial sums are meant
     return not ops or (ctx.qualified_name(ops[0]) or "").endswith("ReduceOp.SUM")
 
 
@@ -114,8 +120,10 @@ class GradientsSummedOverRanks(Rule):
     grows with the number of processes and nothing fails (mmdetection's `reduce_grads` with
     `coalesce=False`; checked on torch 2.13 with two gloo processes: the reduced gradient is
     2.00x the gradient of the global mean loss).
-    Known limits: the reduced tensor must be seen to be a gradient (`p.grad`, `p.grad.data`,
-    or a loop over a comprehension of them); the function that reduces must scale nothing
+    Known limits: the reduced tensor must be each parameter's gradient in a loop (`p.grad`,
+    `p.grad.data` with `p` the loop's target, or a loop over a comprehension of them), over
+    the default group (a `group=` is a model-parallel mesh, whose partial gradients are summed
+    on purpose); the function that reduces must scale nothing
     (no `/`, `*`, `div_`, `mul_`, `copy_`, no `get_world_size()`), no function of the file
     may scale anything else by the world size (a loss divided by it before backward), and no
     `DistributedDataParallel` is built.

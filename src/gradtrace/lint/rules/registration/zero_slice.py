@@ -142,7 +142,15 @@ def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
 
 
 def _unlocks(fn: ast.AST) -> bool:
-    return any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
-               and n.value.value is True and any(
-                   isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets)
-               for n in walk(fn))
+    """``fn`` sets ``requires_grad`` to True somewhere (``p.requires_grad = True``,
+    ``m.requires_grad_()``, ``m.requires_grad_(True)``)."""
+    for n in walk(fn):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) \
+                and n.value.value is True and any(
+                    isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "requires_grad_" and (not n.args or isinstance(
+                    n.args[0], ast.Constant) and n.args[0].value is True):
+            return True
+    return False
