@@ -76,7 +76,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                     p.grad.data /= dist.get_world_size()
         model = nn.Linear(2, 1)
         """, "GT472", holds="callable(average)")),
-    # GT473: an override whose parent steps the optimizer calls `super()` only when an
+    # GT547: an override whose parent steps the optimizer calls `super()` only when an
     # optional object (default None) is set; called after the `if`, every path steps
     "parent-step-optional": (Shape("""
         class Base:
@@ -94,7 +94,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         model(torch.randn(4, 2)).pow(2).mean().backward()
         Runner().apply_update(opt)
-        """, "GT473", line=10, holds="torch.equal(model.weight, w0)"), Shape("""
+        """, "GT547", line=10, holds="torch.equal(model.weight, w0)"), Shape("""
         class Base:
             def apply_update(self, optimizer):
                 optimizer.step()
@@ -110,8 +110,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         model(torch.randn(4, 2)).pow(2).mean().backward()
         Runner().apply_update(opt)
-        """, "GT473", holds="not torch.equal(model.weight, w0)")),
-    # GT547: the last `trainable` children unfrozen with `[-trainable:]`, default 0: all of
+        """, "GT547", holds="not torch.equal(model.weight, w0)")),
+    # GT473: the last `trainable` children unfrozen with `[-trainable:]`, default 0: all of
     # them; with the zero case guarded, none
     "last-zero-slice": (Shape("""
         def freeze_but_last(model, trainable=0):
@@ -120,7 +120,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 block.requires_grad_(True)
         net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
         freeze_but_last(net)
-        """, "GT547", line=3, holds="all(p.requires_grad for p in net.parameters())"), Shape("""
+        """, "GT473", line=3, holds="all(p.requires_grad for p in net.parameters())"), Shape("""
         def freeze_but_last(model, trainable=0):
             model.requires_grad_(False)
             if trainable > 0:
@@ -128,7 +128,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                     block.requires_grad_(True)
         net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
         freeze_but_last(net)
-        """, "GT547", holds="not any(p.requires_grad for p in net.parameters())")),
+        """, "GT473", holds="not any(p.requires_grad for p in net.parameters())")),
 }
 
 

@@ -1,4 +1,4 @@
-"""GT547: the last ``n`` parts taken as ``parts[-n:]`` with ``n`` defaulting to 0 (all of them)."""
+"""GT473: the last ``n`` parts taken as ``parts[-n:]`` with ``n`` defaulting to 0 (all of them)."""
 from __future__ import annotations
 
 import ast
@@ -75,7 +75,7 @@ class LastZeroPartsAreAll(Rule):
     `requires_grad`, or be the iterable of a loop that sets it.
     """
 
-    code = "GT547"
+    code = "GT473"
     name = "last-zero-parts-are-all"
     message = ("`{expr}` with the default `{name}=0` is `{seq}[0:]`, every part, not none "
                "(`-0 == 0`): the {what} applies to all of them; guard `if {name}:` or slice "

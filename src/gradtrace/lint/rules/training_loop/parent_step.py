@@ -1,4 +1,4 @@
-"""GT473: an override of a stepping hook calls the parent's only when an optional object is set."""
+"""GT547: an override of a stepping hook calls the parent's only when an optional object is set."""
 from __future__ import annotations
 
 import ast
@@ -98,7 +98,7 @@ class ParentStepUnderOptionalObject(Rule):
     batches on purpose) is another matter and is left alone.
     """
 
-    code = "GT473"
+    code = "GT547"
     name = "parent-step-under-optional-object"
     message = ("`{call}` runs only when `self.{attr}` is set; built with the default "
                "`{param}=None`, `{hook}` never calls it and the optimizer never steps: call it "
