@@ -129,6 +129,59 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
         freeze_but_last(net)
         """, "GT473", holds="not any(p.requires_grad for p in net.parameters())")),
+    # GT124: the loop clears the model only, the optimizer it is handed also holds a head's
+    # group added by the subclass: the head's gradient adds up; cleared through the optimizer,
+    # every group is
+    "module-clear-added-groups": (Shape("""
+        class Fit:
+            def __init__(self, model):
+                self.model = model
+            def run(self, opt, steps):
+                for _ in range(steps):
+                    x = torch.randn(4, 2)
+                    self.loss(x).backward()
+                    opt.step()
+                    self.model.zero_grad(set_to_none=True)
+            def loss(self, x):
+                return self.model(x).pow(2).mean()
+        class HeadFit(Fit):
+            def __init__(self, model):
+                super().__init__(model)
+                self.head = nn.Linear(1, 1)
+            def loss(self, x):
+                return self.head(self.model(x)).pow(2).mean()
+            def run(self, opt, steps):
+                opt.add_param_group({"params": list(self.head.parameters()), "lr": 0.0})
+                super().run(opt, steps)
+        fit = HeadFit(nn.Linear(2, 1))
+        fit.run(torch.optim.SGD(fit.model.parameters(), lr=0.0), 3)
+        g3 = fit.head.weight.grad.clone()
+        fit.head.weight.grad = None
+        fit.run(torch.optim.SGD(fit.model.parameters(), lr=0.0), 1)
+        """, "GT124", line=9, holds="fit.model.weight.grad is None and not torch.allclose(g3, fit.head.weight.grad)"), Shape("""
+        class Fit:
+            def __init__(self, model):
+                self.model = model
+            def run(self, opt, steps):
+                for _ in range(steps):
+                    x = torch.randn(4, 2)
+                    self.loss(x).backward()
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+            def loss(self, x):
+                return self.model(x).pow(2).mean()
+        class HeadFit(Fit):
+            def __init__(self, model):
+                super().__init__(model)
+                self.head = nn.Linear(1, 1)
+            def loss(self, x):
+                return self.head(self.model(x)).pow(2).mean()
+            def run(self, opt, steps):
+                opt.add_param_group({"params": list(self.head.parameters()), "lr": 0.0})
+                super().run(opt, steps)
+        fit = HeadFit(nn.Linear(2, 1))
+        fit.run(torch.optim.SGD(fit.model.parameters(), lr=0.0), 3)
+        """, "GT124", holds="fit.head.weight.grad is None")),
 }
 
 
