@@ -148,11 +148,14 @@ def _local_lists(func: ast.FunctionDef) -> dict[str, tuple[list[ast.AST], ast.st
     return {k: v for k, v in out.items() if k not in bad}
 
 
-def _bound_once(v: ast.AST, fill: ast.stmt, init: ast.FunctionDef | None) -> ast.AST:
-    """The value a fill hands over when it is a local of ``__init__`` bound there once
-    (``conv_j = nn.Conv1d(...)``; ``self.convs.append(conv_j)``, murenn's MuReNNDirect): the
-    call that made it; else ``v`` itself (a parameter of ``__init__``, a loop target or a name
-    bound twice may hold anything)."""
+def _bound_once(v: ast.AST, fill: ast.stmt, init: ast.FunctionDef | None, ctx: Context
+                ) -> ast.AST:
+    """The value a fill hands over when it is a local of ``__init__`` bound there once to a
+    torch layer or a Parameter (``conv_j = nn.Conv1d(...)``; ``self.convs.append(conv_j)``,
+    murenn's MuReNNDirect): the call that made it; else ``v`` itself (a parameter of
+    ``__init__``, a loop target or a name bound twice may hold anything; a class of the file
+    may only wrap modules registered elsewhere: imitation's ``PreferenceModel(member)`` around
+    the members of an ensemble the holder already stores)."""
     if not isinstance(v, ast.Name) or init is None \
             or not init.lineno <= fill.lineno <= (init.end_lineno or 0):
         return v
@@ -166,7 +169,9 @@ def _bound_once(v: ast.AST, fill: ast.stmt, init: ast.FunctionDef | None) -> ast
     if len(stores) != 1 or len(binds) != 1 or not isinstance(binds[0].value, ast.Call) \
             or binds[0].lineno > fill.lineno:
         return v
-    return binds[0].value
+    made = binds[0].value
+    q = ctx.call_name(made) or ""
+    return made if q.startswith("torch.nn.") or is_parameter_call(made, ctx) else v
 
 
 class ModulesInPlainContainer(Rule):
@@ -334,7 +339,7 @@ class ModulesInPlainContainer(Rule):
             kind = empty
             elts = []
             for s, v in fills:
-                v = _bound_once(v, s, init)
+                v = _bound_once(v, s, init, ctx)
                 inner = _elements(v)
                 if inner is not None and nested is None and any(  # parameters: the inner
                         _learnable(e, ctx) == "parameter" for e in inner[1]):  # line decides

@@ -141,7 +141,7 @@ class ModuleClearMissesAddedGroups(Rule):
                 def train(self, optimizer, batches):
                     optimizer.add_param_group({"params": self.proj.parameters()})
                     super().train(optimizer, batches)
-            """, at=(11, 16)),
+            """, at=(11, 12)),
         Good("""
             import torch.nn as nn
 
