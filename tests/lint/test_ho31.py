@@ -182,6 +182,21 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         fit = HeadFit(nn.Linear(2, 1))
         fit.run(torch.optim.SGD(fit.model.parameters(), lr=0.0), 3)
         """, "GT124", holds="fit.head.weight.grad is None")),
+    # GT472 through a list of gradients; a reduction over a process group (a model-parallel
+    # mesh whose partial gradients are summed on purpose) is silent
+    "gradients-summed-list": (Shape("""
+        def sync(model):
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            for g in grads:
+                dist.all_reduce(g, op=dist.ReduceOp.SUM)
+        model = nn.Linear(2, 1)
+        """, "GT472", line=4, holds="callable(sync)"), Shape("""
+        def sync(model, group):
+            for p in model.parameters():
+                if p.grad is not None:
+                    dist.all_reduce(p.grad, group=group)
+        model = nn.Linear(2, 1)
+        """, "GT472", holds="callable(sync)")),
 }
 
 
