@@ -169,9 +169,25 @@ def _bound_once(v: ast.AST, fill: ast.stmt, init: ast.FunctionDef | None, ctx: C
     if len(stores) != 1 or len(binds) != 1 or not isinstance(binds[0].value, ast.Call) \
             or binds[0].lineno > fill.lineno:
         return v
+    if _handed_elsewhere(init, v.id, fill):
+        return v
     made = binds[0].value
     q = ctx.call_name(made) or ""
     return made if q.startswith("torch.nn.") or is_parameter_call(made, ctx) else v
+
+
+def _handed_elsewhere(init: ast.FunctionDef, name: str, fill: ast.stmt) -> bool:
+    """The local ``name`` is also handed to another call (``blk.attn.qkv = _LoRA_qkv(w_a,
+    ...)``, SAMed) or stored elsewhere (``blk.proj = w``): the layer may be registered there,
+    the list only a handle to it."""
+    for n in walk(init):
+        if isinstance(n, ast.Call) and not any(n is c for c in walk(fill)) and any(
+                isinstance(a, ast.Name) and a.id == name
+                for a in [*n.args, *(k.value for k in n.keywords)]):
+            return True
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id == name:
+            return True
+    return False
 
 
 class ModulesInPlainContainer(Rule):
