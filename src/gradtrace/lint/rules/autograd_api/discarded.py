@@ -58,7 +58,7 @@ def _tensor_receiver(expr: ast.AST, method: str, ctx: Context) -> bool:
         kind = ctx.scope().kind(expr)
     except Exception:  # pragma: no cover - an expression the scope cannot place
         return False
-    if kind in TENSOR_KINDS:
+    if kind in TENSOR_KINDS or _checked_tensor(expr, ctx):
         return True
     root = expr
     while isinstance(root, ast.Attribute):
@@ -66,6 +66,43 @@ def _tensor_receiver(expr: ast.AST, method: str, ctx: Context) -> bool:
     return kind not in NOT_TENSOR_KINDS and method in TENSOR_ONLY \
         and isinstance(root, ast.Name) and root.id not in ctx.imports.aliases and any(
             v == "torch" or v.startswith("torch.") for v in ctx.imports.aliases.values())
+
+
+def _checked_tensor(expr: ast.AST, ctx: Context) -> bool:
+    """``if torch.is_tensor(buffer): buffer.detach()``: the statement runs in the body of an
+    ``if`` whose test (or one operand of its ``and``) is ``torch.is_tensor(x)`` or
+    ``isinstance(x, torch.Tensor)`` for this very name: there it is a tensor (padertorch's
+    SummaryHook ``_detach``)."""
+    if not isinstance(expr, ast.Name):
+        return False
+    inner = ctx.stmts[-1] if ctx.stmts else None
+    for s in reversed(ctx.stmts[:-1]):
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        if isinstance(s, ast.If) and inner in s.body and any(
+                _is_tensor_test(t, expr.id, ctx) for t in (
+                    s.test.values if isinstance(s.test, ast.BoolOp)
+                    and isinstance(s.test.op, ast.And) else [s.test])):
+            return True
+        inner = s
+    return False
+
+
+def _is_tensor_test(t: ast.AST, name: str, ctx: Context) -> bool:
+    """``torch.is_tensor(name)`` / ``isinstance(name, torch.Tensor)`` (or a tuple of types
+    holding only tensor classes)."""
+    if not isinstance(t, ast.Call) or not t.args or not isinstance(t.args[0], ast.Name) \
+            or t.args[0].id != name:
+        return False
+    q = ctx.qualified_name(t.func) or ""
+    if q == "torch.is_tensor" and len(t.args) == 1:
+        return True
+    if isinstance(t.func, ast.Name) and t.func.id == "isinstance" and len(t.args) == 2:
+        types = t.args[1].elts if isinstance(t.args[1], ast.Tuple) else [t.args[1]]
+        return bool(types) and all((ctx.qualified_name(x) or "") in (
+            "torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter")
+            for x in types)
+    return False
 
 
 def _member_detached(call: ast.Call, ctx: Context) -> bool:
