@@ -129,7 +129,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
         freeze_but_last(net)
         """, "GT473", holds="not any(p.requires_grad for p in net.parameters())")),
-    # GT124: the loop clears the model only, the optimizer it is handed also holds a head's
+    # GT537: the loop clears the model only, the optimizer it is handed also holds a head's
     # group added by the subclass: the head's gradient adds up; cleared through the optimizer,
     # every group is
     "module-clear-added-groups": (Shape("""
@@ -158,7 +158,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         g3 = fit.head.weight.grad.clone()
         fit.head.weight.grad = None
         fit.run(torch.optim.SGD(fit.model.parameters(), lr=0.0), 1)
-        """, "GT124", line=9, holds="fit.model.weight.grad is None and not torch.allclose(g3, fit.head.weight.grad)"), Shape("""
+        """, "GT537", line=9, holds="fit.model.weight.grad is None and not torch.allclose(g3, fit.head.weight.grad)"), Shape("""
         class Fit:
             def __init__(self, model):
                 self.model = model
@@ -181,7 +181,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 super().run(opt, steps)
         fit = HeadFit(nn.Linear(2, 1))
         fit.run(torch.optim.SGD(fit.model.parameters(), lr=0.0), 3)
-        """, "GT124", holds="fit.head.weight.grad is None")),
+        """, "GT537", holds="fit.head.weight.grad is None")),
     # GT472 through a list of gradients; a reduction over a process group (a model-parallel
     # mesh whose partial gradients are summed on purpose) is silent
     "gradients-summed-list": (Shape("""

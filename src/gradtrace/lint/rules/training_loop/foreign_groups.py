@@ -1,4 +1,4 @@
-"""GT124: a loop clears one module's gradients while the optimizer it steps was given the
+"""GT537: a loop clears one module's gradients while the optimizer it steps was given the
 parameter groups of other modules by the caller."""
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ class ModuleClearMissesAddedGroups(Rule):
     loop's method must clear nothing else, and nothing may be stored on the cleared module.
     """
 
-    code = "GT124"
+    code = "GT537"
     name = "module-clear-misses-added-groups"
     message = ("`{clear}` clears `{module}`'s gradients only, but `{opt}` also holds the groups "
                "`{adder}` adds (`{owner}.parameters()`, line {line}): their gradients are never "
