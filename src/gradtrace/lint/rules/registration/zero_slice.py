@@ -10,14 +10,14 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 
-def _zero_default(fn: ast.AST, name: str) -> bool:
-    """``name`` is a parameter of ``fn`` whose default is the integer 0."""
+def _zero_defaults(fn: ast.AST) -> set[str]:
+    """The parameters of ``fn`` whose default is the integer 0."""
     a = fn.args  # type: ignore[attr-defined]
     pos = [*a.posonlyargs, *a.args]
     pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults))
     pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
-    return any(x.arg == name and isinstance(d, ast.Constant) and d.value == 0
-               and not isinstance(d.value, bool) for x, d in pairs)
+    return {x.arg for x, d in pairs if isinstance(d, ast.Constant) and d.value == 0
+            and not isinstance(d.value, bool)}
 
 
 def _tested_or_rebound(fn: ast.AST, name: str) -> bool:
@@ -110,6 +110,9 @@ class LastZeroPartsAreAll(Rule):
     ]
 
     def visit_FunctionDef(self, fn: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        zeros = _zero_defaults(fn)
+        if not zeros:  # the count must be a parameter defaulting to 0: nothing to walk
+            return
         for node in _own_nodes(fn):
             if not isinstance(node, ast.Subscript):
                 continue
@@ -120,7 +123,7 @@ class LastZeroPartsAreAll(Rule):
                     or not isinstance(s.lower.operand, ast.Name):
                 continue
             name = s.lower.operand.id
-            if not _zero_default(fn, name) or _tested_or_rebound(fn, name) \
+            if name not in zeros or _tested_or_rebound(fn, name) \
                     or not _flagged_use(node, fn, ctx):
                 continue
             seq = ctx.source(node.value)[:40]

@@ -154,7 +154,8 @@ class ParentStepUnderOptionalObject(Rule):
         info = ctx.analysis.classes.get(node.name)
         if info is None:
             return
-        lightning = node.name in _lightning_classes(ctx.tree, ctx)  # type: ignore[arg-type]
+        lightning = LIGHTNING_STEP_HOOK in info.methods \
+            and node.name in _lightning_classes(ctx.tree, ctx)  # type: ignore[arg-type]
         init = info.method("__init__")
         for name, m in info.methods.items():
             if not self._steps_in_parent(info, name, lightning):
