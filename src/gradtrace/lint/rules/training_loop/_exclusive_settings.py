@@ -45,8 +45,16 @@ def _exclusive_through_parameter(ctx: Context, a: ast.AST, b: ast.AST,
     guards = _guards(ctx)
     ga = [(x, c, e) for x, c, e in guards.get(id(a), ()) if x in params]
     gb = [(y.rpartition(".")[2], d, e) for y, d, e in guards.get(id(b), ())]
+    return _apart(ga, gb)
+
+
+def _apart(ga: list[Setting] | tuple[Setting, ...],
+           gb: list[Setting] | tuple[Setting, ...]) -> bool:
+    """Some setting of ``ga`` and some of ``gb`` cannot both hold: one name equal to two
+    constants, or equal and unequal to one (two parts may both be in one string), or apart
+    by a part (:func:`_apart_by_part`)."""
     return any(x == y and (ex and ey and c != d and not x.startswith(PART)
-                           or ex != ey and c == d)  # two parts may both be in one string
+                           or ex != ey and c == d)
                or _apart_by_part(x, c, ex, y, d, ey) or _apart_by_part(y, d, ey, x, c, ex)
                for x, c, ex in ga for y, d, ey in gb)
 
@@ -73,20 +81,7 @@ def _exclusive_settings(ctx: Context, a: ast.AST, b: ast.AST, built: str | None 
     ga, gb = guards.get(id(a), ()) + _set_with(ctx, a), guards.get(id(b), ())
     if built is not None:
         ga += ((ISA + built, PLATEAU, True),)
-    return any(x == y and (ex and ey and c != d and not x.startswith(PART)
-                           or ex != ey and c == d)  # two parts may both be in one string
-               or _apart_by_part(x, c, ex, y, d, ey) or _apart_by_part(y, d, ey, x, c, ex)
-               for x, c, ex in ga for y, d, ey in gb)
-
-
-def _apart_by_part(x: str, c: object, ex: bool, y: str, d: object, ey: bool) -> bool:
-    """``name == "automatic"`` (``x``, ``c``, holds ``ex``) and ``"cosine" in name`` (``y``
-    = :data:`PART` + name, ``d``, holds ``ey``) cannot both hold when ``d`` is no part of
-    ``c``; the ``else`` of ``"cos" in name`` cannot hold with ``name == "cosine"`` (vilbert's
-    ``ReduceLROnPlateau`` under ``lr_scheduler == "automatic"``, its bare ``step()`` under
-    ``"cosine" in lr_scheduler``)."""
-    return ex and y == PART + x and isinstance(c, str) and isinstance(d, str) \
-        and (d in c) != ey
+    return _apart(ga, gb)
 
 
 def _set_with(ctx: Context, a: ast.AST) -> tuple[Setting, ...]:
