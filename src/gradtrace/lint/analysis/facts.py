@@ -37,7 +37,7 @@ from gradtrace.lint.analysis.kinds import (
 from gradtrace.lint.analysis.modules import (
     DEFS, NOT_MODULES, ClassInfo, class_defs, function_defs, is_module_class, torch_base,
 )
-from gradtrace.lint.analysis.undefined import undefined_names
+from gradtrace.lint.analysis.undefined import is_undefined
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, is_pretrained_model_class
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk
@@ -268,7 +268,7 @@ class Analysis(FunctionFacts):
                 if torch_base(self.ctx, self.classes, cls.node) == SCHEDULER:
                     return Kind(SCHEDULER, node=e)  # `class WarmupLR(LambdaLR)`
                 return Kind(MODULE if cls.is_module else OBJECT, cls=cls.name, node=e)
-        if isinstance(f, ast.Name) and f.id in undefined_names(self.ctx):
+        if isinstance(f, ast.Name) and is_undefined(self.ctx, f.id):
             return Kind(OBJECT, node=e)  # raises NameError: no value, no module
         if q.startswith(MODEL_FACTORIES) and last[:1].islower():
             return Kind(MODULE, cls=q, node=e)

@@ -29,7 +29,7 @@ from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.kinds import PARAMETER
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -53,8 +53,8 @@ def forward_methods(cls: ClassInfo) -> list[Fn]:
                 continue
             seen.add(m.name)
             out.append(m)
-            todo.extend(n.func.attr for n in walk(m) if isinstance(n, ast.Call)
-                        and isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self")
+            todo.extend(n.func.attr for n in of_types(m, (ast.Call,))
+                        if isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self")
         got = _FORWARD[cls] = out
     return list(got)
 

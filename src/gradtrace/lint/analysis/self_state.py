@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import _own_statements
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -53,9 +53,7 @@ def _carried(info: ClassInfo, ctx: Context):  # type: ignore[no-untyped-def]
     for m in info.methods.values():
         if m.name == "__init__":
             continue
-        for s in walk(m):
-            if not isinstance(s, ast.Assign):
-                continue
+        for s in of_types(m, (ast.Assign,)):
             for attr in _self_targets(s):
                 layer = _layer_reading(s.value, attr, info)
                 direct = layer is not None

@@ -24,6 +24,16 @@ _TYPES = (ast.Name, ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFuncti
           ast.MatchStar, ast.Call)
 
 
+def is_undefined(ctx: Context, name: str) -> bool:
+    """Whether ``name`` is in :func:`undefined_names`, the whole-file walk skipped when the
+    answer is known without it: a builtin, a name an import of the file binds (the import
+    table holds only this tree's imports) or a top-level function of the file is bound."""
+    if name in _BUILTINS or name in ctx.imports.aliases or name in ctx.imports.package \
+            or name in ctx.analysis.functions:
+        return False
+    return name in undefined_names(ctx)
+
+
 def undefined_names(ctx: Context) -> frozenset[str]:
     """Names read in the file that nothing in it binds (empty when a star import or a
     dynamic binding could bind any name)."""

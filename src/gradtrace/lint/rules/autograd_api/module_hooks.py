@@ -10,7 +10,7 @@ from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.kinds import Kind
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._owners import owners
 
@@ -217,8 +217,8 @@ class ForwardCallSkipsHooks(Rule):
             return  # no module hook is registered (its name is spelled in ASCII code): no walk
         hooked: list[tuple[ast.Call, str]] = []
         forwards: list[tuple[ast.Call, str]] = []
-        for n in walk(node):
-            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        for n in of_types(node, (ast.Call,)):
+            if not (isinstance(n.func, ast.Attribute)
                     and (n.func.attr in MODULE_HOOKS or n.func.attr == "forward")):
                 continue
             name = _key(n.func.value)

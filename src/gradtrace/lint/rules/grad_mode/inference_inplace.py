@@ -11,7 +11,7 @@ from gradtrace.lint.analysis.model_calls import calls_module
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import DETACHED, GRAPH, LEAF, NUMBER, Binding, Scope
 from gradtrace.lint.grad_modes import grad_mode_of
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 TENSOR_KINDS = frozenset({GRAPH, DETACHED, LEAF})
@@ -165,7 +165,7 @@ class InferenceTensorUpdatedInPlace(Rule):
 def _decorated(ctx: Context) -> frozenset[str]:
     """Names of the functions of the file decorated with ``inference_mode``."""
     return ctx.memo("gt221-decorated", ctx.tree, lambda: frozenset(
-        n.name for n in walk(ctx.tree) if isinstance(n, FUNCTION_TYPES) and any(
+        n.name for n in of_types(ctx.tree, FUNCTION_TYPES) if any(
             grad_mode_of(d, ctx.imports) == "inference" for d in n.decorator_list)))
 
 

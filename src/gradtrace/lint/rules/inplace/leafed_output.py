@@ -29,7 +29,7 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import peel, walk
+from gradtrace.lint.nodes import of_types, peel, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace.expanded_write import scopes_holding, statements_holding
 from gradtrace.lint.rules.leaf._writes import in_place_writes, own_statements
@@ -116,8 +116,8 @@ def _hook_function(ctx: Context, h: ast.AST) -> ast.AST | None:
     name = h.id if isinstance(h, ast.Name) else h.attr if isinstance(h, ast.Attribute) else None
     if name is None:
         return None
-    defs = [n for n in walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and n.name == name]
+    defs = [n for n in of_types(ctx.tree, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if n.name == name]
     return defs[0] if len(defs) == 1 else None
 
 

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import torch_op
 
@@ -33,9 +33,7 @@ def _flat_reads(cls: ast.ClassDef, attr: str, ctx: Context) -> dict[int, tuple[s
         return isinstance(n, ast.Attribute) and n.attr == attr \
             and isinstance(n.value, ast.Name) and n.value.id == "self"
     out: dict[int, tuple[str, ast.AST]] = {}
-    for call in walk(cls):
-        if not isinstance(call, ast.Call):
-            continue
+    for call in of_types(cls, (ast.Call,)):
         f = call.func
         if isinstance(f, ast.Attribute) and mine(f.value) and not call.args \
                 and f.attr in FLAT_AT_ZERO:

@@ -14,7 +14,7 @@ from gradtrace.lint.flow import MODULE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.registration._numbers import stores_number as a_number
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
-from gradtrace.lint.nodes import statements, walk  # noqa: F401 (statements: re-exported)
+from gradtrace.lint.nodes import of_types, statements, walk  # noqa: F401 (statements: re-exported)
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -262,7 +262,7 @@ def _value_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set
     """Arguments ``fn`` uses as numbers, so no module: an operand of arithmetic (``(k - 1) //
     2``) or a size given to a torch layer (``nn.AvgPool1d(kernel_size=k)``; not a container)."""
     out: set[str] = set()
-    for n in walk(fn):
+    for n in of_types(fn, (ast.BinOp, ast.Call)):
         if isinstance(n, ast.BinOp):
             out.update(x.id for x in (n.left, n.right) if isinstance(x, ast.Name))
         elif isinstance(n, ast.Call):

@@ -11,7 +11,7 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._owners import owners
 
@@ -247,8 +247,8 @@ class LoopVariableRebound(Rule):
         targets = _target_names(node.target)
         found = []  # loop variables assigned and not read again: syntax first, streams after
         for i, s in enumerate(node.body):
-            for n in walk(s):
-                if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+            for n in of_types(s, (ast.Assign,)):
+                if len(n.targets) == 1 \
                         and isinstance(n.targets[0], ast.Name) and n.targets[0].id in targets:
                     var = n.targets[0].id
                     if var not in _loads(node.body[i + 1:]) and not self._read_in(s, n, var):

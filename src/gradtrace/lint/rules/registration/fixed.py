@@ -11,7 +11,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.params import FLAG, flag_call, param_loop_var
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import file_says, says_all
 from gradtrace.lint.rules.leaf._tensors import is_false, is_parameter_call, keyword, node_mentions
@@ -24,7 +24,7 @@ BLOCKS = ("body", "orelse", "finalbody")
 
 def _all_defs(ctx: Context) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
     return ctx.memo("gt42-all-defs", ctx.tree, lambda: [
-        n for n in walk(ctx.tree) if isinstance(n, DEFS)])
+        *of_types(ctx.tree, DEFS)])
 
 
 class UnfrozenAcrossMethods(Rule):

@@ -7,7 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration.lazy_optim import new_leaf
 
@@ -119,8 +119,8 @@ class LeafWrappedForOptimizer(Rule):
     @staticmethod
     def _handed_to(node: ast.Call, fn: ast.AST) -> ast.Call | None:
         """The call ``node`` is an argument of (directly or in a list display)."""
-        for c in walk(fn):
-            if not isinstance(c, ast.Call) or c is node:
+        for c in of_types(fn, (ast.Call,)):
+            if c is node:
                 continue
             for a in [*c.args, *(k.value for k in c.keywords)]:
                 if a is node or isinstance(a, (ast.List, ast.Tuple)) and any(
