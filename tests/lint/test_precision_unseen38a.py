@@ -1,0 +1,97 @@
+"""Shapes that fired wrongly on the projects of docs/triage/unseen38a.md (session 38), each in
+another spelling than the project's and next to a buggy twin that is still reported. Every
+snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # PyLaia (`laia/models/htr/gated_crnn.py`, RNNDecoder): `x = self.rnn(x)` on a packed batch,
+    # then `if isinstance(x, PackedSequence): x = x.data`: the packed tensor field of the
+    # PackedSequence, with its history, not `Tensor.data`. Twin: the recurrent layer's padded
+    # output tensor read through `.data`: the layer gets no gradient
+    "data-field-of-a-packed-sequence": (Shape("""
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(4, 6)
+                self.linear = nn.Linear(6, 3)
+            def forward(self, x):
+                x, _ = self.rnn(x)
+                if isinstance(x, PackedSequence):
+                    x = x.data
+                x = self.linear(x)
+                return x
+        m = Decoder()
+        packed = pack_padded_sequence(torch.randn(5, 2, 4), [5, 3])
+        m(packed).pow(2).mean().backward()
+        """, "GT105", holds="m.rnn.weight_ih_l0.grad is not None"), Shape("""
+        class Decoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.GRU(4, 6)
+                self.linear = nn.Linear(6, 3)
+            def forward(self, x):
+                x, _ = self.rnn(x)
+                if isinstance(x, torch.Tensor):
+                    x = x.data
+                x = self.linear(x)
+                return x
+        m = Decoder()
+        m(torch.randn(5, 2, 4)).pow(2).mean().backward()
+        """, "GT105", line=9, holds="m.rnn.weight_ih_l0.grad is None")),
+    # OpenHGNN (`trainerflow/FED_REC_trainer.py`): `self.user_emb.weight.data =
+    # Parameter(torch.Tensor(features)).to(self.device)`: the copy becomes the new data of the
+    # embedding's registered weight, which stays a Parameter. Twin: the cast copy kept on an
+    # attribute of its own is no Parameter, never registered nor trained
+    "moved-parameter-assigned-to-data": (Shape("""
+        class Rec(nn.Module):
+            def __init__(self, table):
+                super().__init__()
+                self.emb = nn.Embedding(*table.shape)
+                self.emb.weight.data = nn.Parameter(torch.as_tensor(table)).double()
+            def forward(self, idx):
+                return self.emb(idx).sum()
+        m = Rec(torch.randn(6, 3))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        before = m.emb.weight.detach().clone()
+        m(torch.tensor([1, 2])).backward()
+        opt.step()
+        """, "GT403", holds="not torch.equal(before, m.emb.weight)"), Shape("""
+        class Rec(nn.Module):
+            def __init__(self, table):
+                super().__init__()
+                self.emb = nn.Embedding(*table.shape)
+                self.table = nn.Parameter(torch.as_tensor(table)).double()
+            def forward(self, idx):
+                return self.table[idx].sum()
+        m = Rec(torch.randn(6, 3))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        before = m.table.detach().clone()
+        m(torch.tensor([1, 2])).backward()
+        """, "GT403", line=5, holds="'table' not in dict(m.named_parameters()) and m.table.grad is None")),
+
+}
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
