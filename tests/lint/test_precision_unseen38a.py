@@ -84,8 +84,48 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         before = m.table.detach().clone()
         m(torch.tensor([1, 2])).backward()
         """, "GT403", line=5, holds="'table' not in dict(m.named_parameters()) and m.table.grad is None")),
-
+    # scBERT (`performer_pytorch.py`, PerformerLM.forward): `x = self.token_emb(x)`, then
+    # `x.requires_grad_()` when attention maps are asked for, then `x += self.pos_emb(x)`: the
+    # output of a layer that owns parameters has history with grad on (the write is recorded),
+    # and under `no_grad` an in-place write to a leaf is allowed. Twin: the embedding detached
+    # first is a leaf; flagged, it refuses the in-place write
+    "requires-grad-flag-on-a-layer-output": (Shape("""
+        class LM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.token_emb = nn.Embedding(10, 4)
+                self.pos = nn.Parameter(torch.zeros(4))
+                self.head = nn.Linear(4, 10)
+            def forward(self, ids, maps=False):
+                x = self.token_emb(ids)
+                if maps:
+                    x.requires_grad_()
+                x += self.pos
+                return self.head(x)
+        m = LM()
+        ids = torch.tensor([1, 2, 3])
+        F.cross_entropy(m(ids, maps=True), ids).backward()
+        with torch.no_grad():
+            m(ids, maps=True)
+        """, "GT302", holds="m.token_emb.weight.grad is not None"), Shape("""
+        class LM(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.token_emb = nn.Embedding(10, 4)
+                self.pos = nn.Parameter(torch.zeros(4))
+                self.head = nn.Linear(4, 10)
+            def forward(self, ids, maps=False):
+                x = self.token_emb(ids).detach()
+                if maps:
+                    x.requires_grad_()
+                x += self.pos
+                return self.head(x)
+        m = LM()
+        ids = torch.tensor([1, 2, 3])
+        F.cross_entropy(m(ids, maps=True), ids).backward()
+        """, "GT302", line=11, raises=(RuntimeError, "leaf Variable that requires grad"))),
 }
+
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_look_alike_is_silent_and_trains(name: str) -> None:
