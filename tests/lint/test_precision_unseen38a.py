@@ -124,6 +124,46 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         ids = torch.tensor([1, 2, 3])
         F.cross_entropy(m(ids, maps=True), ids).backward()
         """, "GT302", line=11, raises=(RuntimeError, "leaf Variable that requires grad"))),
+    # r2c (`models/train.py`): `for submodule in model.detector.backbone.modules(): if
+    # isinstance(submodule, BatchNorm2d): submodule.track_running_stats = False`, then every
+    # parameter of each submodule frozen, then `model.train()`: a norm layer that stops
+    # tracking writes nothing into its running buffers. Twin: the loop only lowers the
+    # momentum: `model.train()` still moves the frozen part's statistics
+    "frozen-part-whose-norm-layers-stop-tracking": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(self.backbone(x).mean((2, 3)))
+        model = Net()
+        for sub in model.backbone.modules():
+            if isinstance(sub, nn.BatchNorm2d):
+                sub.track_running_stats = False
+            for p in sub.parameters():
+                p.requires_grad = False
+        model.train()
+        before = model.backbone[1].running_mean.clone()
+        model(torch.randn(2, 3, 6, 6)).sum().backward()
+        """, "GT461", holds="torch.equal(before, model.backbone[1].running_mean)"), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.backbone = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU())
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(self.backbone(x).mean((2, 3)))
+        model = Net()
+        for sub in model.backbone.modules():
+            if isinstance(sub, nn.BatchNorm2d):
+                sub.momentum = 0.01
+            for p in sub.parameters():
+                p.requires_grad = False
+        model.train()
+        before = model.backbone[1].running_mean.clone()
+        model(torch.randn(2, 3, 6, 6)).sum().backward()
+        """, "GT461", line=13, holds="not torch.equal(before, model.backbone[1].running_mean)")),
 }
 
 
