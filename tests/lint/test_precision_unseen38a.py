@@ -164,6 +164,68 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         before = model.backbone[1].running_mean.clone()
         model(torch.randn(2, 3, 6, 6)).sum().backward()
         """, "GT461", line=13, holds="not torch.equal(before, model.backbone[1].running_mean)")),
+    # synthcity (`time_to_event/tte_date.py`, TimeEventGAN): `_train` checks the generator
+    # under `no_grad` with `self.generate(X)`, which runs `self(X)`, whose `forward` calls
+    # `self.generator.eval()` before running it: the module chooses its own mode. Twin: the
+    # same `forward` without the switch: the evaluation moves the running statistics
+    "forward-that-puts-what-it-runs-in-eval-mode": (Shape("""
+        class TTE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.generator = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+                self.opt = torch.optim.SGD(self.generator.parameters(), lr=0.1)
+            def generate(self, x):
+                return self(x).numpy()
+            def forward(self, x):
+                self.generator.eval()
+                with torch.no_grad():
+                    return self.generator(x)
+            def _epoch(self, batches):
+                self.generator.train()
+                for x, y in batches:
+                    self.opt.zero_grad()
+                    F.mse_loss(self.generator(x), y).backward()
+                    self.opt.step()
+            def fit(self, batches, val):
+                for _ in range(2):
+                    self._epoch(batches)
+                    with torch.no_grad():
+                        pred = self.generate(val)
+                return pred
+        m = TTE()
+        val = torch.randn(8, 4)
+        m.fit([(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)], val)
+        before = m.generator[1].running_mean.clone()
+        m.generate(val)
+        """, "GT540", holds="torch.equal(before, m.generator[1].running_mean)"), Shape("""
+        class TTE(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.generator = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+                self.opt = torch.optim.SGD(self.generator.parameters(), lr=0.1)
+            def generate(self, x):
+                return self(x).numpy()
+            def forward(self, x):
+                with torch.no_grad():
+                    return self.generator(x)
+            def _epoch(self, batches):
+                self.generator.train()
+                for x, y in batches:
+                    self.opt.zero_grad()
+                    F.mse_loss(self.generator(x), y).backward()
+                    self.opt.step()
+            def fit(self, batches, val):
+                for _ in range(2):
+                    self._epoch(batches)
+                    with torch.no_grad():
+                        pred = self.generate(val)
+                return pred
+        m = TTE()
+        val = torch.randn(8, 4)
+        m.fit([(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(2)], val)
+        before = m.generator[1].running_mean.clone()
+        m.generate(val)
+        """, "GT540", line=21, holds="not torch.equal(before, m.generator[1].running_mean)")),
 }
 
 
