@@ -226,6 +226,80 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         before = m.generator[1].running_mean.clone()
         m.generate(val)
         """, "GT540", line=21, holds="not torch.equal(before, m.generator[1].running_mean)")),
+    # OpenHGNN (`trainerflow/BPHGNN_trainer.py`): the loss reads labels rebuilt from a loaded
+    # array (`torch.FloatTensor(labels[np.newaxis])`, no graph ever) and embeddings rebuilt
+    # from the model's output (`torch.tensor(embeds[np.newaxis])`): the model is cut at the
+    # second, and the finding must say so (first contact named the labels' line). Look-alike:
+    # the labels rebuilt the same way, the embeddings read live: silent, the model trains
+    "labels-rebuilt-from-an-array-beside-the-model-cut": (Shape("""
+        import pickle
+        import numpy as np
+        class LogReg(nn.Module):
+            def __init__(self, a, b):
+                super().__init__()
+                self.fc = nn.Linear(a, b)
+            def forward(self, x):
+                return self.fc(x)
+        class Trainer:
+            def __init__(self, model, feature, blob):
+                self.model = model
+                self.feature = feature
+                self.blob = blob
+            def train(self):
+                embeds = self.model(self.feature)
+                labels, idx_train = pickle.loads(self.blob)
+                labels = labels.astype(np.int16)
+                labels = torch.FloatTensor(labels[np.newaxis])
+                train_lbls = torch.argmax(labels[0, idx_train], dim=1)
+                log = LogReg(8, 3)
+                opt = torch.optim.Adam([{"params": self.model.parameters()}, {"params": log.parameters()}])
+                for it in range(2):
+                    embeds = self.model(self.feature)
+                    embeds = embeds[None]
+                    train_embs = embeds[0, idx_train]
+                    opt.zero_grad()
+                    logits = log(train_embs)
+                    loss = nn.CrossEntropyLoss()(logits, train_lbls)
+                    loss.backward()
+                    opt.step()
+        t = Trainer(nn.Linear(4, 8), torch.randn(6, 4),
+                    pickle.dumps((np.eye(3)[[0, 1, 2, 0, 1, 2]], torch.tensor([0, 1, 2]))))
+        t.train()
+        """, "GT109", holds="t.model.weight.grad is not None"), Shape("""
+        import pickle
+        import numpy as np
+        class LogReg(nn.Module):
+            def __init__(self, a, b):
+                super().__init__()
+                self.fc = nn.Linear(a, b)
+            def forward(self, x):
+                return self.fc(x)
+        class Trainer:
+            def __init__(self, model, feature, blob):
+                self.model = model
+                self.feature = feature
+                self.blob = blob
+            def train(self):
+                embeds = self.model(self.feature)
+                labels, idx_train = pickle.loads(self.blob)
+                labels = labels.astype(np.int16)
+                labels = torch.FloatTensor(labels[np.newaxis])
+                train_lbls = torch.argmax(labels[0, idx_train], dim=1)
+                log = LogReg(8, 3)
+                opt = torch.optim.Adam([{"params": self.model.parameters()}, {"params": log.parameters()}])
+                for it in range(2):
+                    embeds = self.model(self.feature)
+                    embeds = torch.tensor(embeds[np.newaxis], dtype=torch.float32)
+                    train_embs = embeds[0, idx_train]
+                    opt.zero_grad()
+                    logits = log(train_embs)
+                    loss = nn.CrossEntropyLoss()(logits, train_lbls)
+                    loss.backward()
+                    opt.step()
+        t = Trainer(nn.Linear(4, 8), torch.randn(6, 4),
+                    pickle.dumps((np.eye(3)[[0, 1, 2, 0, 1, 2]], torch.tensor([0, 1, 2]))))
+        t.train()
+        """, "GT109", line=24, holds="t.model.weight.grad is None")),
 }
 
 
