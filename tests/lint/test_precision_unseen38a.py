@@ -300,6 +300,34 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                     pickle.dumps((np.eye(3)[[0, 1, 2, 0, 1, 2]], torch.tensor([0, 1, 2]))))
         t.train()
         """, "GT109", line=24, holds="t.model.weight.grad is None")),
+    # WavLLM (`wavllm/models/wavlm.py`): `initial_weights = torch.ones(13, requires_grad=True)
+    # .float()`, then `self.output_weights = nn.Parameter(initial_weights).to(self.projector.
+    # weight)` in `__init__`, with `self.projector = nn.Linear(1024, 2048)` built just before: the
+    # move asks for the CPU and float32, what the tensor has, and returns the Parameter itself.
+    # Twin: the layer was cast to float64 first: the move casts, a plain copy, unregistered
+    "move-to-the-weight-of-a-layer-just-built": (Shape("""
+        class Mix(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.projector = nn.Linear(4, 2)
+                start = torch.ones(3, requires_grad=True).float()
+                self.weights = nn.Parameter(start).to(self.projector.weight)
+            def forward(self, hs):
+                return self.projector((self.weights.softmax(0)[:, None, None] * hs).sum(0))
+        m = Mix()
+        m(torch.randn(3, 5, 4)).sum().backward()
+        """, "GT403", holds="'weights' in dict(m.named_parameters()) and m.weights.grad is not None"), Shape("""
+        class Mix(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.projector = nn.Linear(4, 2).double()
+                start = torch.ones(3, requires_grad=True).float()
+                self.weights = nn.Parameter(start).to(self.projector.weight)
+            def forward(self, hs):
+                return self.projector((self.weights.softmax(0)[:, None, None] * hs).sum(0))
+        m = Mix()
+        m(torch.randn(3, 5, 4, dtype=torch.float64)).sum().backward()
+        """, "GT403", line=6, holds="'weights' not in dict(m.named_parameters())")),
 }
 
 
