@@ -339,3 +339,38 @@ def test_look_alike_is_silent_and_trains(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+def test_indexed_write_into_an_expand_says_when_it_raises() -> None:
+    """VQA_ReGAT (`model/relation_encoder.py`): `q_expand[idx[:, 0], idx[:, 1]] = 0` into
+    `q.expand(-1, n, -1)` does not raise at the write (a deprecation warning); it zeroes the
+    whole broadcast row, and the backward raises. The message says so, not 'this statement
+    raises'; a whole-tensor write (`clamp_`) still raises at once."""
+    import textwrap
+
+    from gradtrace.lint import check_source
+
+    src = PRELUDE + textwrap.dedent("""
+        def q_expand_v_cat(q, v):
+            q_expand = q.view(q.size(0), 1, q.size(1)).expand(-1, v.shape[1], -1)
+            idx = torch.nonzero(v.sum(-1) == 0)
+            q_expand[idx[:, 0], idx[:, 1]] = 0
+            return torch.cat((v, q_expand), dim=-1)
+        q = torch.randn(2, 3, requires_grad=True)
+        v = torch.randn(2, 4, 3)
+        v[0, 1] = 0
+        out = q_expand_v_cat(q * 1, v)
+        zeroed_row = bool((out[0, :, 3:] == 0).all())
+        """).lstrip("\n")
+    found = check_source(src, "shape.py", select=["GT619"])
+    assert [(f.line - PRELUDE.count("\n"), f.code) for f in found] == [(4, "GT619")]
+    assert "writes it by index" in found[0].message and "backward raises" in found[0].message
+    env: dict = {}
+    exec(compile(src, "shape.py", "exec"), env)
+    assert env["zeroed_row"]  # the write reached every object of the first question
+    with pytest.raises(RuntimeError, match="single memory location"):
+        env["out"].sum().backward()
+    whole = check_source(PRELUDE + "m = torch.ones(3).view(1, 3).expand(3, 3)\nm.clamp_(min=0.5)\n",
+                         "shape.py", select=["GT619"])
+    assert len(whole) == 1 and "raises `RuntimeError" in whole[0].message \
+        and "by index" not in whole[0].message
