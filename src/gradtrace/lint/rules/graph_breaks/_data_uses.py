@@ -11,6 +11,8 @@ before it, unless the code shows the layer trains anyway or nothing is lost:
   rebinds ``h`` from what the statement made: a recurrent state cut between steps);
 - what the statement computes from it is read only inside ``.detach()`` afterwards
   (``Variable(grid).detach()``): the code cuts that path itself;
+- ``x`` is narrowed by ``if isinstance(x, PackedSequence):`` (NOTE [narrowed to an object]):
+  its `.data` is the object's field, not ``Tensor.data``;
 - the `.data` value only gives indices or a boolean (``t.data.max(1)[1]``, pseudo-labels as
   argmax): no gradient flows through an index, with or without `.data`.
 """
@@ -20,6 +22,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import FRESH_METHODS, NO_HISTORY_METHODS
+from gradtrace.lint.analysis.narrowed import narrowed_to_object
 from gradtrace.lint.analysis.selectors import only_indices
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
@@ -40,6 +43,8 @@ def deliberate_data(node: ast.Attribute, stmt: ast.Assign, scope: Scope) -> bool
     op = node.value
     if isinstance(op, ast.Name) and _read_live(op.id, scope, stmt, exclude=node):
         return True
+    if isinstance(op, ast.Name) and narrowed_to_object(op.id, stmt, scope, scope.ctx):
+        return True  # NOTE [narrowed to an object]: `x.data` of a PackedSequence
     target = stmt.targets[0]
     return isinstance(target, ast.Name) and _only_detached(target.id, scope, stmt)
 

@@ -152,7 +152,8 @@ class SteppedModelCutFromLoss(Rule):
                     continue
                 if _replaces_value(fo, traced, ctx):
                     continue
-                c = min(fo.cuts, key=lambda c: (c.node.lineno, c.node.col_offset))
+                c = min(_owners_cuts(fo.cuts, focus) or fo.cuts,
+                        key=lambda c: (c.node.lineno, c.node.col_offset))
                 if id(c.node) in seen:
                     continue
                 seen.add(id(c.node))
@@ -192,6 +193,28 @@ def _owner_cut(lp: LossPaths, ctx: Context, owners: frozenset[str], sinks: list,
             continue
         return frozenset({o}), traced
     return None
+
+
+def _owners_cuts(cuts: tuple, focus: FocusTracer) -> list:
+    """The cuts whose operand is computed from a call of the stepped model
+    (``torch.tensor(embeds)`` with ``embeds = self.model(x)``), not those of data that never
+    held its graph (``torch.FloatTensor(labels)`` of a loaded array): the line the model is
+    cut at, when the loss reads both."""
+    return [c for c in cuts if _calls_owner(c.operand, focus, c.node.lineno, 2)]
+
+
+def _calls_owner(e: ast.AST, focus: FocusTracer, line: int, depth: int) -> bool:
+    for n in walk(e):
+        if isinstance(n, ast.Call) and (d := dotted(n.func)) is not None and any(
+                d == o or d.startswith(o + ".") for o in focus.owners):
+            return True
+        if depth and isinstance(n, ast.Name):
+            b = focus.scope.binding_before(n.id, line)
+            v = b.stmt.value if b is not None and isinstance(b.stmt, ast.Assign) else None
+            if b is not None and v is not None and b.line < line and \
+                    _calls_owner(v, focus, b.line, depth - 1):
+                return True
+    return False
 
 
 def _replaces_value(fo: Trace, traced: list, ctx: Context) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -224,6 +225,13 @@ class InplaceWriteToExpandedTensor(Rule):  # NOTE [expanded tensors written in p
                "{where} writes it in place: raises `RuntimeError: unsupported operation: more "
                "than one element of the written-to tensor refers to a single memory "
                "location`; clone the expand first")
+    message_indexed = (
+        "`{name}` is an `expand()` view (line {line}) whose elements share memory, and this "
+        "statement writes it by index: every element sharing the written ones changes too "
+        "(whole broadcast rows), PyTorch only warns that this is deprecated, and when "
+        "`{name}` carries a graph its backward raises `RuntimeError: unsupported operation: "
+        "more than one element of the written-to tensor refers to a single memory location`; "
+        "clone the expand first")
     triggers = ("expand", "broadcast_to")
     examples = [
         Bad("""
@@ -309,9 +317,13 @@ class InplaceWriteToExpandedTensor(Rule):  # NOTE [expanded tensors written in p
                 name = _written_name(target)
                 if name in made:
                     origin = made[name]
-                    yield self.report(s, ctx, related=[Related(
+                    f = self.report(s, ctx, related=[Related(
                         ctx.path, origin.lineno, "the expand")], name=name, line=origin.lineno,
                         where="this statement")
+                    if isinstance(target, ast.Subscript):  # NOTE [expanded tensors written in place]
+                        f = replace(f, message=self.message_indexed.format(
+                            name=name, line=origin.lineno))
+                    yield f
             if isinstance(s, ast.Assign):
                 for t in s.targets:
                     if isinstance(t, ast.Name):

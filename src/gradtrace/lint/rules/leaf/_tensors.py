@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
+from gradtrace.lint.rules.leaf._same_place import float32_made, made_of, to_new_layer_weight
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import of_types, walk
 
@@ -121,6 +122,9 @@ def asks_what_it_has(move: ast.Call, data: ast.AST, ctx: Context) -> bool:
             and data.func.attr == f.attr and sig == [ast.dump(a) for a in data.args] + \
             sorted(ast.dump(k) for k in data.keywords):
         return True
+    if f.attr == "to" and to_new_layer_weight(move, ctx) and (made := made_of(data, move, ctx)) \
+            and _made_on_cpu(made[0], ctx) and (made[1] or float32_made(made[0], ctx)):
+        return True  # NOTE [move to a new layer's weight]
     if f.attr != "to" or not sig or not isinstance(data, ast.Call) \
             or (ctx.call_name(data) or "") not in NEW_TENSOR_FUNCS:
         return False

@@ -387,7 +387,10 @@ class InplaceUpdateOfLeaf(Rule):
             b = grad_leaf_binding(scope, name, line)
             if b is not None:
                 return b.stmt
-            got = requires_grad_set(scope, name, line) or flagged_leaf(scope, name, line)
+            got = requires_grad_set(scope, name, line)
+            if got is not None and _layer_output(fn, scope.binding_before(name, line), ctx):
+                got = None  # NOTE [flag on a layer's output]
+            got = got or flagged_leaf(scope, name, line)
             if got is not None:
                 return got
             loop = parameter_loop_of(scope, name, line)
@@ -404,6 +407,21 @@ class InplaceUpdateOfLeaf(Rule):
                 b = grad_leaf_binding(ctx.scope(ctx.tree), name, 1 << 30)
                 return b.stmt if b is not None else None
         return None
+
+
+# NOTE [flag on a layer's output]: ``x = self.emb(ids); x.requires_grad_(); x += pos`` (a
+# model that returns attention maps): with grad on, the output of a layer that owns
+# parameters has history (a non-leaf: the flag changes nothing and the in-place write is
+# recorded); with grad off it is a leaf, but an in-place write under ``no_grad`` is allowed.
+# It is a leaf that requires grad under grad only when the layer is frozen, which the code
+# does not show here: not known to be a leaf.
+def _layer_output(fn: ast.AST, b, ctx: Context) -> bool:  # type: ignore[no-untyped-def]
+    v = b.value if b is not None and not isinstance(b.stmt, ast.AugAssign) else None
+    if not isinstance(v, ast.Call) or not isinstance(v.func, (ast.Name, ast.Attribute)):
+        return False
+    k = ctx.analysis.kind_in(v.func, fn, v.lineno)
+    return k is not None and k.what == MODULE and isinstance(k.node, ast.Call) \
+        and owns_params(k.node, ctx)
 
 
 def _layer_view(fn: ast.AST, stmt: ast.stmt, target: ast.expr, view: str,

@@ -63,8 +63,9 @@ def _picks_norm(loop: ast.stmt, ctx: Context) -> bool:
     return False
 
 
-def _owner(var: str, s: ast.stmt, scope: Scope, ctx: Context) -> tuple[str, bool, bool] | None:
-    """``(whole, partial, norm_aimed)`` when ``var`` is the target of an enclosing loop over a
+def _owner(var: str, s: ast.stmt, scope: Scope, ctx: Context
+           ) -> tuple[str, bool, bool, bool] | None:
+    """``(whole, partial, norm_aimed, stops_tracking)`` when ``var`` is the target of an enclosing loop over a
     module's children or modules (``for name, child in model.named_children():``)."""
     for loop in reversed(scope.loops_of(s)):
         if not isinstance(loop, (ast.For, ast.AsyncFor)):
@@ -76,9 +77,21 @@ def _owner(var: str, s: ast.stmt, scope: Scope, ctx: Context) -> tuple[str, bool
             continue
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
                 and it.func.attr in MODULE_ITERS and dotted(it.func.value):
-            return dotted(it.func.value), True, _picks_norm(loop, ctx)  # type: ignore[return-value]
+            return dotted(it.func.value), True, _picks_norm(loop, ctx), \
+                _stops_tracking(loop, var)  # type: ignore[return-value]
         return None
     return None
+
+
+# NOTE [statistics no longer tracked]: ``for m in backbone.modules(): if isinstance(m,
+# nn.BatchNorm2d): m.track_running_stats = False`` next to the freeze of ``m``'s parameters:
+# a norm layer that no longer tracks normalises with the batch's statistics in train mode and
+# writes nothing into its running buffers (torch 2.13 passes them only when tracking), so
+# ``model.train()`` moves no statistics of the frozen part.
+def _stops_tracking(loop: ast.stmt, var: str) -> bool:
+    return any(isinstance(n, ast.Assign) and len(n.targets) == 1 and is_false(n.value)
+               and isinstance(t := n.targets[0], ast.Attribute)
+               and t.attr == "track_running_stats" and dotted(t.value) == var for n in walk(loop))
 
 
 def _freezes(scope: Scope, ctx: Context) -> list[_Freeze]:
@@ -133,6 +146,8 @@ def _freeze_of(s: ast.stmt, scope: Scope, ctx: Context) -> _Freeze | None:
     partial = partial or base is not part
     norm_aimed = False
     if "." not in whole and (own := _owner(whole, s, scope, ctx)) is not None:
+        if own[3]:
+            return None  # NOTE [statistics no longer tracked]
         whole, partial, norm_aimed = own[0], True, own[2]
     flag = s
     if isinstance(s, (ast.For, ast.AsyncFor)):

@@ -25,7 +25,8 @@ class ParameterMovedAfterWrapping(Rule):
     itself; the rule sees that only when the data was moved or made the same way in the call
     (`nn.Parameter(t.to(d)).to(d)`), and reports the rest. A dummy loss returned by a loss
     function, an operand of arithmetic, or a local copy made under `no_grad` (a leaf) whose
-    `requires_grad` the function then turns on, is left alone.
+    `requires_grad` the function then turns on, is left alone, and so is a value assigned to
+    `.data` (`emb.weight.data = nn.Parameter(t).to(d)`: the registered weight gets new data).
     """
 
     code = "GT403"
@@ -70,6 +71,10 @@ class ParameterMovedAfterWrapping(Rule):
         if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args \
                 or isinstance(ctx.parent, (ast.BinOp, ast.UnaryOp, ast.Compare)):
             return  # `x + nn.Parameter(t).to(d)`: an operand used on the spot, never kept
+        st = ctx.statement
+        if isinstance(st, ast.Assign) and st.value is node and all(
+                isinstance(t, ast.Attribute) and t.attr == "data" for t in st.targets):
+            return  # `layer.weight.data = nn.Parameter(t).to(d)`: new data for a registered one
         if isinstance(ctx.statement, ast.Return) and (fn := ctx.function) is not None \
                 and LOSS_FUNC_RE.match(fn.name.lower()):
             return  # a dummy loss for a model with nothing to train: backwarded, not registered

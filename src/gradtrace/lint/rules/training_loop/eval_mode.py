@@ -117,7 +117,7 @@ def _runs_mode_model(ctx: Context, call: ast.Call, where: ast.AST, depth: int = 
     function of the file (two calls down) that makes one."""
     k = called_kind(call.func, where, ctx)
     if k is not None and k.what == MODULE:
-        return k if _kind_has_mode_layers(ctx, k) else None
+        return k if _kind_has_mode_layers(ctx, k) and not _forward_sets_mode(ctx, k) else None
     if depth >= 2:
         return None
     target = resolve(ctx, where, call)
@@ -130,6 +130,14 @@ def _runs_mode_model(ctx: Context, call: ast.Call, where: ast.AST, depth: int = 
             if got is not None:
                 return got
     return None
+
+
+def _forward_sets_mode(ctx: Context, k: Kind) -> bool:
+    """The ``forward`` of the file's class ``k`` switches modes itself
+    (``self.generator.eval()`` before running it): the module chooses the mode it runs in."""
+    info = ctx.analysis.classes.get(k.cls or "")
+    fwd = info.methods.get("forward") if info is not None else None
+    return fwd is not None and any(_mode_switch(n, ctx, fwd) for n in bfs_walk(fwd))
 
 
 class EvaluationInTrainMode(Rule):
@@ -148,7 +156,8 @@ class EvaluationInTrainMode(Rule):
     backward or optimizer step, and is called from this file; the model's class or
     constructor must show a dropout or batch-norm layer (or be a torchvision/timm model). A
     method called as `m.<method>(...)` on a receiver of unknown type after `m.eval()` counts
-    as called in eval mode.
+    as called in eval mode, and a module of the file whose `forward` switches modes itself
+    (`self.generator.eval()`) chooses its own.
     """
 
     code = "GT540"
