@@ -12,6 +12,14 @@ script) leaves ``self.x`` live. Only the cut is new information: an attribute wh
 all dead stays what it was. A leaf made to require grad from Python numbers only (SAC's
 ``self.log_ent_coef = torch.log(torch.ones(1) * float(cfg)).requires_grad_(True)``) is a
 trainable scalar of its own, not a cut.
+
+# NOTE [read in the constructor before any store]
+``__init__`` runs before any other method of the object. In it, ``self.alpha`` read before the
+constructor stores it and before it calls a method of ``self`` holds what construction handed
+in (``self.__dict__.update(kwargs)``, ``setattr``: the agent's settings), not what ``train()``
+stores there later (SAC's ``self.alpha = self.log_alpha.exp()`` cannot reach
+``self.log_alpha = torch.tensor(np.log(self.alpha), requires_grad=True)`` in ``__init__``).
+Only for a class with no base class (a base's ``__init__`` may store a tensor there).
 """
 from __future__ import annotations
 
@@ -144,3 +152,22 @@ def setting_attr(t: Tracer, name: str) -> bool:
             hit = registered_buffer(cls, name.partition(".")[2])
         t._pure[key] = hit
     return hit
+
+
+def constructor_input(t: Tracer, attr: str, line: int) -> bool:
+    """``self.<attr>`` read at ``line`` of ``__init__`` before the constructor stores it or calls
+    a method of ``self`` (NOTE [read in the constructor before any store])."""
+    fn = t.scope.node
+    if not isinstance(fn, FUNCTION_TYPES) or fn.name != "__init__":
+        return False
+    info = t.ctx.analysis.class_of(fn)
+    if info is None or any(not (isinstance(b, ast.Name) and b.id == "object")
+                           for b in info.node.bases):
+        return False
+    for n in ast.walk(fn):
+        if getattr(n, "lineno", line) >= line:
+            continue
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr == attr \
+                and _self_attr(n) or isinstance(n, ast.Call) and _self_attr(n.func):
+            return False  # stored, or a method of `self` ran that may store it
+    return True
