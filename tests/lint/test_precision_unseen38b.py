@@ -192,3 +192,31 @@ def test_look_alike_is_silent_and_trains(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+def test_accumulator_made_anew_each_epoch_says_until_when() -> None:
+    """LAMDA-PILOT (`models/mos.py`): `losses = 0.0` at each epoch, `losses += loss` per class
+    inside: the graphs are kept until the next epoch rebinds `losses`, not without bound."""
+    from gradtrace.lint import check_source
+    src = PRELUDE + (
+        "model = nn.Linear(4, 2)\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for epoch in range(2):\n"
+        "    losses = 0.0\n"
+        "    for x, y in [(torch.randn(8, 4), torch.randint(0, 2, (8,)))] * 3:\n"
+        "        loss = F.cross_entropy(model(x), y)\n"
+        "        opt.zero_grad()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "        losses += loss\n"
+        "for x, y in [(torch.randn(8, 4), torch.randint(0, 2, (8,)))] * 3:\n"
+        "    loss = F.cross_entropy(model(x), y)\n"
+        "    opt.zero_grad()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    losses += loss\n")
+    found = sorted(check_source(src, "shape.py", select=["GT505"]), key=lambda f: f.line)
+    offset = PRELUDE.count("\n")
+    assert [(f.line - offset, f.code) for f in found] == [(10, "GT505"), (16, "GT505")]
+    assert f"until `losses` is made anew (line {4 + offset})" in found[0].message
+    assert "without bound" in found[1].message
