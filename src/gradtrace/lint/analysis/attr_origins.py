@@ -164,10 +164,17 @@ def constructor_input(t: Tracer, attr: str, line: int) -> bool:
     if info is None or any(not (isinstance(b, ast.Name) and b.id == "object")
                            for b in info.node.bases):
         return False
+    first = t.ctx.memo("constructor-stores", fn, lambda: _first_stores(fn))
+    return line <= min(first.get(attr, line), first.get("", line))
+
+
+def _first_stores(fn: ast.AST) -> dict[str, int]:
+    """``attr -> first line of __init__ storing self.<attr>``; ``""`` -> the first line calling
+    a method of ``self`` (which may store anything): one walk per constructor."""
+    out: dict[str, int] = {}
     for n in ast.walk(fn):
-        if getattr(n, "lineno", line) >= line:
-            continue
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and n.attr == attr \
-                and _self_attr(n) or isinstance(n, ast.Call) and _self_attr(n.func):
-            return False  # stored, or a method of `self` ran that may store it
-    return True
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and _self_attr(n):
+            out[n.attr] = min(out.get(n.attr, n.lineno), n.lineno)
+        elif isinstance(n, ast.Call) and _self_attr(n.func):
+            out[""] = min(out.get("", n.lineno), n.lineno)
+    return out
