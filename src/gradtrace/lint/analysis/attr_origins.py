@@ -12,6 +12,14 @@ script) leaves ``self.x`` live. Only the cut is new information: an attribute wh
 all dead stays what it was. A leaf made to require grad from Python numbers only (SAC's
 ``self.log_ent_coef = torch.log(torch.ones(1) * float(cfg)).requires_grad_(True)``) is a
 trainable scalar of its own, not a cut.
+
+# NOTE [read in the constructor before any store]
+``__init__`` runs before any other method of the object. In it, ``self.alpha`` read before the
+constructor stores it and before it calls a method of ``self`` holds what construction handed
+in (``self.__dict__.update(kwargs)``, ``setattr``: the agent's settings), not what ``train()``
+stores there later (SAC's ``self.alpha = self.log_alpha.exp()`` cannot reach
+``self.log_alpha = torch.tensor(np.log(self.alpha), requires_grad=True)`` in ``__init__``).
+Only for a class with no base class (a base's ``__init__`` may store a tensor there).
 """
 from __future__ import annotations
 
@@ -144,3 +152,29 @@ def setting_attr(t: Tracer, name: str) -> bool:
             hit = registered_buffer(cls, name.partition(".")[2])
         t._pure[key] = hit
     return hit
+
+
+def constructor_input(t: Tracer, attr: str, line: int) -> bool:
+    """``self.<attr>`` read at ``line`` of ``__init__`` before the constructor stores it or calls
+    a method of ``self`` (NOTE [read in the constructor before any store])."""
+    fn = t.scope.node
+    if not isinstance(fn, FUNCTION_TYPES) or fn.name != "__init__":
+        return False
+    info = t.ctx.analysis.class_of(fn)
+    if info is None or any(not (isinstance(b, ast.Name) and b.id == "object")
+                           for b in info.node.bases):
+        return False
+    first = t.ctx.memo("constructor-stores", fn, lambda: _first_stores(fn))
+    return line <= min(first.get(attr, line), first.get("", line))
+
+
+def _first_stores(fn: ast.AST) -> dict[str, int]:
+    """``attr -> first line of __init__ storing self.<attr>``; ``""`` -> the first line calling
+    a method of ``self`` (which may store anything): one walk per constructor."""
+    out: dict[str, int] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and _self_attr(n):
+            out[n.attr] = min(out.get(n.attr, n.lineno), n.lineno)
+        elif isinstance(n, ast.Call) and _self_attr(n.func):
+            out[""] = min(out.get("", n.lineno), n.lineno)
+    return out

@@ -19,7 +19,7 @@ from gradtrace.lint.analysis.cuts import (
     top_defs, unpacks_indices,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
-from gradtrace.lint.analysis.attr_origins import cut_attribute, setting_attr
+from gradtrace.lint.analysis.attr_origins import constructor_input, cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, field
 from gradtrace.lint.analysis.call_traces import CallTraces
 from gradtrace.lint.analysis.hook_stores import run_between
@@ -28,11 +28,10 @@ from gradtrace.lint.analysis.loss_evidence import passed_graph
 from gradtrace.lint.analysis.objects import is_record_class
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.reach import reaching
+from gradtrace.lint.analysis.shadowed import shadows_import
 from gradtrace.lint.analysis.toplevel import (
     module_level_functions, module_value, nonlocal_numbers)
-from gradtrace.lint.analysis.vocabulary import (
-    DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE,
-)
+from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.statement_shapes import comprehension_counter, drawn_from, slice_writes
@@ -309,7 +308,8 @@ class Tracer(CallTraces):
                                       max(b.line for b in bs), line):  # NOTE [hook stores]
                 return self._name(name, use, line)
         if isinstance(e.value, ast.Name) and e.value.id in ("self", "cls"):
-            if name is not None and setting_attr(self, name):
+            if name is not None and (setting_attr(self, name)
+                                     or constructor_input(self, e.attr, line)):
                 return DEAD
             cls = self.ctx.analysis.class_of(self.scope.node)  # NOTE [attribute origins]
             cut = cut_attribute(self.ctx, cls.node, e.attr, origins) if cls else None
@@ -337,7 +337,7 @@ class Tracer(CallTraces):
         return self.trace(v, use, line)
 
     def _call(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
-        qual = self.ctx.qualified_name(e.func) or ""
+        qual = "" if shadows_import(self, e.func) else self.ctx.qualified_name(e.func) or ""
         if qual in CUT_FUNCS and e.args:
             return self._cut(CUT_FUNCS[qual], e, [peel(e.args[0])], use, line)
         if qual == "map" and len(e.args) == 2 and map_cut_kind(e.args[0], self.ctx) is not None:

@@ -141,10 +141,11 @@ class OptimizerStepBeforeBackward(Rule):
             names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
             if _never_saved(o, cls or scope.node, scope, st.call.lineno, ctx):
                 continue
-            part = _returned_parts(b, cls, ctx)
+            part = _returned_parts(b, cls, scope, ctx)
             if part is not None:
                 m, elts = part
-                if any(_may_reach(e, e.lineno, names, ctx.scope(m), ctx, args_may=False,
+                inner = names | _passed_as(m, b.stmt.value, names)
+                if any(_may_reach(e, e.lineno, inner, ctx.scope(m), ctx, args_may=False,
                                   cls=cls, handed_out=False) for e in elts):
                     return b.line, o, None
                 continue
@@ -209,21 +210,30 @@ def _read_before(later: Event, st: Event, b, owners: frozenset[str],  # type: ig
     return None
 
 
-def _returned_parts(b, cls: ast.ClassDef | None,  # type: ignore[no-untyped-def]
+def _returned_parts(b, cls: ast.ClassDef | None, scope,  # type: ignore[no-untyped-def]
                     ctx: Context) -> tuple[ast.FunctionDef, list[ast.expr]] | None:
-    """For ``q1_loss, q2_loss = self.calc_q_loss(...)``, a method of ``cls`` whose every
-    ``return`` is a tuple of that length: the method and the element each return gives the
-    bound name (``critic2_loss`` reads only ``self.critic2``); None for other bindings."""
+    """For ``q1_loss, q2_loss = self.calc_q_loss(...)``, a method of ``cls`` (or
+    ``pol_loss, val_loss = ppo_loss(batch, policy, value)``, a function of the file) whose
+    every ``return`` is a tuple of that length: the function and the element each return gives
+    the bound name (``critic2_loss`` reads only ``self.critic2``, ``val_loss`` only the
+    function's ``value`` argument: :func:`_passed_as`); None for other bindings."""
     s = b.stmt
-    if cls is None or b.value is not None or not isinstance(s, ast.Assign) or len(
+    if b.value is not None or not isinstance(s, ast.Assign) or len(
             s.targets) != 1 or not isinstance(s.targets[0], ast.Tuple) or not isinstance(
             s.value, ast.Call):
         return None
     names = [t.id if isinstance(t, ast.Name) else None for t in s.targets[0].elts]
     d = dotted(s.value.func) or ""
-    if b.name not in names or not d.startswith("self.") or d.count(".") != 1:
+    if b.name not in names:
         return None
-    m = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == d[5:]), None)
+    if d.startswith("self.") and d.count(".") == 1 and cls is not None:
+        m = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == d[5:]),
+                 None)
+    elif isinstance(s.value.func, ast.Name) and ctx.analysis.class_of(
+            found := ctx.analysis.callee(s.value, scope.node)) is None:
+        m = found if isinstance(found, ast.FunctionDef) else None
+    else:
+        return None
     if m is None:
         return None
     rets = [r for r in ast.walk(m) if isinstance(r, ast.Return)]
@@ -232,6 +242,15 @@ def _returned_parts(b, cls: ast.ClassDef | None,  # type: ignore[no-untyped-def]
         return None
     i = names.index(b.name)
     return m, [r.value.elts[i] for r in rets]  # type: ignore[union-attr]
+
+
+def _passed_as(m: ast.FunctionDef, call: ast.Call, names: frozenset[str]) -> frozenset[str]:
+    """The arguments of the function ``m`` of the file that ``call`` hands one of ``names``
+    (``ppo_loss(batch, agent_policy, ...)`` gives ``policy``)."""
+    a = m.args
+    pos = [x.arg for x in (*a.posonlyargs, *a.args)]
+    pairs = [*zip(pos, call.args), *((k.arg, k.value) for k in call.keywords if k.arg)]
+    return frozenset(p for p, v in pairs if not isinstance(v, ast.Starred) and dotted(v) in names)
 
 
 # reads of a parameter after which no graph holds the parameter itself: an op that saves its

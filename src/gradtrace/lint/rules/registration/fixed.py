@@ -299,6 +299,31 @@ def _freezes(s: ast.stmt, ctx: Context) -> str | None:
     return None
 
 
+def _unfreezes(s: ast.stmt) -> set[str]:
+    """# NOTE [freeze closing an unfreeze]
+    What ``s`` unfreezes: ``X.requires_grad_(True)`` (or ``requires_grad_()``), or a loop over
+    ``X.parameters()`` setting the flag to True. StyleGAN's phases turn a module's gradients on
+    before its backward and off right after (``phase.module.requires_grad_(True)``, backward,
+    ``phase.module.requires_grad_(False)``, ``phase.opt.step()``): the freeze closes that
+    bracket so the next phase's backward does not write into it; this step is meant to apply
+    the gradients the bracket let through. GT441 leaves a freeze of a part unfrozen earlier in
+    the same block alone."""
+    if isinstance(s, (ast.For, ast.AsyncFor)):
+        got = param_loop_var(s)
+        if got is not None and any(
+                isinstance(n, ast.Assign) and len(n.targets) == 1
+                and dotted(n.targets[0]) == f"{got[0]}.{FLAG}" and isinstance(n.value, ast.Constant)
+                and n.value.value is True for n in walk(s)):
+            return {got[1]}
+        return set()
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(
+            s.value.func, ast.Attribute) and s.value.func.attr == "requires_grad_" and (
+            not s.value.args or isinstance(s.value.args[0], ast.Constant)
+            and s.value.args[0].value is True):
+        return {dotted(s.value.func.value) or ""}
+    return set()
+
+
 class FreezeBeforeStep(Rule):
     """Parameters are frozen between `backward()` and `optimizer.step()`: this step still
     updates them.
@@ -360,6 +385,7 @@ class FreezeBeforeStep(Rule):
                     todo += [getattr(s, f, None) for f in BLOCKS]
                     todo += [h.body for h in getattr(s, "handlers", ())]
             frozen: tuple[ast.stmt, str] | None = None
+            opened: set[str] = set()  # NOTE [freeze closing an unfreeze]
             for s in body:
                 text = ctx.source(s) if isinstance(s, ast.Expr) else ""
                 if frozen is not None and isinstance(s, ast.Expr) \
@@ -384,5 +410,6 @@ class FreezeBeforeStep(Rule):
                     frozen = None
                     continue
                 part = _freezes(s, ctx)
-                if part is not None:
+                if part is not None and part not in opened:
                     frozen = (s, part)
+                opened.update(_unfreezes(s))

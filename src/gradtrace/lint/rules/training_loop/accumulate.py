@@ -404,6 +404,13 @@ class LossAccumulatedWithGraph(LoopRule):
         first = f.scope.binding_before(acc, loops[-1].lineno) if loops else None
         if first is not None:
             related.append(related_at(ctx, first.stmt, f"`{acc}` is created here, outside the loop"))
+            outer = f.loops_of(first.stmt)
+            if isinstance(first.stmt, ast.Assign) and outer and any(
+                    lp is outer[-1] for lp in loops) and why.endswith(", without bound"):
+                # made anew on each pass of an outer loop (an epoch's `losses = 0.0`): the
+                # graphs are kept until then, not for ever
+                why = why[:-len(", without bound")] + (
+                    f" until `{acc}` is made anew (line {first.line}) on the outer loop's next pass")
         return self.report(s, ctx, fix=fix, expr=src, acc=acc, why=why, fixed=fixed,
                            related=related, span="loop" if loops else "call",
                            unit="pass" if loops else "call")
