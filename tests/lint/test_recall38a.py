@@ -1,0 +1,75 @@
+"""The facts of docs/triage/recall38a.md (session 38). Each pair is a correct shape the checker
+must leave alone and a buggy twin it must report on its line, written in other names and shapes
+than the real-world cases; every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import itertools
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+NON_LEAF = (ValueError, "can't optimize a non-leaf Tensor")
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT306: `itertools.chain(*gen)` flattens what it is given one level; given the parameter
+    # generators of several parts (a list of generators, starred) it yields the parameters.
+    # Twin: the star is on one module's parameters, so chain iterates each Parameter: rows
+    "parameters-chained-through-a-star": (Shape("""
+        encoder, head = nn.Linear(3, 5), nn.Linear(5, 2)
+        temperature = torch.ones((), requires_grad=True)
+        groups = [encoder.parameters(), head.parameters()]
+        opt = torch.optim.Adam(itertools.chain(*groups, [temperature]), lr=0.01)
+        loss = head(encoder(torch.randn(4, 3))).logsumexp(1).mean() / temperature
+        loss.backward()
+        opt.step()
+        """, "GT306", holds="len(opt.param_groups[0]['params']) == 5"), Shape("""
+        encoder, head = nn.Linear(3, 5), nn.Linear(5, 2)
+        temperature = torch.ones((), requires_grad=True)
+        params = itertools.chain(*encoder.parameters(), head.parameters(), [temperature])
+        opt = torch.optim.Adam(params, lr=0.01)
+        """, "GT306", line=3, raises=NON_LEAF)),
+    # GT307 (NOTE [returned entries]): a helper returns a dict whose entry is computed from a
+    # leaf that requires grad; reading that entry's `.grad` after backward gives None unless
+    # the helper kept it with `retain_grad()`. Look-alike: the helper retains it
+    "grad-of-a-returned-entry": (Shape("""
+        def splat(points, cam):
+            uv = (cam @ points.T).T
+            uv = uv[:, :2] / uv[:, 2:]
+            uv.retain_grad()
+            return {"uv": uv, "depth": points[:, 2]}
+        pts = (torch.randn(6, 3) + torch.tensor([0.0, 0.0, 5.0])).requires_grad_()
+        out = splat(pts, torch.eye(3))
+        out["uv"].pow(2).sum().backward()
+        screen_grad = out["uv"].grad
+        """, "GT307", holds="screen_grad is not None"), Shape("""
+        def splat(points, cam):
+            uv = (cam @ points.T).T
+            uv = uv[:, :2] / uv[:, 2:]
+            return uv.sum(), {"uv": uv, "depth": points[:, 2]}, None
+        pts = (torch.randn(6, 3) + torch.tensor([0.0, 0.0, 5.0])).requires_grad_()
+        total, out, _ = splat(pts, torch.eye(3))
+        total.backward()
+        screen_grad = out["uv"].grad
+        """, "GT307", line=8, holds="screen_grad is None")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
