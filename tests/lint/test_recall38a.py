@@ -62,6 +62,35 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         total.backward()
         screen_grad = out["uv"].grad
         """, "GT307", line=8, holds="screen_grad is None")),
+    # GT309 (NOTE [tied parameters]): `assign=True` turns each state-dict entry into its own
+    # Parameter, so a model that shares one Parameter between two submodules has two after
+    # the load. Look-alike: the model ties them again with its own method after loading
+    "assign-load-of-a-tied-model": (Shape("""
+        class Codec(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Linear(6, 3, bias=False)
+                self.dec = nn.Linear(3, 6, bias=False)
+                self.tie()
+            def tie(self):
+                self.dec.weight = self.enc.weight
+        trained, fresh = Codec(), Codec()
+        fresh.load_state_dict(trained.state_dict(), assign=True)
+        fresh.tie()
+        """, "GT309", holds="len(list(fresh.parameters())) == 1"), Shape("""
+        class Shared(nn.Module):
+            def __init__(self, w):
+                super().__init__()
+                self.w = w
+        class Codec(nn.Module):
+            def __init__(self):
+                super().__init__()
+                w = nn.Parameter(torch.randn(6, 3))
+                self.scale = w
+                self.proj = Shared(w)
+        trained, fresh = Codec(), Codec()
+        fresh.load_state_dict(trained.state_dict(), assign=True)
+        """, "GT309", line=12, holds="len(list(fresh.parameters())) == 2")),
 }
 
 
