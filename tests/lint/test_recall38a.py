@@ -91,6 +91,49 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         trained, fresh = Codec(), Codec()
         fresh.load_state_dict(trained.state_dict(), assign=True)
         """, "GT309", line=12, holds="len(list(fresh.parameters())) == 2")),
+    # GT220 (NOTE [grad-off part of a trained model]): the optimizer holds the whole model,
+    # the trainer runs one of its submodules itself, only inside a `@torch.no_grad()` method.
+    # Look-alike: that submodule is frozen on purpose, so running it without grad is right
+    "grad-off-part-of-a-trained-model": (Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem, self.body = nn.Linear(4, 8), nn.Linear(8, 2)
+        class Fitter:
+            def __init__(self):
+                self.net = Net()
+                self.net.stem.requires_grad_(False)
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+            @torch.no_grad()
+            def features(self, x):
+                return torch.relu(self.net.stem(x))
+            def fit(self, x, y):
+                loss = F.mse_loss(self.net.body(self.features(x)), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+        fitter = Fitter()
+        fitter.fit(torch.randn(5, 4), torch.randn(5, 2))
+        """, "GT220", holds="fitter.net.body.weight.grad is not None"), Shape("""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stem, self.body = nn.Linear(4, 8), nn.Linear(8, 2)
+        class Fitter:
+            def __init__(self):
+                self.net = Net()
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+            @torch.no_grad()
+            def features(self, x):
+                return torch.relu(self.net.stem(x))
+            def fit(self, x, y):
+                loss = F.mse_loss(self.net.body(self.features(x)), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+        fitter = Fitter()
+        fitter.fit(torch.randn(5, 4), torch.randn(5, 2))
+        """, "GT220", line=9, holds="fitter.net.stem.weight.grad is None")),
 }
 
 
