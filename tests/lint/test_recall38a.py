@@ -134,6 +134,30 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         fitter = Fitter()
         fitter.fit(torch.randn(5, 4), torch.randn(5, 2))
         """, "GT220", line=9, holds="fitter.net.stem.weight.grad is None")),
+    # GT308 (NOTE [names of the other kind]): a module never names a parameter and a buffer
+    # alike, so a buffer loop kept to parameter names copies nothing. Look-alike: the names
+    # are collected from the same kind the loop walks
+    "names-of-the-other-kind": (Shape("""
+        src, dst = nn.BatchNorm1d(3), nn.BatchNorm1d(3)
+        src(torch.randn(8, 3) * 4 + 2)
+        def sync(a, b):
+            floats = set(n for n, t in a.named_buffers() if t.is_floating_point())
+            mine = dict(b.named_buffers())
+            for n, t in a.named_buffers():
+                if n in floats:
+                    mine[n].copy_(t)
+        sync(src, dst)
+        """, "GT308", holds="torch.equal(src.running_mean, dst.running_mean)"), Shape("""
+        src, dst = nn.BatchNorm1d(3), nn.BatchNorm1d(3)
+        src(torch.randn(8, 3) * 4 + 2)
+        def sync(a, b):
+            floats = set(n for n, t in a.named_parameters() if t.is_floating_point())
+            mine = dict(b.named_buffers())
+            for n, t in a.named_buffers():
+                if n in floats:
+                    mine[n].copy_(t)
+        sync(src, dst)
+        """, "GT308", line=6, holds="not torch.equal(src.running_mean, dst.running_mean)")),
 }
 
 
