@@ -78,7 +78,7 @@ class NamesOfTheOtherKind(Rule):
     buffers (BatchNorm's running statistics) leaves them at their initial values
     (lucidrains/ema-pytorch: `get_buffers_iter` walked `named_parameters()`). Iterate the
     kind the set was built from.
-    Known limits: the set is bound once, to a comprehension or `set(...)`/`list(...)` over
+    Known limits (NOTE [names of the other kind]): the set is bound once, to a comprehension or `set(...)`/`list(...)` over
     the other iterator, as a local name of the loop's function or an attribute of `self` in
     the class; the loop's first statement is `if name not in names: continue`, or its body is
     one `if name in names:`.
