@@ -158,6 +158,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                     mine[n].copy_(t)
         sync(src, dst)
         """, "GT308", line=6, holds="not torch.equal(src.running_mean, dst.running_mean)")),
+    # GT415 (NOTE [raw copy left registered]): a weight-drop wrapper copies each weight of the
+    # wrapped layer under a new name and sets the dropped-out tensor back on the old name each
+    # forward. Look-alike: the copy deletes the original slot first, so the set is allowed
+    "raw-copy-left-registered": (Shape("""
+        class DropConnect(nn.Module):
+            def __init__(self, inner, names=("weight",), p=0.2):
+                super().__init__()
+                self.inner, self.names, self.p = inner, list(names), p
+                for n in self.names:
+                    orig = getattr(self.inner, n)
+                    del self.inner._parameters[n]
+                    self.inner.register_parameter(n + "_orig", nn.Parameter(orig.detach().clone()))
+            def forward(self, x):
+                for n in self.names:
+                    setattr(self.inner, n, F.dropout(getattr(self.inner, n + "_orig"), self.p, True))
+                return self.inner(x)
+        layer = DropConnect(nn.Linear(4, 3))
+        layer(torch.randn(2, 4)).sum().backward()
+        """, "GT415", holds="layer.inner.weight_orig.grad is not None"), Shape("""
+        class DropConnect(nn.Module):
+            def __init__(self, inner, names=("weight",), p=0.2):
+                super().__init__()
+                self.inner, self.names, self.p = inner, list(names), p
+                for n in self.names:
+                    orig = getattr(self.inner, n)
+                    self.inner.register_parameter(n + "_orig", nn.Parameter(orig.detach().clone()))
+            def forward(self, x):
+                for n in self.names:
+                    setattr(self.inner, n, F.dropout(getattr(self.inner, n + "_orig"), self.p, True))
+                return self.inner(x)
+        layer = DropConnect(nn.Linear(4, 3))
+        layer(torch.randn(2, 4)).sum().backward()
+        """, "GT415", line=7, raises=(TypeError, "cannot assign"))),
 }
 
 
