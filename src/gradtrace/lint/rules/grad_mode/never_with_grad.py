@@ -1,15 +1,28 @@
-"""GT220: a module an optimizer steps runs only under `no_grad`: it never trains."""
+"""GT220: a module an optimizer steps runs only under `no_grad`: it never trains.
+
+# NOTE [grad-off part of a trained model]
+``Adam(self.model.parameters())`` trains every submodule of ``self.model``, also one the
+training class runs itself, ``self.model.cond(x)``, apart from the model's own methods. When
+every such run sits in grad-off code (a ``with torch.no_grad()`` or a decorated method) and the
+model's class (of the file) never uses that submodule outside ``__init__``, the submodule never
+gets a gradient. It is left alone when its class is neither of the file nor a torch layer, when
+the file freezes it, switches it to eval, loops over its parameters or hands it to a helper, and
+when its class sets ``requires_grad`` on anything (a frozen encoder inside it, meant to run
+without grad).
+"""
 from __future__ import annotations
 
 import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.module_runs import self_module_runs
+from gradtrace.lint.analysis.kinds import MODULE, Kind
+from gradtrace.lint.analysis.module_runs import NOT_RUNS, Run, self_module_runs
+from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.params import PARAM_ITERS
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import statements, walk
+from gradtrace.lint.nodes import parent_map, statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import says_all, says_any
 
@@ -53,6 +66,78 @@ def _optimized_attrs(ctx: Context, cls: ast.ClassDef) -> dict[str, ast.Call]:
     return out
 
 
+def _part_runs(ctx: Context, cls: ast.ClassDef, attr: str) -> tuple[list[Run], str] | None:
+    """(the runs, ``attr.part``) of a submodule ``self.<attr>.<part>`` run in ``cls`` only
+    under grad off (NOTE [grad-off part of a trained model])."""
+    info = ctx.analysis.classes.get(cls.name)
+    k = info.attr_kind(attr) if info is not None else None
+    model = ctx.analysis.classes.get((k.cls or "").rpartition(".")[2]) \
+        if k is not None and k.what == MODULE else None
+    if model is None:
+        return None
+    parents = ctx.memo("s23b-parents", cls, lambda: parent_map(cls))
+    runs: dict[str, list[Run]] = {}
+    for n in walk(cls):
+        if not (isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+                and dotted(n.value) == f"self.{attr}"):
+            continue
+        top = n
+        while isinstance(parents.get(id(top)), (ast.Attribute, ast.Subscript)) \
+                and getattr(parents[id(top)], "value", None) is top:
+            top = parents[id(top)]
+        p = parents.get(id(top))
+        fn = next((f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and f.lineno <= n.lineno <= (f.end_lineno or f.lineno)), None)
+        if isinstance(p, ast.Call) and p.func is top and fn is not None:
+            if top is n or isinstance(top, ast.Attribute) and top.value is n \
+                    and top.attr not in NOT_RUNS:
+                runs.setdefault(n.attr, []).append(Run(p, ctx.scope(fn).grad_off_at(p) is not None))
+            continue
+        if top is not n and (isinstance(p, (ast.Expr, ast.Compare)) or isinstance(
+                top, ast.Attribute) and top.attr == "grad"):
+            continue  # a setting or a gradient read: `self.model.part.proj.weight.grad`
+        runs.setdefault(n.attr, []).append(Run(p, False))  # passed on, stored: trusted
+    for part, rs in sorted(runs.items()):
+        sub = model.attr_kind(part)
+        if sub is None or sub.what != MODULE or part in model.methods \
+                or not all(r.off for r in rs) or _runs_inside(model, part) \
+                or _frozen(ctx, part, sub):
+            continue
+        return rs, f"{attr}.{part}"
+    return None
+
+
+def _runs_inside(model: ClassInfo, part: str) -> bool:
+    """The model's own methods (not ``__init__``) use ``self.<part>``: it runs with them."""
+    return any(isinstance(n, ast.Attribute) and n.attr == part and dotted(n.value) == "self"
+               for name, m in model.methods.items() if name != "__init__" for n in walk(m))
+
+
+def _frozen(ctx: Context, part: str, sub: Kind) -> bool:
+    """The part is meant to run without grad, or cannot be read: its class is neither in the
+    file nor a torch layer, or the file freezes it or switches it to eval (``<x>.part.requires_grad_(False)``, a loop
+    over ``<x>.part.parameters()``, ``<x>.part.eval()``), or its class freezes ``self``."""
+    c = ctx.analysis.classes.get((sub.cls or "").rpartition(".")[2])
+    if c is None and not (sub.cls or "").startswith("torch.nn."):
+        return True  # a class of another file or library: it may freeze itself
+    inside = range(c.node.lineno, (c.node.end_lineno or 0) + 1) if c is not None else range(0)
+    for n in walk(ctx.tree):
+        if isinstance(n, ast.Call) and any(  # handed to a helper (`freeze(m.part)`): trusted
+                (dotted(a) or "").endswith(f".{part}") for a in n.args):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in ("requires_grad_", "eval", "parameters") \
+                and (dotted(n.func.value) or "").endswith(f".{part}"):
+            return True
+        if getattr(n, "lineno", 0) in inside and (  # the class freezes something of its own
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "requires_grad_" or isinstance(n, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                    for t in n.targets)):
+            return True
+    return False
+
+
 class TrainedModuleRunOnlyWithoutGrad(Rule):
     """An optimizer steps a module's parameters, and every run of that module is under
     `no_grad`.
@@ -69,7 +154,9 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
     Known limits: the module is `self.<attr>` of a class, the optimizer is built in that
     class from `self.<attr>.parameters()` and stepped there (or returned by
     `configure_optimizers`); every use of the module in the class must be a call or a call of
-    a method of the class that calls it (anything else, e.g. passing it on, is trusted).
+    a method of the class that calls it (anything else, e.g. passing it on, is trusted). A
+    submodule the class runs itself, `self.model.cond(x)`, is read as its own module
+    (NOTE [grad-off part of a trained model]).
     """
 
     code = "GT220"
@@ -134,6 +221,8 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
             return
         for attr, opt in _optimized_attrs(ctx, node).items():
             runs = self_module_runs(ctx, node, attr)
+            if runs is None:  # a submodule of it runs: is one run only grad-off?
+                runs, attr = _part_runs(ctx, node, attr) or (None, attr)
             if not runs or not all(r.off for r in runs):
                 continue
             runs.sort(key=lambda r: (r.call.lineno, r.call.col_offset))

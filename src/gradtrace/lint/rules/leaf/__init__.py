@@ -1,7 +1,7 @@
 """GT3xx: leaf tensors and `requires_grad` (rebinding, in-place updates, non-leaf weights).
 
 The rules live in :mod:`.updates` (GT301-GT302), :mod:`.flags` (GT303-GT304) and
-:mod:`.nonleaf` (GT305-GT307); shared facts in :mod:`._tensors`.
+:mod:`.nonleaf` (GT305-GT307), :mod:`.name_filters` (GT308), :mod:`.tied_load` (GT309); shared facts in :mod:`._tensors`.
 """
 from __future__ import annotations
 

@@ -1,6 +1,13 @@
 """Whether a call of the file's own function (or a method of an object of a class of the file)
 returns a non-leaf: a tensor computed from a leaf that requires grad, or from an argument that
-is one (GT307 across a helper: ``x_adv = attack.perturb(x)`` then ``x_adv.grad``)."""
+is one (GT307 across a helper: ``x_adv = attack.perturb(x)`` then ``x_adv.grad``).
+
+# NOTE [returned entries]
+``renders, info = rasterize(means, ...)`` then ``info["means2d"].grad``: the helper returns a
+dict literal (directly, or as one element of a returned tuple) whose entry under that key is
+computed from a leaf that requires grad or from an argument that is one; every ``return`` must
+hold such an entry. That entry is a non-leaf, so its ``.grad`` stays None after backward unless
+``retain_grad()`` was called on it; a helper that calls ``retain_grad()`` is left alone."""
 from __future__ import annotations
 
 import ast
@@ -17,6 +24,7 @@ if TYPE_CHECKING:
 MAX_DEPTH = 3
 # tensor methods that hand back their receiver (or a leaf): they make nothing non-leaf
 LEAF_METHODS = frozenset({"requires_grad_", "detach", "detach_", "clone_detach"})
+VIEW_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag"})  # views of their tensor
 
 
 def _callee(call: ast.Call, scope: Scope, line: int
@@ -81,6 +89,8 @@ def non_leaf_expr(e: ast.AST, scope: Scope, line: int, hot: frozenset[str], dept
         return non_leaf_expr(b.value, scope, b.line, hot, depth + 1)
     if isinstance(e, ast.BinOp):
         return any(_from(side, scope, line, hot, depth) for side in (e.left, e.right))
+    if isinstance(e, ast.Subscript) or isinstance(e, ast.Attribute) and e.attr in VIEW_ATTRS:
+        return _from(e.value, scope, line, hot, depth)  # an index or a transpose: a view
     if isinstance(e, ast.Call):
         f = e.func
         q = scope.ctx.call_name(e) or ""
@@ -106,3 +116,50 @@ def _from(e: ast.AST, scope: Scope, line: int, hot: frozenset[str], depth: int) 
                 and b.value.func.attr == "requires_grad_":
             return True  # `xadv = x.requires_grad_()`: a leaf that requires grad
     return non_leaf_expr(e, scope, line, hot, depth + 1)
+
+
+def element_non_leaf(e: ast.Subscript, scope: Scope, line: int) -> str | None:
+    """``info["key"]`` (NOTE [returned entries]): the function whose result holds, under that
+    key, a non-leaf, else None."""
+    key = e.slice.value if isinstance(e.slice, ast.Constant) else None
+    if not isinstance(key, str) or not isinstance(e.value, ast.Name):
+        return None
+    b = scope.binding_before(e.value.id, line)
+    if b is None or b.no_grad or not isinstance(b.stmt, ast.Assign) \
+            or len(b.stmt.targets) != 1 or not isinstance(b.stmt.value, ast.Call):
+        return None
+    t, call = b.stmt.targets[0], b.stmt.value
+    if isinstance(t, ast.Name):
+        index = None
+    elif isinstance(t, ast.Tuple) and all(isinstance(x, ast.Name) for x in t.elts):
+        index = [x.id for x in t.elts].index(e.value.id)  # type: ignore[attr-defined]
+    else:
+        return None
+    got = _callee(call, scope, b.line)
+    if got is None or got[0].decorator_list:
+        return None
+    fn, method = got
+    hot = frozenset(p for p, a in zip(_params(fn, method), call.args)
+                    if _from(a, scope, line, frozenset(), 1))
+    inner = scope.ctx.scope(fn)
+    if next(inner.calls_to("retain_grad"), None) is not None:
+        return None
+    rets = [s for s in inner.stmts if isinstance(s, ast.Return)]
+    for r in rets:
+        v = r.value
+        if index is not None:
+            if not isinstance(v, ast.Tuple) or len(v.elts) != len(t.elts):  # type: ignore[attr-defined]
+                return None
+            v = v.elts[index]
+        if isinstance(v, ast.Name):
+            vb = inner.binding_before(v.id, r.lineno)
+            v = vb.value if vb is not None and not isinstance(vb.stmt, ast.AugAssign) else None
+        if not isinstance(v, ast.Dict):
+            return None
+        entry = next((val for k, val in zip(v.keys, v.values)
+                      if isinstance(k, ast.Constant) and k.value == key), None)
+        # depth -8: the entry is followed through its own rebindings (`m = (K @ c.T).T`,
+        # `m = m[:, :2] / m[:, 2:]`: each hop costs two) further than an argument is
+        if entry is None or not non_leaf_expr(entry, inner, r.lineno, hot, -8):
+            return None
+    return fn.name if rets else None

@@ -11,7 +11,7 @@ from gradtrace.lint.flow import Binding, Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._nonleaf_attrs import _module_output_attr, _sliced_attr
-from gradtrace.lint.rules.leaf._returns import call_non_leaf
+from gradtrace.lint.rules.leaf._returns import call_non_leaf, element_non_leaf
 from gradtrace.lint.rules.leaf.flags import freezes_flag
 from gradtrace.lint.rules.leaf._tensors import (
     COMPOUND, derived_from_grad_leaf, grad_leaf_binding, is_optimizer_call, made_non_leaf,
@@ -203,6 +203,9 @@ class NonLeafGivenToOptimizer(Rule):
     Why: optimizers update leaves in place; `torch.optim.SGD([w * 2], ...)` or a tensor
     derived from a parameter raises `ValueError: can't optimize a non-leaf Tensor`
     (verified on torch 2.13). Pass the leaf (`w`, the `nn.Parameter`) itself.
+    `itertools.chain(*model.parameters(), w)` is the same mistake one level down: the `*`
+    unpacks each Parameter as an iterable, so `chain` yields the rows of every weight (views,
+    non-leaves); chain the generators themselves (`chain(model.parameters(), [w])`).
     Known limits: the tensor must be computed in the same function from a leaf that requires
     grad or from a model's output. Weights made non-leaf by `.to()`/`.cuda()` at creation are
     reported by GT305 instead.
@@ -233,6 +236,13 @@ class NonLeafGivenToOptimizer(Rule):
             opt = torch.optim.SGD(params, lr=0.1)
             """, at=(4, 13)),
         Bad("""
+            import itertools
+            import torch
+            net = torch.nn.Linear(4, 2)
+            scale = torch.ones(2, requires_grad=True)
+            opt = torch.optim.SGD(itertools.chain(*net.parameters(), [scale]), lr=0.1)
+            """, at=(5, 38)),
+        Bad("""
             import torch
             class Fit:
                 def __init__(self, true):
@@ -246,6 +256,7 @@ class NonLeafGivenToOptimizer(Rule):
             b = torch.nn.Parameter(torch.zeros(3))
             opt = torch.optim.SGD([w, b], lr=0.1)
             opt2 = torch.optim.Adam(model.parameters(), lr=1e-3)
+            opt3 = torch.optim.Adam(itertools.chain(*[m.parameters() for m in parts]))
             """),
     ]
 
@@ -253,6 +264,12 @@ class NonLeafGivenToOptimizer(Rule):
         if not node.args and not node.keywords or not is_optimizer_call(node, ctx):
             return
         for e in optimizer_param_exprs(node, ctx.scope()):
+            rows = _unpacked_parameters(e, ctx, node.lineno)
+            if rows is not None:
+                yield self.report(rows, ctx, expr=ctx.source(rows), why=(
+                    "`*` unpacks each Parameter into its rows, which `chain` yields: views, "
+                    "not the parameters"))
+                continue
             made = _sliced_attr(e, ctx)
             if made is not None:  # `self.x = self.emb[:, 1:3]` in another method
                 seen: set[int] = ctx.memo("gt306-sliced", ctx.tree, set)
@@ -281,6 +298,21 @@ class NonLeafGivenToOptimizer(Rule):
                 src = derived_from_grad_leaf(scope, e, node.lineno)
                 if src is not None:
                     yield self.report(e, ctx, expr=ctx.source(e), why=f"computed from `{src}`")
+
+
+def _unpacked_parameters(e: ast.expr, ctx: Context, line: int) -> ast.Starred | None:
+    """``*m.parameters()`` among the arguments of an ``itertools.chain(...)`` call ``e`` (or of
+    the call a name ``e`` is bound to before ``line``): chain iterates each Parameter it is
+    given."""
+    if isinstance(e, ast.Name):
+        b = ctx.scope().binding_before(e.id, line)
+        e = b.value if b is not None and b.value is not None \
+            and not isinstance(b.stmt, ast.AugAssign) else e
+    if not isinstance(e, ast.Call) or ctx.call_name(e) != "itertools.chain":
+        return None
+    return next((a for a in e.args if isinstance(a, ast.Starred)
+                 and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Attribute)
+                 and a.value.func.attr == "parameters"), None)
 
 
 def _helper_origin(scope: Scope, name: str, line: int) -> tuple[Binding, str] | None:
@@ -362,6 +394,10 @@ class GradOfNonLeaf(Rule):
 
     def visit_Attribute(self, node: ast.Attribute, ctx: Context) -> Iterator[Finding]:
         if node.attr == "grad" and isinstance(node.ctx, ast.Load) \
+                and isinstance(node.value, ast.Subscript):
+            yield from self._entry(node, node.value, ctx)
+            return
+        if node.attr == "grad" and isinstance(node.ctx, ast.Load) \
                 and isinstance(node.value, ast.Attribute):
             got = _module_output_attr(node.value, ctx)  # `model.feat.grad`
             seen: set[int] = ctx.memo("gt307-attr-reported", ctx.tree, set)
@@ -402,6 +438,21 @@ class GradOfNonLeaf(Rule):
             return
         yield self.report(node, ctx, related=[Related(ctx.path, b.line, f"`{name}` is computed "
                           "here", ctx.column(b.stmt))], name=name, why=why)
+
+
+    def _entry(self, node: ast.Attribute, sub: ast.Subscript, ctx: Context
+               ) -> Iterator[Finding]:
+        """``info["means2d"].grad`` of an entry a helper returns (NOTE [returned entries])."""
+        if not scope_mentions(ctx, ".backward("):
+            return
+        scope = ctx.scope()
+        fn = element_non_leaf(sub, scope, node.lineno)
+        if fn is not None and not any(  # `info["uv"].retain_grad()`: kept
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr == "retain_grad" for s in scope.stmts for n in walk(s)):
+            yield self.report(node, ctx, name=ctx.source(sub), why=(
+                f"an entry of what `{fn}()` returns, computed there from a tensor that "
+                "requires grad"))
 
 
 def _rebound_why(why: str, name: str) -> str:

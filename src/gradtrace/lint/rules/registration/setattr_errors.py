@@ -26,6 +26,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.rules.registration._raw_copies import raw_copy_setattr
 
 # tensor methods that always return a new tensor object (never the Parameter itself)
 NEW_TENSOR_METHODS = frozenset({
@@ -158,7 +159,9 @@ class PlainValueOverParameter(Rule):
     Known limits: the value must surely not be a Parameter (arithmetic, a torch function, a
     tensor method that returns a new tensor, `.data`, a tensor factory, a helper of the file
     returning one); a class that deletes attributes, edits `_parameters` or defines
-    `__setattr__` is left alone.
+    `__setattr__` is left alone. A weight-drop wrapper that copies each weight to
+    `name + '_raw'` without deleting `name`, then `setattr(m, name, F.dropout(raw))`, is
+    reported at the copy (NOTE [raw copy left registered]).
     """
 
     code = "GT415"
@@ -224,7 +227,7 @@ class PlainValueOverParameter(Rule):
         for m in info.methods.values():
             for s in bfs_walk(m):
                 if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
-                    yield from self._register_call(s.value, m, ctx)
+                    yield from self._register_call(s.value, m, ctx, node)
                     continue
                 if not isinstance(s, ast.Assign) or len(s.targets) != 1:
                     continue
@@ -257,10 +260,24 @@ class PlainValueOverParameter(Rule):
                     remedy=f"keep the result in a local name (`{t.attr} = "
                         f"{ctx.source(s.value)}`) and use that")
 
-    def _register_call(self, c: ast.Call, m: ast.AST, ctx: Context) -> Iterator[Finding]:
+    def _register_call(self, c: ast.Call, m: ast.AST, ctx: Context, cls: ast.ClassDef
+                       ) -> Iterator[Finding]:
         f = c.func
         if not (isinstance(f, ast.Attribute) and f.attr == "register_parameter"
                 and len(c.args) >= 2):
+            return
+        put = raw_copy_setattr(c, m, cls, ctx, lambda e, w: plain_value(e, ctx, w))
+        if put is not None:  # NOTE [raw copy left registered]
+            slot = ctx.source(c.args[0].left)  # type: ignore[attr-defined]
+            yield self.report(c, ctx, related=(Related(
+                ctx.path, put.lineno, "a computed tensor is set on the original name here",
+                ctx.column(put)),),
+                what=f"this copies the parameter each `{slot}` names under a new name but "
+                     f"leaves it registered, and line {put.lineno} sets a computed tensor on "
+                     f"that name",
+                why="cannot assign '...' as parameter",
+                remedy=f"delete the original first (`del {ctx.source(f.value)}._parameters"
+                       f"[{slot}]`)")
             return
         v = c.args[1]
         if plain_value(v, ctx, m):
