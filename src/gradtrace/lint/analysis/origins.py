@@ -30,9 +30,7 @@ from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.toplevel import (
     module_level_functions, module_value, nonlocal_numbers)
-from gradtrace.lint.analysis.vocabulary import (
-    DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE,
-)
+from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.statement_shapes import comprehension_counter, drawn_from, slice_writes
@@ -278,8 +276,9 @@ class Tracer(CallTraces):
         s = b.stmt
         if isinstance(s, ast.AugAssign):
             return self._name(b.name, s, b.line) | self.trace(s.value, s, b.line)
-        if b.no_grad and graphless_no_grad(b.value):  # made with grad off: no graph, its
-            return Trace(False, self.trace(b.value, s, b.line).cuts)  # cuts kept (GT107)
+        made = s.value if b.value is None and isinstance(s, ast.Assign) else b.value
+        if b.no_grad and graphless_no_grad(made):  # made with grad off (a name, or a tuple
+            return Trace(False, self.trace(made, s, b.line).cuts)  # unpacked): cuts kept (GT107)
         if b.value is not None:
             return self.trace(b.value, s, b.line)
         if id(s) in batch_unpackings(self.scope, self.ctx):
