@@ -147,3 +147,102 @@ def test_tuple_unpacked_with_grad_on_holds_one() -> None:
     src = _UNPACK.replace("GUARD", "if True:")
     assert _trace(src, "show", "img", 8) is True
     assert _trace(src, "show", "aux", 8) is True
+
+
+# -- GT609: a twin-Q critic's two heads, each cleared and stepped apart (replication-mbpo) ------
+# NOTE [heads a step skips]: `zero_grad()` sets the grads to None and the step skips those
+# parameters, so the step after `loss_a.backward()` changes only the first head's layers, which
+# `loss_b`'s graph never saved. Twins: `zero_grad(set_to_none=False)` (every parameter gets a
+# zero grad and Adam moves it: 'modified by an inplace operation'), and heads sharing a trunk.
+
+_TWIN_Q = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class TwinQ(nn.Module):
+    def __init__(self, obs_dim, act_dim, hidden):
+        super().__init__()
+        self.q1_in = nn.Linear(obs_dim + act_dim, hidden)
+        self.q1_out = nn.Linear(hidden, 1)
+        self.q2_in = nn.Linear(obs_dim + act_dim, hidden)
+        self.q2_out = nn.Linear(hidden, 1)
+
+    def forward(self, obs, act):
+        sa = torch.cat([obs, act], 1)
+        h1 = F.relu(self.q1_in(sa))
+        h2 = F.relu(self.q2_in(sa))
+        return self.q1_out(h1), SECOND
+'''
+
+_AGENT = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from nets import TwinQ
+
+
+class Agent:
+    def __init__(self):
+        self.critic = TwinQ(3, 2, 16).to("cpu")
+        self.actor = nn.Linear(3, 2)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=1e-3)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=1e-3)
+
+    def update(self, obs, act, target):
+        q_a, q_b = self.critic(obs, act)
+        loss_a = F.mse_loss(q_a, target)
+        loss_b = F.mse_loss(q_b, target)
+        self.critic_opt.zero_grad(CLEAR)
+        loss_a.backward()
+        self.critic_opt.step()
+        self.critic_opt.zero_grad(CLEAR)
+        loss_b.backward()
+        self.critic_opt.step()
+        pi_a, pi_b = self.critic(obs, self.actor(obs))
+        actor_loss = -torch.min(pi_a, pi_b).mean()
+        self.actor_opt.zero_grad()
+        actor_loss.backward()
+        self.actor_opt.step()
+        return loss_a.item() + loss_b.item()
+'''
+
+_AGENT_MAIN = '''
+import torch
+from agent import Agent
+
+torch.manual_seed(0)
+agent = Agent()
+obs, act, target = torch.randn(8, 3), torch.randn(8, 2), torch.randn(8, 1)
+try:
+    for _ in range(3):
+        agent.update(obs, act, target)
+    error = None
+except RuntimeError as e:
+    error = str(e)
+'''
+
+
+def _twin_q(root: Path, clear: str, second: str) -> Path:
+    return _project(root, {"nets.py": _TWIN_Q.replace("SECOND", second),
+                           "agent.py": _AGENT.replace("CLEAR", clear),
+                           "main.py": _AGENT_MAIN})
+
+
+def test_heads_cleared_and_stepped_apart_are_silent(tmp_path: Path) -> None:
+    root = _twin_q(tmp_path, "", "self.q2_out(h2)")
+    assert _found(root, "GT609", "GT509", "GT601") == []
+    assert _run(root, "main.py", ("nets", "agent"))["error"] is None
+
+
+def test_heads_cleared_to_zero_are_reported(tmp_path: Path) -> None:
+    root = _twin_q(tmp_path, "set_to_none=False", "self.q2_out(h2)")
+    assert _found(root, "GT609") == [("GT609", "agent.py", 20)]
+    assert "modified by an inplace operation" in _run(root, "main.py", ("nets", "agent"))["error"]
+
+
+def test_heads_sharing_a_trunk_are_reported(tmp_path: Path) -> None:
+    root = _twin_q(tmp_path, "", "self.q2_out(h2) + self.q1_out(h1)")  # a layer of both
+    assert _found(root, "GT609") == [("GT609", "agent.py", 20)]
+    assert "modified by an inplace operation" in _run(root, "main.py", ("nets", "agent"))["error"]
