@@ -246,3 +246,62 @@ def test_heads_sharing_a_trunk_are_reported(tmp_path: Path) -> None:
     root = _twin_q(tmp_path, "", "self.q2_out(h2) + self.q1_out(h1)")  # a layer of both
     assert _found(root, "GT609") == [("GT609", "agent.py", 20)]
     assert "modified by an inplace operation" in _run(root, "main.py", ("nets", "agent"))["error"]
+
+
+# -- GT541: a phase parameter every caller sets to 'train' (OpenDialog's agents) ---------------
+# NOTE [argument fixed by every caller]: the only call passes mode='train', so the `if mode ==
+# 'train':` test has one arm and no evaluation phase runs in train mode. The twin also calls it
+# for validation: the batch norm's running statistics move toward the validation data.
+
+_PHASE_AGENT = '''
+import torch
+import torch.nn as nn
+
+
+class Agent:
+    def __init__(self):
+        self.model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.criterion = nn.MSELoss()
+
+    def train_model(self, loader, mode='train'):
+        self.model.train()
+        total = 0.0
+        for x, y in loader:
+            self.optimizer.zero_grad()
+            loss = self.criterion(self.model(x), y)
+            if mode == 'train':
+                loss.backward()
+                self.optimizer.step()
+            total += loss.item()
+        return total
+'''
+
+_PHASE_MAIN = '''
+import torch
+from agent import Agent
+
+torch.manual_seed(0)
+agent = Agent()
+train = [(torch.randn(16, 4), torch.randn(16, 1)) for _ in range(3)]
+valid = [(torch.randn(16, 4) + 5.0, torch.randn(16, 1)) for _ in range(3)]
+for epoch in range(2):
+    agent.train_model(train, mode='train')
+    before = agent.model[1].running_mean.clone()
+    VALIDATE
+moved = not torch.equal(before, agent.model[1].running_mean)
+'''
+
+
+def test_phase_parameter_fixed_by_every_caller_is_silent(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"agent.py": _PHASE_AGENT,
+                               "main.py": _PHASE_MAIN.replace("VALIDATE", "pass")})
+    assert _found(root, "GT541") == []
+    assert _run(root, "main.py", ("agent",))["moved"] is False
+
+
+def test_phase_parameter_also_given_val_is_reported(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"agent.py": _PHASE_AGENT, "main.py": _PHASE_MAIN.replace(
+        "VALIDATE", "agent.train_model(valid, mode='val')")})
+    assert _found(root, "GT541") == [("GT541", "agent.py", 12)]
+    assert _run(root, "main.py", ("agent",))["moved"] is True
