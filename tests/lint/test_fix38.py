@@ -305,3 +305,71 @@ def test_phase_parameter_also_given_val_is_reported(tmp_path: Path) -> None:
         "VALIDATE", "agent.train_model(valid, mode='val')")})
     assert _found(root, "GT541") == [("GT541", "agent.py", 12)]
     assert _run(root, "main.py", ("agent",))["moved"] is True
+
+
+# -- GT401: `Module` re-exported by the project's package from another framework (xuance) ------
+# The class's base is `Module` imported from the project's own package, whose `__init__` binds
+# it by `from tensorflow.keras import Model as Module`: a Keras model, which tracks the layers
+# of a dict attribute itself (the file also mentions torch, as xuance's does). TensorFlow is not
+# installed here: the look-alike is checked only.
+# The twin re-exports torch's `nn.Module`: the dict's layers are missing from `parameters()`.
+
+_POLICY = '''
+import torch
+from agents import Module
+from agents.layers import MLPBlock
+
+
+class Policy(Module):
+    def __init__(self, keys):
+        super().__init__()
+        self.heads = {}
+        for k in keys:
+            self.heads[k] = MLPBlock(4, 2)
+
+    def forward(self, x, key):
+        return self.heads[key](x)
+'''
+
+_LAYERS = '''
+IMPORT
+from agents import Module
+
+
+class MLPBlock(Module):
+    def __init__(self, i, o):
+        super().__init__()
+        self.fc = LAYER
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_dict_of_layers_in_another_frameworks_model_is_silent(tmp_path: Path) -> None:
+    root = _project(tmp_path, {
+        "agents/__init__.py": "from tensorflow.keras import Model as Module\n",
+        "agents/layers.py": _LAYERS.replace("LAYER", "tensorflow.keras.layers.Dense(o)").replace(
+            "IMPORT", "import tensorflow"),
+        "agents/policy.py": _POLICY})
+    assert _found(root, "GT401") == []
+
+
+def test_dict_of_layers_in_a_reexported_torch_module_is_reported(tmp_path: Path) -> None:
+    root = _project(tmp_path, {
+        "agents/__init__.py": "from torch.nn import Module\n",
+        "agents/layers.py": _LAYERS.replace("LAYER", "torch.nn.Linear(i, o)").replace(
+            "IMPORT", "import torch"),
+        "agents/policy.py": _POLICY})
+    assert _found(root, "GT401") == [("GT401", "policy.py", 9)]
+    import sys
+    sys.path.insert(0, str(root))
+    try:
+        from agents.policy import Policy
+        p = Policy(["a", "b"])
+        assert list(p.children()) == [] and len(p.heads) == 2  # the heads are not registered
+    finally:
+        sys.path.remove(str(root))
+        for m in list(sys.modules):
+            if m.split(".")[0] == "agents":
+                sys.modules.pop(m, None)
