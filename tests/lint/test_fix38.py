@@ -373,3 +373,65 @@ def test_dict_of_layers_in_a_reexported_torch_module_is_reported(tmp_path: Path)
         for m in list(sys.modules):
             if m.split(".")[0] == "agents":
                 sys.modules.pop(m, None)
+
+
+
+# -- GT507: each pass's own entry of a per-agent output, picked in a comprehension (MADDPG) ----
+# `{k: actions_eval[k] if k == key else actions[k] for k in keys}` reads only the pass's own
+# agent's entry of the output computed before the loop; each pass backpropagates through
+# another agent's actor. The twin reads every agent's entry: the second pass raises.
+
+_MADDPG = '''
+import torch
+import torch.nn as nn
+
+
+class Agents(nn.Module):
+    def __init__(self, keys):
+        super().__init__()
+        self.actors = nn.ModuleDict({k: nn.Linear(3, 2) for k in keys})
+        self.critics = nn.ModuleDict({k: nn.Linear(3 + 2 * len(keys), 1) for k in keys})
+
+    def forward(self, obs):
+        return {k: torch.tanh(self.actors[k](obs[k])) for k in self.actors}
+
+
+def update(model, optimizers, obs, actions, keys):
+    actions_eval = model(obs)
+    joint_obs = obs[keys[0]]
+    for key in keys:
+        a_joint = {k: SELECTED for k in keys}
+        act = torch.cat([a_joint[k] for k in keys], dim=-1)
+        q = model.critics[key](torch.cat([joint_obs, act], dim=-1))
+        loss_a = -q.mean()
+        optimizers[key].zero_grad()
+        loss_a.backward()
+        optimizers[key].step()
+
+
+torch.manual_seed(0)
+keys = ["adversary", "agent"]
+model = Agents(keys)
+optimizers = {k: torch.optim.Adam(model.actors[k].parameters(), lr=1e-3) for k in keys}
+obs = {k: torch.randn(4, 3) for k in keys}
+actions = {k: torch.randn(4, 2) for k in keys}
+try:
+    update(model, optimizers, obs, actions, keys)
+    error = None
+except RuntimeError as e:
+    error = str(e)
+'''
+
+
+def test_own_entry_picked_in_a_comprehension_is_silent(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"maddpg.py": _MADDPG.replace(
+        "SELECTED", "actions_eval[k] if k == key else actions[k]")})
+    assert _found(root, "GT507") == []
+    assert _run(root, "maddpg.py", ("maddpg",))["error"] is None
+
+
+def test_every_entry_read_in_a_comprehension_is_reported(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"maddpg.py": _MADDPG.replace("SELECTED", "actions_eval[k]")})
+    assert _found(root, "GT507") == [("GT507", "maddpg.py", 16)]
+    error = _run(root, "maddpg.py", ("maddpg",))["error"]
+    assert "backward through the graph a second time" in error
