@@ -435,3 +435,64 @@ def test_every_entry_read_in_a_comprehension_is_reported(tmp_path: Path) -> None
     assert _found(root, "GT507") == [("GT507", "maddpg.py", 16)]
     error = _run(root, "maddpg.py", ("maddpg",))["error"]
     assert "backward through the graph a second time" in error
+
+
+# -- GT402: a requires-grad tensor another file puts into a parameter group (auto_LiRPA) -------
+# NOTE [parameter group built elsewhere]: the layer keeps its output-constraint multipliers out
+# of `parameters()`; the optimizing file collects them into their own group. The twin's other
+# file only reads them for a log: they never train.
+
+_BOUND_LAYER = '''
+import torch
+import torch.nn as nn
+
+
+class BoundRelu(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+        self.gammas = torch.full((2, n), 0.1, requires_grad=True)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * self.gammas[0] + self.gammas[1]
+'''
+
+_BOUND_OPT = '''
+import torch
+from layer import BoundRelu
+
+
+def collect(nodes, groups):
+    gammas = []
+    for node in nodes:
+        gammas.append(node.gammas)
+    GROUP
+
+
+torch.manual_seed(0)
+nodes = [BoundRelu(3), BoundRelu(3)]
+groups = [{"params": [p for n in nodes for p in n.parameters()]}]
+collect(nodes, groups)
+opt = torch.optim.SGD(groups, lr=0.5)
+before = nodes[0].gammas.detach().clone()
+x = torch.randn(4, 3)
+loss = nodes[1](nodes[0](x)).pow(2).sum()
+opt.zero_grad()
+loss.backward()
+opt.step()
+trained = not torch.equal(before, nodes[0].gammas.detach())
+'''
+
+
+def test_tensor_grouped_by_another_file_is_silent(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"layer.py": _BOUND_LAYER, "opt.py": _BOUND_OPT.replace(
+        "GROUP", "groups.append({'params': gammas, 'lr': 0.1})")})
+    assert _found(root, "GT402") == []
+    assert _run(root, "opt.py", ("layer",))["trained"] is True
+
+
+def test_tensor_only_logged_by_another_file_is_reported(tmp_path: Path) -> None:
+    root = _project(tmp_path, {"layer.py": _BOUND_LAYER, "opt.py": _BOUND_OPT.replace(
+        "GROUP", "print(sum(float(g.detach().sum()) for g in gammas))")})
+    assert _found(root, "GT402") == [("GT402", "layer.py", 9)]
+    assert _run(root, "opt.py", ("layer",))["trained"] is False

@@ -18,8 +18,8 @@ from gradtrace.lint.rules.registration._modules import module_classes, owns_para
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.registration._attrs import (
-    _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
-    hand_listed, input_sized, per_call_input, picked_attrs,
+    _grad_switches, _grouped_elsewhere, _optimized_attrs, _registers_dynamically, _self_attr,
+    _wrapped_attrs, hand_listed, input_sized, per_call_input, picked_attrs,
 )
 from gradtrace.lint.rules.registration._bound_once import bound_once
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
@@ -365,7 +365,9 @@ class LearnableTensorAsPlainAttribute(Rule):
     `self.register_buffer(...)`.
     Known limits: only tensors made with `requires_grad=True` in a method of an `nn.Module`
     subclass of the same file; a tensor the code hands to an optimizer itself
-    (`RMSprop([self.lambda_op])`, or hands out by an accessor: `arch_parameters()`) is left alone.
+    (`RMSprop([self.lambda_op])`, or hands out by an accessor: `arch_parameters()`), or that
+    another file of the project puts into a parameter group (`{'params': gammas}`:
+    NOTE [parameter group built elsewhere]), is left alone.
     """
 
     code = "GT402"
@@ -423,7 +425,8 @@ class LearnableTensorAsPlainAttribute(Rule):
             return
         if not _module_class(cls, ctx) or attr in _wrapped_attrs(ctx) \
                 or attr in _optimized_attrs(ctx) or attr in _grad_switches(ctx) \
-                or per_call_input(call, ctx.function, ctx) or input_sized(call, ctx.function, ctx):
+                or per_call_input(call, ctx.function, ctx) or input_sized(call, ctx.function, ctx) \
+                or _grouped_elsewhere(attr, ctx):
             return
         yield self.report(node, ctx, attr=attr)
 
@@ -437,7 +440,7 @@ class LearnableTensorAsPlainAttribute(Rule):
         cls, fn = ctx.class_def, ctx.function
         if attr is None or cls is None or fn is None or not _module_class(cls, ctx) \
                 or attr in _wrapped_attrs(ctx) or attr in _optimized_attrs(ctx) \
-                or attr in _grad_switches(ctx):
+                or attr in _grad_switches(ctx) or _grouped_elsewhere(attr, ctx):
             return
         made = None
         for s in statements(fn):
