@@ -171,7 +171,9 @@ def heads_apart(st: Event, later: Event, owner: str, events: list[Event], scope:
         return False
     between = [e for e in events if clear.stmt.lineno < e.line < st.line and e.loss is not None]
     info = _owner_class(owner, cls, ctx)
-    layers = element_layers(home(ctx, info.node), info) if info is not None else None
+    hctx = home(ctx, info.node) if info is not None else None
+    layers = hctx.memo("head-reads-layers", info.node, lambda: element_layers(
+        hctx, info)) if hctx is not None and info is not None else None
     if not between or layers is None:
         return False
     methods = frozenset(m.name for m in cls.body if isinstance(m, DEFS))
