@@ -17,7 +17,7 @@ that "disjoint" is proven:
   of a name, wherever it sits). Unknown (None): ``self`` read other than as ``self.<attr>``
   (handed to a call, ``getattr(self, ...)``), an attribute that is a method of the class or
   not assigned exactly once in its ``__init__``, or assigned from another ``self.<attr>``
-  (a layer shared under two names).
+  (a layer shared under two names), or ``super()`` called.
 - :func:`elements_read`: the indices of ``owner``'s returned tuple a value of a function reads,
   through ``x1, x2 = owner(...)`` unpackings; unknown when the owner is read any other way
   (``owner(...)[0]``, handed to a call) or a method of the function's class runs
@@ -86,6 +86,8 @@ def element_layers(ctx: Context, info: ClassInfo) -> list[frozenset[str]] | None
         return None
     parent = {id(c): n for n in walk(fwd) for c in ast.iter_child_nodes(n)}
     for x in walk(fwd):
+        if isinstance(x, ast.Name) and x.id == "super":
+            return None  # a base class's forward: layers not listed here
         if isinstance(x, ast.Name) and x.id == me and isinstance(x.ctx, ast.Load):
             up = parent.get(id(x))
             if not isinstance(up, ast.Attribute) or up.attr in info.methods \
