@@ -99,7 +99,9 @@ TEXT_DECODE_KWARGS = frozenset({"skip_special_tokens", "clean_up_tokenization_sp
 NON_TENSOR_KWARGS = frozenset({"reduction", "dim", "keepdim", "ignore_index", "dtype",
                                "device", "label_smoothing", "p", "eps", "reduce",
                                "size_average", "beta", "delta", "margin", "log_target",
-                               "non_blocking", "axis", "num_classes"})
+                               "non_blocking", "axis", "num_classes",
+                               # a resampling's settings: a shape, a factor, a mode
+                               "size", "scale_factor", "mode", "align_corners"})
 # The GT5 dependency walk (analysis.graph_deps.loads): results without a graph (detached,
 # Python values, integer/bool results, sizes), calls of Python functions that give numbers,
 # attributes that are no value of the tensor, a value's methods (the receiver flows into the

@@ -277,8 +277,9 @@ class Tracer(CallTraces):
         s = b.stmt
         if isinstance(s, ast.AugAssign):
             return self._name(b.name, s, b.line) | self.trace(s.value, s, b.line)
-        if b.no_grad and graphless_no_grad(b.value):  # made with grad off: no graph, its
-            return Trace(False, self.trace(b.value, s, b.line).cuts)  # cuts kept (GT107)
+        made = s.value if b.value is None and isinstance(s, ast.Assign) else b.value
+        if b.no_grad and graphless_no_grad(made):  # made with grad off (a name, or a tuple
+            return Trace(False, self.trace(made, s, b.line).cuts)  # unpacked): cuts kept (GT107)
         if b.value is not None:
             return self.trace(b.value, s, b.line)
         if id(s) in batch_unpackings(self.scope, self.ctx):

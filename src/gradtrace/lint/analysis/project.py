@@ -266,3 +266,17 @@ def _instance_class(ctx: Context, scope: object, b: object, depth: int) -> Class
         if nb is not None and nb is not b:
             return _instance_class(ctx, scope, nb, depth + 1)
     return None
+
+
+def reexported(ctx: Context, name: str) -> str | None:
+    """What ``name``, imported here from a file of the project that itself imports it, is
+    there (``from xuance.tensorflow import Module`` with ``from tensorflow.keras import Model
+    as Module`` in that package's ``__init__``: ``tensorflow.keras.Model``); None: not such a
+    name, or not known."""
+    spec = imports_of(ctx).get(name)
+    if spec is None or spec[2] is None:
+        return None
+    octx = module_context(ctx, spec[0], spec[1])
+    if octx is None or spec[2] not in imports_of(octx):
+        return None
+    return octx.qualified_name(ast.Name(spec[2], ast.Load()))

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.graph_deps import graphs
+from gradtrace.lint.analysis.head_reads import heads_apart
 from gradtrace.lint.analysis.kinds import OPTIMIZER, PARAMETER
 from gradtrace.lint.analysis.optimizer_owners import aliases, element_owners, stored_owners
 from gradtrace.lint.analysis.reach import value_of
@@ -139,7 +140,8 @@ class OptimizerStepBeforeBackward(Rule):
             return None  # built once per outer pass, stepped in an inner loop: not read
         for o in sorted(owners):
             names = frozenset({o}) | aliases(o, scope.node, cls, ctx)
-            if _never_saved(o, cls or scope.node, scope, st.call.lineno, ctx):
+            if _never_saved(o, cls or scope.node, scope, st.call.lineno, ctx) or \
+                    heads_apart(st, later, o, events, scope, cls, ctx):
                 continue
             part = _returned_parts(b, cls, scope, ctx)
             if part is not None:

@@ -401,3 +401,46 @@ def hand_listed(cls: ast.ClassDef) -> frozenset[str]:
     if own is None:
         return frozenset()
     return frozenset(a for n in walk(own) if (a := _self_attr(n)) is not None)
+
+
+def _grouped_elsewhere(attr: str, ctx: Context) -> bool:
+    """# NOTE [parameter group built elsewhere]
+    Another file of the project reads ``x.<attr>`` into a parameter group: the read sits in
+    the ``'params'`` entry of a dict literal, or in a list (``L.append(x.attr)``, ``L =
+    [x.attr]``) that the same function hands as such an entry or to a ``torch.optim``
+    optimizer. auto_LiRPA's ``_set_gammas``: ``gammas.append(node.gammas_underlying_tensor)``,
+    then ``parameters.append({'params': gammas, 'lr': gamma_lr})``: the tensor is optimized,
+    kept out of ``parameters()`` on purpose. Other files only (NOTE [reverse index]); a file
+    of this one hands it on by :func:`_optimized_attrs`."""
+    from gradtrace.lint.analysis.callers import readers
+    found = readers(ctx, ("." + attr).encode()) if ctx.mentions("requires_grad") else None
+    for octx in found or ():
+        for fn in walk(octx.tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and _groups(fn, attr, octx):
+                return True
+    return False
+
+
+def _groups(fn: ast.AST, attr: str, octx: Context) -> bool:
+    reads = {id(n) for n in walk(fn) if isinstance(n, ast.Attribute) and n.attr == attr
+             and isinstance(n.ctx, ast.Load)}
+    if not reads:
+        return False
+    held: set[str] = set()  # the lists a read is put into
+    handed: list[ast.AST] = []  # the 'params' entries and the optimizers' arguments
+    for n in walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in (
+                "append", "extend") and isinstance(n.func.value, ast.Name) and any(
+                id(x) in reads for a in n.args for x in walk(a)):
+            held.add(n.func.value.id)
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(
+                n.targets[0], ast.Name) and isinstance(n.value, (ast.List, ast.Tuple)) and any(
+                id(x) in reads for x in walk(n.value)):
+            held.add(n.targets[0].id)
+        elif isinstance(n, ast.Dict):
+            handed += [v for k, v in zip(n.keys, n.values)
+                       if isinstance(k, ast.Constant) and k.value == "params"]
+        elif is_optimizer_call(n, octx):
+            handed += [*n.args, *(k.value for k in n.keywords)]  # type: ignore[attr-defined]
+    return any(id(x) in reads or isinstance(x, ast.Name) and x.id in held
+               for h in handed for x in walk(h))

@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.modules import is_module_class
+from gradtrace.lint.analysis.vocabulary import OTHER_FRAMEWORKS
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
     is_true, grad_factory, is_parameter_call, made_non_leaf, nn_alias, single_assign_of)
@@ -17,8 +18,8 @@ from gradtrace.lint.rules.registration._modules import module_classes, owns_para
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.registration._attrs import (
-    _grad_switches, _optimized_attrs, _registers_dynamically, _self_attr, _wrapped_attrs,
-    hand_listed, input_sized, per_call_input, picked_attrs,
+    _grad_switches, _grouped_elsewhere, _optimized_attrs, _registers_dynamically, _self_attr,
+    _wrapped_attrs, hand_listed, input_sized, per_call_input, picked_attrs,
 )
 from gradtrace.lint.rules.registration._bound_once import bound_once
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
@@ -241,7 +242,8 @@ class ModulesInPlainContainer(Rule):
             return
         text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
         if not (CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
-                    PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)):
+                    PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)) \
+                or _other_framework(node, ctx, 0):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
@@ -363,7 +365,9 @@ class LearnableTensorAsPlainAttribute(Rule):
     `self.register_buffer(...)`.
     Known limits: only tensors made with `requires_grad=True` in a method of an `nn.Module`
     subclass of the same file; a tensor the code hands to an optimizer itself
-    (`RMSprop([self.lambda_op])`, or hands out by an accessor: `arch_parameters()`) is left alone.
+    (`RMSprop([self.lambda_op])`, or hands out by an accessor: `arch_parameters()`), or that
+    another file of the project puts into a parameter group (`{'params': gammas}`:
+    NOTE [parameter group built elsewhere]), is left alone.
     """
 
     code = "GT402"
@@ -421,7 +425,8 @@ class LearnableTensorAsPlainAttribute(Rule):
             return
         if not _module_class(cls, ctx) or attr in _wrapped_attrs(ctx) \
                 or attr in _optimized_attrs(ctx) or attr in _grad_switches(ctx) \
-                or per_call_input(call, ctx.function, ctx) or input_sized(call, ctx.function, ctx):
+                or per_call_input(call, ctx.function, ctx) or input_sized(call, ctx.function, ctx) \
+                or _grouped_elsewhere(attr, ctx):
             return
         yield self.report(node, ctx, attr=attr)
 
@@ -435,7 +440,7 @@ class LearnableTensorAsPlainAttribute(Rule):
         cls, fn = ctx.class_def, ctx.function
         if attr is None or cls is None or fn is None or not _module_class(cls, ctx) \
                 or attr in _wrapped_attrs(ctx) or attr in _optimized_attrs(ctx) \
-                or attr in _grad_switches(ctx):
+                or attr in _grad_switches(ctx) or _grouped_elsewhere(attr, ctx):
             return
         made = None
         for s in statements(fn):
@@ -459,3 +464,23 @@ def _module_class(cls: ast.ClassDef, ctx: Context) -> bool:
         return True
     return cls.name not in ctx.analysis.classes and is_module_class(cls, set(known),
                                                                      ctx.qualified_name)
+
+
+def _other_framework(cls: ast.ClassDef, ctx: Context, depth: int) -> bool:
+    """Every base of ``cls`` is another framework's class re-exported by a file of the project
+    (xuance's ``from xuance.tensorflow import Module``, whose ``__init__`` binds ``from
+    tensorflow.keras import Model as Module``; a Keras model tracks its dicts' layers), or a
+    class of the file that is one."""
+    from gradtrace.lint.analysis.project import reexported
+    if not cls.bases or depth > 3:
+        return False
+    for b in cls.bases:
+        own = ctx.analysis.classes.get(b.id) if isinstance(b, ast.Name) else None
+        if own is not None and own.node is not cls:
+            if not _other_framework(own.node, ctx, depth + 1):
+                return False
+            continue
+        q = reexported(ctx, b.id) if isinstance(b, ast.Name) else None
+        if q is None or q.partition(".")[0] not in OTHER_FRAMEWORKS:
+            return False
+    return True

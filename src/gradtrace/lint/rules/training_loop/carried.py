@@ -338,10 +338,24 @@ def _entry_per_pass(name: str, loop: ast.stmt) -> bool:
             e = p
         p = parents.get(id(e))
         if not (isinstance(p, ast.Subscript) and p.value is e and isinstance(p.slice, ast.Name)
-                and p.slice.id in keys):
+                and (p.slice.id in keys or _picked_for_key(p, p.slice.id, keys, parents))):
             return False
         reads += 1
     return reads > 0
+
+
+def _picked_for_key(e: ast.AST, var: str, keys: set[str], parents: dict) -> bool:
+    """``out[k]`` read only in the arm of ``k == key`` (``key`` the loop's): MADDPG's
+    ``{k: actions_eval[k] if k == key else actions[k] for k in agents}`` reads the pass's own
+    entry of ``actions_eval``, the other agents' from the batch."""
+    while (q := parents.get(id(e))) is not None and not isinstance(
+            q, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.stmt)):
+        if isinstance(q, ast.IfExp) and q.body is e and isinstance(t := q.test, ast.Compare) \
+                and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and {
+                    dotted(t.left), dotted(t.comparators[0])} in ({var, k} for k in keys):
+            return True
+        e = q
+    return False
 
 
 def _unseen_method(f: LoopFacts, callee: str | None, line: int, loop: ast.stmt) -> bool:

@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.fixed_args import fixed_by_callers
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.nodes import of_types, scope_nodes, scope_statements
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -35,13 +36,14 @@ def _phase_names(test: ast.AST) -> set[str]:
     return set()
 
 
-def _phased(name: str, fn: ast.AST, loops: list[ast.stmt]) -> bool:
+def _phased(name: str, fn: ast.AST, loops: list[ast.stmt], ctx: Context) -> bool:
     """``name`` takes more than one value where it is tested: a parameter of ``fn`` (the
-    function is called for either phase), or the variable of a loop over a literal of
-    several phases (``for phase in ('train', 'val')``)."""
+    function is called for either phase) unless every call gives it one constant
+    (NOTE [argument fixed by every caller]), or the variable of a loop over a literal of several
+    phases (``for phase in ('train', 'val')``)."""
     if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
             a.arg == name for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)):
-        return True
+        return not fixed_by_callers(ctx, fn, name)
     return any(isinstance(lp, (ast.For, ast.AsyncFor)) and isinstance(lp.target, ast.Name)
                and lp.target.id == name and isinstance(lp.iter, (ast.Tuple, ast.List))
                and len(lp.iter.elts) > 1 for lp in loops)
@@ -132,7 +134,7 @@ class PhaseSharedForwardInTrainMode(Rule):
             return
         for branch in ifs:
             around = [lp for lp in loops if _holds(lp, branch)]
-            if not any(_phased(name, fn, around) for name in _phase_names(branch.test)):
+            if not any(_phased(name, fn, around, ctx) for name in _phase_names(branch.test)):
                 continue
             got = self._forward(fn, branch, nodes, around, ctx)
             if got is None:
