@@ -29,8 +29,7 @@ from gradtrace.lint.analysis.objects import is_record_class
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.reach import reaching
 from gradtrace.lint.analysis.shadowed import shadows_import
-from gradtrace.lint.analysis.toplevel import (
-    module_level_functions, module_value, nonlocal_numbers)
+from gradtrace.lint.analysis.toplevel import module_level_functions, module_value, nonlocal_numbers
 from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
