@@ -1,0 +1,142 @@
+"""The facts widened or added for held-out batch 32 (docs/triage/ho32.md), each as a buggy twin
+that is reported on its line and a silent look-alike, in other spellings than the cases'. Every
+snippet runs on real torch, and ``holds`` checks what the finding claims."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT443: a freeze with eval in `__init__` under a flag the construction sets is undone by
+    # the loop's `train()`; built from a `**opts` dict literal that leaves the flag to its
+    # False default, the freeze never runs (NOTE [construction arms])
+    "eval-freeze-flag-left-default": (Shape("""
+        class Tagger(nn.Module):
+            def __init__(self, lock_encoder=False, hidden=4):
+                super().__init__()
+                self.encoder = nn.Sequential(nn.Linear(3, hidden), nn.BatchNorm1d(hidden))
+                self.out = nn.Linear(hidden, 2)
+                if lock_encoder:
+                    self.lock()
+            def lock(self):
+                self.encoder.eval()
+                for p in self.encoder.parameters():
+                    p.requires_grad_(False)
+            def forward(self, x):
+                return self.out(self.encoder(x))
+        opts = {"lock_encoder": True, "hidden": 4}
+        tagger = Tagger(**opts)
+        opt = torch.optim.SGD(tagger.out.parameters(), lr=0.1)
+        for epoch in range(2):
+            tagger.train()
+            opt.zero_grad()
+            tagger(torch.randn(6, 3)).sum().backward()
+            opt.step()
+        """, "GT443", line=18, holds="tagger.encoder[1].training "
+             "and tagger.encoder[1].num_batches_tracked.item() == 2"), Shape("""
+        class Tagger(nn.Module):
+            def __init__(self, lock_encoder=False, hidden=4):
+                super().__init__()
+                self.encoder = nn.Sequential(nn.Linear(3, hidden), nn.BatchNorm1d(hidden))
+                self.out = nn.Linear(hidden, 2)
+                if lock_encoder:
+                    self.lock()
+            def lock(self):
+                self.encoder.eval()
+                for p in self.encoder.parameters():
+                    p.requires_grad_(False)
+            def forward(self, x):
+                return self.out(self.encoder(x))
+        opts = {"hidden": 4}
+        tagger = Tagger(**opts)
+        opt = torch.optim.SGD(tagger.parameters(), lr=0.1)
+        for epoch in range(2):
+            tagger.train()
+            opt.zero_grad()
+            tagger(torch.randn(6, 3)).sum().backward()
+            opt.step()
+        """, "GT443", holds="tagger.encoder[0].weight.requires_grad")),
+    # GT443 on the eval in `__init__` when the part's own class overrides `train()` to keep
+    # its frozen parts in eval: the freeze belongs to that switch; frozen through it, silent
+    "eval-beside-own-train-switch": (Shape("""
+        class Stem(nn.Module):
+            def __init__(self, frozen=False):
+                super().__init__()
+                self.frozen = frozen
+                self.lin, self.bn = nn.Linear(3, 4), nn.BatchNorm1d(4)
+            def forward(self, x):
+                return self.bn(self.lin(x))
+            def train(self, mode=True):
+                super().train(mode)
+                if self.frozen:
+                    self.bn.eval()
+                return self
+        class Probe(nn.Module):
+            def __init__(self, freeze_stem=True):
+                super().__init__()
+                self.stem = Stem()
+                if freeze_stem:
+                    self.stem.eval()
+                    for p in self.stem.parameters():
+                        p.requires_grad = False
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(self.stem(x))
+        probe = Probe()
+        opt = torch.optim.SGD(probe.head.parameters(), lr=0.1)
+        for epoch in range(2):
+            probe.train()
+            opt.zero_grad()
+            probe(torch.randn(6, 3)).sum().backward()
+            opt.step()
+        """, "GT443", line=18, holds="probe.stem.bn.training"), Shape("""
+        class Stem(nn.Module):
+            def __init__(self, frozen=False):
+                super().__init__()
+                self.frozen = frozen
+                self.lin, self.bn = nn.Linear(3, 4), nn.BatchNorm1d(4)
+                if frozen:
+                    for p in self.parameters():
+                        p.requires_grad = False
+            def forward(self, x):
+                return self.bn(self.lin(x))
+            def train(self, mode=True):
+                super().train(mode)
+                if self.frozen:
+                    self.bn.eval()
+                return self
+        class Probe(nn.Module):
+            def __init__(self, freeze_stem=True):
+                super().__init__()
+                self.stem = Stem(frozen=freeze_stem)
+                self.head = nn.Linear(4, 2)
+            def forward(self, x):
+                return self.head(self.stem(x))
+        probe = Probe()
+        opt = torch.optim.SGD(probe.head.parameters(), lr=0.1)
+        for epoch in range(2):
+            probe.train()
+            opt.zero_grad()
+            probe(torch.randn(6, 3)).sum().backward()
+            opt.step()
+        """, "GT443", holds="not probe.stem.bn.training")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_twin_reported(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_lookalike_silent(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
