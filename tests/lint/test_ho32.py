@@ -129,6 +129,34 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             probe(torch.randn(6, 3)).sum().backward()
             opt.step()
         """, "GT443", holds="not probe.stem.bn.training")),
+    # GT512: the step after `if step % k: continue` runs every k passes (NOTE [skipped
+    # passes]); a clear at the top of each pass leaves the last micro-batch alone in `.grad`;
+    # cleared after the step, the micro-batches add up
+    "clear-every-pass-step-after-skip": (Shape("""
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        xs = [torch.randn(4, 3) for _ in range(4)]
+        for step, x in enumerate(xs, start=1):
+            opt.zero_grad()
+            (model(x).pow(2).mean() / 2).backward()
+            if step % 2:
+                continue
+            opt.step()
+        last = torch.autograd.grad(model(xs[-1]).pow(2).mean() / 2, model.weight)[0]
+        """, "GT512", line=5, holds="torch.allclose(model.weight.grad, last)"), Shape("""
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.0)
+        xs = [torch.randn(4, 3) for _ in range(4)]
+        for step, x in enumerate(xs, start=1):
+            (model(x).pow(2).mean() / 2).backward()
+            if step % 2:
+                continue
+            both = model.weight.grad.clone()
+            opt.step()
+            opt.zero_grad()
+        pair = sum(model(x).pow(2).mean() / 2 for x in xs[-2:])
+        summed = torch.autograd.grad(pair, model.weight)[0]
+        """, "GT512", holds="torch.allclose(both, summed)")),
 }
 
 
