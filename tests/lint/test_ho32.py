@@ -157,6 +157,30 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         pair = sum(model(x).pow(2).mean() / 2 for x in xs[-2:])
         summed = torch.autograd.grad(pair, model.weight)[0]
         """, "GT512", holds="torch.allclose(both, summed)")),
+    # GT480: an optimizer built over a plain tensor that the function then wraps in a new
+    # Parameter for the model: the Parameter gets the gradient, the optimizer's tensor never
+    # does; wrapped first, the optimizer holds the trained object
+    "optimizer-before-parameter-wrap": (Shape("""
+        def make_bank(n):
+            codes = torch.randn(n, 3)
+            opt = torch.optim.Adam([codes], lr=0.1)
+            bank = nn.Parameter(codes)
+            return bank, opt
+        bank, opt = make_bank(4)
+        before = bank.detach().clone()
+        bank.pow(2).sum().backward()
+        opt.step()
+        """, "GT480", line=3, holds="torch.equal(bank.detach(), before) "
+             "and opt.param_groups[0]['params'][0].grad is None"), Shape("""
+        def make_bank(n):
+            codes = nn.Parameter(torch.randn(n, 3))
+            opt = torch.optim.Adam([codes], lr=0.1)
+            return codes, opt
+        bank, opt = make_bank(4)
+        before = bank.detach().clone()
+        bank.pow(2).sum().backward()
+        opt.step()
+        """, "GT480", holds="not torch.equal(bank.detach(), before)")),
 }
 
 
