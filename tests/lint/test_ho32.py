@@ -181,6 +181,47 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         bank.pow(2).sum().backward()
         opt.step()
         """, "GT480", holds="not torch.equal(bank.detach(), before)")),
+    # GT703: the model returns a per-element loss and the script reduces it only on one
+    # branch (`if gpus > 1: loss = loss.mean()`): on the other, backward() raises; reduced
+    # on every path, it runs (NOTE [reduced on one branch])
+    "per-element-loss-reduced-on-one-branch": (Shape("""
+        class Regressor(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 1)
+                self.crit = nn.MSELoss(reduction="none")
+            def forward(self, x, target=None):
+                out = self.fc(x)
+                if target is not None:
+                    return self.crit(out, target)
+                return out
+        gpus = torch.cuda.device_count()
+        net = Regressor()
+        for _ in range(2):
+            loss = net(torch.randn(4, 3), torch.randn(4, 1))
+            if gpus > 1:
+                loss = loss.mean()
+            loss = loss * 0.5
+            loss.backward()
+        """, "GT703", line=15, raises=(RuntimeError, "only for scalar outputs")), Shape("""
+        class Regressor(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 1)
+                self.crit = nn.MSELoss(reduction="none")
+            def forward(self, x, target=None):
+                out = self.fc(x)
+                if target is not None:
+                    return self.crit(out, target)
+                return out
+        gpus = torch.cuda.device_count()
+        net = Regressor()
+        for _ in range(2):
+            loss = net(torch.randn(4, 3), torch.randn(4, 1))
+            loss = loss.mean()
+            loss = loss * 0.5
+            loss.backward()
+        """, "GT703", holds="net.fc.weight.grad is not None")),
 }
 
 
