@@ -222,6 +222,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss = loss * 0.5
             loss.backward()
         """, "GT703", holds="net.fc.weight.grad is not None")),
+    # GT509: a critic fed the encoder's output undetached; its optimizer holds only the
+    # critic, then the encoder step reads the output again: the critic's call is the line to
+    # change (NOTE [first pass into an unstepped producer]); fed `.detach()`, it runs
+    "critic-pass-into-unstepped-encoder": (Shape("""
+        encoder, critic = nn.Linear(3, 4), nn.Linear(4, 1)
+        opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+        opt_e = torch.optim.SGD(encoder.parameters(), lr=0.1)
+        for _ in range(2):
+            h = torch.tanh(encoder(torch.randn(5, 3)))
+            c_loss = critic(h).pow(2).mean()
+            opt_c.zero_grad()
+            c_loss.backward()
+            opt_c.step()
+            e_loss = -critic(h).mean()
+            opt_e.zero_grad()
+            e_loss.backward()
+            opt_e.step()
+        """, "GT509", line=6, raises=(RuntimeError, "backward through the graph a second time")),
+        Shape("""
+        encoder, critic = nn.Linear(3, 4), nn.Linear(4, 1)
+        opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+        opt_e = torch.optim.SGD(encoder.parameters(), lr=0.1)
+        for _ in range(2):
+            h = torch.tanh(encoder(torch.randn(5, 3)))
+            c_loss = critic(h.detach()).pow(2).mean()
+            opt_c.zero_grad()
+            c_loss.backward()
+            opt_c.step()
+            e_loss = -critic(h).mean()
+            opt_e.zero_grad()
+            e_loss.backward()
+            opt_e.step()
+        """, "GT509", holds="encoder.weight.grad is not None")),
 }
 
 
