@@ -131,10 +131,26 @@ def after_step(data: Any, rec: Any, name_of: Callable[[Any, torch.Tensor], str])
         if _checksum(p) != before:
             entry = audit.zero.get(id(p))
             if entry is not None and entry[0]() is p:
-                if not entry[2] and _ran(data, p):
+                if not entry[2] and _ran(data, p) and not _zero_input(audit, data, p):
                     entry[2], entry[3] = True, name_of(data, p)
                 audit.decay = _decay_of(opt, p) if opt is not None else audit.decay
     audit.pending = []
+
+
+def _zero_input(audit: Any, data: Any, p: torch.Tensor) -> bool:
+    """Whether another parameter of the module owning ``p`` (its bias) got a non-zero
+    gradient: the module's output then had a gradient, and an all-zero gradient of its weight
+    is what backward computes for an input that was all zero there (a dead feature map, e.g.
+    a ReLU after a frozen eval-mode BatchNorm), not a freeze by zeroing the gradient. A hook
+    on ``p`` (a zero mask on the weight alone) may be the freeze: not said then."""
+    if getattr(p, "_backward_hooks", None) or getattr(p, "_post_accumulate_grad_hooks", None):
+        return False
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is not None and any(q is p for q in m._parameters.values()):
+            return any(q is not None and q is not p and id(q) in audit.nonzero
+                       for q in m._parameters.values())
+    return False
 
 
 def _ran(data: Any, p: torch.Tensor) -> bool:

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from dataclasses import replace
+from typing import Any, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
@@ -181,6 +182,11 @@ class UnreducedLossReturnedByForward(Rule):
                "per-element output unchanged: `{loss}.backward()` (line {line}) raises 'grad can "
                "be implicitly created only for scalar outputs'; keep the default reduction or "
                "reduce in `forward`")
+    message_guard = (
+        "`{loss}` is reduced only when `{test}`: `{cls}.forward` returns `self.{attr}`'s "
+        "per-element output (reduction='none'), so on the other branch `{loss}.backward()` "
+        "(line {line}) raises 'grad can be implicitly created only for scalar outputs'; "
+        "reduce it on every path")
     triggers = ("reduction", "reduce=")
     examples = [
         Bad("""
@@ -241,16 +247,75 @@ class UnreducedLossReturnedByForward(Rule):
                     continue
                 b = scope.binding_before(m.receiver, m.stmt.lineno)
                 v = b.value if b is not None else None
+                guard = None
+                if not isinstance(v, ast.Call) or _reduced(v, m.receiver):
+                    b, guard = _reduced_only_under_if(scope, m.receiver, m.stmt)
+                    v = b.value if b is not None else None
                 if not isinstance(v, ast.Call):
                     continue
                 k = an.kind_in(v.func, fn, b.line)  # type: ignore[union-attr]
+                if k is not None and k.cls in _WRAPPERS and isinstance(k.node, ast.Call) \
+                        and k.node.args:  # `model = DataParallel(model)`: the wrapped class
+                    k = an.kind_in(k.node.args[0], fn, k.node.lineno)
                 if k is None or k.what != MODULE or k.cls not in unreduced:
                     continue
                 attr, stmt = unreduced.pop(k.cls)
+                if guard is not None:  # NOTE [reduced on one branch]
+                    f = self.report(guard, ctx, related=(Related(
+                        ctx.path, m.call.lineno, "backward() on the per-element loss",
+                        ctx.column(m.call)), Related(ctx.path, stmt.lineno, f"`self.{attr}` "
+                        "is built with reduction='none' here", ctx.column(stmt))),
+                        attr=attr, cls=k.cls, loss=m.receiver, line=m.call.lineno)
+                    yield replace(f, message=self.message_guard.format(
+                        test=ctx.source(guard.test), loss=m.receiver, cls=k.cls, attr=attr,
+                        line=m.call.lineno))
+                    continue
                 yield self.report(stmt, ctx, related=(Related(
                     ctx.path, m.call.lineno, "backward() on the per-element loss",
                     ctx.column(m.call)),), attr=attr, cls=k.cls, loss=m.receiver,
                     line=m.call.lineno)
+
+
+_REDUCE = frozenset({"mean", "sum"})
+_WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel",
+                       "torch.nn.parallel.DataParallel"})
+
+
+def _reduced(v: ast.expr, name: str) -> bool:
+    """``v`` is ``name.mean()`` / ``name.sum()`` (a reduction of the loss to one number)."""
+    return isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+        and v.func.attr in _REDUCE and not v.args and not v.keywords \
+        and isinstance(v.func.value, ast.Name) and v.func.value.id == name
+
+
+def _reduced_only_under_if(scope: Any, name: str, use: ast.stmt
+                           ) -> tuple[Any, ast.If | None]:
+    """# NOTE [reduced on one branch]
+    ``loss = model(...)``, then ``if n_gpu > 1: loss = loss.mean()`` and ``loss.backward()``
+    after that ``if`` (the multi-GPU scripts' "mean() to average on multi-gpu"): when the
+    model returns a per-element loss, the only reduction runs on one branch, and on the other
+    the backward gets a non-scalar. Returns the first binding of ``name`` (the model call) and
+    the ``if`` holding every reduction when every later binding before ``use`` reads ``name``
+    (``loss / accum`` too) and no reduction runs outside an ``if`` that ``use`` is not in."""
+    bs = scope.bindings_before(name, use.lineno)
+    if len(bs) < 2:
+        return None, None
+    guard = None
+    for b in bs[1:]:
+        if not isinstance(b.value, ast.expr) or not any(
+                isinstance(n, ast.Name) and n.id == name for n in walk(b.value)):
+            return None, None
+        if not _reduced(b.value, name):
+            continue
+        ifs = [s for s in scope.stmts if isinstance(s, ast.If) and s.lineno <= b.line
+               <= (s.end_lineno or s.lineno) and not s.lineno <= use.lineno
+               <= (s.end_lineno or s.lineno)]
+        if not ifs or guard is not None:
+            return None, None
+        guard = max(ifs, key=lambda s: s.lineno)
+        if any(b.stmt is x for x in guard.orelse) or guard.orelse:
+            return None, None
+    return (bs[0], guard) if guard is not None else (None, None)
 
 
 def _returns_output(fwd: ast.AST, attr: str) -> bool:
@@ -267,5 +332,10 @@ def _returns_output(fwd: ast.AST, attr: str) -> bool:
         if len(assigns) != 1:
             return False
         v = assigns[0].value
-    return isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
-        and v.func.attr == attr and dotted(v.func.value) == "self"
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+            and v.func.attr == attr and dotted(v.func.value) == "self":
+        return True
+    return any(isinstance(s, ast.If) and any(  # a branch's return: `if labels is not None:`
+        isinstance(r, ast.Return) and isinstance(r.value, ast.Call)
+        and isinstance(r.value.func, ast.Attribute) and r.value.func.attr == attr
+        and dotted(r.value.func.value) == "self" for r in s.body) for s in body)

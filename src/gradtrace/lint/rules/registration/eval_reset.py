@@ -7,7 +7,9 @@ from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.build_arms import build_flags, decided_against
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.objects import constructor_call
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -79,7 +81,12 @@ class FrozenEvalUndoneByTrain(Rule):
     that both sets `requires_grad` and calls `.eval()` on a submodule; or by the `__init__`
     of the model's class (a class of the file), two calls deep. When that class overrides
     `train()`, the override is the line named; it is silent when it runs the freezing method
-    again (or the same `x.eval()` outside any `if`).
+    again (or the same `x.eval()` outside any `if`). It is silent when the call that built the
+    model rules out every such eval in `__init__` (`if frozen_backbone:` left to its False
+    default, `**cfg` of a dict literal read; NOTE [construction arms]); when the part put in
+    eval mode was built from a class of the file with its own `train()` (mmdet's backbones
+    re-apply `frozen_stages` there), the eval in `__init__` is the line named: the freeze
+    belongs to the part's own switch.
     """
 
     code = "GT443"
@@ -92,6 +99,12 @@ class FrozenEvalUndoneByTrain(Rule):
         "mode, and does not re-apply the eval mode `{freeze}` (line {line}) set on the frozen "
         "part: its BatchNorm statistics keep updating from the first `{model}.train()`; "
         "re-apply the freeze after this call")
+    message_part = (
+        "`{freeze}` in `{cls}.__init__` is undone by `{model}.train()` (line {line}): "
+        "`Module.train()` puts every submodule back in training mode, and `{part}` overrides "
+        "`train()` to keep only its own frozen parts in eval, so its BatchNorm statistics keep "
+        "updating; freeze the part through `{part}`'s own switch (what its `train()` "
+        "re-applies) or re-apply the eval after `{model}.train()`")
     triggers = ("train(",)
     examples = [
         Bad("""
@@ -202,7 +215,7 @@ class FrozenEvalUndoneByTrain(Rule):
             else None
         init = cls.methods.get("__init__") if cls is not None else None
         ev = _eval_in(init, ctx) if init is not None else None
-        if ev is None:
+        if ev is None or _never_run(cls, init, recv, scope, node.lineno, ctx):  # type: ignore
             return
         own = cls.methods.get("train")  # type: ignore[union-attr]
         if own is not None:  # the class keeps its own train(): the fix belongs there
@@ -231,6 +244,15 @@ class FrozenEvalUndoneByTrain(Rule):
                     or called_function(n, scope, n.lineno), ctx) is not None  # type: ignore
                 for line, n in idx.calls.get(model, ())):
             return
+        part = _self_managed_part(cls, ev, ctx)
+        if part is not None:  # the part keeps its own eval switch: the outside eval is the root
+            f = self.report(ev, ctx, related=[Related(
+                ctx.path, node.lineno, "training mode is switched on here", ctx.column(node))],
+                model=model, freeze=ctx.source(ev), line=ev.lineno)
+            yield replace(f, message=self.message_part.format(
+                cls=cls.name, model=model, freeze=ctx.source(ev), part=part,  # type: ignore
+                line=node.lineno))
+            return
         yield self.report(node, ctx, related=[Related(
             ctx.path, ev.lineno, f"`{cls.name}` puts this part in eval mode when it is built",
             ctx.column(ev))], model=model, freeze=ctx.source(ev), line=ev.lineno)
@@ -251,6 +273,40 @@ class FrozenEvalUndoneByTrain(Rule):
         found = next((n for line, n in idx.evals.get(model, ()) if lo <= line <= hi), None)
         froze = reapply or _any_within(idx.sorted_flags(), lo, hi)
         return found if found is not None and froze else None
+
+
+def _self_managed_part(cls: object, ev: ast.Call, ctx: Context) -> str | None:
+    """The name of the class of the file that built the part ``ev`` puts in eval mode
+    (``self.backbone = ResNet(...)`` for ``self.backbone.eval()``) when that class has its own
+    ``train()`` (mmdet's backbones re-apply ``_freeze_stages()`` and ``norm_eval`` there)."""
+    recv = ev.func.value  # type: ignore[attr-defined]
+    if not (isinstance(recv, ast.Attribute) and dotted(recv.value) == "self"):
+        return None
+    info = getattr(cls, "attrs", {}).get(recv.attr)
+    v = info.value if info is not None and not info.later else None
+    part = ctx.analysis.classes.get(v.func.id) if isinstance(v, ast.Call) \
+        and isinstance(v.func, ast.Name) else None
+    if part is None or part.method("train") is None:
+        return None
+    return part.name
+
+
+def _never_run(cls: object, init: ast.AST, recv: ast.expr, scope: Scope, line: int,
+               ctx: Context) -> bool:
+    """Whether the construction call that built ``recv`` rules out every statement of
+    ``init`` that puts a part in eval mode (itself or through a method on ``self``): the
+    freeze sits under ``if frozen_backbone:`` and the call leaves that argument to its False
+    default (NOTE [construction arms])."""
+    call = constructor_call(recv, scope, line)
+    flags = build_flags(cls, call, scope) if call is not None else None  # type: ignore[arg-type]
+    if flags is None:
+        return False
+    cls_methods = getattr(cls, "methods", {})
+    anchors = [n for n in walk(init) if _eval_call(n) or isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self"
+               and (m := cls_methods.get(n.func.attr)) is not None and m is not init
+               and _eval_in(m, ctx) is not None]
+    return bool(anchors) and all(decided_against(init, a, flags) for a in anchors)
 
 
 def _eval_in(fn: ast.AST | None, ctx: Context) -> ast.Call | None:

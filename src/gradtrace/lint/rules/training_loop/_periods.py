@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from gradtrace.lint.analysis.grad_values import is_parameter
 from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -134,3 +135,62 @@ def _reads(f: LoopFacts, b: Backward, loop: ast.stmt, names: set[str]) -> bool:
     return any(f.inside(d.stmt, loop) and any(
         isinstance(n, ast.Name) and n.id in names and isinstance(n.ctx, ast.Load)
         for n in walk(d.stmt)) for d in deps.bindings)
+
+
+def _remainders(test: ast.AST) -> list[ast.BinOp]:
+    return [n for n in walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
+            and not (isinstance(n.left, ast.Constant) and isinstance(n.left.value, str))]
+
+
+def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
+    """The divisor is the constant 1 (``% 1``, a name bound once to 1, or the entry under a
+    constant key of a dict literal bound once and never written by key): the guard holds on
+    every pass, so the step is not periodic. A parameter of the function is bound by its
+    caller too: ``accumulate = 1`` in a warm-up branch does not make ``accumulate`` 1."""
+    d, key = mod.right, None
+    if isinstance(d, ast.Subscript) and isinstance(d.slice, ast.Constant):
+        d, key = d.value, d.slice.value
+    if isinstance(d, ast.Name):
+        bound = f.scope.bindings.get(d.id, [])
+        if len(bound) != 1 or bound[0].value is None or is_parameter(f.node, d.id):
+            return False
+        d = bound[0].value
+        if key is not None:
+            name = mod.right.value.id  # type: ignore[attr-defined]
+            if not isinstance(d, ast.Dict) or any(
+                    isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+                    and isinstance(n.value, ast.Name) and n.value.id == name
+                    for n in walk(f.scope.node)):
+                return False
+            d = next((v for k, v in zip(d.keys, d.values)
+                      if isinstance(k, ast.Constant) and k.value == key), None)
+    elif key is not None:
+        return False
+    return isinstance(d, ast.Constant) and type(d.value) is int and d.value == 1
+
+
+def skip_guard(f: LoopFacts, s: Step, loop: ast.stmt) -> ast.If | None:
+    """# NOTE [skipped passes]
+    ``if global_step % accum != 0: continue`` before the step, in the step's own loop (ReLoRA's
+    and several pre-training scripts' loops): the statements after that ``if`` run only on the
+    passes it does not skip, every few passes, as if they sat under the opposite test
+    (NOTE [periodic step]). The ``if`` (no ``else``, its body ending in ``continue``, not under
+    another ``if`` or loop of ``loop``) must take a remainder that is not 1, directly or through
+    a name bound in the loop, and come before the step in the loop's body; the step must not be
+    under it. Returns that ``if``."""
+    for x in f.within(loop):
+        if not (isinstance(x, ast.If) and x is not loop and not x.orelse and x.body
+                and isinstance(x.body[-1], ast.Continue) and f.loops_of(x)
+                and f.loops_of(x)[-1] is loop and f.loops_of(s.stmt)
+                and f.loops_of(s.stmt)[-1] is loop and not f.inside(s.stmt, x)
+                and f.before(x, s.stmt) and not conditional(f, x, loop)):
+            continue
+        mods = _remainders(x.test)
+        for n in walk(x.test):
+            if isinstance(n, ast.Name) and not mods:
+                b = f.scope.binding_before(n.id, x.lineno)
+                if b is not None and b.value is not None and f.inside(b.stmt, loop):
+                    mods = _remainders(b.value)
+        if mods and not all(_period_one(f, m) for m in mods):
+            return x
+    return None

@@ -15,7 +15,6 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.grad_values import is_parameter
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -25,13 +24,8 @@ from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
 from gradtrace.lint.rules.training_loop._loss_scaling import (
     _plain_backward, _scaled_by, _scaled_loss, scale_free)
 from gradtrace.lint.rules.training_loop.zero_grad import covers, fresh_each_pass, step_loop
-from gradtrace.lint.rules.training_loop._periods import (  # noqa: F401 (conditional: re-exported)
-    conditional, counted, micro_step_loops)
-
-
-def _remainders(test: ast.AST) -> list[ast.BinOp]:
-    return [n for n in walk(test) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod)
-            and not (isinstance(n.left, ast.Constant) and isinstance(n.left.value, str))]
+from gradtrace.lint.rules.training_loop._periods import (  # noqa: F401 (conditional,
+    _period_one, _remainders, conditional, counted, micro_step_loops, skip_guard)  # re-exported)
 
 
 def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
@@ -53,33 +47,6 @@ def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
         if not mods and counted(f, s, loop):
             return s, []
     return None
-
-
-def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
-    """The divisor is the constant 1 (``% 1``, a name bound once to 1, or the entry under a
-    constant key of a dict literal bound once and never written by key): the guard holds on
-    every pass, so the step is not periodic. A parameter of the function is bound by its
-    caller too: ``accumulate = 1`` in a warm-up branch does not make ``accumulate`` 1."""
-    d, key = mod.right, None
-    if isinstance(d, ast.Subscript) and isinstance(d.slice, ast.Constant):
-        d, key = d.value, d.slice.value
-    if isinstance(d, ast.Name):
-        bound = f.scope.bindings.get(d.id, [])
-        if len(bound) != 1 or bound[0].value is None or is_parameter(f.node, d.id):
-            return False
-        d = bound[0].value
-        if key is not None:
-            name = mod.right.value.id  # type: ignore[attr-defined]
-            if not isinstance(d, ast.Dict) or any(
-                    isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
-                    and isinstance(n.value, ast.Name) and n.value.id == name
-                    for n in walk(f.scope.node)):
-                return False
-            d = next((v for k, v in zip(d.keys, d.values)
-                      if isinstance(k, ast.Constant) and k.value == key), None)
-    elif key is not None:
-        return False
-    return isinstance(d, ast.Constant) and type(d.value) is int and d.value == 1
 
 
 def periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list[ast.BinOp]]]:
@@ -171,6 +138,8 @@ class ZeroGradEveryAccumulationStep(LoopRule):
     N - 1 micro-batches wasted). Clear right after the step, under the same `if`.
     The same holds for a counted step (`if seen >= budget: opt.step(); seen = 0`,
     NOTE [counted step]).
+    A step after `if i % N != 0: continue` runs every N passes the same way
+    (NOTE [skipped passes]).
     Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
     a name bound to such a test in the same function, or compare a count that the loop grows
     (or measures from a value bound each pass) and the `if` resets; it holds no backward of
@@ -231,6 +200,22 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                 if torch.isfinite(loss):
                     optimizer.step()
             """),
+        Bad("""
+            for i, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                (criterion(model(x), y) / accum).backward()
+                if (i + 1) % accum != 0:
+                    continue
+                optimizer.step()
+            """, at=(2, 4)),
+        Good("""
+            for i, (x, y) in enumerate(loader):
+                (criterion(model(x), y) / accum).backward()
+                if (i + 1) % accum != 0:
+                    continue
+                optimizer.step()
+                optimizer.zero_grad()
+            """),
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
@@ -246,6 +231,19 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                     b = next((b for b in backs if f.before(b.stmt, guard)), None)
                 if b is not None:
                     found.setdefault(id(guard), []).append((z, s, b, guard))
+                    break
+        for s in f.steps:  # NOTE [skipped passes]: the step after `if i % n: continue`
+            loop = None if s.closure else step_loop(f, s)
+            skip = skip_guard(f, s, loop) if loop is not None \
+                and not fresh_each_pass(f, loop, s) else None
+            if skip is None or id(skip) in found:
+                continue
+            backs = [b for b in _every_pass(f, loop, skip) if f.before(b.stmt, skip)]
+            for z in f.zero_grads:
+                b = next((b for b in backs if f.before(z.stmt, b.stmt)), None)
+                if b is not None and covers(f, z, s) and f.inside(z.stmt, loop) \
+                        and not conditional(f, z.stmt, loop):
+                    found.setdefault(id(skip), []).append((z, s, b, skip))
                     break
         for s, guard in _pass_function_steps(f):  # NOTE [pass function]
             backs = [b for b in f.backwards if b.accumulates and not f.loops_of(b.stmt)
@@ -274,7 +272,8 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                 related_at(ctx, s.call, "the step runs only every few passes here"),
                 related_at(ctx, b.call, "each micro-batch's gradient is added here"), *others),
                 call=ctx.source(z.call), opt=s.optimizer, step_line=s.call.lineno,
-                test=ctx.source(guard.test))
+                test=ctx.source(guard.test) if f.inside(s.stmt, guard)
+                else f"if {ctx.source(guard.test)}: continue")
 
 
 class AccumulatedLossNotScaled(LoopRule):

@@ -15,6 +15,7 @@ from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.analysis.steps import Step
 from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
+from gradtrace.lint.rules.training_loop._unstepped import _read_into_unstepped
 from gradtrace.lint.rules.training_loop._selector import switched_passes
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.nodes import bfs_walk, child_nodes
@@ -303,6 +304,9 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     statement that computes the second loss from a forward output of before (Sophia's sampled
     Hessian loss on the old `logits`), the finding is on that stale read: `retain_graph=True`
     would only trade this error for 'modified by an inplace operation'; run the forward again.
+    When the optimizer stepped there holds only the module that read that output in the first
+    loss (a critic fed the encoder's output), the finding is on that read: detach it there
+    (NOTE [first pass into an unstepped producer]).
     A loop whose variable is backpropagated (`for loss in losses:
     loss.backward()`) over the items of one call computed from one graph-carrying value is
     reported on the loop.
@@ -356,6 +360,18 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
             stale = _read_after_step(f, b1, t, d2) if again is None else None
             if stale is not None:
                 read, step = stale
+                root = _read_into_unstepped(f, t, d1, step, ctx)
+                if root is not None:  # NOTE [first pass into an unstepped producer]
+                    related.append(related_at(ctx, b1.call, "this backward frees the graph"))
+                    yield self.report(root, ctx, related=related, head=(
+                        f"`{ctx.source(root.func)}` reads `{t.name}` (line {t.line}) without "
+                        f"`.detach()` in the loss of `{ctx.source(b1.call)}` (line "
+                        f"{b1.call.lineno}), which runs through and frees the graph of its "
+                        f"producer although `{step.optimizer}` steps only "
+                        f"`{ctx.source(root.func)}`; `{loss2}`, whose `backward()` on line "
+                        f"{b2.call.lineno}, needs that graph again and"),
+                        advice=f"pass `{t.name}.detach()` here")
+                    continue
                 related.append(related_at(ctx, step.stmt, f"`{ctx.source(step.call)}` updates "
                                           "the parameters in place here"))
                 yield self.report(read, ctx, related=related, head=(
