@@ -25,6 +25,9 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
     t = args[0] if args and isinstance(args[0], Tensor) else None
     made = created_site(t.grad_fn)[0] if t is not None else None
     code = code_for("numpy-on-grad-tensor", pat.code)
+    dropped = _dropped_detach(code, t, site) if t is not None else None
+    if dropped is not None:  # NOTE [detach result dropped]
+        return [dropped]
     stored = stored_at(site) if t is not None else None
     frame = _live_frame(site)
     if stored is not None and frame is not None and not _holds_grad(frame, site):
@@ -70,6 +73,22 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                  ".numpy()", related=[(made, "the tensor was computed here")])]
 
 
+def _dropped_detach(code: str, t: Tensor, site: Site | None) -> Finding | None:
+    """The tensor converted had ``detach()`` called on it by a statement of its own (its
+    result dropped): that line meant it to leave the graph (NOTE [detach result dropped])."""
+    from gradtrace.runtime.trace.carried_attr import detach_dropped_on
+
+    at = detach_dropped_on(t)
+    if at is None:
+        return None
+    return make(code, at, "numpy conversion of a tensor that requires grad: this statement "
+                "calls `detach()` on that very tensor and drops the result; `detach()` returns "
+                f"a new tensor and leaves this one on its autograd graph, so {src(site)} "
+                "converts the attached tensor", fix="assign the result (`t = t.detach()`) or "
+                "detach in place (`t.detach_()`)",
+                related=[(site, "it is converted to numpy here")])
+
+
 def _kept_finding(code: str, t: Tensor, site: Site | None,
                   frames: list[Any] | None = None) -> Finding | None:
     from gradtrace.runtime.trace.kept_store import kept_store
@@ -96,7 +115,8 @@ def kept_numpy_after(pat: ErrorPattern, exc: BaseException, frame: Any, site: Si
         tb = tb.tb_next
     t = next((s for f in reversed(frames) for s in [f.f_locals.get("self")]
               if isinstance(s, Tensor) and s.requires_grad), None)
-    found = _kept_finding(code_for("numpy-on-grad-tensor", pat.code), t, site, frames) \
+    code = code_for("numpy-on-grad-tensor", pat.code)
+    found = (_dropped_detach(code, t, site) or _kept_finding(code, t, site, frames)) \
         if t is not None else None
     return [found] if found is not None else []
 

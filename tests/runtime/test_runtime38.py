@@ -1,0 +1,72 @@
+"""Session 38 (docs/triage/runtime38.md): `gradtrace run` names the root line first. Each buggy
+twin is named on its line and its look-alike is silent (or named elsewhere). Real torch,
+in-process, a few steps of tiny models."""
+from __future__ import annotations
+
+from rt_helpers import marked_line
+
+HEAD = """
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+"""
+
+# NOTE [detach result dropped]: a metrics hook "detaches" the kept outputs with a bare call
+DROPPED_DETACH = HEAD + """
+def keep(t):
+    t.detach()  # <- root
+    return t
+
+
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+kept = []
+for _ in range(3):
+    out = model(torch.randn(8, 4))
+    loss = out.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    kept.append(keep(out.softmax(-1)[:, 1]))
+print(np.concatenate(kept).mean())  # <- crash
+"""
+ASSIGNED = DROPPED_DETACH.replace("    t.detach()  # <- root\n", "    t = t.detach()\n")
+# the tensor itself converted with .numpy() (the tracer sees the call)
+DIRECT = DROPPED_DETACH.replace("np.concatenate(kept).mean()", "kept[-1].numpy().mean()")
+# the detached copy kept under another name: that detach did its job, the original converted
+# later is another matter (not the detach line)
+KEPT_COPY = DROPPED_DETACH.replace("    t.detach()  # <- root\n", "    t.copy = t.detach()\n")
+
+
+def _first(res):
+    live = [f for f in res.findings if f["source"] != "static"]
+    return live[0] if live else None
+
+
+def test_numpy_of_a_tensor_whose_detach_was_dropped_names_the_detach(run_script):
+    for src in (DROPPED_DETACH, DIRECT):
+        res = run_script(src)
+        assert res.code != 0
+        first = _first(res)
+        assert first and (first["code"], first["line"]) == (
+            "GT807", marked_line(src, "# <- root")), res.findings
+        assert any(r["line"] == marked_line(src, "# <- crash") for r in first["related"])
+
+
+def test_detach_assigned_is_silent(run_script):
+    assert ASSIGNED != DROPPED_DETACH
+    res = run_script(ASSIGNED)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["source"] != "static"], res.findings
+
+
+def test_detach_kept_elsewhere_is_not_named(run_script):
+    assert KEPT_COPY != DROPPED_DETACH
+    res = run_script(KEPT_COPY)
+    assert res.code != 0
+    first = _first(res)
+    assert first and first["code"] == "GT807" and first["line"] != marked_line(
+        DROPPED_DETACH, "# <- root"), res.findings
