@@ -70,3 +70,55 @@ def test_detach_kept_elsewhere_is_not_named(run_script):
     first = _first(res)
     assert first and first["code"] == "GT807" and first["line"] != marked_line(
         DROPPED_DETACH, "# <- root"), res.findings
+
+
+# NOTE [numpy of a running total]: the epoch's total keeps the graph; its mean is plotted
+RUNNING_TOTAL = HEAD + """
+def train_step(model, opt, batches):
+    total = 0
+    for x, y in batches:
+        loss = F.mse_loss(model(x), y)
+        total += loss  # <- root
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return total / len(batches)
+
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+batches = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(3)]
+history = []
+for epoch in range(2):
+    history.append(train_step(model, opt, batches))  # <- list
+print(np.array(history))
+"""
+RUNNING_NUMBER = RUNNING_TOTAL.replace("total += loss  # <- root", "total += loss.item()")
+# the last loss itself is kept for the plot, beside the running total (not made from it)
+LOSS_KEPT = RUNNING_TOTAL.replace("    return total / len(batches)\n",
+                                  "    return loss\n")
+
+
+def test_numpy_of_a_running_totals_value_names_the_total(run_script):
+    res = run_script(RUNNING_TOTAL)
+    assert res.code != 0
+    first = _first(res)
+    assert first and (first["code"], first["line"]) == (
+        "GT807", marked_line(RUNNING_TOTAL, "# <- root")), res.findings
+    assert any(r["line"] == marked_line(RUNNING_TOTAL, "# <- list") for r in first["related"])
+
+
+def test_running_total_of_numbers_is_silent(run_script):
+    assert RUNNING_NUMBER != RUNNING_TOTAL
+    res = run_script(RUNNING_NUMBER)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["source"] != "static"], res.findings
+
+
+def test_loss_kept_beside_a_running_total_names_the_list(run_script):
+    assert LOSS_KEPT != RUNNING_TOTAL
+    res = run_script(LOSS_KEPT)
+    assert res.code != 0
+    first = _first(res)
+    assert first and (first["code"], first["line"]) == (
+        "GT807", marked_line(LOSS_KEPT, "# <- list")), res.findings

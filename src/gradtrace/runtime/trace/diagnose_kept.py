@@ -43,6 +43,15 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                      fix="reduce the tensors with torch (torch.stack(values).sum(0))",
                      related=[(stored, "the tensors are collected in the list here"),
                               (made, "the tensor was computed here")])]
+    total = _running_total(state, t) if t is not None else None
+    if total is not None:  # NOTE [numpy of a running total]
+        return [make(code, total, "numpy conversion of a tensor that requires grad: it is made "
+                     "from this running total, which collects every step's loss with its "
+                     f"autograd graph; {src(site)} converts it to numpy",
+                     fix="accumulate a number here (`total += loss.item()`)",
+                     related=[(stored, "the value is kept in a list here"),
+                              (site, "it is converted to numpy here")] if stored is not None
+                     else [(site, "it is converted to numpy here")])]
     kept = _kept_finding(code, t, site) if t is not None else None
     if kept is not None:  # NOTE [numpy of a kept training value]
         return [kept]
@@ -71,6 +80,26 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
     return [make(code_for("numpy-on-grad-tensor", pat.code), site,
                  "numpy conversion of a tensor that requires grad", fix="use .detach().cpu()"
                  ".numpy()", related=[(made, "the tensor was computed here")])]
+
+
+def _running_total(state: TraceState, t: Tensor, limit: int = 256) -> Site | None:
+    """# NOTE [numpy of a running total]
+    The tensor converted to numpy is made from a running total the run saw collect a loss
+    with its graph after a backward() (``train_loss += loss``, GT826): a node of its graph was
+    created on that line. The total is where a number was meant (``loss.item()``); whatever
+    keeps or returns it later (a history list, ``total / len(loader)``) only carries that graph
+    on. The walk goes up the converted tensor's graph only: a loss appended next to a running
+    total is not made from it."""
+    from gradtrace.runtime.trace.graph_walk import graph_nodes
+
+    sites = {key[1] for key in list(state.events) if key[0] == "graph-kept"}
+    if not sites:
+        return None
+    for node in graph_nodes([t], limit):
+        made = created_site(node)[0]
+        if made is not None and made in sites:
+            return made
+    return None
 
 
 def _dropped_detach(code: str, t: Tensor, site: Site | None) -> Finding | None:
