@@ -122,3 +122,37 @@ def test_loss_kept_beside_a_running_total_names_the_list(run_script):
     first = _first(res)
     assert first and (first["code"], first["line"]) == (
         "GT807", marked_line(LOSS_KEPT, "# <- list")), res.findings
+
+
+# NOTE [gradient blown up]: class prototypes initialised at zero and normalised
+BLOWN_UP = HEAD + """
+feat = nn.Linear(6, 4)
+protos = nn.Parameter(torch.zeros(3, 4))
+opt = torch.optim.SGD(list(feat.parameters()) + [protos], lr=0.1)
+for _ in range(2):
+    x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+    logits = F.normalize(feat(x), dim=1) @ F.normalize(protos, dim=1).t()  # <- root
+    loss = F.cross_entropy(logits * 10, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+PROTOS_RANDOM = BLOWN_UP.replace("torch.zeros(3, 4)", "torch.randn(3, 4)")
+# a loss scaled up by a large constant (as a GradScaler does) grows every gradient alike
+SCALED = PROTOS_RANDOM.replace("    loss.backward()\n", "    (loss * 2.0 ** 24).backward()\n")
+
+
+def test_gradient_blown_up_by_a_normalised_zero_vector_names_the_op(run_script):
+    res = run_script(BLOWN_UP)
+    assert res.code == 0, res.err
+    first = _first(res)
+    assert first and (first["code"], first["line"]) == (
+        "GT893", marked_line(BLOWN_UP, "# <- root")), res.findings
+
+
+def test_normalised_random_prototypes_and_a_scaled_loss_are_silent(run_script):
+    for src in (PROTOS_RANDOM, SCALED):
+        assert src != BLOWN_UP
+        res = run_script(src)
+        assert res.code == 0, res.err
+        assert not [f for f in res.findings if f["code"] == "GT893"], res.findings
