@@ -340,5 +340,5 @@ TRAIN_CODES = (
          """,
          "Keep the op's input away from where its derivative explodes (a larger eps, mask the "
          "degenerate rows before the op), or clip the gradients.",
-         "gradtrace.runtime.trace.nan_origin", severity="warning"),
+         "gradtrace.runtime.trace.nonfinite", severity="warning"),
 )
