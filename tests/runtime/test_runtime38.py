@@ -140,6 +140,8 @@ for _ in range(2):
 PROTOS_RANDOM = BLOWN_UP.replace("torch.zeros(3, 4)", "torch.randn(3, 4)")
 # a loss scaled up by a large constant (as a GradScaler does) grows every gradient alike
 SCALED = PROTOS_RANDOM.replace("    loss.backward()\n", "    (loss * 2.0 ** 24).backward()\n")
+# a loss weighted by a huge number: the program's own weight, not an op at a bad input
+WEIGHTED = PROTOS_RANDOM.replace("    loss.backward()\n", "    (loss * 1e9).backward()\n")
 
 
 def test_gradient_blown_up_by_a_normalised_zero_vector_names_the_op(run_script):
@@ -151,7 +153,7 @@ def test_gradient_blown_up_by_a_normalised_zero_vector_names_the_op(run_script):
 
 
 def test_normalised_random_prototypes_and_a_scaled_loss_are_silent(run_script):
-    for src in (PROTOS_RANDOM, SCALED):
+    for src in (PROTOS_RANDOM, SCALED, WEIGHTED):
         assert src != BLOWN_UP
         res = run_script(src)
         assert res.code == 0, res.err

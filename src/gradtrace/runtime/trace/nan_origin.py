@@ -38,9 +38,26 @@ _LIMIT = 20_000  # nodes hooked at most (a larger graph is hunted in its first p
 # all-zero vector divides by its eps (1e-12), a finite gradient of 1e12 that no NaN check sees.
 # Reported (GT893) only when a leaf's gradient of that pass ended up at least _HUGE in size, and
 # no NaN was born in it (the NaN's origin is the finding then). A loss scale (GradScaler's
-# 65536, 2**24) stays far below the factor; so do ordinary divisions by a batch statistic.
+# 65536, 2**24) stays far below the factor; so do ordinary divisions by a batch statistic. A
+# product with one number (a loss weighted by 1e9: `Mul` whose other operand has one element)
+# is the program's own weight, whatever the input: not an op at a bad input, never named (read
+# when the hooks are placed: the engine frees the saved operands before a post-hook runs).
 _BLOWUP = 1e8
 _HUGE = 1e6
+
+
+def _weighted(node: Any) -> bool:
+    """``node`` multiplies by a single number (``loss * 1e9``): NOTE [gradient blown up]."""
+    if type(node).__name__ != "MulBackward0":
+        return False
+    for attr in ("_saved_other", "_saved_self"):
+        try:
+            t = getattr(node, attr, None)
+        except RuntimeError:
+            continue
+        if isinstance(t, torch.Tensor) and t.numel() == 1:
+            return True
+    return False
 
 
 def _size(grads: Any) -> float:
@@ -66,6 +83,7 @@ class Hunt:
     def __init__(self, roots: Any) -> None:
         self.origin: tuple[Site, str] | None = None
         self.blowup: tuple[Site, str, float, float] | None = None  # NOTE [gradient blown up]
+        self.weighted: set[int] = set()  # ids of `Mul` nodes by a single number
         self.entered: Any = None  # under anomaly mode, the node the engine entered last
         self.entered_inf = False  # its incoming gradients held the Inf of ``origin``
         self.handles: list[Any] = []
@@ -84,6 +102,8 @@ class Hunt:
                     self.leaves.append(weakref.ref(var))
                 continue
             try:
+                if _weighted(node):
+                    self.weighted.add(id(node))
                 self.handles.append(node.register_hook(self._hook_for(node)))
                 if anomaly:  # its NaN check raises before post-hooks run: see who ran last
                     self.handles.append(node.register_prehook(self._enter_for(node)))
@@ -106,8 +126,8 @@ class Hunt:
                         elif hasattr(node, "_forward_cls"):  # NOTE [NaN born in a custom backward]
                             self.origin = custom_backward_site(node, next(
                                 i for i, g in enumerate(grad_inputs) if not _finite((g,))))
-                    elif self.blowup is None:  # NOTE [gradient blown up]
-                        size = _size(grad_inputs)
+                    elif self.blowup is None and id(node) not in self.weighted:
+                        size = _size(grad_inputs)  # NOTE [gradient blown up]
                         if size >= _HUGE:
                             before = _size(grad_outputs)
                             site, _ = created_site(node)
