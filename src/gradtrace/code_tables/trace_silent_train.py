@@ -328,8 +328,9 @@ TRAIN_CODES = (
          "An op whose derivative is enormous at its input (a norm of an all-zero vector guarded "
          "by a tiny eps: `x / max(||x||, 1e-12)`, a division by an eps-sized deviation) passes "
          "on a gradient 1e8 times or more larger than the one it received. Nothing is NaN and "
-         "nothing fails, but the parameters below it get gradients of 1e6 and more and one "
-         "step throws them away. The run hunts the first backward() (as for NaN, GT825) and "
+         "nothing fails, but the parameters below it get gradients of 1e6 and more and the "
+         "update is driven by that one op. The run hunts the first backward() (as for NaN, "
+         "GT825, and the one after a step saw NaN) and "
          "names the op whose backward multiplied the gradient's size by 1e8 or more, when a "
          "leaf's gradient ended up that large.",
          """

@@ -22,12 +22,12 @@ def _blown_up(state: TraceState) -> list[Finding]:
     if state.blowup is None or state.nan_origin is not None:
         return []
     site, op, name, before, size = state.blowup
-    return [make("GT893", site, f"{name} got a gradient of size {size:.1e} in the first "
-                 f"backward(): the backward of `{op}` here receives a gradient of size "
-                 f"{before:.1e} and passes on {size:.1e}, so its derivative is huge at this "
-                 "input (a norm of an all-zero vector divided by a tiny eps, a division by an "
-                 "eps-sized value); nothing is NaN, but one step with it throws the weights "
-                 "away", fix="keep the op's input away from where its derivative explodes (a "
+    return [make("GT893", site, f"{name} got a gradient of size {size:.1e}: the backward of "
+                 f"`{op}` here receives a gradient of size {before:.1e} and passes on "
+                 f"{size:.1e}, so its derivative is huge at this input (a norm of an all-zero "
+                 "vector divided by a tiny eps, a division by an eps-sized value); nothing is "
+                 "NaN, but the update is driven by this one op (plain SGD moves those weights "
+                 "by the learning rate times that size)", fix="keep the op's input away from where its derivative explodes (a "
                  "larger eps, mask the degenerate rows before the op), or clip the gradients",
                  severity="warning")]
 
