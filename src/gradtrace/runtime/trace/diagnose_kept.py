@@ -43,15 +43,9 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                      fix="reduce the tensors with torch (torch.stack(values).sum(0))",
                      related=[(stored, "the tensors are collected in the list here"),
                               (made, "the tensor was computed here")])]
-    total = _running_total(state, t) if t is not None else None
+    total = _total_finding(code, state, t, site, stored) if t is not None else None
     if total is not None:  # NOTE [numpy of a running total]
-        return [make(code, total, "numpy conversion of a tensor that requires grad: it is made "
-                     "from this running total, which collects every step's loss with its "
-                     f"autograd graph; {src(site)} converts it to numpy",
-                     fix="accumulate a number here (`total += loss.item()`)",
-                     related=[(stored, "the value is kept in a list here"),
-                              (site, "it is converted to numpy here")] if stored is not None
-                     else [(site, "it is converted to numpy here")])]
+        return [total]
     kept = _kept_finding(code, t, site) if t is not None else None
     if kept is not None:  # NOTE [numpy of a kept training value]
         return [kept]
@@ -82,7 +76,7 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                  ".numpy()", related=[(made, "the tensor was computed here")])]
 
 
-def _running_total(state: TraceState, t: Tensor, limit: int = 256) -> Site | None:
+def _running_total(state: Any, t: Tensor, limit: int = 256) -> Site | None:
     """# NOTE [numpy of a running total]
     The tensor converted to numpy is made from a running total the run saw collect a loss
     with its graph after a backward() (``train_loss += loss``, GT826): a node of its graph was
@@ -92,7 +86,7 @@ def _running_total(state: TraceState, t: Tensor, limit: int = 256) -> Site | Non
     total is not made from it."""
     from gradtrace.runtime.trace.graph_walk import graph_nodes
 
-    sites = {key[1] for key in list(state.events) if key[0] == "graph-kept"}
+    sites = {key[1] for key in list(getattr(state, "events", ())) if key[0] == "graph-kept"}
     if not sites:
         return None
     for node in graph_nodes([t], limit):
@@ -100,6 +94,22 @@ def _running_total(state: TraceState, t: Tensor, limit: int = 256) -> Site | Non
         if made is not None and made in sites:
             return made
     return None
+
+
+def _total_finding(code: str, state: Any, t: Tensor, site: Site | None,
+                   stored: Site | None = None) -> Finding | None:
+    """NOTE [numpy of a running total]: the total's line, the list and the conversion as
+    context."""
+    total = _running_total(state, t) if state is not None else None
+    if total is None:
+        return None
+    return make(code, total, "numpy conversion of a tensor that requires grad: it is made from "
+                "this running total, which collects every step's loss with its autograd graph; "
+                f"{src(site)} converts it to numpy",
+                fix="accumulate a number here (`total += loss.item()`)",
+                related=[(stored, "the value is kept in a list here"),
+                         (site, "it is converted to numpy here")] if stored is not None
+                else [(site, "it is converted to numpy here")])
 
 
 def _dropped_detach(code: str, t: Tensor, site: Site | None) -> Finding | None:
@@ -145,8 +155,8 @@ def kept_numpy_after(pat: ErrorPattern, exc: BaseException, frame: Any, site: Si
     t = next((s for f in reversed(frames) for s in [f.f_locals.get("self")]
               if isinstance(s, Tensor) and s.requires_grad), None)
     code = code_for("numpy-on-grad-tensor", pat.code)
-    found = (_dropped_detach(code, t, site) or _kept_finding(code, t, site, frames)) \
-        if t is not None else None
+    found = (_dropped_detach(code, t, site) or _total_finding(code, state, t, site)
+             or _kept_finding(code, t, site, frames)) if t is not None else None
     return [found] if found is not None else []
 
 

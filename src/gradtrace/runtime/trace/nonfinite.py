@@ -27,8 +27,9 @@ def _blown_up(state: TraceState) -> list[Finding]:
                  f"{size:.1e}, so its derivative is huge at this input (a norm of an all-zero "
                  "vector divided by a tiny eps, a division by an eps-sized value); nothing is "
                  "NaN, but the update is driven by this one op (plain SGD moves those weights "
-                 "by the learning rate times that size)", fix="keep the op's input away from where its derivative explodes (a "
-                 "larger eps, mask the degenerate rows before the op), or clip the gradients",
+                 "by the learning rate times that size)",
+                 fix="keep the op's input away from where its derivative explodes (a larger "
+                     "eps, mask the degenerate rows before the op), or clip the gradients",
                  severity="warning")]
 
 
