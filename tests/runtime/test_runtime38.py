@@ -93,7 +93,7 @@ for epoch in range(2):
     history.append(train_step(model, opt, batches))  # <- list
 print(np.array(history))
 """
-# numpy reads the list from C (the traceback's reading)
+# np.concatenate over the history: each item converted in turn
 TOTAL_CONCATENATED = RUNNING_TOTAL.replace(
     "print(np.array(history))", "print(np.concatenate(history))").replace(
     "return total / len(batches)", "return (total / len(batches)).reshape(1)")
