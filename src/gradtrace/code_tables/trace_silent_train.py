@@ -1,7 +1,8 @@
-"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT892: the silent bugs
+"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT893: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
-a singleton dim, soft targets, weight averages); ``trace_silent.CODES`` ends with them."""
+a singleton dim, soft targets, weight averages, a gradient blown up by one op);
+``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
 
 from gradtrace.code_tables import Code
@@ -322,4 +323,23 @@ TRAIN_CODES = (
          """,
          "Test the micro-batch index in the end-of-pass flush (or step on the partial window).",
          "gradtrace.runtime.trace.windows", severity="warning"),
+    Code("GT893", "gradient-blown-up",
+         "one op's backward turns a gradient of ordinary size into a huge one",
+         "An op whose derivative is enormous at its input (a norm of an all-zero vector guarded "
+         "by a tiny eps: `x / max(||x||, 1e-12)`, a division by an eps-sized deviation) passes "
+         "on a gradient 1e8 times or more larger than the one it received. Nothing is NaN and "
+         "nothing fails, but the parameters below it get gradients of 1e6 and more and the "
+         "update is driven by that one op. The run hunts the first backward() (as for NaN, "
+         "GT825, and the one after a step saw NaN) and "
+         "names the op whose backward multiplied the gradient's size by 1e8 or more, when a "
+         "leaf's gradient ended up that large.",
+         """
+         y = F.normalize(x, dim=0)  # x may be all zeros
+         """,
+         """
+         y = x / x.norm(dim=0).clamp_min(1e-4)  # or skip all-zero rows
+         """,
+         "Keep the op's input away from where its derivative explodes (a larger eps, mask the "
+         "degenerate rows before the op), or clip the gradients.",
+         "gradtrace.runtime.trace.nonfinite", severity="warning"),
 )

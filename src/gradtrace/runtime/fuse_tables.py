@@ -97,7 +97,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT703": ("non-scalar",), "GT715": ("non-scalar",),
     "GT830": ("grad-shape",), "GT716": ("grad-shape",),
     "GT825": ("non-finite",), "GT851": ("non-finite",), "GT751": ("non-finite",),
-    "GT752": ("non-finite",),
+    "GT752": ("non-finite",), "GT893": ("non-finite",),
     "GT753": ("non-finite",), "GT754": ("non-finite",), "GT755": ("non-finite",),
     "GT503": ("accumulate",), "GT406": ("not-optimized",), "GT515": ("schedule",),
     "GT829": ("optimizer-rebuilt",), "GT436": ("optimizer-rebuilt",),

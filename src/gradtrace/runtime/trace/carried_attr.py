@@ -107,7 +107,6 @@ def dropped_detach(roots: list[torch.Tensor], limit: int = 5000) -> Site | None:
     ``detach()`` on its tensor at a line whose statement is that bare call (``h.detach()``, the
     result dropped), that line is where the carried state was meant to leave the graph."""
     from gradtrace.runtime.trace.graph_walk import graph_nodes
-    from gradtrace.runtime.trace.locate import tree_of
 
     for node in graph_nodes(roots, limit):
         try:
@@ -115,14 +114,35 @@ def dropped_detach(roots: list[torch.Tensor], limit: int = 5000) -> Site | None:
         except (AttributeError, RuntimeError):
             continue
         if META_FREED in meta and META_DETACHED in meta:
-            at = decode_meta(meta[META_DETACHED])[0]
-            tree = tree_of(at.path) if at is not None else None
-            if tree is not None and any(
-                    isinstance(n, ast.Expr) and n.lineno == at.line
-                    and isinstance(n.value, ast.Call)
-                    and isinstance(n.value.func, ast.Attribute)
-                    and n.value.func.attr == "detach" for n in ast.walk(tree)):
+            at = _bare_detach(meta)
+            if at is not None:
                 return at
+    return None
+
+
+def detach_dropped_on(t: torch.Tensor) -> Site | None:
+    """The line whose statement is a bare ``t.detach()`` (its result dropped) called on this
+    very tensor, or None: NOTE [detach result dropped]. A tensor later converted to numpy
+    while it requires grad was meant to leave the graph there (padertorch's SummaryHook)."""
+    try:
+        meta = t.grad_fn.metadata if t.grad_fn is not None else None
+    except (AttributeError, RuntimeError):
+        return None
+    return _bare_detach(meta) if meta and META_DETACHED in meta else None
+
+
+def _bare_detach(meta: Any) -> Site | None:
+    """The ``detach()`` line stamped in a node's metadata when its statement is the bare call."""
+    from gradtrace.runtime.trace.locate import tree_of
+
+    at = decode_meta(meta[META_DETACHED])[0]
+    tree = tree_of(at.path) if at is not None else None
+    if tree is not None and any(
+            isinstance(n, ast.Expr) and n.lineno == at.line
+            and isinstance(n.value, ast.Call)
+            and isinstance(n.value.func, ast.Attribute)
+            and n.value.func.attr == "detach" for n in ast.walk(tree)):
+        return at
     return None
 
 

@@ -25,6 +25,9 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
     t = args[0] if args and isinstance(args[0], Tensor) else None
     made = created_site(t.grad_fn)[0] if t is not None else None
     code = code_for("numpy-on-grad-tensor", pat.code)
+    dropped = _dropped_detach(code, t, site) if t is not None else None
+    if dropped is not None:  # NOTE [detach result dropped]
+        return [dropped]
     stored = stored_at(site) if t is not None else None
     frame = _live_frame(site)
     if stored is not None and frame is not None and not _holds_grad(frame, site):
@@ -40,6 +43,9 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                      fix="reduce the tensors with torch (torch.stack(values).sum(0))",
                      related=[(stored, "the tensors are collected in the list here"),
                               (made, "the tensor was computed here")])]
+    total = _total_finding(code, state, t, site, stored) if t is not None else None
+    if total is not None:  # NOTE [numpy of a running total]
+        return [total]
     kept = _kept_finding(code, t, site) if t is not None else None
     if kept is not None:  # NOTE [numpy of a kept training value]
         return [kept]
@@ -70,6 +76,58 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                  ".numpy()", related=[(made, "the tensor was computed here")])]
 
 
+def _running_total(state: Any, t: Tensor, limit: int = 256) -> Site | None:
+    """# NOTE [numpy of a running total]
+    The tensor converted to numpy is made from a running total the run saw collect a loss
+    with its graph after a backward() (``train_loss += loss``, GT826): a node of its graph was
+    created on that line. The total is where a number was meant (``loss.item()``); whatever
+    keeps or returns it later (a history list, ``total / len(loader)``) only carries that graph
+    on. The walk goes up the converted tensor's graph only: a loss appended next to a running
+    total is not made from it."""
+    from gradtrace.runtime.trace.graph_walk import graph_nodes
+
+    sites = {key[1] for key in list(getattr(state, "events", ())) if key[0] == "graph-kept"}
+    if not sites:
+        return None
+    for node in graph_nodes([t], limit):
+        made = created_site(node)[0]
+        if made is not None and made in sites:
+            return made
+    return None
+
+
+def _total_finding(code: str, state: Any, t: Tensor, site: Site | None,
+                   stored: Site | None = None) -> Finding | None:
+    """NOTE [numpy of a running total]: the total's line, the list and the conversion as
+    context."""
+    total = _running_total(state, t) if state is not None else None
+    if total is None:
+        return None
+    return make(code, total, "numpy conversion of a tensor that requires grad: it is made from "
+                "this running total, which collects every step's loss with its autograd graph; "
+                f"{src(site)} converts it to numpy",
+                fix="accumulate a number here (`total += loss.item()`)",
+                related=[(stored, "the value is kept in a list here"),
+                         (site, "it is converted to numpy here")] if stored is not None
+                else [(site, "it is converted to numpy here")])
+
+
+def _dropped_detach(code: str, t: Tensor, site: Site | None) -> Finding | None:
+    """The tensor converted had ``detach()`` called on it by a statement of its own (its
+    result dropped): that line meant it to leave the graph (NOTE [detach result dropped])."""
+    from gradtrace.runtime.trace.carried_attr import detach_dropped_on
+
+    at = detach_dropped_on(t)
+    if at is None:
+        return None
+    return make(code, at, "numpy conversion of a tensor that requires grad: this statement "
+                "calls `detach()` on that very tensor and drops the result; `detach()` returns "
+                f"a new tensor and leaves this one on its autograd graph, so {src(site)} "
+                "converts the attached tensor", fix="assign the result (`t = t.detach()`) or "
+                "detach in place (`t.detach_()`)",
+                related=[(site, "it is converted to numpy here")])
+
+
 def _kept_finding(code: str, t: Tensor, site: Site | None,
                   frames: list[Any] | None = None) -> Finding | None:
     from gradtrace.runtime.trace.kept_store import kept_store
@@ -96,8 +154,9 @@ def kept_numpy_after(pat: ErrorPattern, exc: BaseException, frame: Any, site: Si
         tb = tb.tb_next
     t = next((s for f in reversed(frames) for s in [f.f_locals.get("self")]
               if isinstance(s, Tensor) and s.requires_grad), None)
-    found = _kept_finding(code_for("numpy-on-grad-tensor", pat.code), t, site, frames) \
-        if t is not None else None
+    code = code_for("numpy-on-grad-tensor", pat.code)
+    found = (_dropped_detach(code, t, site) or _total_finding(code, state, t, site)
+             or _kept_finding(code, t, site, frames)) if t is not None else None
     return [found] if found is not None else []
 
 

@@ -32,6 +32,41 @@ from gradtrace.runtime.trace.custom_backward import custom_backward_site
 from gradtrace.runtime.trace.records import created_site, node_name
 
 _LIMIT = 20_000  # nodes hooked at most (a larger graph is hunted in its first part only)
+# NOTE [gradient blown up]
+# The hunted pass also notes the first node whose backward, from finite gradients, passes on
+# ones at least _BLOWUP times larger (max abs) and at least _HUGE in size: `F.normalize` of an
+# all-zero vector divides by its eps (1e-12), a finite gradient of 1e12 that no NaN check sees.
+# Reported (GT893) only when a leaf's gradient of that pass ended up at least _HUGE in size, and
+# no NaN was born in it (the NaN's origin is the finding then). A loss scale (GradScaler's
+# 65536, 2**24) stays far below the factor; so do ordinary divisions by a batch statistic. A
+# product with one number (a loss weighted by 1e9: `Mul` whose other operand has one element)
+# is the program's own weight, whatever the input: not an op at a bad input, never named (read
+# when the hooks are placed: the engine frees the saved operands before a post-hook runs).
+_BLOWUP = 1e8
+_HUGE = 1e6
+
+
+def _weighted(node: Any) -> bool:
+    """``node`` multiplies by a single number (``loss * 1e9``): NOTE [gradient blown up]."""
+    if type(node).__name__ != "MulBackward0":
+        return False
+    for attr in ("_saved_other", "_saved_self"):
+        try:
+            t = getattr(node, attr, None)
+        except RuntimeError:
+            continue
+        if isinstance(t, torch.Tensor) and t.numel() == 1:
+            return True
+    return False
+
+
+def _size(grads: Any) -> float:
+    """The largest absolute value among ``grads`` (0.0 when none is a float tensor)."""
+    out = 0.0
+    for g in grads:
+        if isinstance(g, torch.Tensor) and g.is_floating_point() and g.numel():
+            out = max(out, float(g.detach().abs().max()))
+    return out
 
 
 def _finite(grads: Any) -> bool:
@@ -47,6 +82,8 @@ class Hunt:
 
     def __init__(self, roots: Any) -> None:
         self.origin: tuple[Site, str] | None = None
+        self.blowup: tuple[Site, str, float, float] | None = None  # NOTE [gradient blown up]
+        self.weighted: set[int] = set()  # ids of `Mul` nodes by a single number
         self.entered: Any = None  # under anomaly mode, the node the engine entered last
         self.entered_inf = False  # its incoming gradients held the Inf of ``origin``
         self.handles: list[Any] = []
@@ -65,6 +102,8 @@ class Hunt:
                     self.leaves.append(weakref.ref(var))
                 continue
             try:
+                if _weighted(node):
+                    self.weighted.add(id(node))
                 self.handles.append(node.register_hook(self._hook_for(node)))
                 if anomaly:  # its NaN check raises before post-hooks run: see who ran last
                     self.handles.append(node.register_prehook(self._enter_for(node)))
@@ -78,13 +117,22 @@ class Hunt:
                 return None
             try:
                 with torch._C.DisableTorchFunction():
-                    if _finite(grad_outputs) and not _finite(grad_inputs):
+                    if not _finite(grad_outputs):
+                        return None
+                    if not _finite(grad_inputs):
                         site, _ = created_site(node)
                         if site is not None:
                             self.origin = (site, node_name(node))
                         elif hasattr(node, "_forward_cls"):  # NOTE [NaN born in a custom backward]
                             self.origin = custom_backward_site(node, next(
                                 i for i, g in enumerate(grad_inputs) if not _finite((g,))))
+                    elif self.blowup is None and id(node) not in self.weighted:
+                        size = _size(grad_inputs)  # NOTE [gradient blown up]
+                        if size >= _HUGE:
+                            before = _size(grad_outputs)
+                            site, _ = created_site(node)
+                            if site is not None and 0 < before * _BLOWUP <= size:
+                                self.blowup = (site, node_name(node), before, size)
             except Exception:  # a hook of ours must never disturb the user's backward
                 pass
             return None
@@ -110,6 +158,15 @@ class Hunt:
             t = ref()
             g = None if t is None else t.grad
             if g is not None and not _finite((g,)):
+                return t
+        return None
+
+    def huge_leaf(self) -> torch.Tensor | None:
+        """A leaf of the hunted graph whose finite ``.grad`` is at least _HUGE in size."""
+        for ref in self.leaves:
+            t = ref()
+            g = None if t is None else t.grad
+            if g is not None and g.is_floating_point() and _finite((g,)) and _size((g,)) >= _HUGE:
                 return t
         return None
 
@@ -143,6 +200,16 @@ def end_hunt(state: Any, hunt: Hunt) -> None:
             name = param_name(data, leaf) if data is not None else \
                 f"tensor of shape {list(leaf.shape)}"
             state.nan_origin = (*hunt.origin, name)
+        leaf = hunt.huge_leaf() if hunt.origin is None and hunt.blowup is not None \
+            and state.blowup is None else None
+        if leaf is not None:  # NOTE [gradient blown up]
+            from gradtrace.runtime.trace.hooks import param_name
+
+            data = state.hooks_data
+            name = param_name(data, leaf) if data is not None else \
+                f"tensor of shape {list(leaf.shape)}"
+            site, op, before, size = hunt.blowup
+            state.blowup = (site, op, name, before, size)
     except Exception as exc:
         _oops(exc)
 

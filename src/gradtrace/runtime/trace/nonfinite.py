@@ -13,7 +13,24 @@ from gradtrace.runtime.trace.state import TraceState
 
 def nonfinite_findings(state: TraceState, data: HookState) -> list[Finding]:
     """The `where` finding if there is one, else the op where the NaN was born."""
-    return _where_nan(state, data) or _nan_origin(state, data)
+    return _where_nan(state, data) or _nan_origin(state, data) or _blown_up(state)
+
+
+def _blown_up(state: TraceState) -> list[Finding]:
+    """NOTE [gradient blown up] in nan_origin.py: the op whose backward multiplied the
+    gradient's size by 1e8 or more, a leaf's gradient ending up that large (no NaN)."""
+    if state.blowup is None or state.nan_origin is not None:
+        return []
+    site, op, name, before, size = state.blowup
+    return [make("GT893", site, f"{name} got a gradient of size {size:.1e}: the backward of "
+                 f"`{op}` here receives a gradient of size {before:.1e} and passes on "
+                 f"{size:.1e}, so its derivative is huge at this input (a norm of an all-zero "
+                 "vector divided by a tiny eps, a division by an eps-sized value); nothing is "
+                 "NaN, but the update is driven by this one op (plain SGD moves those weights "
+                 "by the learning rate times that size)",
+                 fix="keep the op's input away from where its derivative explodes (a larger "
+                     "eps, mask the degenerate rows before the op), or clip the gradients",
+                 severity="warning")]
 
 
 NAN_FIX = ("keep the op's input away from where its derivative is infinite (e.g. "
