@@ -271,7 +271,10 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     fn = (ctx.function or ctx.tree) if all(names) else None  # a script's body counts too
     if fn is None:
         return out
-    if not any(_written_name(s, True) in names for s in _after(fn, stmt, memo)):
+    later = _after(fn, stmt, memo)
+    aliases = {a for s in later if (a := _alias_of(s, names))}
+    if not any(_written_name(s, True) in names or aliases and _written_name(s, True) in aliases
+               for s in later):
         return out  # nothing after it may write the names: its op need not be known
     modules = modules_of(ctx)
     prod = _producer(node, ctx, modules)
@@ -279,15 +282,41 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
         return out
     scope = ctx.scope(fn)
     for name in names:
-        for s in _after(fn, stmt, memo):
+        for s in later:
             if _written_name(s, True) == name and not _other_arm(scope, stmt, s, name) and not (
                     skipped_on_last_pass(fn, stmt, name) and after_loop_of(fn, stmt, s)):
                 w = _write_target(s, ctx, modules, scope)
                 if w is not None and w[0] == name:
                     out.append((prod, s, w[1], w[2], fn))
+            alias = _alias_of(s, [name]) if aliases else None
+            if alias is not None:  # NOTE [accumulator alias]
+                for t in _after(fn, s, memo):
+                    if _written_name(t, True) == alias and not _other_arm(scope, s, t, alias) \
+                            and not (skipped_on_last_pass(fn, s, alias)
+                                     and after_loop_of(fn, s, t)):
+                        w = _write_target(t, ctx, modules, scope)
+                        if w is not None and w[0] == alias:
+                            out.append((prod, t, w[1], w[2], fn))
+                    if _rebinds(t, alias) and not _rebound_to_itself(t, alias) and t is not s:
+                        break
             if _rebinds(s, name) and not _rebound_to_itself(s, name):
                 break
     return out
+
+
+def _alias_of(s: ast.stmt, names: list[str]) -> str | None:
+    """# NOTE [accumulator alias]
+    ``acc = h`` (a plain name bound to one of ``names``): ``acc`` holds the very tensor, so a
+    later in-place write into ``acc`` writes the op's saved output. The running sum that starts
+    as the first block's output (``if i == 0: acc = h`` / ``else: acc += h``; DGL's ARMA
+    stacks, MMOCR's FPEM_FFM) writes the first pass's ReLU output on the second pass: the
+    write counts unless it is on the other arm of the alias's ``if`` with no loop around both
+    (:func:`_other_arm`), and until ``acc`` is bound anew."""
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+            and isinstance(s.value, ast.Name) and s.value.id in names \
+            and s.targets[0].id not in names:
+        return s.targets[0].id
+    return None
 
 
 def _rebound_to_itself(s: ast.stmt, name: str) -> bool:
