@@ -1,0 +1,195 @@
+"""The facts of docs/triage/recall38b.md (session 38): an activation module a class is given
+by its builders (NOTE [module given by the builder]) and a running sum that starts as an alias
+of a saved output (NOTE [accumulator alias]) and the elements of a block that returns a tuple
+(NOTE [tuple module results]). Each pair is a correct shape the checker must
+leave alone and a buggy twin it must report, written in other names and shapes than the
+real-world cases; every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+INPLACE = (RuntimeError, "modified by an inplace operation")
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # a gated residual whose nonlinearity is handed in by the model that builds it, two levels
+    # up. Look-alike: GELU saves its input, not its output: the in-place residual is fine
+    "activation-given-by-the-builder": (Shape("""
+        class Residual(nn.Module):
+            def __init__(self, width, nonlin):
+                super().__init__()
+                self.proj = nn.Linear(width, width)
+                self.nonlin = nonlin
+            def forward(self, h):
+                y = self.nonlin(self.proj(h))
+                y += h
+                return y
+        class Tower(nn.Module):
+            def __init__(self, width, nonlin):
+                super().__init__()
+                self.first = Residual(width, nonlin)
+                self.head = nn.Linear(width, 1)
+            def forward(self, h):
+                return self.head(self.first(h))
+        net = Tower(6, nn.GELU())
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        loss = net(torch.randn(3, 6)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        """, "GT603", holds="net.first.proj.weight.grad is not None"), Shape("""
+        class Residual(nn.Module):
+            def __init__(self, width, nonlin):
+                super().__init__()
+                self.proj = nn.Linear(width, width)
+                self.nonlin = nonlin
+            def forward(self, h):
+                y = self.nonlin(self.proj(h))
+                y += h
+                return y
+        class Tower(nn.Module):
+            def __init__(self, width, nonlin):
+                super().__init__()
+                self.first = Residual(width, nonlin)
+                self.head = nn.Linear(width, 1)
+            def forward(self, h):
+                return self.head(self.first(h))
+        net = Tower(6, nn.ReLU())
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        loss = net(torch.randn(3, 6)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        """, "GT603", line=8, raises=INPLACE)),
+    # several branches summed into a running total that starts as the first branch's output.
+    # Look-alike: the total starts as a copy of it
+    "running-sum-starts-as-first-output": (Shape("""
+        branches = nn.ModuleList(nn.Linear(5, 5) for _ in range(3))
+        opt = torch.optim.SGD(branches.parameters(), lr=0.1)
+        x = torch.randn(4, 5)
+        total = None
+        for branch in branches:
+            z = F.relu(branch(x))
+            if total is None:
+                total = z.clone()
+            else:
+                total += z
+        opt.zero_grad()
+        total.sum().backward()
+        opt.step()
+        """, "GT603", holds="branches[0].weight.grad is not None"), Shape("""
+        branches = nn.ModuleList(nn.Linear(5, 5) for _ in range(3))
+        opt = torch.optim.SGD(branches.parameters(), lr=0.1)
+        x = torch.randn(4, 5)
+        total = None
+        for branch in branches:
+            z = F.relu(branch(x))
+            if total is None:
+                total = z
+            else:
+                total += z
+        opt.zero_grad()
+        total.sum().backward()
+        opt.step()
+        """, "GT603", line=10, raises=INPLACE)),
+    # a block returning two tensors, the caller scaling one of them in place.
+    # Look-alike: the scaled one is the plain Linear output (addmm saves its inputs only)
+    "tuple-element-of-a-block": (Shape("""
+        class TwoHeads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+                self.cls = nn.Linear(4, 3)
+            def forward(self, x):
+                feats = self.body(x)
+                logits = self.cls(x)
+                return feats, logits
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.heads = TwoHeads()
+            def forward(self, x):
+                f, z = self.heads(x)
+                z *= 0.5
+                return f.sum(1) + z.sum(1)
+        m = Model()
+        m(torch.randn(2, 4)).sum().backward()
+        """, "GT603", holds="m.heads.cls.weight.grad is not None"), Shape("""
+        class TwoHeads(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+                self.cls = nn.Linear(4, 3)
+            def forward(self, x):
+                feats = self.body(x)
+                logits = self.cls(x)
+                return feats, logits
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.heads = TwoHeads()
+            def forward(self, x):
+                f, z = self.heads(x)
+                f *= 0.5
+                return f.sum(1) + z.sum(1)
+        m = Model()
+        m(torch.randn(2, 4)).sum().backward()
+        """, "GT603", line=16, raises=INPLACE)),
+    # the same running sum inside a module's forward, over a block's results.
+    # Look-alike: the sum is rebound out of place
+    "running-sum-of-block-results": (Shape("""
+        class Pyramid(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.levels = nn.ModuleList(
+                    nn.Sequential(nn.Linear(3, 3), nn.ReLU()) for _ in range(3))
+            def forward(self, xs):
+                for k, level in enumerate(self.levels):
+                    y = level(xs[k])
+                    if k == 0:
+                        fused = y
+                    else:
+                        fused = fused + y
+                return fused
+        p = Pyramid()
+        p([torch.randn(2, 3) for _ in range(3)]).sum().backward()
+        """, "GT603", holds="p.levels[0][0].weight.grad is not None"), Shape("""
+        class Pyramid(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.levels = nn.ModuleList(
+                    nn.Sequential(nn.Linear(3, 3), nn.ReLU()) for _ in range(3))
+            def forward(self, xs):
+                for k, level in enumerate(self.levels):
+                    y = level(xs[k])
+                    if k == 0:
+                        fused = y
+                    else:
+                        fused += y
+                return fused
+        p = Pyramid()
+        p([torch.randn(2, 3) for _ in range(3)]).sum().backward()
+        """, "GT603", line=12, raises=INPLACE)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_trains(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
