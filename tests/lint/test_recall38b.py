@@ -1,7 +1,7 @@
 """The facts of docs/triage/recall38b.md (session 38): an activation module a class is given
 by its builders (NOTE [module given by the builder]) and a running sum that starts as an alias
 of a saved output (NOTE [accumulator alias]) and the elements of a block that returns a tuple
-(NOTE [tuple module results]). Each pair is a correct shape the checker must
+(NOTE [tuple module results]), and in-place writes spelt in a `return` statement. Each pair is a correct shape the checker must
 leave alone and a buggy twin it must report, written in other names and shapes than the
 real-world cases; every snippet runs on real torch."""
 from __future__ import annotations
@@ -182,6 +182,56 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         p = Pyramid()
         p([torch.randn(2, 3) for _ in range(3)]).sum().backward()
         """, "GT603", line=12, raises=INPLACE)),
+    # a gate whose in-place scaling is the method's return statement.
+    # Look-alike: the scaled copy is returned
+    "in-place-write-in-a-return": (Shape("""
+        class Gate(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.score = nn.Linear(5, 5)
+            def forward(self, x):
+                w = torch.sigmoid(self.score(x))
+                return w * 2.0
+        g = Gate()
+        g(torch.randn(3, 5)).sum().backward()
+        """, "GT602", holds="g.score.weight.grad is not None"), Shape("""
+        class Gate(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.score = nn.Linear(5, 5)
+            def forward(self, x):
+                w = torch.sigmoid(self.score(x))
+                return w.mul_(2.0)
+        g = Gate()
+        g(torch.randn(3, 5)).sum().backward()
+        """, "GT602", line=7, raises=INPLACE)),
+    # a self-gated activation helper returning its input multiplied in place by a function of
+    # it. Look-alike: the product is made out of place
+    "saved-input-written-in-a-return": (Shape("""
+        def soft_gate(t):
+            s = F.softplus(t)
+            return t * s
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                return soft_gate(self.fc(x))
+        n = Net()
+        n(torch.randn(2, 4)).sum().backward()
+        """, "GT605", holds="n.fc.weight.grad is not None"), Shape("""
+        def soft_gate(t):
+            s = F.softplus(t)
+            return t.mul_(s)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                return soft_gate(self.fc(x))
+        n = Net()
+        n(torch.randn(2, 4)).sum().backward()
+        """, "GT605", line=3, raises=INPLACE)),
 }
 
 

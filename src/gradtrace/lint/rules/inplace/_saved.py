@@ -105,12 +105,13 @@ def _write_target(stmt: ast.stmt, ctx: Context, modules: _LazyModules,
             return (name, "index", t) if name else None
         name = dotted(t)
         return (name, "aug", t) if name else None
-    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.Return)) else None
     if not isinstance(call, ast.Call):
         return None
     f = call.func
     if isinstance(f, ast.Attribute) and f.attr.endswith("_") and (
-            isinstance(stmt, ast.Expr) or _rebound_to_itself(stmt, dotted(stmt.targets[0]))) \
+            isinstance(stmt, (ast.Expr, ast.Return))  # `return out.add_(x)` writes too
+            or _rebound_to_itself(stmt, dotted(stmt.targets[0]))) \
             and not f.attr.startswith("_") and f.attr not in NOT_WRITES:
         name = dotted(f.value)
         return (name, "arith" if f.attr in ARITH_WRITES else "method", call) if name else None
@@ -131,7 +132,7 @@ def _written_name(stmt: ast.stmt, local: bool = False) -> str | None:
         if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
             return dotted(stmt.targets[0].value)
         call = stmt.value
-    elif isinstance(stmt, ast.Expr):
+    elif isinstance(stmt, (ast.Expr, ast.Return)):
         call = stmt.value
     else:
         return None
@@ -139,7 +140,7 @@ def _written_name(stmt: ast.stmt, local: bool = False) -> str | None:
         return None
     f = call.func
     if isinstance(f, ast.Attribute) and f.attr.endswith("_") and (
-            isinstance(stmt, ast.Expr) or local and _rebound_to_itself(
+            isinstance(stmt, (ast.Expr, ast.Return)) or local and _rebound_to_itself(
                 stmt, dotted(stmt.targets[0]))):
         return dotted(f.value)
     if call.args and (call.keywords or local and isinstance(f, ast.Name) or isinstance(

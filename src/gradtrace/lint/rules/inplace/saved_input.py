@@ -35,9 +35,9 @@ def _written(s: ast.stmt) -> str | None:
             and isinstance(s.targets[0], ast.Subscript) \
             and isinstance(s.targets[0].value, ast.Name):
         return s.targets[0].value.id
-    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+    if isinstance(s, (ast.Expr, ast.Return)) and isinstance(s.value, ast.Call) \
             and isinstance(s.value.func, ast.Attribute) \
-            and isinstance(s.value.func.value, ast.Name):
+            and isinstance(s.value.func.value, ast.Name):  # `return x.mul_(w)` writes too
         attr = s.value.func.attr
         if attr.endswith("_") and not attr.startswith("_") and attr not in NOT_WRITES:
             return s.value.func.value.id
@@ -302,7 +302,8 @@ def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
     (LayerNorm saves ``x``, then the add writes it: nanoGPT#72), ``x[i] = self.fc(x)[i]``,
     ``x.add_(self.fc(x))``. ``x = x + self.fc(x)`` is no write; ``x += self.drop(x)`` saves no
     ``x`` (checked on torch 2.13)."""
-    value = s.value.args if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+    value = s.value.args if isinstance(s, (ast.Expr, ast.Return)) \
+        and isinstance(s.value, ast.Call) \
         else [s.value] if isinstance(s, (ast.AugAssign, ast.Assign)) else []
     for v in value:
         receivers = [r for r in map(_cut_call, walk(v)) if r is not None]
