@@ -1,7 +1,8 @@
 """The facts of docs/triage/recall38b.md (session 38): an activation module a class is given
 by its builders (NOTE [module given by the builder]) and a running sum that starts as an alias
 of a saved output (NOTE [accumulator alias]) and the elements of a block that returns a tuple
-(NOTE [tuple module results]), and in-place writes spelt in a `return` statement. Each pair is a correct shape the checker must
+(NOTE [tuple module results]), in-place writes spelt in a `return` statement or chained, and a product that saves its
+other operand (NOTE [product saves the other operand]). Each pair is a correct shape the checker must
 leave alone and a buggy twin it must report, written in other names and shapes than the
 real-world cases; every snippet runs on real torch."""
 from __future__ import annotations
@@ -232,6 +233,59 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         n = Net()
         n(torch.randn(2, 4)).sum().backward()
         """, "GT605", line=3, raises=INPLACE)),
+    # a mask multiplied into a layer's result, then decayed in place (NOTE [product saves
+    # the other operand]). Look-alike: the mask is multiplied into data only
+    "product-saves-the-other-operand": (Shape("""
+        class Dropper(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x, keep):
+                m = (keep > 0).float()
+                y = self.fc(x) + x * m
+                m.mul_(0.5)
+                return y.sum() + m.sum()
+        d = Dropper()
+        d(torch.randn(2, 4), torch.randn(2, 4)).backward()
+        """, "GT605", holds="d.fc.weight.grad is not None"), Shape("""
+        class Dropper(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x, keep):
+                m = (keep > 0).float()
+                y = self.fc(x) * m
+                m.mul_(0.5)
+                return y.sum() + m.sum()
+        d = Dropper()
+        d(torch.randn(2, 4), torch.randn(2, 4)).backward()
+        """, "GT605", line=8, raises=INPLACE)),
+    # the same write chained (`m.mul_(a).add_(b)`): the tensor written is the first receiver.
+    # Look-alike: the chain starts on a copy
+    "chained-in-place-write": (Shape("""
+        class Smoother(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x, onehot):
+                y = torch.tanh(self.fc(x)) * onehot
+                soft = onehot.clone()
+                soft.mul_(0.9).add_(0.025)
+                return (y * soft).sum()
+        s = Smoother()
+        s(torch.randn(2, 4), torch.eye(4)[:2]).backward()
+        """, "GT605", holds="s.fc.weight.grad is not None"), Shape("""
+        class Smoother(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x, onehot):
+                y = torch.tanh(self.fc(x)) * onehot
+                onehot.mul_(0.9).add_(0.025)
+                return (y * onehot).sum()
+        s = Smoother()
+        s(torch.randn(2, 4), torch.eye(4)[:2]).backward()
+        """, "GT605", line=7, raises=INPLACE)),
 }
 
 
