@@ -2,7 +2,7 @@
 by its builders (NOTE [module given by the builder]) and a running sum that starts as an alias
 of a saved output (NOTE [accumulator alias]) and the elements of a block that returns a tuple
 (NOTE [tuple module results]), in-place writes spelt in a `return` statement or chained, and a product that saves its
-other operand (NOTE [product saves the other operand]). Each pair is a correct shape the checker must
+other operand (NOTE [product saves the other operand]); new GT622 (NOTE [block writes its input]). Each pair is a correct shape the checker must
 leave alone and a buggy twin it must report, written in other names and shapes than the
 real-world cases; every snippet runs on real torch."""
 from __future__ import annotations
@@ -286,6 +286,52 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         s = Smoother()
         s(torch.randn(2, 4), torch.eye(4)[:2]).backward()
         """, "GT605", line=7, raises=INPLACE)),
+    # a block that adds its bias into its input in place (NOTE [block writes its input]),
+    # given a tensor the caller's norm layer read first. Look-alike: the norm reads it after
+    # the block (it saves the written tensor, nothing is changed afterwards)
+    "block-writes-an-input-the-caller-saved": (Shape("""
+        class AddBias(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.b = nn.Parameter(torch.zeros(d))
+            def forward(self, h):
+                h += self.b
+                return h
+        class Mixer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.inp = nn.Linear(d, d)
+                self.norm = nn.LayerNorm(d)
+                self.shift = AddBias(d)
+            def forward(self, x):
+                h = self.inp(x)
+                s = self.shift(h)
+                n = self.norm(h)
+                return s + n
+        m = Mixer(4)
+        m(torch.randn(2, 4)).sum().backward()
+        """, "GT622", holds="m.inp.weight.grad is not None"), Shape("""
+        class AddBias(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.b = nn.Parameter(torch.zeros(d))
+            def forward(self, h):
+                h += self.b
+                return h
+        class Mixer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.inp = nn.Linear(d, d)
+                self.norm = nn.LayerNorm(d)
+                self.shift = AddBias(d)
+            def forward(self, x):
+                h = self.inp(x)
+                n = self.norm(h)
+                s = self.shift(h)
+                return s + n
+        m = Mixer(4)
+        m(torch.randn(2, 4)).sum().backward()
+        """, "GT622", line=6, raises=INPLACE)),
 }
 
 
