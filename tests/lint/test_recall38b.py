@@ -2,7 +2,7 @@
 by its builders (NOTE [module given by the builder]) and a running sum that starts as an alias
 of a saved output (NOTE [accumulator alias]) and the elements of a block that returns a tuple
 (NOTE [tuple module results]), in-place writes spelt in a `return` statement or chained, and a product that saves its
-other operand (NOTE [product saves the other operand]); new GT622 (NOTE [block writes its input]). Each pair is a correct shape the checker must
+other operand (NOTE [product saves the other operand]); new GT622 (NOTE [block writes its input]); new GT477 (NOTE [bias-selecting name list]). Each pair is a correct shape the checker must
 leave alone and a buggy twin it must report, written in other names and shapes than the
 real-world cases; every snippet runs on real torch."""
 from __future__ import annotations
@@ -332,6 +332,29 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         m = Mixer(4)
         m(torch.randn(2, 4)).sum().backward()
         """, "GT622", line=6, raises=INPLACE)),
+    # parameter groups built from a no-decay name list (NOTE [bias-selecting name list]).
+    # Look-alike: the matched names go to the group without decay; twin: to the decayed one
+    "decay-groups-swapped": (Shape("""
+        net = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 2))
+        exempt = ("bias", "1.weight")
+        groups = [
+            {"params": [p for n, p in net.named_parameters()
+                        if not any(e in n for e in exempt)], "weight_decay": 0.05},
+            {"params": [p for n, p in net.named_parameters()
+                        if any(e in n for e in exempt)], "weight_decay": 0.0},
+        ]
+        opt = torch.optim.AdamW(groups, lr=1e-3)
+        """, "GT477", holds="all(p.dim() == 1 for p in opt.param_groups[1]['params'])"), Shape("""
+        net = nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 2))
+        exempt = ("bias", "1.weight")
+        groups = [
+            {"params": [p for n, p in net.named_parameters()
+                        if any(e in n for e in exempt)], "weight_decay": 0.05},
+            {"params": [p for n, p in net.named_parameters()
+                        if not any(e in n for e in exempt)], "weight_decay": 0.0},
+        ]
+        opt = torch.optim.AdamW(groups, lr=1e-3)
+        """, "GT477", line=4, holds="all(p.dim() == 1 for p in opt.param_groups[0]['params'])")),
 }
 
 
