@@ -2,7 +2,7 @@
 by its builders (NOTE [module given by the builder]) and a running sum that starts as an alias
 of a saved output (NOTE [accumulator alias]) and the elements of a block that returns a tuple
 (NOTE [tuple module results]), in-place writes spelt in a `return` statement or chained, and a product that saves its
-other operand (NOTE [product saves the other operand]); new GT622 (NOTE [block writes its input]); new GT477 (NOTE [bias-selecting name list]). Each pair is a correct shape the checker must
+other operand (NOTE [product saves the other operand]); new GT622 (NOTE [block writes its input]); new GT477 (NOTE [bias-selecting name list]); new GT558 (NOTE [start events]). Each pair is a correct shape the checker must
 leave alone and a buggy twin it must report, written in other names and shapes than the
 real-world cases; every snippet runs on real torch."""
 from __future__ import annotations
@@ -355,6 +355,115 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         ]
         opt = torch.optim.AdamW(groups, lr=1e-3)
         """, "GT477", line=4, holds="all(p.dim() == 1 for p in opt.param_groups[0]['params'])")),
+    # an event-driven trainer whose epoch-start handler steps the scheduler (NOTE [start
+    # events]). Look-alike: the handler runs on epoch completion; the first epoch keeps lr 0.1
+    "scheduler-stepped-on-epoch-start": (Shape("""
+        class Events:
+            EPOCH_STARTED, EPOCH_COMPLETED = "epoch_started", "epoch_completed"
+        class Engine:
+            def __init__(self, step):
+                self.step, self.handlers = step, {}
+            def on(self, event):
+                def register(fn):
+                    self.handlers.setdefault(event, []).append(fn)
+                    return fn
+                return register
+            def run(self, data, epochs):
+                for _ in range(epochs):
+                    for fn in self.handlers.get(Events.EPOCH_STARTED, []):
+                        fn(self)
+                    for batch in data:
+                        self.step(batch)
+                    for fn in self.handlers.get(Events.EPOCH_COMPLETED, []):
+                        fn(self)
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        seen = []
+        def update(batch):
+            opt.zero_grad()
+            net(batch).pow(2).mean().backward()
+            seen.append(opt.param_groups[0]["lr"])
+            opt.step()
+        trainer = Engine(update)
+        @trainer.on(Events.EPOCH_COMPLETED)
+        def decay(engine):
+            sched.step()
+        trainer.run([torch.randn(2, 3)] * 2, epochs=2)
+        """, "GT558", holds="seen[0] == 0.1"), Shape("""
+        class Events:
+            EPOCH_STARTED, EPOCH_COMPLETED = "epoch_started", "epoch_completed"
+        class Engine:
+            def __init__(self, step):
+                self.step, self.handlers = step, {}
+            def on(self, event):
+                def register(fn):
+                    self.handlers.setdefault(event, []).append(fn)
+                    return fn
+                return register
+            def run(self, data, epochs):
+                for _ in range(epochs):
+                    for fn in self.handlers.get(Events.EPOCH_STARTED, []):
+                        fn(self)
+                    for batch in data:
+                        self.step(batch)
+                    for fn in self.handlers.get(Events.EPOCH_COMPLETED, []):
+                        fn(self)
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        seen = []
+        def update(batch):
+            opt.zero_grad()
+            net(batch).pow(2).mean().backward()
+            seen.append(opt.param_groups[0]["lr"])
+            opt.step()
+        trainer = Engine(update)
+        @trainer.on(Events.EPOCH_STARTED)
+        def decay(engine):
+            sched.step()
+        trainer.run([torch.randn(2, 3)] * 2, epochs=2)
+        """, "GT558", line=31, holds="seen[0] == 0.05")),
+    # precision gate (transformers' phimoe): the norm's output is rebound to the name the
+    # block then writes; the norm saved the previous tensor. Look-alike only (its twin is the
+    # pair above)
+    "block-writes-the-rebound-norm-output": (Shape("""
+        class Jitter(nn.Module):
+            def forward(self, h):
+                h *= 1.5
+                return h
+        class Layer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.norm = nn.LayerNorm(d)
+                self.fc = nn.Linear(d, d)
+                self.jitter = Jitter()
+            def forward(self, x):
+                h = self.fc(x)
+                h = self.norm(h)
+                h = self.jitter(h)
+                return h
+        layer = Layer(4)
+        layer(torch.randn(2, 4)).sum().backward()
+        """, "GT622", holds="layer.fc.weight.grad is not None"), Shape("""
+        class Jitter(nn.Module):
+            def forward(self, h):
+                h *= 1.5
+                return h
+        class Layer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.norm = nn.LayerNorm(d)
+                self.fc = nn.Linear(d, d)
+                self.jitter = Jitter()
+            def forward(self, x):
+                h = self.fc(x)
+                n = self.norm(h)
+                h = self.jitter(h)
+                return h + n
+        layer = Layer(4)
+        layer(torch.randn(2, 4)).sum().backward()
+        """, "GT622", line=3, raises=INPLACE)),
 }
 
 

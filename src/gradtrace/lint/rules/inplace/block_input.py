@@ -217,8 +217,9 @@ def _saved_before(name: str, stmt: ast.stmt, scope: object, ctx: Context) -> ast
     for s in scope.stmts:  # type: ignore[attr-defined]
         if s.lineno >= stmt.lineno:
             break
-        if s.lineno < start or scope.grad_off_at(s) is not None:  # type: ignore[attr-defined]
-            continue
+        if s.lineno <= start or scope.grad_off_at(s) is not None:  # type: ignore[attr-defined]
+            continue  # the binding's own reads see the value the name held before it
+            # (`h = self.norm(h); h = self.block(h)`: the norm saved the old `h`)
         for n in ast.walk(s):
             if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) \
                     and n.args[0].id == name and n is not stmt:
