@@ -3,6 +3,7 @@ the caller saved for backward."""
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -75,8 +76,24 @@ def block_write(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> BlockWrite | None
     return None
 
 
+FORWARD_RE = re.compile(r"def forward\(\s*self\s*,\s*(\w+)")
+
+
+def _may_write_input(code: str) -> bool:
+    """The code text (strings and comments blanked) holds a ``forward`` whose first argument
+    is, by spelling, written in place or aliased (``x +=``, ``x[...] =``, ``x.add_(``, ``=
+    x`` at a line's end): the cheap gate before any class is read."""
+    for name in set(FORWARD_RE.findall(code)):
+        if re.search(r"(?m)\b" + name + r"(\s*[-+*/]=|\[[^\n]*\]\s*=[^=]|\.[a-z]\w*_\()"
+                     r"|=\s*" + name + r"\s*(#.*)?$", code):
+            return True
+    return False
+
+
 def _writers(ctx: Context) -> dict[str, BlockWrite]:
     def make() -> dict[str, BlockWrite]:
+        if not _may_write_input(ctx.code):
+            return {}
         out: dict[str, BlockWrite] = {}
         for name, info in ctx.analysis.classes.items():
             fwd = info.methods.get("forward")
