@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.calls import named_calls, word_lines
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.steps import backward_of
 from gradtrace.lint.context import FUNCTION_TYPES, Context
@@ -16,7 +17,6 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace._ops import _statements
 from gradtrace.lint.rules.inplace._saved import _eval_branch, _path_to, _rebinds
 from gradtrace.lint.rules.inplace._saving_ops import SAVING_MODULES
-from gradtrace.lint.nodes import walk
 
 
 @dataclass(frozen=True)
@@ -79,20 +79,38 @@ def block_write(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> BlockWrite | None
 FORWARD_RE = re.compile(r"def forward\(\s*self\s*,\s*(\w+)")
 
 
-def _may_write_input(code: str) -> bool:
-    """The code text (strings and comments blanked) holds a ``forward`` whose first argument
-    is, by spelling, written in place or aliased (``x +=``, ``x[...] =``, ``x.add_(``, ``=
-    x`` at a line's end): the cheap gate before any class is read."""
-    for name in set(FORWARD_RE.findall(code)):
-        if re.search(r"(?m)\b" + name + r"(\s*[-+*/]=|\[[^\n]*\]\s*=[^=]|\.[a-z]\w*_\()"
-                     r"|=\s*" + name + r"\s*(#.*)?$", code):
+ALIAS_RE = re.compile(r"^\s*(\w+)\s*=\s*(\w+)\s*(?:#.*)?$")
+
+
+def _may_write_input(ctx: Context) -> bool:
+    """The code text (strings and comments blanked) holds a ``forward`` whose first argument,
+    or a name assigned from it alone (``out = x``), is spelt written in place (``x +=``,
+    ``x[...] =``, ``x.add_(``) on a line that names it: the cheap gate before any class is
+    read (the lines come from the file's word index)."""
+    params = set(FORWARD_RE.findall(ctx.code))
+    if not params:
+        return False
+    lines = ctx.code_lines
+    names = set(params)
+    for ln in word_lines(ctx, sorted(params)):
+        m = ALIAS_RE.match(lines[ln - 1])
+        if m and m.group(2) in params:
+            names.add(m.group(1))
+    for ln in word_lines(ctx, sorted(names)):
+        text = lines[ln - 1]
+        if any(w in text for w in WRITE_MARKS) and any(re.search(
+                r"\b" + n + r"(?:\s*[-+*/]=|\[[^\]\n]*\]\s*=[^=]|\.[a-z]\w*_\()", text)
+                for n in names if n in text):
             return True
     return False
 
 
+WRITE_MARKS = ("+=", "-=", "*=", "/=", "=", "_(")
+
+
 def _writers(ctx: Context) -> dict[str, BlockWrite]:
     def make() -> dict[str, BlockWrite]:
-        if not _may_write_input(ctx.code):
+        if not _may_write_input(ctx):
             return {}
         out: dict[str, BlockWrite] = {}
         for name, info in ctx.analysis.classes.items():
@@ -174,22 +192,20 @@ class BlockInputWrittenAfterSave(Rule):
         if not writers:
             return
         done: set[str] = set()
-        for fn in [node, *(n for n in walk(node) if isinstance(n, FUNCTION_TYPES))]:
+        for fn, spelt, cls in _uses(ctx, writers):
             for call in _own_calls(fn):
-                if not call.args or not isinstance(call.args[0], ast.Name):
+                if dotted(call.func) != spelt or not call.args \
+                        or not isinstance(call.args[0], ast.Name) or cls in done:
                     continue
                 scope = ctx.scope(fn)
-                k = ctx.analysis.kind(call.func, scope, call.lineno)
-                if k is None or k.what != MODULE or k.cls not in writers or k.cls in done:
-                    continue
                 stmt = scope.statement_of(call)
                 arg = call.args[0].id
                 saver = _saved_before(arg, stmt, scope, ctx) if stmt is not None else None
                 if saver is None or scope.grad_off_at(stmt) is not None \
                         or not _trained_at(fn, call, ctx):
                     continue
-                done.add(k.cls)
-                w = writers[k.cls]
+                done.add(cls)
+                w = writers[cls]
                 at = w.alias if w.alias is not None else w.write
                 how = f"`{ctx.source(w.write).splitlines()[0][:40]}`" + (
                     f" through `{ctx.source(w.alias)}`" if w.alias is not None else "")
@@ -198,8 +214,29 @@ class BlockInputWrittenAfterSave(Rule):
                             ctx.column(saver)),
                     Related(ctx.path, call.lineno, "the block is handed the saved tensor here",
                             ctx.column(call))),
-                    block=k.cls, how=how, arg=arg, saver=ctx.source(saver)[:40],
+                    block=cls, how=how, arg=arg, saver=ctx.source(saver)[:40],
                     line=saver.lineno, call=ctx.source(call)[:40])
+
+
+def _uses(ctx: Context, writers: dict[str, BlockWrite]) -> list[tuple[ast.AST, str, str]]:
+    """(a function to scan, how a call of an instance is spelt there, the writer class): an
+    instance built as ``self.<attr> = Cls(...)`` is called as ``self.<attr>(...)`` in the
+    methods of that class, one bound as ``blk = Cls(...)`` as ``blk(...)`` where it is bound
+    (read from the construction sites: no other function is scanned)."""
+    out: list[tuple[ast.AST, str, str]] = []
+    for cls in writers:
+        for call, where in named_calls(ctx, cls):
+            stmt = ctx.scope(where).statement_of(call)
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and stmt.value is call):
+                continue
+            t = dotted(stmt.targets[0])
+            if t and t.startswith("self.") and t.count(".") == 1:
+                info = ctx.analysis.class_of(where)
+                out.extend((m, t, cls) for m in (info.methods.values() if info else ()))
+            elif isinstance(stmt.targets[0], ast.Name):
+                out.append((where, t, cls))  # type: ignore[arg-type]
+    return out
 
 
 def _own_calls(fn: ast.AST) -> list[ast.Call]:
