@@ -24,7 +24,7 @@ def _pairs(text: str) -> list[tuple[str, int]]:
         if isinstance(s, (ast.Import, ast.ImportFrom)):
             ctx.imports.add(s)
     cls = next(n for n in ast.walk(ctx.tree) if isinstance(n, ast.ClassDef))
-    return [(w[0], s.lineno) for _, s, w, _ in _class_pairs(cls, ctx)]
+    return [(w[0], s.lineno) for _, s, w, *_ in _class_pairs(cls, ctx)]
 
 
 def _codes(text: str, code: str) -> list[tuple[str, int]]:

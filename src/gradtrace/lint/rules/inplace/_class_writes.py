@@ -20,9 +20,10 @@ from gradtrace.lint.rules.inplace._ops import (
     SAVED_OUT, VIEW_METHODS, _LazyModules, _statements, module_call_op,
 )
 from gradtrace.lint.rules.inplace._saved import (
-    ARITH_WRITES, NOT_WRITES, Producer, _eval_branch, _is_autograd_function, _path_to,
-    _rebinds, _runs_as_forward, _write_target, _written_name,
+    ARITH_WRITES, NOT_WRITES, Producer, _alias_of, _eval_branch, _is_autograd_function,
+    _other_arm, _path_to, _rebinds, _runs_as_forward, _write_target, _written_name,
 )
+from gradtrace.lint.rules.inplace._tuple_results import element_op
 
 
 def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
@@ -37,10 +38,11 @@ def class_writes(cls: ast.ClassDef, ctx: Context, families: tuple[str, ...],
     if not pairs:
         return
     modules = ctx.memo("gt6-modules-all", cls, lambda: _LazyModules(cls, ctx, True))
-    for call, s, w, scope in pairs:
+    for call, s, w, scope, place in pairs:
         if w[1] not in kinds:
             continue
-        op = module_call_op(call, ctx, modules, scope, s)
+        op = module_call_op(call, ctx, modules, scope, s) if place is None else \
+            element_op(call, place[0], place[1], cls, ctx, scope)
         if op is None or SAVED_OUT.get(op, "relu") not in families:
             continue
         yield Producer(call, op, SAVED_OUT.get(op, "relu")), s, w[2]
@@ -85,7 +87,7 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
             if not _eval_branch(_path_to(fn.body, s)):
                 scope = scope or ctx.scope(fn)
                 if scope.grad_off_at(s) is None:
-                    out.append((chained[0], s, chained[1], scope))
+                    out.append((chained[0], s, chained[1], scope, None))
         if not written:
             continue
         for i, stmt in enumerate(stmts):
@@ -101,27 +103,61 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
                                         for x in stmts[i + 1:k]):
                         scope = scope or ctx.scope(fn)
                         if scope.grad_off_at(stmt) is None:
-                            out.append((call, s, (name, "aug", s.target), scope))
+                            out.append((call, s, (name, "aug", s.target), scope, None))
                 continue
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.value, ast.Call)
                     and isinstance(stmt.value.func, (ast.Attribute, ast.Subscript, ast.Name))):
                 continue
-            name = dotted(stmt.targets[0])
-            if name is None or not any(j > i for j in written.get(name, ())):
-                continue
-            for k in range(i + 1, len(stmts)):
-                s = stmts[k]
-                if k in written[name]:
-                    w = _write_target(s, ctx, modules)
-                    if w is not None and name in (w[0], views.get(w[0])) \
-                            and not _eval_branch(_path_to(fn.body, s)):
+            t = stmt.targets[0]
+            places = [(dotted(t), None)] if not isinstance(t, ast.Tuple) else [
+                (e.id, (j, len(t.elts))) for j, e in enumerate(t.elts)
+                if isinstance(e, ast.Name)]  # NOTE [tuple module results]
+            for name, place in places:
+                if name is None:
+                    continue
+                for k, s, w in _writes_into(stmts, i, name, written, views, ctx, modules):
+                    if not _eval_branch(_path_to(fn.body, s)):
                         scope = scope or ctx.scope(fn)
-                        if scope.grad_off_at(stmt) is None:
-                            out.append((unviewed(stmt.value), s, w, scope))
-                if _rebinds(s, name):
-                    break
+                        if scope.grad_off_at(stmt) is None and (k == i or not _alias_arm(
+                                scope, stmts, k, s)):
+                            out.append((unviewed(stmt.value), s, w, scope, place))
     return out
+
+
+def _writes_into(stmts: list[ast.stmt], i: int, name: str, written: dict[str, list[int]],
+                 views: dict, ctx: Context, modules: Any) -> Iterator[tuple[int, ast.stmt, tuple]]:
+    """(the binding's index: ``i``, or the alias's, the write, its target) for each in-place
+    write into ``name`` after ``stmts[i]`` until it is rebound, and into a plain alias of it
+    (``acc = out``, NOTE [accumulator alias]) until the alias is rebound."""
+    aliases = [(k, a) for k in range(i + 1, len(stmts))
+               if (a := _alias_of(stmts[k], [name])) is not None and a in written]
+    if not any(j > i for j in written.get(name, ())) and not aliases:
+        return
+    for k in range(i + 1, len(stmts)):
+        s = stmts[k]
+        if k in written.get(name, ()):
+            w = _write_target(s, ctx, modules)
+            if w is not None and name in (w[0], views.get(w[0])):
+                yield i, s, w
+        if (k, _alias_of(s, [name])) in aliases:
+            alias = _alias_of(s, [name])
+            for m in range(k + 1, len(stmts)):
+                if m in written.get(alias, ()):  # type: ignore[arg-type]
+                    w = _write_target(stmts[m], ctx, modules)
+                    if w is not None and w[0] == alias:
+                        yield k, stmts[m], w
+                if _rebinds(stmts[m], alias):  # type: ignore[arg-type]
+                    break
+        if _rebinds(s, name):
+            break
+
+
+def _alias_arm(scope: Any, stmts: list[ast.stmt], k: int, write: ast.stmt) -> bool:
+    """The alias ``stmts[k]`` and the write are on two arms of one ``if`` with no loop around
+    both that can run the one, then the other (:func:`._saved._other_arm`)."""
+    alias = stmts[k].targets[0].id  # type: ignore[attr-defined]
+    return _other_arm(scope, stmts[k], write, alias)
 
 
 CHAINED_RE = re.compile(r"\)\s*\.\s*[a-z]\w*_\(")

@@ -153,16 +153,77 @@ def _default_module(init: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
     return d
 
 
+def given_module(init: ast.FunctionDef | ast.AsyncFunctionDef, name: str, ctx: Context,
+                 depth: int = 0) -> tuple[ast.Call, ast.AST | None] | None:
+    """# NOTE [module given by the builder]
+    ``def __init__(self, d, act): ... self.act = act``, the class built in the file as
+    ``Block(d, nn.ReLU())``: (the module every construction of the class in the file passes
+    for ``name``, the function the value is read in). A site that passes a constant None
+    runs no module (the class tests ``self.act is not None``); a site that passes a
+    parameter of its own ``__init__`` (``ARMAConv(d, h, activation)`` in ``Net.__init__``)
+    is that class's given module, one level further (at most 2). None when a site passes
+    nothing, unpacks arguments, or two sites pass modules built differently."""
+    a = init.args
+    pos = [x.arg for x in (*a.posonlyargs, *a.args)]
+    kw = {x.arg for x in a.kwonlyargs}
+    if (name not in pos or pos.index(name) == 0) and name not in kw:
+        return None
+    i = pos.index(name) if name in pos else -1
+    found: list[tuple[ast.Call, ast.AST | None]] = []
+    for call, where in ctx.analysis.call_sites(init):
+        if any(isinstance(x, ast.Starred) for x in call.args) \
+                or any(k.arg is None for k in call.keywords):
+            return None
+        given = [k.value for k in call.keywords if k.arg == name]
+        if 0 < i <= len(call.args):
+            given.append(call.args[i - 1])
+        if len(given) != 1:
+            return None  # left to its default (NOTE [module given by a default]) or unknown
+        g = given[0]
+        fn = where if isinstance(where, FUNCTION_TYPES) else None
+        if isinstance(g, ast.Constant) and g.value is None:
+            continue
+        if isinstance(g, ast.Name):
+            outer = ctx.analysis.class_of(fn)
+            scope = ctx.scope(fn or ctx.tree)
+            b = scope.binding_before(g.id, call.lineno)
+            if b is not None and isinstance(b.stmt, ast.Assign) and isinstance(b.value, ast.Call):
+                g = b.value
+            elif b is None and fn is not None and fn.name == "__init__" and outer is not None \
+                    and depth < 1:
+                got = given_module(fn, g.id, ctx, depth + 1)
+                if got is None:
+                    return None
+                found.append(got)
+                continue
+        if not isinstance(g, ast.Call):
+            return None
+        found.append((g, fn))
+    if not found or len({ast.dump(c) for c, _ in found}) > 1:
+        return None
+    return found[0]
+
+
 def _module_attr(cls: ast.ClassDef | None, attr_name: str,
                  ctx: Context) -> tuple[str | None, bool, str | Built | None]:
     """(saved-output op, container, the op of some block, or what the blocks build when it is
     still to be read) for the module of
-    ``self.<attr_name>`` (:func:`_init_value`), whose result an op that saves it makes
-    (NOTE [module results])."""
-    v = _init_value(cls, attr_name, ctx)
+    ``self.<attr_name>`` (:func:`_init_value`, else NOTE [module given by the builder]),
+    whose result an op that saves it makes (NOTE [module results])."""
+    init = ctx.analysis.classes[cls.name].methods.get("__init__") if cls is not None else None
+    v: ast.AST | None = _init_value(cls, attr_name, ctx)
+    where: ast.AST | None = init
+    if v is None and init is not None:
+        info = ctx.analysis.classes[cls.name]  # type: ignore[union-attr]
+        attr = info.attrs.get(attr_name) if info.node is cls else None
+        given = given_module(init, attr.value.id, ctx) if attr is not None \
+            and attr.method is init and not attr.later and isinstance(attr.value, ast.Name) \
+            else None
+        if given is not None:
+            v, where = given
     if v is None:
         return None, False, None
-    got = built(v, ctx, ctx.analysis.classes[cls.name].methods["__init__"])  # type: ignore
+    got = built(v, ctx, where)
     if got is None:
         return None, False, None
     op = built_op(got, ctx)

@@ -105,12 +105,13 @@ def _write_target(stmt: ast.stmt, ctx: Context, modules: _LazyModules,
             return (name, "index", t) if name else None
         name = dotted(t)
         return (name, "aug", t) if name else None
-    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign)) else None
+    call = stmt.value if isinstance(stmt, (ast.Expr, ast.Assign, ast.Return)) else None
     if not isinstance(call, ast.Call):
         return None
     f = call.func
     if isinstance(f, ast.Attribute) and f.attr.endswith("_") and (
-            isinstance(stmt, ast.Expr) or _rebound_to_itself(stmt, dotted(stmt.targets[0]))) \
+            isinstance(stmt, (ast.Expr, ast.Return))  # `return out.add_(x)` writes too
+            or _rebound_to_itself(stmt, dotted(stmt.targets[0]))) \
             and not f.attr.startswith("_") and f.attr not in NOT_WRITES:
         name = dotted(f.value)
         return (name, "arith" if f.attr in ARITH_WRITES else "method", call) if name else None
@@ -131,7 +132,7 @@ def _written_name(stmt: ast.stmt, local: bool = False) -> str | None:
         if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Subscript):
             return dotted(stmt.targets[0].value)
         call = stmt.value
-    elif isinstance(stmt, ast.Expr):
+    elif isinstance(stmt, (ast.Expr, ast.Return)):
         call = stmt.value
     else:
         return None
@@ -139,7 +140,7 @@ def _written_name(stmt: ast.stmt, local: bool = False) -> str | None:
         return None
     f = call.func
     if isinstance(f, ast.Attribute) and f.attr.endswith("_") and (
-            isinstance(stmt, ast.Expr) or local and _rebound_to_itself(
+            isinstance(stmt, (ast.Expr, ast.Return)) or local and _rebound_to_itself(
                 stmt, dotted(stmt.targets[0]))):
         return dotted(f.value)
     if call.args and (call.keywords or local and isinstance(f, ast.Name) or isinstance(
@@ -271,7 +272,10 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     fn = (ctx.function or ctx.tree) if all(names) else None  # a script's body counts too
     if fn is None:
         return out
-    if not any(_written_name(s, True) in names for s in _after(fn, stmt, memo)):
+    later = _after(fn, stmt, memo)
+    aliases = {a for s in later if (a := _alias_of(s, names))}
+    if not any(_written_name(s, True) in names or aliases and _written_name(s, True) in aliases
+               for s in later):
         return out  # nothing after it may write the names: its op need not be known
     modules = modules_of(ctx)
     prod = _producer(node, ctx, modules)
@@ -279,15 +283,41 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
         return out
     scope = ctx.scope(fn)
     for name in names:
-        for s in _after(fn, stmt, memo):
+        for s in later:
             if _written_name(s, True) == name and not _other_arm(scope, stmt, s, name) and not (
                     skipped_on_last_pass(fn, stmt, name) and after_loop_of(fn, stmt, s)):
                 w = _write_target(s, ctx, modules, scope)
                 if w is not None and w[0] == name:
                     out.append((prod, s, w[1], w[2], fn))
+            alias = _alias_of(s, [name]) if aliases else None
+            if alias is not None:  # NOTE [accumulator alias]
+                for t in _after(fn, s, memo):
+                    if _written_name(t, True) == alias and not _other_arm(scope, s, t, alias) \
+                            and not (skipped_on_last_pass(fn, s, alias)
+                                     and after_loop_of(fn, s, t)):
+                        w = _write_target(t, ctx, modules, scope)
+                        if w is not None and w[0] == alias:
+                            out.append((prod, t, w[1], w[2], fn))
+                    if _rebinds(t, alias) and not _rebound_to_itself(t, alias) and t is not s:
+                        break
             if _rebinds(s, name) and not _rebound_to_itself(s, name):
                 break
     return out
+
+
+def _alias_of(s: ast.stmt, names: list[str]) -> str | None:
+    """# NOTE [accumulator alias]
+    ``acc = h`` (a plain name bound to one of ``names``): ``acc`` holds the very tensor, so a
+    later in-place write into ``acc`` writes the op's saved output. The running sum that starts
+    as the first block's output (``if i == 0: acc = h`` / ``else: acc += h``; DGL's ARMA
+    stacks, MMOCR's FPEM_FFM) writes the first pass's ReLU output on the second pass: the
+    write counts unless it is on the other arm of the alias's ``if`` with no loop around both
+    (:func:`_other_arm`), and until ``acc`` is bound anew."""
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+            and isinstance(s.value, ast.Name) and s.value.id in names \
+            and s.targets[0].id not in names:
+        return s.targets[0].id
+    return None
 
 
 def _rebound_to_itself(s: ast.stmt, name: str) -> bool:

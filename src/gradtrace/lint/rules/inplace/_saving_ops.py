@@ -56,7 +56,38 @@ def _candidates(e: ast.AST, ctx: Context, written: str | None = None
         elif isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mult, ast.MatMult)):
             for a, b in ((n.left, n.right), (n.right, n.left)):
                 if isinstance(a, ast.Name):
-                    out.append((a.id, n, ("param", [b])))
+                    out.append((a.id, n, ("operand", [b])))
+    return out
+
+
+# NOTE [product saves the other operand]
+# `y = a * t` (or `a @ t`) saves `t` for the gradient of `a` whenever `a` requires grad: a
+# Parameter, a layer's result, a value its callers give a graph
+# (NOTE [values that require grad]). Writing `t` in place before the backward raises (timm's asymmetric loss smooths its
+# one-hot targets in place after `xs_pos * targets`; checked on torch 2.13). A constant or a
+# data tensor on the other side saves nothing that needs `t`'s version.
+
+
+def _value_names(e: ast.expr) -> list[ast.Name]:
+    """The names an elementwise expression computes from (``torch.exp(lp)``, ``a - b``):
+    a call's arguments and receiver, an operator's operands; not callees nor attributes'
+    owners (``self``, ``torch``)."""
+    out: list[ast.Name] = []
+    todo: list[ast.AST] = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Name):
+            out.append(n)
+        elif isinstance(n, ast.BinOp):
+            todo += [n.left, n.right]
+        elif isinstance(n, ast.UnaryOp):
+            todo.append(n.operand)
+        elif isinstance(n, ast.Call):
+            todo += list(n.args)
+            if isinstance(n.func, ast.Attribute) and not isinstance(n.func.value, ast.Name):
+                todo.append(n.func.value)
+            elif isinstance(n.func, ast.Attribute) and n.func.value.id not in ("torch", "F", "self"):
+                todo.append(n.func.value)  # `lp.exp()`: the receiver
     return out
 
 
@@ -78,6 +109,10 @@ def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
     how, operands = test
     if how == "param":  # another operand is a Parameter
         return any(_is_param(o, ctx, line) for o in operands)
+    if how == "operand":  # NOTE [product saves the other operand]
+        return any(_is_param(o, ctx, line) or _has_graph(o, ctx, line) or not isinstance(
+            o, ast.Name) and any(isinstance(n, ast.Name) and _has_graph(n, ctx, line)
+                                 for n in _value_names(o)) for o in operands)
     if how == "grad":  # an elementwise op saves it when it requires grad
         return _has_graph(operands[0], ctx, line)
     k = ctx.analysis.kind(operands[0], None, line)  # a saving layer

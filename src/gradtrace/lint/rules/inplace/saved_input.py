@@ -35,13 +35,20 @@ def _written(s: ast.stmt) -> str | None:
             and isinstance(s.targets[0], ast.Subscript) \
             and isinstance(s.targets[0].value, ast.Name):
         return s.targets[0].value.id
-    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
-            and isinstance(s.value.func, ast.Attribute) \
-            and isinstance(s.value.func.value, ast.Name):
-        attr = s.value.func.attr
-        if attr.endswith("_") and not attr.startswith("_") and attr not in NOT_WRITES:
-            return s.value.func.value.id
+    if isinstance(s, (ast.Expr, ast.Return)) and isinstance(s.value, ast.Call) \
+            and isinstance(s.value.func, ast.Attribute):  # `return x.mul_(w)` writes too
+        call = s.value
+        while isinstance(call.func.value, ast.Call) and isinstance(  # `x.mul_(a).add_(b)`
+                call.func.value.func, ast.Attribute) and _inplace_method(call.func.value):
+            call = call.func.value
+        if isinstance(call.func.value, ast.Name) and _inplace_method(call):
+            return call.func.value.id
     return None
+
+
+def _inplace_method(call: ast.Call) -> bool:
+    attr = call.func.attr  # type: ignore[attr-defined]
+    return attr.endswith("_") and not attr.startswith("_") and attr not in NOT_WRITES
 
 
 def _bound(s: ast.stmt) -> frozenset[str]:
@@ -83,6 +90,9 @@ class InplaceWriteToSavedInput(Rule):
     A helper's local built by indexing and arithmetic from an argument its callers pass with
     grad, differentiated there by `torch.autograd.grad` (forces from an energy), counts too
     (NOTE [passed graph]): `v = x[i] - x[j]; v /= torch.norm(v, dim=1).unsqueeze(1)`.
+    A product saves each operand for the other's gradient: `y = self.fc(x) * m` then
+    `m.mul_(0.5)` (or `m.mul_(a).add_(b)`, or `return m.mul_(a)`) writes what `y`'s backward
+    needs when the other operand requires grad (NOTE [product saves the other operand]).
     Known limits: the layer must be an `nn` layer (attribute or name) or a Parameter operand
     known in this file, and the saving call and the write must sit in the same block; an
     elementwise op counts only on a value known to require grad.
@@ -302,7 +312,8 @@ def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
     (LayerNorm saves ``x``, then the add writes it: nanoGPT#72), ``x[i] = self.fc(x)[i]``,
     ``x.add_(self.fc(x))``. ``x = x + self.fc(x)`` is no write; ``x += self.drop(x)`` saves no
     ``x`` (checked on torch 2.13)."""
-    value = s.value.args if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+    value = s.value.args if isinstance(s, (ast.Expr, ast.Return)) \
+        and isinstance(s.value, ast.Call) \
         else [s.value] if isinstance(s, (ast.AugAssign, ast.Assign)) else []
     for v in value:
         receivers = [r for r in map(_cut_call, walk(v)) if r is not None]

@@ -254,6 +254,12 @@ class InplaceAddToReluOutput(InplaceRule):
     picks), a block of an `nn.ModuleList` called by index or in a loop; and an element of a
     list of such outputs (`laterals = [conv(x) for conv, x in zip(self.lateral_convs, xs)]`,
     then `laterals[i - 1] += up`: the FPN top-down path), unless an element is replaced first.
+    The activation may be handed to the block by the code that builds it (`self.act = act`,
+    `Block(d, nn.ReLU())`, through one more `__init__`: NOTE [module given by the builder]); the
+    write may go through a running sum that starts as the output (`if i == 0: acc = out` /
+    `else: acc += out`: NOTE [accumulator alias]), take one element of a block that returns a
+    tuple (`c2, c3 = fpem(c2, c3)`: NOTE [tuple module results]), or be spelt in a `return`
+    (`return out.add_(x)`).
     Known limits: the module must be assigned once, in `__init__` of the same class; when its
     `forward` returns different things on branches no constructor argument decides, nothing is
     reported.
