@@ -3,12 +3,11 @@ the caller saved for backward."""
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.calls import named_calls, word_lines
+from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.steps import backward_of
 from gradtrace.lint.context import FUNCTION_TYPES, Context
@@ -76,42 +75,9 @@ def block_write(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> BlockWrite | None
     return None
 
 
-FORWARD_RE = re.compile(r"def forward\(\s*self\s*,\s*(\w+)")
-
-
-ALIAS_RE = re.compile(r"^\s*(\w+)\s*=\s*(\w+)\s*(?:#.*)?$")
-
-
-def _may_write_input(ctx: Context) -> bool:
-    """The code text (strings and comments blanked) holds a ``forward`` whose first argument,
-    or a name assigned from it alone (``out = x``), is spelt written in place (``x +=``,
-    ``x[...] =``, ``x.add_(``) on a line that names it: the cheap gate before any class is
-    read (the lines come from the file's word index)."""
-    params = set(FORWARD_RE.findall(ctx.code))
-    if not params:
-        return False
-    lines = ctx.code_lines
-    names = set(params)
-    for ln in word_lines(ctx, sorted(params)):
-        m = ALIAS_RE.match(lines[ln - 1])
-        if m and m.group(2) in params:
-            names.add(m.group(1))
-    for ln in word_lines(ctx, sorted(names)):
-        text = lines[ln - 1]
-        if any(w in text for w in WRITE_MARKS) and any(re.search(
-                r"\b" + n + r"(?:\s*[-+*/]=|\[[^\]\n]*\]\s*=[^=]|\.[a-z]\w*_\()", text)
-                for n in names if n in text):
-            return True
-    return False
-
-
-WRITE_MARKS = ("+=", "-=", "*=", "/=", "=", "_(")
-
-
 def _writers(ctx: Context) -> dict[str, BlockWrite]:
-    def make() -> dict[str, BlockWrite]:
-        if not _may_write_input(ctx):
-            return {}
+    def make() -> dict[str, BlockWrite]:  # no text gate: reading each forward's statements
+        # costs less than a word search of its argument's lines (lead38)
         out: dict[str, BlockWrite] = {}
         for name, info in ctx.analysis.classes.items():
             fwd = info.methods.get("forward")

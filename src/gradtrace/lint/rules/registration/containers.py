@@ -242,8 +242,7 @@ class ModulesInPlainContainer(Rule):
             return
         text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
         if not (CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
-                    PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)) \
-                or _other_framework(node, ctx, 0):
+                    PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
@@ -285,8 +284,9 @@ class ModulesInPlainContainer(Rule):
                 where = init if lo <= st.lineno <= hi else None
                 for f in self._check(st, attr, filled, ctx, where, node.name):
                     if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node) \
-                            and attr not in picked_attrs(node) | hand_listed(node):
-                        yield f
+                            and attr not in picked_attrs(node) | hand_listed(node) \
+                            and not _other_framework(node, ctx, 0):  # last: it may read
+                        yield f  # another file of the project (the cost of a parse)
 
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],
                ctx: Context, init: ast.FunctionDef | None = None, cls: str = ""
