@@ -139,7 +139,9 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             opt_g.zero_grad()
             loss_g.backward()
             opt_g.step()
-        """, "GT509", line=22, raises=(RuntimeError, "backward through the graph a second"))),
+        """, "GT509", line=18, raises=(RuntimeError, "backward through the graph a second"))),
+    # (line 18: the discriminator's read of the generator's output, where the detach belongs,
+    # since ho32: opt_d steps only net_d)
     # boltz (`loss/confidence.py`): pairwise distances of predicted atoms, `sqrt` of a sum of
     # squares with zeros on the diagonal, read only through `torch.sort(...).indices` to pick
     # neighbours: no gradient runs through the sqrt. Twin: the distances summed into the loss:
