@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import calls_of
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import statements
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # NOTE [one module in two slots]
@@ -45,6 +46,22 @@ def _stored_params(cls_node: ast.ClassDef) -> dict[str, str]:
     if init is None:
         return {}
     params = {a.arg for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)}
+    out: dict[str, str] = {}
+    # the same assignments from the cheap stack walk of the bodies (not ``_statements``'
+    # breadth-first order): the order decides only for a parameter stored under two names
+    # (the first in ``_statements``' order is kept), and then the breadth-first walk runs
+    for s in statements(init):
+        if s.__class__ is ast.Assign and len(s.targets) == 1 \
+                and s.value.__class__ is ast.Name and s.value.id in params:
+            t = s.targets[0]
+            if t.__class__ is ast.Attribute and t.value.__class__ is ast.Name \
+                    and t.value.id == "self" and out.setdefault(s.value.id, t.attr) != t.attr:
+                return _stored_first(init, params)
+    return out
+
+
+def _stored_first(init: ast.FunctionDef, params: set[str]) -> dict[str, str]:
+    """:func:`_stored_params` in ``_statements``' order (a parameter stored twice)."""
     out: dict[str, str] = {}
     for s in _statements(init):
         if isinstance(s, ast.Assign) and len(s.targets) == 1 \
