@@ -89,7 +89,7 @@ def _writers(ctx: Context) -> dict[str, BlockWrite]:
     return ctx.memo("gt622-writers", ctx.tree, make)
 
 
-class BlockInputWrittenAfterSave(Rule):
+class BlockWritesSavedInput(Rule):
     """A block whose `forward` writes its input in place (`x += pos`, `out = x; out[:, :, :h]
     = ...`) is handed a tensor that a layer of the caller has already read:
     `a = self.conv(x); b = self.block(x)` (NOTE [block writes its input]).

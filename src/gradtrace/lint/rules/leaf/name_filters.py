@@ -28,7 +28,9 @@ COMPS = (ast.SetComp, ast.ListComp, ast.DictComp, ast.GeneratorExp)
 
 def _kept_by(loop: ast.For, name: str) -> tuple[ast.expr, bool] | None:
     """(the set, whether it is ``not in``) that the loop's work is kept to by ``name``."""
-    first = loop.body[0] if loop.body else None
+    body = [s for s in loop.body if not (isinstance(s, ast.Expr)  # a string statement
+            and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str))]
+    first = body[0] if body else None
     if not (isinstance(first, ast.If) and isinstance(first.test, ast.Compare)
             and len(first.test.ops) == 1 and isinstance(first.test.left, ast.Name)
             and first.test.left.id == name):
@@ -37,7 +39,7 @@ def _kept_by(loop: ast.For, name: str) -> tuple[ast.expr, bool] | None:
     if isinstance(op, ast.NotIn) and len(first.body) == 1 \
             and isinstance(first.body[0], ast.Continue) and not first.orelse:
         return names, True
-    if isinstance(op, ast.In) and len(loop.body) == 1 and not first.orelse:
+    if isinstance(op, ast.In) and len(body) == 1 and not first.orelse:
         return names, False
     return None
 
