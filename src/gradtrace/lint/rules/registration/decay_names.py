@@ -197,7 +197,7 @@ class NoDecayNamesMissNorms(Rule):
         stmt = scope.statement_of(node)
         if stmt is None:
             return
-        literal = self._list(it, scope, node.lineno)
+        literal = name_list(it, scope, node.lineno)
         owner = _owner_of_names(var, stmt, scope)
         if literal is None or owner is None or not _exempts(node, stmt, scope):
             return
@@ -248,23 +248,22 @@ class NoDecayNamesMissNorms(Rule):
             yield self.report(s, ctx, dead=f"`.{attr}`", cls=cls, norm=f"{{{mn}}}.weight")
             return
 
-    @staticmethod
-    def _list(it: ast.expr, scope: Scope, line: int) -> ast.expr | None:
-        """The string-list literal ``it`` is, names (assigned once before, or a default
-        argument of the function)."""
-        if _strings(it) is not None:
-            return it
-        if not isinstance(it, ast.Name):
-            return None
-        b = scope.binding_before(it.id, line)
-        if b is None:
-            d = argument_default(it.id, scope.node)
-            return d if _strings(d) is not None else None
-        v = getattr(b.stmt, "value", None)
-        if isinstance(b.stmt, ast.Assign) and len(b.stmt.targets) == 1 \
-                and dotted(b.stmt.targets[0]) == it.id and _strings(v) is not None:
-            return v
+def name_list(it: ast.expr, scope: Scope, line: int) -> ast.expr | None:
+    """The string-list literal ``it`` is, names (assigned once before, or a default
+    argument of the function)."""
+    if _strings(it) is not None:
+        return it
+    if not isinstance(it, ast.Name):
         return None
+    b = scope.binding_before(it.id, line)
+    if b is None:
+        d = argument_default(it.id, scope.node)
+        return d if _strings(d) is not None else None
+    v = getattr(b.stmt, "value", None)
+    if isinstance(b.stmt, ast.Assign) and len(b.stmt.targets) == 1 \
+            and dotted(b.stmt.targets[0]) == it.id and _strings(v) is not None:
+        return v
+    return None
 
 
 def _appended_name(s: ast.AST, mn: str) -> tuple[str, str] | None:

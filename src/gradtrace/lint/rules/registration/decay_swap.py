@@ -9,7 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.registration.decay_names import _name_test, _strings
+from gradtrace.lint.rules.registration.decay_names import _name_test, _strings, name_list
 
 COMPS = (ast.ListComp, ast.GeneratorExp, ast.SetComp)
 
@@ -117,7 +117,7 @@ class DecayGroupsSwapped(Rule):
             return
         scope = ctx.scope()
         stmt = scope.statement_of(node)
-        strings = self._list(got[1], scope, node.lineno)
+        strings = _strings(name_list(got[1], scope, node.lineno))
         if stmt is None or strings is None or not _selects_biases(strings):
             return
         fn = scope.node
@@ -165,14 +165,6 @@ class DecayGroupsSwapped(Rule):
         return self.report(at, ctx, related=(Related(
             ctx.path, group.lineno, "this group is decayed", ctx.column(group)),),
             names="`" + "`, `".join(strings[:3]) + "`", line=group.lineno)
-
-    @staticmethod
-    def _list(it: ast.expr, scope: Scope, line: int) -> list[str] | None:
-        got = _strings(it)
-        if got is None and isinstance(it, ast.Name):
-            b = scope.binding_before(it.id, line)
-            got = _strings(b.value) if b is not None else None
-        return got
 
     @staticmethod
     def _named_group(stmt: ast.stmt, comp: ast.AST, fn: ast.AST) -> ast.Dict | None:
