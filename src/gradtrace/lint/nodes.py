@@ -433,3 +433,14 @@ def peel(e: ast.AST, methods: frozenset[str] | set[str], limit: int = -1) -> ast
             break
         limit -= 1
     return e
+
+
+def same_block(root: ast.AST, a: ast.stmt, b: ast.stmt) -> bool:
+    """``a`` and ``b`` are statements of one block (a body, an ``else``, a ``finally``) under
+    ``root``."""
+    for n in walk(root):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list) and any(x is a for x in block):
+                return any(x is b for x in block)
+    return False

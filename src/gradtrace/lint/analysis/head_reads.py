@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.owners import home
 from gradtrace.lint.analysis.project import foreign_class
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import same_block, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -169,7 +169,7 @@ def heads_apart(st: Event, later: Event, owner: str, events: list[Event], scope:
     clear = max(clears, key=lambda m: m.stmt.lineno)
     if clear.call.args or any(k.arg != "set_to_none" or not (isinstance(
             k.value, ast.Constant) and k.value.value is True) for k in clear.call.keywords) \
-            or not _same_block(clear.stmt, st.stmt, scope.node):
+            or not same_block(scope.node, clear.stmt, st.stmt):
         return False
     between = [e for e in events if clear.stmt.lineno < e.line < st.line and e.loss is not None]
     info = _owner_class(owner, cls, ctx)
@@ -184,15 +184,6 @@ def heads_apart(st: Event, later: Event, owner: str, events: list[Event], scope:
         return False
     stepped = {a for r in reads[:-1] for i in r for a in layers[i]}  # type: ignore[union-attr]
     return not stepped & {a for i in reads[-1] for a in layers[i]}  # type: ignore[union-attr]
-
-
-def _same_block(a: ast.stmt, b: ast.stmt, fn: ast.AST) -> bool:
-    for n in walk(fn):
-        for f in ("body", "orelse", "finalbody"):
-            body = getattr(n, f, None)
-            if isinstance(body, list) and any(x is a for x in body):
-                return any(x is b for x in body)
-    return False
 
 
 def _owner_class(owner: str, cls: ast.ClassDef, ctx: Context) -> ClassInfo | None:

@@ -6,7 +6,7 @@ import ast
 from gradtrace.lint.analysis.frozen_attrs import call_freezes
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import same_block, walk
 from gradtrace.lint.context import Context
 from gradtrace.lint.rules.leaf._tensors import (
     grad_factory, grad_leaf_binding, is_optimizer_call, is_parameter_call, is_true,
@@ -137,15 +137,6 @@ def flag_cleared_before(scope: Scope, name: str, origin: ast.stmt, stmt: ast.stm
             continue
         clears = m.method == "detach_" or m.method == "requires_grad_" and m.call.args \
             and isinstance(m.call.args[0], ast.Constant) and m.call.args[0].value is False
-        if clears and _same_block(scope.node, m.stmt, stmt):
+        if clears and same_block(scope.node, m.stmt, stmt):
             return True
-    return False
-
-
-def _same_block(root: ast.AST, a: ast.stmt, b: ast.stmt) -> bool:
-    for n in walk(root):
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(n, field, None)
-            if isinstance(block, list) and any(x is b for x in block):
-                return any(x is a for x in block)
     return False

@@ -142,6 +142,18 @@ def _remainders(test: ast.AST) -> list[ast.BinOp]:
             and not (isinstance(n.left, ast.Constant) and isinstance(n.left.value, str))]
 
 
+def guard_remainders(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> list[ast.BinOp]:
+    """The remainders ``guard``'s test takes (``i % n``), or those of a name it reads that is
+    bound inside ``loop`` before it (``do_step = (i + 1) % n == 0``)."""
+    mods = _remainders(guard.test)
+    for n in walk(guard.test):
+        if isinstance(n, ast.Name) and not mods:
+            b = f.scope.binding_before(n.id, guard.lineno)
+            if b is not None and b.value is not None and f.inside(b.stmt, loop):
+                mods = _remainders(b.value)
+    return mods
+
+
 def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
     """The divisor is the constant 1 (``% 1``, a name bound once to 1, or the entry under a
     constant key of a dict literal bound once and never written by key): the guard holds on
@@ -185,12 +197,7 @@ def skip_guard(f: LoopFacts, s: Step, loop: ast.stmt) -> ast.If | None:
                 and f.loops_of(s.stmt)[-1] is loop and not f.inside(s.stmt, x)
                 and f.before(x, s.stmt) and not conditional(f, x, loop)):
             continue
-        mods = _remainders(x.test)
-        for n in walk(x.test):
-            if isinstance(n, ast.Name) and not mods:
-                b = f.scope.binding_before(n.id, x.lineno)
-                if b is not None and b.value is not None and f.inside(b.stmt, loop):
-                    mods = _remainders(b.value)
+        mods = guard_remainders(f, x, loop)
         if mods and not all(_period_one(f, m) for m in mods):
             return x
     return None

@@ -25,7 +25,8 @@ from gradtrace.lint.rules.training_loop._loss_scaling import (
     _plain_backward, _scaled_by, _scaled_loss, scale_free)
 from gradtrace.lint.rules.training_loop.zero_grad import covers, fresh_each_pass, step_loop
 from gradtrace.lint.rules.training_loop._periods import (  # noqa: F401 (conditional,
-    _period_one, _remainders, conditional, counted, micro_step_loops, skip_guard)  # re-exported)
+    _period_one, _remainders, conditional, counted, guard_remainders, micro_step_loops,
+    skip_guard)  # re-exported)
 
 
 def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
@@ -36,12 +37,7 @@ def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
         if not (isinstance(s, ast.If) and s is not stmt and f.inside(stmt, s)
                 and f.inside(s, loop) and s is not loop):
             continue
-        mods = _remainders(s.test)
-        for n in walk(s.test):
-            if isinstance(n, ast.Name) and not mods:
-                b = f.scope.binding_before(n.id, s.lineno)
-                if b is not None and b.value is not None and f.inside(b.stmt, loop):
-                    mods = _remainders(b.value)
+        mods = guard_remainders(f, s, loop)
         if mods and not all(_period_one(f, m) for m in mods):
             return s, mods
         if not mods and counted(f, s, loop):
@@ -81,13 +77,13 @@ def _pass_function_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.If]]:
             if isinstance(x, ast.If) and f.inside(s.stmt, x) and any(
                     isinstance(n, ast.Name) and n.id in params and n.id != "self"
                     or dotted(n) in counters
-                    for m in _guard_remainders(f, x) for n in walk(m.left)):
+                    for m in _step_count_remainders(f, x) for n in walk(m.left)):
                 if not _own_backward(f, x, s):
                     yield s, x
                 break
 
 
-def _guard_remainders(f: LoopFacts, x: ast.If) -> list[ast.BinOp]:
+def _step_count_remainders(f: LoopFacts, x: ast.If) -> list[ast.BinOp]:
     """The remainders of ``x``'s test, or of the test a name in it is bound to in the
     function (``should_step = self.step % accum == 0`` then ``if should_step:``)."""
     mods = _remainders(x.test)
