@@ -46,7 +46,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 29 (session 35)", "f01442fb"),
            ("held-out 30 (session 36)", "9139c3f2"),
            ("held-out 31 (session 37)", "bc4e3722"),
-           ("held-out 32 (session 38)", "ae0c7e0c"))
+           ("held-out 32 (session 38)", "ae0c7e0c"),
+           ("held-out 33 (session 39)", "b68e7cac"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -82,6 +83,7 @@ FIRST_CONTACT = {
     "held-out 30 (session 36)": ("1/12", "1/3", "1/9", 2, 1),
     "held-out 31 (session 37)": ("0/12", "1/4", "2/8", 0, 0),
     "held-out 32 (session 38)": ("2/12", "2/5", "2/7", 1, 1),
+    "held-out 33 (session 39)": ("0/12", "1/5", "3/7", 0, 0),
 }
 
 
