@@ -133,3 +133,62 @@ def test_live_numerator_over_data_denominator_is_reported(tmp_path):
     p = _write(tmp_path, "masked_mean.py", _DATA_DENOMINATOR)
     assert _found(p, "GT757") == [("GT757", 8)]
     assert runpy.run_path(str(p), run_name="__main__")["ok"] is False
+
+
+# -- GT506: a callable made by a closure factory (NOTE [closure made by a factory]) ------------
+# `d_theta = get_denoiser(self.net)` holds the factory's nested `x0_from_xt`: calling it runs
+# that body, so what it returns is read there, not guessed from the name's spelling. The
+# self-conditioning it returns is detached: the guidance loop's backward on each pass frees
+# only that pass's graph (protpardelle's sampler). The twin returns it live: the second pass
+# runs into the first pass's freed graph.
+
+_CLOSURE_DETACHED = '''
+import torch
+import torch.nn as nn
+
+
+class Denoiser(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(8, 8)
+
+    def guided_sample(self, xt, target, steps=3):
+        def get_denoiser(net):
+            def x0_from_xt(x, cond):
+                x0 = net(x + cond)
+                return x0, x0.detach()
+            return x0_from_xt
+
+        d_theta = get_denoiser(self.net)
+        cond = torch.zeros_like(xt)
+        for _ in range(steps):
+            xt = xt.detach().requires_grad_(True)
+            x0, cond = d_theta(xt, cond)
+            loss = ((x0 - target) ** 2).sum()
+            loss.backward()
+            xt = xt - 0.1 * xt.grad
+        return xt
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    try:
+        Denoiser().guided_sample(torch.randn(2, 8), torch.randn(2, 8))
+        ok = True
+    except RuntimeError:
+        ok = False
+'''
+
+_CLOSURE_LIVE = _CLOSURE_DETACHED.replace("return x0, x0.detach()", "return x0, x0")
+
+
+def test_closure_returning_detached_state_is_silent(tmp_path):
+    p = _write(tmp_path, "sampler.py", _CLOSURE_DETACHED)
+    assert _found(p, "GT506") == []
+    assert runpy.run_path(str(p), run_name="__main__")["ok"] is True
+
+
+def test_closure_returning_live_state_is_reported(tmp_path):
+    p = _write(tmp_path, "sampler_live.py", _CLOSURE_LIVE)
+    assert _found(p, "GT506") == [("GT506", 21)]
+    assert runpy.run_path(str(p), run_name="__main__")["ok"] is False
