@@ -27,7 +27,7 @@ from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.analysis.vocabulary import GRAD_OFF_SWITCHES
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import statements, walk
+from gradtrace.lint.nodes import scope_statements, statements, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -206,6 +206,8 @@ def _called_function(call: ast.Call, scope: Scope, line: int) -> Def | None:
             m = cls.methods.get(f.attr)
             if m is not None and any(dotted(d) == "staticmethod" for d in m.decorator_list):
                 return m
+    if isinstance(f, ast.Name) and (inner := _closure_made(f.id, scope, line)) is not None:
+        return inner  # NOTE [closure made by a factory]
     k = a.kind(f, scope, line)
     cls = a.classes.get(k.cls or "") if k is not None and k.what == MODULE else None
     if cls is None and isinstance(f, ast.Attribute):  # `self.model.refine(h)`
@@ -216,6 +218,39 @@ def _called_function(call: ast.Call, scope: Scope, line: int) -> Def | None:
     if cls is None and k is not None and k.what == OBJECT:
         cls = a.classes.get(k.cls or "")
     return _runs(cls) if cls is not None else None
+
+
+def _closure_made(name: str, scope: Scope, line: int) -> Def | None:
+    """The nested function that ``name`` holds when its one binding in ``scope`` is the result
+    of calling a factory of this file whose every ``return`` gives back a function defined in
+    its own body (``d_theta = get_denoiser(self.forward, mask)``, ``get_denoiser`` returning
+    its ``x0_from_xt``).
+
+    # NOTE [closure made by a factory]
+    Calling such a name runs the closure's body: what it returns is read there (a helper's
+    result, NOTE [helper results]), not guessed from the name's spelling (``d_theta`` reads as
+    a model's). The factory's arguments are not substituted into the closure: a callable it
+    was given (``forward_fn``) is judged as the closure's own free name."""
+    bs = scope.bindings.get(name, ())
+    if len(bs) != 1 or bs[0].line >= line:
+        return None
+    s = bs[0].stmt
+    if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)):
+        return None
+    fac = called_function(s.value, scope, bs[0].line)
+    if fac is None and isinstance(s.value.func, ast.Name):  # a factory defined in the function
+        fs = scope.bindings.get(s.value.func.id, ())
+        fac = fs[0].stmt if len(fs) == 1 and fs[0].line < bs[0].line else None
+    if not isinstance(fac, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    inner = {d.name: d for d in fac.body if isinstance(d, (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef))}
+    rets = [r for r in scope_statements(fac) if isinstance(r, ast.Return)]
+    names = {r.value.id if isinstance(r.value, ast.Name) else None for r in rets}
+    if len(names) != 1 or None in names or (made := inner.get(next(iter(names)))) is None:
+        return None
+    return made
 
 
 def _names_class(scope: Scope, name: str, line: int) -> bool:

@@ -255,7 +255,8 @@ class NanFilteredAfterSingularOp(Rule):
     (`den.clamp(min=eps)`, `torch.where(den == 0, 1, den)`), then filter.
     Known limits: the filtered value must be the op's result, in the same expression or
     bound to a name in the same function; the op must be differentiated (before a
-    `backward()`, in a loss or a `forward`).
+    `backward()`, in a loss or a `forward`), on an input that may carry a graph (a degree
+    normalisation of a loaded adjacency matrix is data: NOTE [filtered op off the graph]).
     """
 
     code = "GT757"
@@ -335,6 +336,8 @@ class NanFilteredAfterSingularOp(Rule):
                     continue
                 if not in_training(ctx, node, through_forward=False):
                     return
+                if not any(carries_graph(ctx, x, node) for x in _differentiated(n, op, operand, ctx)):
+                    continue  # NOTE [filtered op off the graph]
                 seen = ctx.memo("GT757-seen", ctx.tree, set)
                 if id(n) in seen:
                     return
@@ -370,6 +373,24 @@ def _guarded(e: ast.AST, ctx: Context, line: int) -> bool:
                     (_const(x) or 0) > 0 for x in (n.left, n.right)):
                 return True
     return False
+
+
+# NOTE [filtered op off the graph]: GT757 asks that the singular op be differentiated: a
+# NaN or inf made from data alone (a graph's degree normalisation `deg.pow(-0.5)`, `deg`
+# summed from a loaded adjacency) reaches no parameter, so filtering it afterwards is the fix,
+# not a bug. A division counts when either side may carry a graph: the numerator's gradient
+# is `1 / den`, infinite where the data denominator is 0 (`(mask * e).sum(1) / mask.sum(1)`).
+def _differentiated(n: ast.AST, op: str, operand: ast.expr, ctx: Context) -> list[ast.expr]:
+    """The inputs of the singular op ``n`` whose gradient its derivative scales: both sides
+    of a division (the numerator's gradient is ``1 / den``, infinite where ``den`` is 0), the
+    operand of a root, log or power."""
+    if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+        return [n.left, n.right]
+    if isinstance(n, ast.Call) and op in ("div", "true_divide", "divide"):
+        method = isinstance(n.func, ast.Attribute) and not (
+            ctx.qualified_name(n.func) or "").startswith("torch.")
+        return [*n.args, *([n.func.value] if method else [])]  # type: ignore[union-attr]
+    return [operand]
 
 
 def _singular_point(op: str) -> str:
