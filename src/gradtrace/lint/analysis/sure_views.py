@@ -13,7 +13,12 @@ is a view too), ``.T``/``.mT``, a piece of ``split``/``chunk``/``unbind``, a bas
 (pytorch3d's ``quaternion_to_matrix``: ``o = torch.stack(...); return o.reshape(...)``).
 Not views, or not always: ``flatten`` (a 1-d tensor comes back as itself), ``reshape`` of
 anything else (it copies when the strides forbid a view), ``.real`` of a real tensor (itself),
-an index by a tensor or a mask (a copy), an element of a Python list. Followed through the
+an index by a tensor or a mask (a copy), an element of a Python list or tuple: what
+``torch.autograd.grad`` returns is a tuple, so ``grad(e, pos, create_graph=True)[0]`` is the
+gradient tensor itself, and ``detach_()`` on it works (MoleculeSDE's force from an energy);
+so are the results of :data:`NOT_ONE_TENSOR` (``torch.max(x, 1)``, ``torch.sort``...: a pair
+or a tuple by some arguments) and of torch's submodules other than ``fft``/``special``
+(``torch.linalg.qr``, ``torch.load``). Followed through the
 names of one function (every binding of the name must be a sure view) and through a function
 of the file whose every ``return`` is one.
 """
@@ -35,6 +40,18 @@ TORCH_VIEWS = frozenset({"transpose", "permute", "unsqueeze", "squeeze", "narrow
                          "movedim", "swapaxes", "diagonal", "as_strided", "unflatten",
                          "view_as_real", "view_as_complex"})
 MAX_DEPTH = 6
+# torch functions whose result is (or, by some arguments, is) a tuple or a list of tensors, or
+# no tensor: an index of it is an element, not a view (NOTE [sure views])
+NOT_ONE_TENSOR = frozenset({
+    "split", "chunk", "unbind", "split_with_sizes", "tensor_split", "hsplit", "vsplit",
+    "dsplit", "sort", "topk", "max", "min", "kthvalue", "mode", "median", "nanmedian",
+    "aminmax", "unique", "unique_consecutive", "where", "nonzero", "meshgrid",
+    "broadcast_tensors", "atleast_1d", "atleast_2d", "atleast_3d", "svd", "qr", "lu",
+    "slogdet", "std_mean", "var_mean", "frexp", "histogram", "lobpcg", "pca_lowrank",
+    "svd_lowrank", "cummax", "cummin", "geqrf", "triangular_solve", "lstsq", "eig", "symeig",
+    "load"})
+# torch submodules whose functions return one tensor
+TENSOR_SUBMODULES = ("fft.", "special.")
 
 
 def sure_view(e: ast.AST, fn: ast.AST, ctx: Context, depth: int = 0) -> bool:
@@ -100,10 +117,18 @@ def _tensor(e: ast.AST, fn: ast.AST, ctx: Context, depth: int) -> bool:
         return False
     if isinstance(e, ast.Name):
         return _name(e.id, fn, ctx, lambda v: _tensor(v, fn, ctx, depth + 1))
-    if isinstance(e, ast.Call) and (ctx.qualified_name(e.func) or "").startswith("torch.") \
-            and not (ctx.qualified_name(e.func) or "").startswith("torch.nn."):
-        return True
+    if isinstance(e, ast.Call) and (ctx.qualified_name(e.func) or "").startswith("torch."):
+        return _one_tensor((ctx.qualified_name(e.func) or "")[6:])
     return sure_view(e, fn, ctx, depth)
+
+
+def _one_tensor(name: str) -> bool:
+    """``torch.<name>(...)`` surely returns one tensor: not a tuple-maker of
+    :data:`NOT_ONE_TENSOR`, and a top-level function or one of ``torch.fft``/``torch.special``
+    (``torch.autograd.grad`` returns a tuple, ``torch.nn`` builds layers)."""
+    if "." in name:
+        return name.startswith(TENSOR_SUBMODULES)
+    return name not in NOT_ONE_TENSOR
 
 
 def _contiguous(e: ast.AST, fn: ast.AST, ctx: Context, depth: int) -> bool:

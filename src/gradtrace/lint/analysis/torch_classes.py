@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements
 
@@ -70,6 +71,19 @@ def dataset_method(ctx: Context, fn: ast.AST | None) -> bool:
     differentiated."""
     info = ctx.analysis.class_of(fn)
     return info is not None and _derives(info.node, ctx, DATASET_BASES)
+
+
+def autograd_backward(ctx: Context, fn: ast.AST | None) -> bool:
+    """``fn`` is the ``backward`` (or ``vjp``) of a ``torch.autograd.Function`` subclass
+    (directly or through classes of the file). Torch runs it with grad mode set to the
+    caller's ``create_graph``: off for an ordinary ``loss.backward()``, so nothing it computes
+    is recorded or differentiated (entmax's ``where(Y > 0, Y * log(Y), 0)`` in the gradient
+    of alpha; checked on torch 2.13); only a double backward records it."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            or fn.name not in ("backward", "vjp"):
+        return False
+    info = ctx.analysis.class_of(fn)
+    return info is not None and _derives(info.node, ctx, AUTOGRAD_FUNCTION_BASES)
 
 
 def gradless_optimizer(ctx: Context, scope: object, name: str, line: int) -> bool:

@@ -201,14 +201,17 @@ def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST) -> bool:
     built only from factories, constants and data (``torch.arange(n).type_as(x)``: the cast
     keeps nothing of ``x``), or cut on the way, gets no gradient, so its op's derivative is
     never evaluated; nor does a value in a method of a ``torch.utils.data.Dataset`` subclass,
-    nor one in a function every call of which runs with grad off
+    nor one in the ``backward`` of a ``torch.autograd.Function`` (grad is off there), nor
+    one in a function every call of which runs with grad off
     (NOTE [grad off by the callers])."""
     from gradtrace.lint.analysis.caller_grad import callers_grad_off
     from gradtrace.lint.analysis.origins import origins
-    from gradtrace.lint.analysis.torch_classes import dataset_method
+    from gradtrace.lint.analysis.torch_classes import autograd_backward, dataset_method
     fn = ctx.function or ctx.tree
     if dataset_method(ctx, fn):
         return False  # a Dataset prepares data, which no backward reaches
+    if autograd_backward(ctx, fn):
+        return False  # a custom Function's backward runs with grad off
     if ctx.function is not None and callers_grad_off(ctx, ctx.function):
         return False  # NOTE [grad off by the callers]: an sRGB curve applied at test time
     return origins(ctx, fn).trace(operand, ctx.statement, getattr(node, "lineno", 0)).live

@@ -43,9 +43,22 @@ def _mode_switch(n: ast.AST, ctx: Context, where: ast.AST) -> bool:
 
 def _sets_eval(ctx: Context, fn: Def) -> bool:
     """``fn`` or a function it calls puts something in eval mode (``x.eval()``,
-    ``x.train(False)``): the evaluation takes care of modes."""
-    return any(_mode_switch(n, ctx, fn) for n in bfs_walk(fn)) or any(
-        "eval" in ms for ms in function_effects(ctx, fn, 0).values())
+    ``x.train(False)``): the evaluation takes care of modes. A method of the file it calls
+    counts whatever it switches, even entries of a registry that no name reaches (Dassl's
+    ``self.set_model_mode('eval')``: ``self._models[name].eval()`` over the models that
+    ``register_model`` stored)."""
+    if any(_mode_switch(n, ctx, fn) for n in bfs_walk(fn)) or any(
+            "eval" in ms for ms in function_effects(ctx, fn, 0).values()):
+        return True
+    for n in scope_nodes(fn):
+        if not isinstance(n, ast.Call):
+            continue
+        target = ctx.analysis.callee(n, fn) or (resolve(ctx, fn, n) or (None,))[0]
+        if target is not None and target is not fn and any(
+                _mode_switch(m, ctx, target) and m.func.attr == "eval"  # type: ignore
+                for m in bfs_walk(target)):
+            return True
+    return False
 
 
 def _eval_before(ctx: Context, call: ast.Call, where: ast.AST, fn: Def) -> bool:
