@@ -34,7 +34,12 @@ CALLED = re.compile(r"_[\s\\)#]*\(")  # a call of a name ending in `_`
 
 def body_may_write(ctx: Context, fn: ast.AST) -> bool:
     """Whether the code of ``fn``'s body (from its first statement's line) spells one of the
-    in-place writes of NOTE [write spelling]."""
+    in-place writes of NOTE [write spelling] (once per function: GT602/GT603 and GT622 ask it
+    of the same ``forward``)."""
+    return ctx.memo("write-spelt", fn, lambda: _spelt(ctx, fn))  # type: ignore[no-any-return]
+
+
+def _spelt(ctx: Context, fn: ast.AST) -> bool:
     body = getattr(fn, "body", None)
     if not body or not ascii_code(ctx):
         return bool(body)

@@ -20,7 +20,7 @@ from gradtrace.lint.rules.inplace._ops import (
     SAVED_OUT, VIEW_METHODS, _LazyModules, _statements, module_call_op,
 )
 from gradtrace.lint.rules.inplace._saved import (
-    ARITH_WRITES, NOT_WRITES, Producer, _alias_of, _eval_branch, _is_autograd_function,
+    ARITH_WRITES, NOT_WRITES, Producer, _eval_branch, _is_autograd_function,
     _other_arm, _path_to, _rebinds, _runs_as_forward, _write_target, _written_name,
 )
 from gradtrace.lint.rules.inplace._tuple_results import element_op
@@ -90,6 +90,7 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
                     out.append((chained[0], s, chained[1], scope, None))
         if not written:
             continue
+        moves: list[tuple[int, str, str]] | None = None
         for i, stmt in enumerate(stmts):
             listed = _listed_call(stmt)
             if listed is not None:  # `outs = [blk(x) for blk, x in zip(self.blocks, xs)]`
@@ -116,7 +117,10 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
             for name, place in places:
                 if name is None:
                     continue
-                for k, s, w in _writes_into(stmts, i, name, written, views, ctx, modules):
+                if moves is None:  # the plain `a = b` into a written name, once per method
+                    moves = _moves(stmts, written)
+                for k, s, w in _writes_into(stmts, i, name, written, views, ctx, modules,
+                                            moves):
                     if not _eval_branch(_path_to(fn.body, s)):
                         scope = scope or ctx.scope(fn)
                         if scope.grad_off_at(stmt) is None and (k == i or not _alias_arm(
@@ -125,13 +129,25 @@ def _class_pairs(cls: ast.ClassDef, ctx: Context) -> list[tuple[Any, ast.stmt, t
     return out
 
 
+def _moves(stmts: list[ast.stmt], written: dict[str, list[int]]) -> list[tuple[int, str, str]]:
+    """(index, name, alias) for each ``alias = name`` of ``stmts`` (plain names, two of them)
+    whose alias is written in place: the statements where :func:`._saved._alias_of` names an
+    alias that :func:`_writes_into` follows, found in one pass per method instead of a scan of
+    the later statements per binding."""
+    return [(k, s.value.id, s.targets[0].id) for k, s in enumerate(stmts)
+            if isinstance(s, ast.Assign) and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Name)
+            and s.targets[0].id in written and s.value.id != s.targets[0].id]
+
+
 def _writes_into(stmts: list[ast.stmt], i: int, name: str, written: dict[str, list[int]],
-                 views: dict, ctx: Context, modules: Any) -> Iterator[tuple[int, ast.stmt, tuple]]:
+                 views: dict, ctx: Context, modules: Any, moves: list[tuple[int, str, str]]
+                 ) -> Iterator[tuple[int, ast.stmt, tuple]]:
     """(the binding's index: ``i``, or the alias's, the write, its target) for each in-place
     write into ``name`` after ``stmts[i]`` until it is rebound, and into a plain alias of it
-    (``acc = out``, NOTE [accumulator alias]) until the alias is rebound."""
-    aliases = [(k, a) for k in range(i + 1, len(stmts))
-               if (a := _alias_of(stmts[k], [name])) is not None and a in written]
+    (``acc = out``, NOTE [accumulator alias]) until the alias is rebound; ``moves`` is
+    :func:`_moves` of ``stmts``."""
+    aliases = {k: a for k, src, a in moves if k > i and src == name}
     if not any(j > i for j in written.get(name, ())) and not aliases:
         return
     for k in range(i + 1, len(stmts)):
@@ -140,8 +156,8 @@ def _writes_into(stmts: list[ast.stmt], i: int, name: str, written: dict[str, li
             w = _write_target(s, ctx, modules)
             if w is not None and name in (w[0], views.get(w[0])):
                 yield i, s, w
-        if (k, _alias_of(s, [name])) in aliases:
-            alias = _alias_of(s, [name])
+        alias = aliases.get(k)
+        if alias is not None:
             for m in range(k + 1, len(stmts)):
                 if m in written.get(alias, ()):  # type: ignore[arg-type]
                     w = _write_target(stmts[m], ctx, modules)

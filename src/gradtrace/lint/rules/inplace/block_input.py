@@ -10,6 +10,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.steps import backward_of
+from gradtrace.lint.analysis.write_spelling import body_may_write
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -76,12 +77,13 @@ def block_write(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> BlockWrite | None
 
 
 def _writers(ctx: Context) -> dict[str, BlockWrite]:
-    def make() -> dict[str, BlockWrite]:  # no text gate: reading each forward's statements
-        # costs less than a word search of its argument's lines (lead38)
+    def make() -> dict[str, BlockWrite]:  # no word search of the argument's lines (it cost
+        # more than reading each forward's statements: lead38); the forward's code spelling
+        # no in-place write at all holds none (NOTE [write spelling]: three scans in C)
         out: dict[str, BlockWrite] = {}
         for name, info in ctx.analysis.classes.items():
             fwd = info.methods.get("forward")
-            if info.is_module and fwd is not None:
+            if info.is_module and fwd is not None and body_may_write(ctx, fwd):
                 got = block_write(fwd)
                 if got is not None:
                     out[name] = got

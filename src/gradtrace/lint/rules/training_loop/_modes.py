@@ -71,8 +71,8 @@ def _globals(ctx: Context, fn: ast.AST) -> frozenset[str]:
     def make() -> frozenset[str]:
         a = fn.args
         params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-        local = set(ctx.scope(fn).bindings)
-        return frozenset(n for n in ctx.scope(ctx.tree).bindings if n not in params | local)
+        local = ctx.scope(fn).bindings  # (set operations: a test per module name was
+        return frozenset(ctx.scope(ctx.tree).bindings).difference(params, local)  # quadratic)
     return ctx.memo("gt516-globals", fn, make)
 
 

@@ -253,8 +253,7 @@ class ZeroGradOutsideStepLoop(LoopRule):
         done: set[int] = set()
         for s in f.steps:
             loop = None if s.closure else step_loop(f, s)
-            if loop is None or fresh_each_pass(f, loop, s) or _once_per_pass(f, s, loop) \
-                    or unobserved_training(ctx, f.node, s.optimizer):  # NOTE [unobserved training]
+            if loop is None or fresh_each_pass(f, loop, s) or _once_per_pass(f, s, loop):
                 continue
             inner = f.between(f.zero_grads, loop.lineno, loop.end_lineno or loop.lineno)
             if any(covers(f, z, s) and f.inside(z.stmt, loop) for z in inner) or \
@@ -262,6 +261,9 @@ class ZeroGradOutsideStepLoop(LoopRule):
                         for z in inner) or OTHER_ZERO_RE.search(f.text(loop)):
                 continue
             before = [z for z in f.zero_grads if f.before(z.stmt, loop)]
+            if not before or unobserved_training(ctx, f.node, s.optimizer):
+                continue  # NOTE [unobserved training], asked last: its reading of the whole
+                # function is the dearest test, and a loop with its clearing inside needs none
             before.sort(key=lambda z: (not covers(f, z, s), -z.call.lineno))  # nearest first
             for z in before[:1]:
                 if id(z.call) not in done:
