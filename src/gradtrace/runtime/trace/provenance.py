@@ -21,7 +21,7 @@ from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, is_interna
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.ran import PAUSED, resume_after_import
 from gradtrace.runtime.trace.classify import (
-    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS,
+    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DATA_SET, DETACH, DROP_FUNCS,
     DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET, CONST_FACTORIES,
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
@@ -332,6 +332,7 @@ _HANDLERS: dict[int, Callable[..., Any]] = {
     INPLACE: ProvenanceMode._inplace,
     DETACH: ProvenanceMode._detach,
     DATA_GET: ProvenanceMode._data_get,
+    DATA_SET: ProvenanceMode._data_set,
     SETGRAD: ProvenanceMode._setgrad,
     ITEM: ProvenanceMode._item,
     CTOR: ProvenanceMode._ctor,

@@ -12,6 +12,7 @@ from gradtrace.runtime.frames import internal_names, raw_site, user_frame
 from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.classify import call_name, first_grad_tensor
 from gradtrace.runtime.trace.average_stats import note_nograd_write
+from gradtrace.runtime.trace.data_swap import before_set, check_backward, note_set
 from gradtrace.runtime.trace.dead_terms import rewrapped_list, seen_in_backward
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
@@ -77,6 +78,16 @@ class SpecialHandlers:
         out = self._call(func, args, kwargs)
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             self._cut(out, args[0], ".data", "data")
+        return out
+
+    def _data_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        before = before_set(args)  # NOTE [values swapped under a saved graph]
+        out = self._call(func, args, kwargs)
+        if before is not None:
+            self.seq += 1
+            raw = raw_site()
+            note_set(self.state, args[0], before, None if raw is None else
+                     self.state.site(raw), self.seq)
         return out
 
     def _setgrad(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -174,6 +185,8 @@ class SpecialHandlers:
             roots, retain = backward_roots(func, args, kwargs)
             if self.state.dead_pending:  # NOTE [dead loss term]
                 seen_in_backward(self.state, roots)
+            if self.state.data_writes:  # NOTE [values swapped under a saved graph]
+                check_backward(self.state, roots)
             self.state.on_backward_start(raw, () if func is torch.autograd.grad else roots)
         except Exception as exc:  # never stop the user's backward because of us
             _oops(exc)
