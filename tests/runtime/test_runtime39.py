@@ -1,0 +1,133 @@
+"""runtime39: GT894 (NOTE [values swapped under a saved graph]) on real torch, one process, a
+few steps, tiny models. The buggy twins: values swapped into a conv weight through `.data` for
+a forward and put back before the gradient (named at the swap), and a weight rewritten through
+`.data` between forward and backward (named at the write). The look-alikes stay silent: the
+restore after the backward, the same write on a Linear (addmm saved a view of the old storage:
+the gradient is right), and plain SGD written with `p.data = p.data - lr * p.grad`."""
+from __future__ import annotations
+
+import runpy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+PROGRAM = """
+import torch
+import torch.nn as nn
+
+
+class Standardized:
+    def __init__(self, layer):
+        self.layer, self.kept = layer, None
+
+    def __enter__(self):
+        w = self.layer.weight
+        self.kept = w.data
+        w.data = (w.data - w.data.mean()) / (w.data.std() + 1e-5)  # SWAP
+        return self.layer
+
+    def __exit__(self, *exc):
+        self.layer.weight.data = self.kept  # RESTORE
+
+
+def swapped(restore_late):
+    torch.manual_seed(0)
+    conv = nn.Conv1d(2, 3, 3)
+    x = torch.randn(4, 2, 9, requires_grad=True)
+    opt = torch.optim.SGD(conv.parameters(), lr=0.01)
+    for _ in range(2):
+        opt.zero_grad()
+        if restore_late:
+            ctx = Standardized(conv)
+            out = ctx.__enter__()(x)
+            out.pow(2).mean().backward()
+            ctx.__exit__(None, None, None)
+        else:
+            with Standardized(conv) as layer:
+                out = layer(x)
+            out.pow(2).mean().backward()
+        opt.step()
+    return x.grad
+
+
+def rewritten(kind):
+    torch.manual_seed(0)
+    layer = nn.Conv1d(2, 3, 3) if kind == "conv" else nn.Linear(12, 3)
+    x = torch.randn(4, 2, 6, requires_grad=True)
+    inp = x if kind == "conv" else x.flatten(1)
+    out = layer(inp)
+    layer.weight.data = layer.weight.data.clamp(-0.05, 0.05)  # WRITE
+    out.sum().backward()
+    return x.grad
+
+
+def plain_sgd():
+    torch.manual_seed(0)
+    conv = nn.Conv1d(2, 3, 3)
+    for _ in range(3):
+        loss = conv(torch.randn(4, 2, 9)).pow(2).mean()
+        conv.zero_grad()
+        loss.backward()
+        for p in conv.parameters():
+            p.data = p.data - 0.1 * p.grad
+"""
+
+
+def _load(tmp_path):
+    path = tmp_path / "prog.py"
+    path.write_text(PROGRAM, encoding="utf-8")
+    lines = PROGRAM.splitlines()
+    mark = {m: next(i for i, t in enumerate(lines, 1) if t.endswith(f"# {m}"))
+            for m in ("SWAP", "RESTORE", "WRITE")}
+    return runpy.run_path(str(path)), mark
+
+
+def _gt894(tr):
+    return [f for f in tr.findings if f.code == "GT894"]
+
+
+@pytest.mark.parametrize("restore_late", [False, True])
+def test_swap_restored_before_the_gradient(tmp_path, restore_late: bool) -> None:
+    import gradtrace
+
+    ns, mark = _load(tmp_path)
+    with gradtrace.trace() as tr:
+        grad = ns["swapped"](restore_late)
+    found = _gt894(tr)
+    if restore_late:  # the look-alike: the gradient is taken before the values go back
+        assert not found, [f.message for f in found]
+        return
+    assert found and found[0].line == mark["SWAP"], [(f.line, f.message) for f in found]
+    assert [r.line for r in found[0].related] == [mark["RESTORE"]]
+    # the effect is real: the input gradient differs from the one of the standardized forward
+    assert not torch.allclose(grad, ns["swapped"](True))
+
+
+@pytest.mark.parametrize("kind", ["conv", "linear"])
+def test_weight_rewritten_between_forward_and_backward(tmp_path, kind: str) -> None:
+    import gradtrace
+
+    ns, mark = _load(tmp_path)
+    with gradtrace.trace() as tr:
+        grad = ns["rewritten"](kind)
+    found = _gt894(tr)
+    if kind == "linear":  # addmm saved w.t(), a view of the old storage: the gradient holds
+        assert not found, [f.message for f in found]
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(12, 3)
+        x = torch.randn(4, 2, 6, requires_grad=True)
+        layer(x.flatten(1)).sum().backward()
+        assert torch.allclose(grad, x.grad)
+        return
+    assert found and found[0].line == mark["WRITE"], [(f.line, f.message) for f in found]
+    assert not found[0].related
+
+
+def test_sgd_through_data_after_backward_is_silent(tmp_path) -> None:
+    import gradtrace
+
+    ns, _ = _load(tmp_path)
+    with gradtrace.trace() as tr:
+        ns["plain_sgd"]()
+    assert not _gt894(tr), [f.message for f in _gt894(tr)]
