@@ -3,7 +3,8 @@ few steps, tiny models. The buggy twins: values swapped into a conv weight throu
 a forward and put back before the gradient (named at the swap), and a weight rewritten through
 `.data` between forward and backward (named at the write). The look-alikes stay silent: the
 restore after the backward, the same write on a Linear (addmm saved a view of the old storage:
-the gradient is right), and plain SGD written with `p.data = p.data - lr * p.grad`."""
+the gradient is right), and plain SGD written with `p.data = p.data - lr * p.grad`. An in-place
+mask through `w.data` between forward and backward is named; the same mask after backward is not."""
 from __future__ import annotations
 
 import runpy
@@ -62,6 +63,24 @@ def rewritten(kind):
     return x.grad
 
 
+def masked(after_backward):
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
+    mask = (torch.rand(5, 6) > 0.5).float()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(3):
+        x = torch.randn(8, 6, requires_grad=True)
+        loss = net(x).pow(2).mean()
+        opt.zero_grad()
+        if not after_backward:
+            net[0].weight.data.mul_(mask)  # MASK
+        loss.backward()
+        if after_backward:
+            net[0].weight.data.mul_(mask)
+        opt.step()
+    return x.grad
+
+
 def plain_sgd():
     torch.manual_seed(0)
     conv = nn.Conv1d(2, 3, 3)
@@ -79,7 +98,7 @@ def _load(tmp_path):
     path.write_text(PROGRAM, encoding="utf-8")
     lines = PROGRAM.splitlines()
     mark = {m: next(i for i, t in enumerate(lines, 1) if t.endswith(f"# {m}"))
-            for m in ("SWAP", "RESTORE", "WRITE")}
+            for m in ("SWAP", "RESTORE", "WRITE", "MASK")}
     return runpy.run_path(str(path)), mark
 
 
@@ -122,6 +141,24 @@ def test_weight_rewritten_between_forward_and_backward(tmp_path, kind: str) -> N
         return
     assert found and found[0].line == mark["WRITE"], [(f.line, f.message) for f in found]
     assert not found[0].related
+
+
+@pytest.mark.parametrize("after_backward", [False, True])
+def test_mask_written_through_data_alias(tmp_path, after_backward: bool) -> None:
+    """An in-place write into `w.data` reaches the view `w.t()` that addmm saved (the alias
+    has its own version counter, so nothing fails): named when it comes between forward and
+    backward; the usual order (mask after backward, before the step) is silent."""
+    import gradtrace
+
+    ns, mark = _load(tmp_path)
+    with gradtrace.trace() as tr:
+        ns["masked"](after_backward)
+    found = _gt894(tr)
+    if after_backward:
+        assert not found, [f.message for f in found]
+    else:
+        assert found and found[0].line == mark["MASK"], [(f.line, f.message) for f in found]
+        assert "in-place write through `.data`" in found[0].message
 
 
 def test_sgd_through_data_after_backward_is_silent(tmp_path) -> None:

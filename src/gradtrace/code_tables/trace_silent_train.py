@@ -348,9 +348,11 @@ TRAIN_CODES = (
          "`p.data = v` gives the parameter new storage without bumping its version counter. An "
          "op that saved `p` itself for its backward (a convolution's weight, `w * x`) reads "
          "the new values when the gradient is taken, so the gradient belongs to a function the "
-         "forward never computed, and nothing fails. The run records each `.data =` of a "
-         "parameter and, at the next backward, looks for a node built before the write that "
-         "saved that parameter; it names the write, or the swap that a later restore undoes.",
+         "forward never computed, and nothing fails. An in-place write through the alias "
+         "`p.data` (`p.data.mul_(mask)`) does the same to every saved view of `p`. The run "
+         "records each such write to a parameter and, at the next backward, looks for a node "
+         "built before the write that saved it; it names the write, or the swap that a later "
+         "restore undoes.",
          """
          saved = conv.weight.data
          conv.weight.data = saved * mask

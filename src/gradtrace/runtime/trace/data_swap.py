@@ -14,7 +14,10 @@ write puts back the storage an earlier ``.data =`` of the same leaf had taken aw
 values in, run the forward, restore them in a ``finally`` before the gradient), it names the
 swap, the design at fault, with the restore as related. A write after the backward, a write
 of the same storage (``model.to()`` of a no-op), one of another shape or dtype, or a forward
-built after the write is not reported. At most 8 walks per run, 5000 nodes each."""
+built after the write is not reported. An in-place write through the alias ``p.data`` (``p.data.mul_(mask)``, ``p.data[i] = v``,
+``.copy_``: the alias has its own version counter) is recorded the same way and matched on
+storage, so a node that saved a view of ``p`` (``Linear``'s ``w.t()``) counts too. At most 8
+walks per run, 5000 nodes each."""
 from __future__ import annotations
 
 import weakref
@@ -61,6 +64,29 @@ def note_set(state: Any, t: Tensor, old: int, site: Site | None, seq: int) -> No
     writes.append((weakref.ref(t), old, new, site, seq))
 
 
+def note_alias(state: Any, alias: Tensor, t: Tensor) -> None:
+    """``alias = t.data`` of a leaf that requires grad: an in-place write into it is a write
+    into ``t`` that autograd does not see."""
+    aliases = state.data_aliases
+    if len(aliases) >= 256:
+        aliases.clear()
+    aliases[id(alias)] = (weakref.ref(alias), weakref.ref(t))
+
+
+def note_alias_write(state: Any, target: Tensor, site: Site | None, seq: int) -> None:
+    """An in-place op on ``target``: recorded when it is a live ``.data`` alias of a leaf."""
+    pair = state.data_aliases.get(id(target))
+    if pair is None or pair[0]() is not target or site is None or state.swap_walks >= WALKS:
+        return
+    t = pair[1]()
+    if t is None:
+        return
+    writes = state.data_writes
+    if len(writes) >= KEPT:
+        del writes[: KEPT // 2]
+    writes.append((pair[1], 0, _storage(t), site, seq))
+
+
 def check_backward(state: Any, roots: list[Tensor]) -> None:
     """At a backward: a node built before a recorded write that saved the written leaf."""
     writes, state.data_writes = state.data_writes, []
@@ -80,16 +106,46 @@ def check_backward(state: Any, roots: list[Tensor]) -> None:
         except (AttributeError, RuntimeError):
             continue
         for nxt, _ in nexts:
-            var = getattr(nxt, "variable", None) if nxt is not None else None
+            var = _leaf_of(nxt)
             if var is None or id(var) not in by_id:
                 continue
             made = node.metadata.get(META_CREATED)
-            if made is None or not _saves(node, var):
+            if made is None:
                 continue
-            later = [w for w in by_id[id(var)] if w[4] > made[2]]
+            later = [w for w in by_id[id(var)] if w[4] > made[2]
+                     and (_saves_storage(node, w[2]) if w[1] == 0 else _saves(node, var))]
             if later:
                 state.swap_found.append(_finding(later[0], by_id[id(var)], made))
                 return
+
+
+def _leaf_of(node: Any) -> Tensor | None:
+    """The leaf of an AccumulateGrad node, or of the one a single-input node (a view, ``t()``)
+    feeds."""
+    if node is None:
+        return None
+    var = getattr(node, "variable", None)
+    if var is not None:
+        return var
+    try:
+        nexts = node.next_functions
+    except (AttributeError, RuntimeError):
+        return None
+    if len(nexts) == 1 and nexts[0][0] is not None:
+        return getattr(nexts[0][0], "variable", None)
+    return None
+
+
+def _saves_storage(node: Any, ptr: int) -> bool:
+    for name in dir(node):
+        if name.startswith("_saved_"):
+            try:
+                v = getattr(node, name)
+                if isinstance(v, Tensor) and _storage(v) == ptr:
+                    return True
+            except Exception:  # freed or not a tensor
+                continue
+    return False
 
 
 def _saves(node: Any, t: Tensor) -> bool:
@@ -106,7 +162,7 @@ def _saves(node: Any, t: Tensor) -> bool:
 def _finding(write: tuple[Any, ...], all_writes: list[tuple[Any, ...]],
              made: tuple[Any, ...]) -> Finding:
     _, old, _, site, seq = write
-    swap = next((w for w in all_writes if w[2] == old and w[1] == write[2]
+    swap = next((w for w in all_writes if old and w[2] == old and w[1] == write[2]
                  and w[4] <= made[2]), None)
     lead = swap[3] if swap is not None else site
     used = f"the forward op at line {made[1]} saved it for its backward"
@@ -116,7 +172,8 @@ def _finding(write: tuple[Any, ...], all_writes: list[tuple[Any, ...]],
                 "and at backward it reads the restored values, not the ones the forward used")
         related = [(site, "the old values are put back here, under the saved graph")]
     else:
-        what = (f"this `.data =` replaces a parameter's values after {used} and before the "
+        how = "`.data =` replaces" if old else "in-place write through `.data` changes"
+        what = (f"this {how} a parameter's values after {used} and before the "
                 "backward(): the gradient is computed with the new values, not the ones the "
                 "forward used")
         related = []

@@ -118,6 +118,7 @@ class TraceState(GradEvents):
         self.dead_pending: list[Cut] = []  # sums holding a dead term, since the last backward
         self.data_writes: list[tuple[Any, ...]] = []  # NOTE [values swapped under a saved graph]
         self.swap_walks, self.swap_found = 0, []  # type: ignore[var-annotated]
+        self.data_aliases: dict[int, tuple[Any, Any]] = {}  # `p.data` results, for their writes
         self.detached_terms: OrderedDict[int, Any] = OrderedDict()  # (dead_terms.py)
         self.numpy_cut: Any = None  # NOTE [loss term computed in NumPy]
         self.in_step = False
