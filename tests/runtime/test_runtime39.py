@@ -168,3 +168,92 @@ def test_sgd_through_data_after_backward_is_silent(tmp_path) -> None:
     with gradtrace.trace() as tr:
         ns["plain_sgd"]()
     assert not _gt894(tr), [f.message for f in _gt894(tr)]
+
+
+# NOTE [grad off in a caller] with the backward() inside an installed library: the project's
+# call into the library is named, not the project function above it.
+LIBRARY = """
+import torch
+
+
+def plan(start, goal, iters=3):
+    traj = start.expand(4, -1).clone().requires_grad_(True)
+    for _ in range(iters):
+        cost = ((traj - goal) ** 2).sum()
+        cost.backward()
+        with torch.no_grad():
+            traj -= 0.1 * traj.grad
+            traj.grad = None
+    return traj.detach()
+
+
+def warmup(n):
+    return plan(torch.zeros(n), torch.ones(n))
+"""
+
+ROLLOUT = """
+import torch
+import torch.nn as nn
+import {lib} as lib
+
+
+class Env:
+    def reset(self):
+        self.state = lib.warmup(3)  # CALL
+        return self.state[-1]
+
+
+def episode(env, policy):
+    obs = env.reset()
+    return policy(obs)
+
+
+def local_warmup(n):
+    traj = torch.zeros(4, n, requires_grad=True)
+    ((traj - 1) ** 2).sum().backward()  # LOCAL
+    return traj
+
+
+def local_episode():
+    traj = local_warmup(3)  # LOCALCALL
+    return traj
+
+
+def main(local):
+    policy = nn.Linear(3, 3)
+    with torch.no_grad():
+        return local_episode() if local else episode(Env(), policy)
+"""
+
+
+@pytest.mark.parametrize("local", [False, True])
+def test_backward_in_a_library_under_a_caller_no_grad(tmp_path, monkeypatch, local: bool) -> None:
+    import sys
+
+    import gradtrace
+
+    lib_dir = tmp_path / "site-packages"
+    lib_dir.mkdir()
+    name = f"runtime39_planner_{'a' if local else 'b'}"
+    (lib_dir / f"{name}.py").write_text(LIBRARY, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(lib_dir))
+    path = tmp_path / "rollout.py"
+    path.write_text(ROLLOUT.format(lib=name), encoding="utf-8")
+    lines = ROLLOUT.splitlines()
+    mark = {m: next(i for i, t in enumerate(lines, 1) if t.endswith(f"# {m}"))
+            for m in ("CALL", "LOCALCALL")}
+    ns = runpy.run_path(str(path))
+    try:
+        with pytest.raises(RuntimeError) as info:
+            with gradtrace.trace():
+                ns["main"](local)
+    finally:
+        sys.modules.pop(name, None)
+    found = getattr(info.value, "__gradtrace__", None) or []
+    assert found, "no diagnosis"
+    first = found[0]
+    # the library's backward: the project's call into it; a project backward: the call of the
+    # function holding it (the rule as before)
+    want = mark["LOCALCALL"] if local else mark["CALL"]
+    assert (first.path.endswith("rollout.py"), first.line) == (True, want), \
+        [(f.code, f.path, f.line, f.message) for f in found]
