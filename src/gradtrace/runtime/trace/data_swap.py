@@ -14,10 +14,10 @@ write puts back the storage an earlier ``.data =`` of the same leaf had taken aw
 values in, run the forward, restore them in a ``finally`` before the gradient), it names the
 swap, the design at fault, with the restore as related. A write after the backward, a write
 of the same storage (``model.to()`` of a no-op), one of another shape or dtype, or a forward
-built after the write is not reported. An in-place write through the alias ``p.data`` (``p.data.mul_(mask)``, ``p.data[i] = v``,
-``.copy_``: the alias has its own version counter) is recorded the same way and matched on
-storage, so a node that saved a view of ``p`` (``Linear``'s ``w.t()``) counts too. At most 8
-walks per run, 5000 nodes each."""
+built after the write is not reported. An in-place write through the alias ``p.data``
+(``p.data.mul_(mask)``, ``p.data[i] = v``, ``.copy_``: the alias has its own version counter)
+is recorded the same way and matched on storage, so a node that saved a view of ``p``
+(``Linear``'s ``w.t()``) counts too. At most 8 walks per run, 5000 nodes each."""
 from __future__ import annotations
 
 import weakref
@@ -161,15 +161,16 @@ def _saves(node: Any, t: Tensor) -> bool:
 
 def _finding(write: tuple[Any, ...], all_writes: list[tuple[Any, ...]],
              made: tuple[Any, ...]) -> Finding:
-    _, old, _, site, seq = write
+    _, old, _, site, _ = write
     swap = next((w for w in all_writes if old and w[2] == old and w[1] == write[2]
                  and w[4] <= made[2]), None)
     lead = swap[3] if swap is not None else site
     used = f"the forward op at line {made[1]} saved it for its backward"
     if swap is not None:
         what = (f"this `.data =` swaps new values into a parameter for a forward pass, and "
-                f"{src(site)} (line {site.line}) puts the old ones back before the gradient is taken: {used}, "
-                "and at backward it reads the restored values, not the ones the forward used")
+                f"{src(site)} (line {site.line}) puts the old ones back before the gradient is "
+                f"taken: {used}, and at backward it reads the restored values, not the ones the "
+                "forward used")
         related = [(site, "the old values are put back here, under the saved graph")]
     else:
         how = "`.data =` replaces" if old else "in-place write through `.data` changes"

@@ -13,7 +13,7 @@ from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.classify import call_name, first_grad_tensor
 from gradtrace.runtime.trace.average_stats import note_nograd_write
 from gradtrace.runtime.trace.data_swap import (before_set, check_backward, note_alias,
-                                             note_alias_write, note_set)
+                                               note_alias_write, note_set)
 from gradtrace.runtime.trace.dead_terms import rewrapped_list, seen_in_backward
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
