@@ -63,19 +63,22 @@ def rewritten(kind):
     return x.grad
 
 
-def masked(after_backward):
+def masked(when):
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
     mask = (torch.rand(5, 6) > 0.5).float()
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
-    for _ in range(3):
+    for step in range(3):
         x = torch.randn(8, 6, requires_grad=True)
         loss = net(x).pow(2).mean()
         opt.zero_grad()
-        if not after_backward:
+        if when == "before":
             net[0].weight.data.mul_(mask)  # MASK
+        elif when == "no_grad" and step == 0:  # before any step: the plain no_grad write path
+            with torch.no_grad():
+                net[0].weight.data.mul_(mask)  # NOGRADMASK
         loss.backward()
-        if after_backward:
+        if when == "after":
             net[0].weight.data.mul_(mask)
         opt.step()
     return x.grad
@@ -98,7 +101,7 @@ def _load(tmp_path):
     path.write_text(PROGRAM, encoding="utf-8")
     lines = PROGRAM.splitlines()
     mark = {m: next(i for i, t in enumerate(lines, 1) if t.endswith(f"# {m}"))
-            for m in ("SWAP", "RESTORE", "WRITE", "MASK")}
+            for m in ("SWAP", "RESTORE", "WRITE", "MASK", "NOGRADMASK")}
     return runpy.run_path(str(path)), mark
 
 
@@ -143,8 +146,8 @@ def test_weight_rewritten_between_forward_and_backward(tmp_path, kind: str) -> N
     assert not found[0].related
 
 
-@pytest.mark.parametrize("after_backward", [False, True])
-def test_mask_written_through_data_alias(tmp_path, after_backward: bool) -> None:
+@pytest.mark.parametrize("when", ["before", "after", "no_grad"])
+def test_mask_written_through_data_alias(tmp_path, when: str) -> None:
     """An in-place write into `w.data` reaches the view `w.t()` that addmm saved (the alias
     has its own version counter, so nothing fails): named when it comes between forward and
     backward; the usual order (mask after backward, before the step) is silent."""
@@ -152,12 +155,13 @@ def test_mask_written_through_data_alias(tmp_path, after_backward: bool) -> None
 
     ns, mark = _load(tmp_path)
     with gradtrace.trace() as tr:
-        ns["masked"](after_backward)
+        ns["masked"](when)
     found = _gt894(tr)
-    if after_backward:
+    if when == "after":
         assert not found, [f.message for f in found]
-    else:
-        assert found and found[0].line == mark["MASK"], [(f.line, f.message) for f in found]
+    else:  # before the backward, with grad on or inside a no_grad block
+        line = mark["NOGRADMASK" if when == "no_grad" else "MASK"]
+        assert found and found[0].line == line, [(f.line, f.message) for f in found]
         assert "in-place write through `.data`" in found[0].message
 
 
