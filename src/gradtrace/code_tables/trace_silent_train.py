@@ -1,4 +1,4 @@
-"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT893: the silent bugs
+"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT894: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages, a gradient blown up by one op);
@@ -342,4 +342,30 @@ TRAIN_CODES = (
          "Keep the op's input away from where its derivative explodes (a larger eps, mask the "
          "degenerate rows before the op), or clip the gradients.",
          "gradtrace.runtime.trace.nonfinite", severity="warning"),
+    Code("GT894", "values-swapped-under-saved-graph",
+         "a parameter's values are replaced through `.data` while a graph that saved it waits "
+         "for backward",
+         "`p.data = v` gives the parameter new storage without bumping its version counter. An "
+         "op that saved `p` itself for its backward (a convolution's weight, `w * x`) reads "
+         "the new values when the gradient is taken, so the gradient belongs to a function the "
+         "forward never computed, and nothing fails. An in-place write through the alias "
+         "`p.data` (`p.data.mul_(mask)`) does the same to every saved view of `p`. The run "
+         "records each such write to a parameter and, at the next backward, looks for a node "
+         "built before the write that saved it; it names the write, or the swap that a later "
+         "restore undoes.",
+         """
+         saved = conv.weight.data
+         conv.weight.data = saved * mask
+         out = conv(x)
+         conv.weight.data = saved
+         out.sum().backward()
+         """,
+         """
+         out = F.conv2d(x, conv.weight * mask)
+         out.sum().backward()
+         """,
+         "Compute the forward with the modified weights as a separate tensor (a functional op, "
+         "`torch.func.functional_call`) instead of swapping `.data`, or take the gradient "
+         "before the values change.",
+         "gradtrace.runtime.trace.data_swap", severity="warning"),
 )

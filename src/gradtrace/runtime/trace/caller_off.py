@@ -10,8 +10,10 @@ evaluated under no_grad), the caller is right to evaluate without gradients and 
 change is the call that enters the gradient code from below the block: the first user frame
 above the one holding the backward(), skipping pass-through wrappers (a function whose body is
 one ``return f(...)``), where grad must be re-enabled (``torch.enable_grad()``) or the
-gradient step skipped. Run-time facts only: the frames live at the failure and the extent of
-the ``with`` statement that turned grad off.
+gradient step skipped. When the backward() itself runs in an installed library (a motion
+planner's own optimizer loop under ``site-packages``), the library frames are skipped and the
+first project frame, the call into the library, is that call. Run-time facts only: the frames
+live at the failure and the extent of the ``with`` statement that turned grad off.
 """
 from __future__ import annotations
 
@@ -53,17 +55,20 @@ def call_below_off(off: Site | None) -> Site | None:
     block = _with_at(tree, off.line) if tree is not None else None
     if block is None:
         return None
-    frames, f = [], sys._getframe(1)
+    frames, f, first = [], sys._getframe(1), 1  # frames[0] holds the backward()
     while f is not None and len(frames) < 64:
-        if not is_internal(f.f_code) and not any(p in f.f_code.co_filename for p in _LIB):
-            frames.append(f)
+        if not is_internal(f.f_code):
+            if not any(p in f.f_code.co_filename for p in _LIB):
+                frames.append(f)
+            elif not frames:  # the backward() is an installed library's: the first project
+                first = 0  # frame is the call into it (NOTE [grad off in a caller])
         f = f.f_back
     end = block.end_lineno or block.lineno
     w = next((i for i, g in enumerate(frames) if g.f_code.co_filename == off.path
               and block.lineno <= g.f_lineno <= end), None)
-    if w is None or w <= 1:
+    if w is None or w <= first:
         return None
-    for g in frames[1:w]:
+    for g in frames[first:w]:
         if not _pass_through(tree_of(g.f_code.co_filename), g):
             return Site(g.f_code.co_filename, g.f_lineno, g.f_code.co_name)
     return None

@@ -15,7 +15,7 @@ Tensor = torch.Tensor
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
     ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP, DROPPABLE_OP, COMBINE, TO, IS_LEAF, \
-    LOSS, SOFTMAX = range(23)
+    LOSS, SOFTMAX, DATA_SET = range(24)
 WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
 CALL_KIND: dict[Any, int] = {}
 INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
@@ -63,7 +63,7 @@ def classify(func: Any) -> int:
         attr = getattr(owner, "__name__", "")
         if name == "__get__":
             return {"data": DATA_GET, "grad": GRAD_GET, "is_leaf": IS_LEAF}.get(attr, PASS)
-        return {"grad": GRAD_SET, "requires_grad": RG_SET}.get(attr, PASS)
+        return {"grad": GRAD_SET, "requires_grad": RG_SET, "data": DATA_SET}.get(attr, PASS)
     if func is torch._C._set_grad_enabled:
         return SETGRAD
     if func is torch.Tensor.backward or func is torch.autograd.backward:

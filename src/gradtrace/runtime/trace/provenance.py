@@ -20,8 +20,9 @@ from torch.overrides import TorchFunctionMode
 from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, is_internal,
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.ran import PAUSED, resume_after_import
+from gradtrace.runtime.trace.data_swap import note_alias_write
 from gradtrace.runtime.trace.classify import (
-    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DETACH, DROP_FUNCS,
+    AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DATA_SET, DETACH, DROP_FUNCS,
     DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET, CONST_FACTORIES,
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
@@ -195,6 +196,10 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
             if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
                 note_average(self.state, call_name(func), args)
             note_nograd_write(self.state, call_name(func), args)  # NOTE [average that skips the statistics]
+            if self.state.data_aliases and args and id(args[0]) in self.state.data_aliases:
+                raw = raw_site()  # NOTE [values swapped under a saved graph]: under no_grad
+                note_alias_write(self.state, args[0], None if raw is None else
+                                 self.state.site(raw), self.seq)
             return out
         if kind == GRAD_GET:
             out = func(*args, **kwargs)
@@ -332,6 +337,7 @@ _HANDLERS: dict[int, Callable[..., Any]] = {
     INPLACE: ProvenanceMode._inplace,
     DETACH: ProvenanceMode._detach,
     DATA_GET: ProvenanceMode._data_get,
+    DATA_SET: ProvenanceMode._data_set,
     SETGRAD: ProvenanceMode._setgrad,
     ITEM: ProvenanceMode._item,
     CTOR: ProvenanceMode._ctor,

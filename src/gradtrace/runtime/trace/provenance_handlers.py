@@ -12,6 +12,8 @@ from gradtrace.runtime.frames import internal_names, raw_site, user_frame
 from gradtrace.runtime.trace.carried_attr import stamp_detached
 from gradtrace.runtime.trace.classify import call_name, first_grad_tensor
 from gradtrace.runtime.trace.average_stats import note_nograd_write
+from gradtrace.runtime.trace.data_swap import (before_set, check_backward, note_alias,
+                                               note_alias_write, note_set)
 from gradtrace.runtime.trace.dead_terms import rewrapped_list, seen_in_backward
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
@@ -54,6 +56,10 @@ class SpecialHandlers:
             if raw is not None and gf is not None and gf is not info[0]:  # `loss += l`: its
                 gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
         elif target is not None and not target.requires_grad:
+            if self.state.data_aliases and id(target) in self.state.data_aliases:
+                raw = raw_site()  # NOTE [values swapped under a saved graph]
+                note_alias_write(self.state, target, None if raw is None else
+                                 self.state.site(raw), self.seq)
             if plain is not None:
                 self.state.on_plain_inplace(raw_site(), call_name(func), plain,
                                             tuple(target.shape), self.state.cut_of(target))
@@ -77,6 +83,18 @@ class SpecialHandlers:
         out = self._call(func, args, kwargs)
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
             self._cut(out, args[0], ".data", "data")
+            if args[0].is_leaf and isinstance(out, Tensor):
+                note_alias(self.state, out, args[0])  # NOTE [values swapped under a saved graph]
+        return out
+
+    def _data_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        before = before_set(args)  # NOTE [values swapped under a saved graph]
+        out = self._call(func, args, kwargs)
+        if before is not None:
+            self.seq += 1
+            raw = raw_site()
+            note_set(self.state, args[0], before, None if raw is None else
+                     self.state.site(raw), self.seq)
         return out
 
     def _setgrad(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -174,6 +192,8 @@ class SpecialHandlers:
             roots, retain = backward_roots(func, args, kwargs)
             if self.state.dead_pending:  # NOTE [dead loss term]
                 seen_in_backward(self.state, roots)
+            if self.state.data_writes:  # NOTE [values swapped under a saved graph]
+                check_backward(self.state, roots)
             self.state.on_backward_start(raw, () if func is torch.autograd.grad else roots)
         except Exception as exc:  # never stop the user's backward because of us
             _oops(exc)

@@ -31,6 +31,7 @@ from gradtrace.runtime.trace.intent import climbed_module, left_out_on_purpose
 from gradtrace.runtime.trace.plain_held import uncalled_in_plain_container
 from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
 from gradtrace.runtime.trace.closure_sum import closure_findings
+from gradtrace.runtime.trace.data_swap import swap_findings
 from gradtrace.runtime.trace.loop_order import never_graded
 from gradtrace.runtime.trace.swapped import _swapped, _ungraded_steppers
 from gradtrace.runtime.trace.reached_cuts import unused_snapshot
@@ -71,7 +72,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     return out + eval_findings(data) + late_findings(state, data) + \
         requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
         event_findings(state, steps) + discarded(state, data) + leaked_findings(state) + \
-        window_findings(state, data) + closure_findings(state) + \
+        window_findings(state, data) + closure_findings(state) + swap_findings(state) + \
         nonfinite_findings(state, data) + \
         singleton_findings(state) + ema_findings(state) + last + \
         nan_loss_findings(state, data)  # NOTE [NaN loss, finite gradients]: a symptom, last

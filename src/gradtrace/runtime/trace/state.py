@@ -116,6 +116,9 @@ class TraceState(GradEvents):
         # no_grad cut of a live tensor -> the statement in the no_grad block that made it
         self.block_stmt: dict[Cut, Site | None] = {}  # (NOTE [dead loss term])
         self.dead_pending: list[Cut] = []  # sums holding a dead term, since the last backward
+        self.data_writes: list[tuple[Any, ...]] = []  # NOTE [values swapped under a saved graph]
+        self.swap_walks, self.swap_found = 0, []  # type: ignore[var-annotated]
+        self.data_aliases: dict[int, tuple[Any, Any]] = {}  # `p.data` results, for their writes
         self.detached_terms: OrderedDict[int, Any] = OrderedDict()  # (dead_terms.py)
         self.numpy_cut: Any = None  # NOTE [loss term computed in NumPy]
         self.in_step = False
