@@ -74,6 +74,26 @@ def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
 
 
+def test_last_gradient_rewritten_after_the_loop_is_still_reported() -> None:
+    """Twin: what is written back after the loop is the last pass's own gradient, clamped:
+    the step still applies the last batch's gradient alone."""
+    twin = Shape("""
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        batches = [(torch.randn(2, 3), torch.randn(2, 1)) for _ in range(3)]
+        for epoch in range(1):
+            for x, y in batches:
+                net.zero_grad()
+                F.mse_loss(net(x), y).backward()
+            for p in net.parameters():
+                p.grad = p.grad.clamp(-100.0, 100.0)
+            before = net.weight.detach().clone()
+            last = net.weight.grad.detach().clone()
+            opt.step()
+        """, "GT518", line=12, holds="torch.allclose(net.weight, before - 0.1 * last)")
+    judge(PRELUDE, twin)
+
+
 def _lines(src: str, code: str) -> list[int]:
     source = PRELUDE + textwrap.dedent(src).lstrip("\n")
     offset = PRELUDE.count("\n")

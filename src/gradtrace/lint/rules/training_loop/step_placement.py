@@ -191,8 +191,9 @@ def _own_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
 
 
 def _grads_written(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
-    """Between ``loop`` and the step, a statement writes ``.grad`` (``p.grad = total[i]``,
-    ``p.grad.data = ...``, ``p.grad.copy_(...)``): the step applies what was written there,
+    """Between ``loop`` and the step, a statement writes ``.grad`` from something else than a
+    gradient (``p.grad = total[i]``, ``p.grad.data = ...``, ``p.grad.copy_(...)``; not
+    ``p.grad = p.grad.clamp(...)``): the step applies what was written there,
     not what the loop's last pass left (a per-sample loop that clears, backpropagates and
     adds each pass's clipped gradient into its own buffers, then sets them as the gradients:
     differentially private SGD)."""
@@ -205,15 +206,22 @@ def _grads_written(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
     if lo is None or hi is None:
         return False
     for st in stmts[lo + 1:hi]:
-        if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
             targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-            if any(_names_grad(t) for t in targets):
+            if any(_names_grad(t) for t in targets) and not _reads_grad(st.value) \
+                    and not isinstance(st.value, ast.Constant):  # `p.grad = None`
                 return True
         for n in f.calls_of(st):
             if isinstance(n.func, ast.Attribute) and n.func.attr in ("copy_", "set_") \
-                    and _names_grad(n.func.value):
+                    and _names_grad(n.func.value) and not any(map(_reads_grad, n.args)):
                 return True
     return False
+
+
+def _reads_grad(e: ast.AST) -> bool:
+    """``e`` reads some ``.grad``: a write of it (``p.grad = p.grad.clamp(-1, 1)``) still
+    holds the last pass's gradient."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in walk(e))
 
 
 def _names_grad(t: ast.AST) -> bool:
