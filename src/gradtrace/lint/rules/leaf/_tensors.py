@@ -9,6 +9,7 @@ import ast
 import bisect
 from typing import TYPE_CHECKING, Iterator
 
+from gradtrace.lint.analysis.on_cuda import on_cuda_already
 from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._same_place import float32_made, made_of, to_new_layer_weight
@@ -206,6 +207,8 @@ def _on_cuda_already(factory: ast.Call, ctx: Context) -> bool:
     and ``.cuda()`` returns it itself (FreeAdversarialTraining's global noise)."""
     if ctx.call_name(factory) != "torch.autograd.Variable" or not factory.args:
         return False
+    if on_cuda_already(factory, ctx.scope(), ctx):
+        return True  # NOTE [cuda of what is on cuda]
     data = factory.args[0]
     while isinstance(data, ast.Subscript):
         data = data.value

@@ -122,7 +122,8 @@ class StepOutsideBackwardLoop(LoopRule):
                         b.accumulates and f.inside(b.stmt, loop) and f.before(z.stmt, b.stmt)
                         for b in f.backwards) or any(
                         s2.optimizer == s.optimizer and f.inside(s2.stmt, loop)
-                        for s2 in f.steps) or _own_pass(f, loop, s) or _retried(f, loop):
+                        for s2 in f.steps) or _own_pass(f, loop, s) or _retried(f, loop) \
+                    or _grads_written(f, loop, s):
                 continue
             done.add(id(s.call))
             fields = dict(loop_line=loop.lineno, clear=ctx.source(z.call),
@@ -187,6 +188,47 @@ def _own_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
                    f.before(z.stmt, b.stmt) and f.before(b.stmt, s.stmt)
                    and not f.inside(b.stmt, loop) for b in f.backwards)
                for z in f.zero_grads)
+
+
+def _grads_written(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
+    """Between ``loop`` and the step, a statement writes ``.grad`` from something else than a
+    gradient (``p.grad = total[i]``, ``p.grad.data = ...``, ``p.grad.copy_(...)``; not
+    ``p.grad = p.grad.clamp(...)``): the step applies what was written there,
+    not what the loop's last pass left (a per-sample loop that clears, backpropagates and
+    adds each pass's clipped gradient into its own buffers, then sets them as the gradients:
+    differentially private SGD)."""
+    run = f.within(loop)  # (makes the statement order `_order`)
+    order = f.__dict__.get("_order")
+    stmts = f.scope.stmts
+    if not run or order is None:
+        return False
+    lo, hi = order.get(id(run[-1])), order.get(id(s.stmt))
+    if lo is None or hi is None:
+        return False
+    for st in stmts[lo + 1:hi]:
+        if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None:
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            if any(_names_grad(t) for t in targets) and not _reads_grad(st.value) \
+                    and not isinstance(st.value, ast.Constant):  # `p.grad = None`
+                return True
+        for n in f.calls_of(st):
+            if isinstance(n.func, ast.Attribute) and n.func.attr in ("copy_", "set_") \
+                    and _names_grad(n.func.value) and not any(map(_reads_grad, n.args)):
+                return True
+    return False
+
+
+def _reads_grad(e: ast.AST) -> bool:
+    """``e`` reads some ``.grad``: a write of it (``p.grad = p.grad.clamp(-1, 1)``) still
+    holds the last pass's gradient."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "grad" for n in walk(e))
+
+
+def _names_grad(t: ast.AST) -> bool:
+    """``x.grad`` or ``x.grad.data``."""
+    if isinstance(t, ast.Attribute) and t.attr == "data":
+        t = t.value
+    return isinstance(t, ast.Attribute) and t.attr == "grad"
 
 
 def _accumulated_over(f: LoopFacts, loop: ast.stmt) -> str | None:
