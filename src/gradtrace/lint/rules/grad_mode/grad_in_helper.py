@@ -13,6 +13,7 @@ from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_fals
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.analysis.reach import disables_grad
+from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient
 
 
 Guard = tuple[ast.expr, bool]  # an `if` test and the arm (True: body) a statement is in
@@ -30,15 +31,17 @@ _GRADIENT_WORDS = tuple(sorted({"backward", *(q.rpartition(".")[2] for q in GRAD
 
 
 def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
-                  call: ast.Call | None = None) -> ast.Call | None:
+                  call: ast.Call | None = None, strict: bool = False) -> ast.Call | None:
     """A gradient call of ``fn`` (not under a grad-mode context or decorator of its own) on
     an output ``fn`` computes itself from a call (``out = model(x)``), and that ``call`` (the
     call of ``fn`` under no_grad) does not switch off with a constant argument
-    (``run_epoch(train=False)`` and ``if train: loss.backward()``)."""
+    (``run_epoch(train=False)`` and ``if train: loss.backward()``). ``strict``: only a
+    gradient call under no test that reads a parameter of ``fn`` (a flag passed down)."""
     def make() -> list[tuple[ast.Call, tuple[Guard, ...]]]:
         if any(grad_mode_of(d, ctx.imports) for d in fn.decorator_list):
             return []
         local: set[str] = set()
+        arith: set[str] = set()  # `cost = (a - b).pow(2).sum() + c`: computed here too
         todo: list[tuple[ast.stmt, tuple[Guard, ...]]] = [(s, ()) for s in fn.body]
         calls: list[tuple[ast.Call, tuple[Guard, ...]]] = []
         while todo:
@@ -50,6 +53,8 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
                 continue  # the helper chose its own grad mode there
             if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call):
                 local.update(t.id for t in s.targets if isinstance(t, ast.Name))
+            elif isinstance(s, ast.Assign) and isinstance(s.value, (ast.BinOp, ast.UnaryOp)):
+                arith.update(t.id for t in s.targets if isinstance(t, ast.Name))
             for n in bfs_walk(s) if not hasattr(s, "body") else ():
                 if isinstance(n, ast.Call):
                     calls.append((n, guards))
@@ -68,12 +73,18 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
             root = target
             while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
                 root = root.func if isinstance(root, ast.Call) else root.value
-            if isinstance(root, ast.Name) and root.id in local:
-                out.append((c, guards))
+            if isinstance(root, ast.Name) and (root.id in local or root.id in arith):
+                out.append((c, guards, root.id in local))
         return out
     got = ctx.memo("gt210-own-gradients", fn, make)
-    return next((c for c, guards in got
-                 if call is None or not any(_switched_off(g, fn, call) for g in guards)), None)
+    if strict:
+        params = {p.arg for p in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+        return next((c for c, guards, _ in got if not any(
+            isinstance(x, ast.Name) and x.id in params
+            for test, _ in guards for x in ast.walk(test))), None)
+    return next((c for c, guards, made_by_call in got
+                 if made_by_call and (call is None or not any(
+                     _switched_off(g, fn, call) for g in guards))), None)
 
 
 def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -299,6 +310,15 @@ class GradientHelperUnderNoGrad(Rule):
                     mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
                     grad=ctx.source(grad.func), line=grad.lineno)
                 return
+        deep = deep_gradient(ctx, node.body, where, _own_gradient)
+        if deep is not None:  # NOTE [gradient reached through the callee]
+            n, grad = deep
+            yield self.report(n, ctx, related=(
+                Related(ctx.path, node.lineno, f"`{ctx.source(mode)}` turns grad off here",
+                        ctx.column(node)),
+                Related(ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad))),
+                mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
+                grad=ctx.source(grad.func), line=grad.lineno)
 
     visit_AsyncWith = visit_With
 
