@@ -41,7 +41,7 @@ def deep_gradient(ctx: Context, body: list[ast.stmt], where: ast.AST,
     level: list[Def] = []
     seen: set[int] = set()
     for n in _calls(ctx, body):
-        for fn, _ in _targets(n, where, ctx):
+        for fn, _ in _callees(n, where, ctx):
             if _decorated(fn, ctx) or own(ctx, fn, n, False) is not None:
                 return None  # GT210's direct reading, or a helper it left alone
             if id(fn) not in seen:
@@ -53,7 +53,7 @@ def deep_gradient(ctx: Context, body: list[ast.stmt], where: ast.AST,
             for c in _calls(ctx, fn.body):
                 if _asked(ctx, fn, c):
                     continue
-                for g, _ in _targets(c, fn, ctx):
+                for g, _ in _callees(c, fn, ctx):
                     if g is fn or _decorated(g, ctx):
                         continue
                     grad = _differentiates(ctx, g, c, own, MAX_DEPTH, {id(fn)})
@@ -64,6 +64,19 @@ def deep_gradient(ctx: Context, body: list[ast.stmt], where: ast.AST,
                         nxt.append(g)
         level = nxt
     return None
+
+
+def _callees(call: ast.Call, where: ast.AST, ctx: Context) -> list[tuple[Def, object]]:
+    """The functions of the file ``call`` runs (NOTE [grad-off extent]), and a method called
+    on an object built in place (``Probe().fit(x)``)."""
+    got = _targets(call, where, ctx)
+    f = call.func
+    if got or not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call)):
+        return got
+    k = ctx.analysis.kind_in(f.value, where, call.lineno)
+    cls = ctx.analysis.classes.get(k.cls or "") if k is not None else None
+    m = cls.methods.get(f.attr) if cls is not None else None
+    return [(m, None)] if m is not None else []
 
 
 def _calls(ctx: Context, body: list[ast.stmt]) -> list[ast.Call]:
@@ -87,7 +100,7 @@ def _differentiates(ctx: Context, fn: Def, call: ast.Call, own: Own, depth: int,
     for c in _calls(ctx, fn.body):
         if _asked(ctx, fn, c):
             continue
-        for g, _ in _targets(c, fn, ctx):
+        for g, _ in _callees(c, fn, ctx):
             grad = _differentiates(ctx, g, c, own, depth - 1, seen)
             if grad is not None:
                 return grad

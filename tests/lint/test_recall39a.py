@@ -1,0 +1,113 @@
+"""The facts of docs/triage/recall39a.md (session 39). Each pair is a correct shape the checker
+must leave alone and a buggy twin it must report on its line, written in other names and shapes
+than the real-world cases; every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+NO_GRAD_FN = (RuntimeError, "does not require grad")
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT210 (NOTE [gradient reached through the callee]): an evaluation run under no_grad
+    # calls a method that hands the embeddings to a probe fitted with its own optimizer.
+    # Look-alike: the probe's fit turns grad back on around its loop
+    "probe-fitted-inside-an-evaluation": (Shape("""
+        class Probe:
+            def fit(self, feats, labels, steps=3):
+                clf = nn.Linear(feats.shape[1], 2)
+                opt = torch.optim.SGD(clf.parameters(), lr=0.1)
+                with torch.enable_grad():
+                    for _ in range(steps):
+                        opt.zero_grad()
+                        err = F.cross_entropy(clf(feats), labels)
+                        err.backward()
+                        opt.step()
+                return clf
+        class Evaluation:
+            def __init__(self, encoder):
+                self.encoder = encoder
+            def score(self, x, y):
+                feats = self.encoder(x)
+                clf = Probe().fit(feats, y)
+                return (clf(feats).argmax(1) == y).float().mean()
+        ev = Evaluation(nn.Linear(6, 4))
+        with torch.no_grad():
+            acc = ev.score(torch.randn(8, 6), torch.randint(0, 2, (8,)))
+        """, "GT210", holds="0 <= float(acc) <= 1"), Shape("""
+        class Probe:
+            def fit(self, feats, labels, steps=3):
+                clf = nn.Linear(feats.shape[1], 2)
+                opt = torch.optim.SGD(clf.parameters(), lr=0.1)
+                for _ in range(steps):
+                    opt.zero_grad()
+                    err = F.cross_entropy(clf(feats), labels)
+                    err.backward()
+                    opt.step()
+                return clf
+        class Evaluation:
+            def __init__(self, encoder):
+                self.encoder = encoder
+            def score(self, x, y):
+                feats = self.encoder(x)
+                clf = Probe().fit(feats, y)
+                return (clf(feats).argmax(1) == y).float().mean()
+        ev = Evaluation(nn.Linear(6, 4))
+        with torch.no_grad():
+            acc = ev.score(torch.randn(8, 6), torch.randint(0, 2, (8,)))
+        """, "GT210", line=16, raises=NO_GRAD_FN)),
+    # The same fact in plain functions, the gradient two calls below the reported one
+    # (a saliency map over a batch). Look-alike: the helper takes a flag the evaluation
+    # passes as a constant, and differentiates only when it is set
+    "saliency-two-calls-below-the-evaluation": (Shape("""
+        def run_epoch(model, batches, train):
+            total = 0.0
+            for x, y in batches:
+                loss = F.mse_loss(model(x), y)
+                if train:
+                    loss.backward()
+                total += float(loss)
+            return total
+        def evaluate(model, batches):
+            return run_epoch(model, batches, train=False)
+        net = nn.Linear(3, 1)
+        with torch.no_grad():
+            err = evaluate(net, [(torch.randn(4, 3), torch.randn(4, 1))])
+        """, "GT210", holds="err > 0"), Shape("""
+        def saliency(model, x):
+            x = x.clone().requires_grad_(True)
+            score = model(x).max(dim=1).values.sum()
+            score.backward()
+            return x.grad.abs()
+        def explain(model, images):
+            return [saliency(model, img[None]) for img in images]
+        def report(model, images):
+            maps = explain(model, images)
+            return torch.cat(maps).mean()
+        net = nn.Sequential(nn.Linear(5, 3), nn.Tanh())
+        with torch.no_grad():
+            level = report(net, torch.randn(4, 5))
+        """, "GT210", line=9, raises=NO_GRAD_FN)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_look_alike_is_silent_and_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
