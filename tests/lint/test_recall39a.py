@@ -100,6 +100,31 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         with torch.no_grad():
             level = report(net, torch.randn(4, 5))
         """, "GT210", line=9, raises=NO_GRAD_FN)),
+    # GT210 on a function decorated with `@torch.no_grad()`: its body runs as a `with` block
+    # would, so an adversarial attack it calls cannot take its gradient. Look-alike: the
+    # attack turns grad back on with its own decorator (the usual fix)
+    "attack-called-by-a-no-grad-evaluation": (Shape("""
+        @torch.enable_grad()
+        def fgsm(model, x, y, eps=0.1):
+            x = x.clone().requires_grad_(True)
+            F.cross_entropy(model(x), y).backward()
+            return (x + eps * x.grad.sign()).detach()
+        @torch.no_grad()
+        def robust_accuracy(model, x, y):
+            adv = fgsm(model, x, y)
+            return (model(adv).argmax(1) == y).float().mean()
+        acc = robust_accuracy(nn.Linear(4, 3), torch.randn(6, 4), torch.randint(0, 3, (6,)))
+        """, "GT210", holds="0 <= float(acc) <= 1"), Shape("""
+        def fgsm(model, x, y, eps=0.1):
+            x = x.clone().requires_grad_(True)
+            F.cross_entropy(model(x), y).backward()
+            return (x + eps * x.grad.sign()).detach()
+        @torch.no_grad()
+        def robust_accuracy(model, x, y):
+            adv = fgsm(model, x, y)
+            return (model(adv).argmax(1) == y).float().mean()
+        acc = robust_accuracy(nn.Linear(4, 3), torch.randn(6, 4), torch.randint(0, 3, (6,)))
+        """, "GT210", line=5, raises=NO_GRAD_FN)),
 }
 
 

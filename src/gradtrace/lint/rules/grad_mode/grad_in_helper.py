@@ -12,6 +12,7 @@ from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.analysis.grad_off_calls import off_nodes
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient
 
@@ -70,11 +71,16 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
             target = c.args[0] if q in GRADIENT_CALLS and c.args else (
                 c.func.value if isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
                 else None)
-            root = target
+            root, torch_op = target, False
             while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
+                if isinstance(root, ast.Call):
+                    # `F.cross_entropy(model(x), y).backward()`: computed in the statement
+                    torch_op = torch_op or (ctx.qualified_name(root.func) or "").startswith(
+                        "torch.") and bool(root.args)
                 root = root.func if isinstance(root, ast.Call) else root.value
-            if isinstance(root, ast.Name) and (root.id in local or root.id in arith):
-                out.append((c, guards, root.id in local))
+            if isinstance(root, ast.Name) and (root.id in local or root.id in arith) \
+                    or torch_op:
+                out.append((c, guards, torch_op or root.id in local))
         return out
     got = ctx.memo("gt210-own-gradients", fn, make)
     if strict:
@@ -296,26 +302,41 @@ class GradientHelperUnderNoGrad(Rule):
         if mode is None or not _differentiates(ctx):
             return
         where = ctx.function or ctx.tree
-        for s in node.body:
-            for n in bfs_walk(s):
-                if not isinstance(n, ast.Call):
-                    continue
-                target = resolve(ctx, where, n)
-                grad = _own_gradient(ctx, target[0], _spread(n, where, ctx)) \
-                    if target is not None else None
-                if grad is None:
-                    continue
-                yield self.report(node, ctx, related=(Related(
-                    ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad)),),
-                    mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
-                    grad=ctx.source(grad.func), line=grad.lineno)
-                return
-        deep = deep_gradient(ctx, node.body, where, _own_gradient)
+        calls = [n for s in node.body for n in bfs_walk(s) if isinstance(n, ast.Call)]
+        yield from self._region(node, mode, node.body, calls, where, ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        """A function decorated with ``@torch.no_grad()`` / ``@torch.inference_mode()`` runs
+        its body as a ``with`` block would; the direct reading is reported at the
+        decorator."""
+        mode = next((d for d in node.decorator_list if disables_grad(d, ctx)), None)
+        if mode is None or not _differentiates(ctx):
+            return
+        calls = sorted((n for n in off_nodes(node.body, ctx) if isinstance(n, ast.Call)),
+                       key=lambda n: (n.lineno, n.col_offset))
+        yield from self._region(mode, mode, node.body, calls, node, ctx)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _region(self, at: ast.AST, mode: ast.expr, body: list[ast.stmt], calls: list[ast.Call],
+                where: ast.AST, ctx: Context) -> Iterator[Finding]:
+        for n in calls:
+            target = resolve(ctx, where, n)
+            grad = _own_gradient(ctx, target[0], _spread(n, where, ctx)) \
+                if target is not None else None
+            if grad is None:
+                continue
+            yield self.report(at, ctx, related=(Related(
+                ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad)),),
+                mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
+                grad=ctx.source(grad.func), line=grad.lineno)
+            return
+        deep = deep_gradient(ctx, body, where, _own_gradient)
         if deep is not None:  # NOTE [gradient reached through the callee]
             n, grad = deep
             yield self.report(n, ctx, related=(
-                Related(ctx.path, node.lineno, f"`{ctx.source(mode)}` turns grad off here",
-                        ctx.column(node)),
+                Related(ctx.path, at.lineno, f"`{ctx.source(mode)}` turns grad off here",
+                        ctx.column(at)),
                 Related(ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad))),
                 mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
                 grad=ctx.source(grad.func), line=grad.lineno)
