@@ -212,9 +212,17 @@ class GradientHelperUnderNoGrad(Rule):
     The same holds after `torch.set_grad_enabled(False)` written as a statement: grad stays
     off for the statements that follow it in its block, up to the call that turns it back on
     (an evaluation that runs an adversarial attack before its `torch.set_grad_enabled(True)`).
-    Known limits: the helper must be a function or method of this file called directly in the
-    block (or between the statement and the first statement of its block that can turn grad
-    back on), and compute the differentiated output itself.
+    A function decorated with `@torch.no_grad()` or `@torch.inference_mode()` is such a block
+    (reported at the decorator). When the helper is not called by the block itself but by a
+    function the block runs (an evaluation method that fits a probe, a loss module that
+    caches gradients with `loss.backward()` in its `forward`, an environment reset that warms
+    up a trajectory optimizer), the finding is on that call (NOTE [gradient reached through
+    the callee]).
+    Known limits: the helper must be a function or method of this file called in the block
+    (or between the statement and the first statement of its block that can turn grad back
+    on), or up to three calls below, and compute the differentiated output itself; a gradient
+    under a test of a flag passed down, and a call under a test of grad mode or training, are
+    left alone.
     """
 
     code = "GT210"
@@ -294,6 +302,49 @@ class GradientHelperUnderNoGrad(Rule):
                 torch.set_grad_enabled(True)
                 return errors
             """),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def fit_probe(feats, labels):
+                probe = torch.nn.Linear(feats.shape[1], 2)
+                loss = F.cross_entropy(probe(feats), labels)
+                loss.backward()
+                return probe
+
+            class Evaluator:
+                def score(self, encoder, x, y):
+                    probe = fit_probe(encoder(x), y)
+                    return (probe(encoder(x)).argmax(1) == y).float().mean()
+
+            def validate(ev, encoder, x, y):
+                with torch.no_grad():
+                    return ev.score(encoder, x, y)
+
+            validate(Evaluator(), torch.nn.Linear(4, 3), torch.randn(5, 4), torch.zeros(5).long())
+            """, at=(12, 16)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def fit_probe(feats, labels):
+                probe = torch.nn.Linear(feats.shape[1], 2)
+                loss = F.cross_entropy(probe(feats), labels)
+                loss.backward()
+                return probe
+
+            class Evaluator:
+                def score(self, encoder, x, y):
+                    with torch.enable_grad():
+                        probe = fit_probe(encoder(x).detach(), y)
+                    return (probe(encoder(x)).argmax(1) == y).float().mean()
+
+            def validate(ev, encoder, x, y):
+                with torch.no_grad():
+                    return ev.score(encoder, x, y)
+
+            validate(Evaluator(), torch.nn.Linear(4, 3), torch.randn(5, 4), torch.zeros(5).long())
+            """),
     ]
 
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
@@ -312,7 +363,13 @@ class GradientHelperUnderNoGrad(Rule):
         mode = next((d for d in node.decorator_list if disables_grad(d, ctx)), None)
         if mode is None or not _differentiates(ctx):
             return
-        calls = sorted((n for n in off_nodes(node.body, ctx) if isinstance(n, ast.Call)),
+        # a function handed in (an optimizer's `closure`, GT213's), or rebound here
+        # (`closure = torch.enable_grad()(closure)`), is not read as the helper it names
+        given = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+        given.update(t.id for n in off_nodes(node.body, ctx) if isinstance(n, ast.Assign)
+                     for t in n.targets if isinstance(t, ast.Name))
+        calls = sorted((n for n in off_nodes(node.body, ctx) if isinstance(n, ast.Call)
+                        and not (isinstance(n.func, ast.Name) and n.func.id in given)),
                        key=lambda n: (n.lineno, n.col_offset))
         yield from self._region(mode, mode, node.body, calls, node, ctx)
 
