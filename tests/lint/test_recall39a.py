@@ -125,6 +125,37 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return (model(adv).argmax(1) == y).float().mean()
         acc = robust_accuracy(nn.Linear(4, 3), torch.randn(6, 4), torch.randint(0, 3, (6,)))
         """, "GT210", line=5, raises=NO_GRAD_FN)),
+    # GT210, the value differentiated is handed in: the block computes the model's output and
+    # gives it to a helper that backpropagates from it (a CAM extractor). Look-alike: only the
+    # class index is picked under no_grad, the helper runs outside the block
+    "helper-differentiates-an-output-made-under-no-grad": (Shape("""
+        class GradCam:
+            def __init__(self, layer):
+                self.acts = None
+                layer.register_forward_hook(self.keep)
+            def keep(self, module, inp, out):
+                self.acts = out
+                out.retain_grad()
+            def __call__(self, k, scores):
+                scores[:, k].sum().backward()
+                return (self.acts.grad.mean(0) * self.acts).sum(1)
+        net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+        cam = GradCam(net[0])
+        x = torch.randn(2, 4)
+        scores = net(x)
+        with torch.no_grad():
+            k = int(scores.argmax(1)[0])
+        heat = cam(k, scores)
+        """, "GT210", holds="heat.shape == (2,)"), Shape("""
+        def saliency_of(logits, k, inputs):
+            logits[:, k].sum().backward()
+            return inputs.grad.abs()
+        net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+        x = torch.randn(2, 4, requires_grad=True)
+        with torch.inference_mode():
+            logits = net(x)
+            sal = saliency_of(logits, 0, x)
+        """, "GT210", line=6, raises=NO_GRAD_FN)),
 }
 
 

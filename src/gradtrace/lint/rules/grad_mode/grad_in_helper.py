@@ -12,7 +12,7 @@ from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
-from gradtrace.lint.analysis.grad_off_calls import off_nodes
+from gradtrace.lint.analysis.grad_off_calls import _targets, computed, made_names, off_nodes
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient
 
@@ -78,19 +78,42 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
                     torch_op = torch_op or (ctx.qualified_name(root.func) or "").startswith(
                         "torch.") and bool(root.args)
                 root = root.func if isinstance(root, ast.Call) else root.value
-            if isinstance(root, ast.Name) and (root.id in local or root.id in arith) \
-                    or torch_op:
-                out.append((c, guards, torch_op or root.id in local))
+            if torch_op or isinstance(root, ast.Name) and root.id in local:
+                out.append((c, guards, "call"))
+            elif isinstance(root, ast.Name) and root.id in arith:
+                out.append((c, guards, "arith"))
+            elif isinstance(root, ast.Name) and root.id in params and root.id != "self":
+                out.append((c, guards, root.id))  # a value the caller hands in
         return out
+    params = {p.arg for p in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     got = ctx.memo("gt210-own-gradients", fn, make)
     if strict:
-        params = {p.arg for p in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
-        return next((c for c, guards, _ in got if not any(
+        return next((c for c, guards, how in got if how in ("call", "arith") and not any(
             isinstance(x, ast.Name) and x.id in params
             for test, _ in guards for x in ast.walk(test))), None)
-    return next((c for c, guards, made_by_call in got
-                 if made_by_call and (call is None or not any(
+    return next((c for c, guards, how in got
+                 if how == "call" and (call is None or not any(
                      _switched_off(g, fn, call) for g in guards))), None)
+
+
+def _given_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                    binds: dict[str, ast.expr], made: set[str], where: ast.AST
+                    ) -> ast.Call | None:
+    """A gradient call of ``fn`` (under no test of a parameter) on a parameter that the call
+    (``binds``: parameter -> argument) gives a value computed in the grad-off block
+    (``made``): ``with torch.no_grad(): out = model(x); cam(out)`` and ``cam`` runs
+    ``scores.sum().backward()`` on it."""
+    if not made:
+        return None
+    _own_gradient(ctx, fn)
+    params = {p.arg for p in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    for c, guards, how in ctx.memo("gt210-own-gradients", fn, lambda: []):
+        arg = binds.get(how)
+        if arg is not None and computed(arg, made, where, ctx) and not any(
+                isinstance(x, ast.Name) and x.id in params
+                for test, _ in guards for x in ast.walk(test)):
+            return c
+    return None
 
 
 def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -377,10 +400,16 @@ class GradientHelperUnderNoGrad(Rule):
 
     def _region(self, at: ast.AST, mode: ast.expr, body: list[ast.stmt], calls: list[ast.Call],
                 where: ast.AST, ctx: Context) -> Iterator[Finding]:
+        made: set[str] | None = None
         for n in calls:
             target = resolve(ctx, where, n)
             grad = _own_gradient(ctx, target[0], _spread(n, where, ctx)) \
                 if target is not None else None
+            if grad is None and _differentiates(ctx):
+                if made is None:
+                    made = made_names(list(off_nodes(body, ctx)), where, ctx)
+                grad = next((g for fn, binds in _targets(n, where, ctx) if binds is not None
+                             and (g := _given_gradient(ctx, fn, binds, made, where))), None)
             if grad is None:
                 continue
             yield self.report(at, ctx, related=(Related(
