@@ -11,8 +11,9 @@ no graph and its gradient call raises ``element 0 of tensors does not require gr
 the place that hands grad-off work to a gradient helper, where an ``enable_grad()`` or a
 ``torch.is_grad_enabled()`` test belongs. The helper differentiates an output it computes
 itself, directly or ``MAX_DEPTH`` calls further down, with no guard on a parameter of its
-own on the way (a flag passed through is not followed: no fact); a call under a test of
-``torch.is_grad_enabled()``, ``requires_grad`` or ``.training`` is left alone, and so are
+own on the way, under no ``if`` (a flag passed down or a mode kept on ``self`` is not
+followed: no fact); a call under a test of ``torch.is_grad_enabled()``, ``requires_grad``,
+``.training`` or of a parameter of its function is left alone, and so are
 the parts of a function inside its own grad-mode ``with`` or under a grad-mode decorator.
 """
 from __future__ import annotations
@@ -110,13 +111,16 @@ def _differentiates(ctx: Context, fn: Def, call: ast.Call, own: Own, depth: int,
 def _asked(ctx: Context, fn: Def, call: ast.Call) -> bool:
     """``call`` stands under an ``if`` (or a conditional expression) of ``fn`` whose test asks
     about grad mode or training (``torch.is_grad_enabled()``, ``x.requires_grad``,
-    ``self.training``)."""
+    ``self.training``) or reads a parameter of ``fn`` (a flag its caller may pass)."""
     def make() -> list[tuple[int, int]]:
         out = []
+        flags = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+                 } - {"self", "cls"}
         for n in off_nodes(fn.body, ctx):
             if isinstance(n, (ast.If, ast.IfExp, ast.While)) and any(
                     isinstance(x, ast.Attribute) and x.attr in _ASKS
-                    or isinstance(x, ast.Name) and x.id in _ASKS for x in ast.walk(n.test)):
+                    or isinstance(x, ast.Name) and (x.id in _ASKS or x.id in flags)
+                    for x in ast.walk(n.test)):
                 out.append((n.lineno, n.end_lineno or n.lineno))
         return out
     spans = ctx.memo("gt210-asked-spans", fn, make)

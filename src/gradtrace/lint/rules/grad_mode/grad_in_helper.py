@@ -37,7 +37,7 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
     an output ``fn`` computes itself from a call (``out = model(x)``), and that ``call`` (the
     call of ``fn`` under no_grad) does not switch off with a constant argument
     (``run_epoch(train=False)`` and ``if train: loss.backward()``). ``strict``: only a
-    gradient call under no test that reads a parameter of ``fn`` (a flag passed down)."""
+    gradient call under no ``if`` at all (a flag passed down, a mode kept on ``self``)."""
     def make() -> list[tuple[ast.Call, tuple[Guard, ...]]]:
         if any(grad_mode_of(d, ctx.imports) for d in fn.decorator_list):
             return []
@@ -87,10 +87,9 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
         return out
     params = {p.arg for p in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     got = ctx.memo("gt210-own-gradients", fn, make)
-    if strict:
-        return next((c for c, guards, how in got if how in ("call", "arith") and not any(
-            isinstance(x, ast.Name) and x.id in params
-            for test, _ in guards for x in ast.walk(test))), None)
+    if strict:  # unguarded: a test of a flag or a mode on `self` may be what switches it off
+        return next((c for c, guards, how in got if how in ("call", "arith") and not guards),
+                    None)
     return next((c for c, guards, how in got
                  if how == "call" and (call is None or not any(
                      _switched_off(g, fn, call) for g in guards))), None)
