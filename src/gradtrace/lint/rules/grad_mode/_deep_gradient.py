@@ -36,9 +36,9 @@ Own = Callable[[Context, Def, "ast.Call | None", bool], "ast.Call | None"]
 def deep_gradient(ctx: Context, body: list[ast.stmt], where: ast.AST,
                   own: Own) -> tuple[ast.Call, ast.Call] | None:
     """The first call, breadth first through the functions that ``body`` (run with grad off)
-    runs, whose callee differentiates within ``MAX_DEPTH`` calls (NOTE [gradient reached
-    through the callee]), with the gradient call; ``own`` is GT210's reading of one
-    function's own gradient. The calls of ``body`` itself are GT210's direct reading."""
+    runs, whose callee differentiates within ``MAX_DEPTH`` calls
+    (NOTE [gradient reached through the callee]), with the gradient call; ``own`` is GT210's
+    reading of one function's own gradient. The calls of ``body`` itself are GT210's direct reading."""
     level: list[Def] = []
     seen: set[int] = set()
     for n in _calls(ctx, body):

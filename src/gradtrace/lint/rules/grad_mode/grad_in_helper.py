@@ -238,8 +238,8 @@ class GradientHelperUnderNoGrad(Rule):
     (reported at the decorator). When the helper is not called by the block itself but by a
     function the block runs (an evaluation method that fits a probe, a loss module that
     caches gradients with `loss.backward()` in its `forward`, an environment reset that warms
-    up a trajectory optimizer), the finding is on that call (NOTE [gradient reached through
-    the callee]).
+    up a trajectory optimizer), the finding is on that call
+    (NOTE [gradient reached through the callee]).
     Known limits: the helper must be a function or method of this file called in the block
     (or between the statement and the first statement of its block that can turn grad back
     on), or up to three calls below, and compute the differentiated output itself; a gradient
