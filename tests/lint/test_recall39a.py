@@ -156,6 +156,39 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             logits = net(x)
             sal = saliency_of(logits, 0, x)
         """, "GT210", line=6, raises=NO_GRAD_FN)),
+    # GT121 (NOTE [hooks run in the backward's grad mode]): a tensor hook, a method of a
+    # monitor object, builds a small graph from the incoming gradient and differentiates it.
+    # Look-alike: the same hook computes and differentiates inside `torch.enable_grad()`
+    "gradient-taken-in-a-tensor-hook": (Shape("""
+        class Sharpness:
+            def __init__(self):
+                self.scale = torch.ones(1, requires_grad=True)
+                self.seen = []
+            def on_grad(self, g):
+                with torch.enable_grad():
+                    energy = (self.scale * g).pow(2).sum()
+                    d, = torch.autograd.grad(energy, self.scale)
+                self.seen.append(float(d))
+        mon = Sharpness()
+        net = nn.Linear(3, 2)
+        h = net(torch.randn(4, 3))
+        h.register_hook(mon.on_grad)
+        h.sum().backward()
+        """, "GT121", holds="len(mon.seen) == 1"), Shape("""
+        class Sharpness:
+            def __init__(self):
+                self.scale = torch.ones(1, requires_grad=True)
+                self.seen = []
+            def on_grad(self, g):
+                energy = (self.scale * g).pow(2).sum()
+                d, = torch.autograd.grad(energy, self.scale)
+                self.seen.append(float(d))
+        mon = Sharpness()
+        net = nn.Linear(3, 2)
+        h = net(torch.randn(4, 3))
+        h.register_hook(mon.on_grad)
+        h.sum().backward()
+        """, "GT121", line=6, raises=NO_GRAD_FN)),
 }
 
 
