@@ -28,7 +28,8 @@ from gradtrace.lint.grad_modes import grad_mode_of
 Def = ast.FunctionDef | ast.AsyncFunctionDef
 MAX_DEPTH = 3
 MAX_HOPS = 3  # functions deep into the grad-off extent where the call may stand
-# what a test reads when the code already asks whether a graph is being recorded
+# the torch attributes a test reads when the code asks whether a graph is being recorded
+# (`torch.is_grad_enabled()`, `module.training`, `t.requires_grad`)
 _ASKS = frozenset({"is_grad_enabled", "training", "requires_grad", "is_inference_mode_enabled"})
 Own = Callable[[Context, Def, "ast.Call | None", bool], "ast.Call | None"]
 
@@ -119,7 +120,7 @@ def _asked(ctx: Context, fn: Def, call: ast.Call) -> bool:
         for n in off_nodes(fn.body, ctx):
             if isinstance(n, (ast.If, ast.IfExp, ast.While)) and any(
                     isinstance(x, ast.Attribute) and x.attr in _ASKS
-                    or isinstance(x, ast.Name) and (x.id in _ASKS or x.id in flags)
+                    or isinstance(x, ast.Name) and x.id in flags
                     for x in ast.walk(n.test)):
                 out.append((n.lineno, n.end_lineno or n.lineno))
         return out
