@@ -12,7 +12,9 @@ from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.analysis.grad_off_calls import _targets, computed, made_names, off_nodes
 from gradtrace.lint.analysis.reach import disables_grad
+from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient
 
 
 Guard = tuple[ast.expr, bool]  # an `if` test and the arm (True: body) a statement is in
@@ -30,15 +32,17 @@ _GRADIENT_WORDS = tuple(sorted({"backward", *(q.rpartition(".")[2] for q in GRAD
 
 
 def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
-                  call: ast.Call | None = None) -> ast.Call | None:
+                  call: ast.Call | None = None, strict: bool = False) -> ast.Call | None:
     """A gradient call of ``fn`` (not under a grad-mode context or decorator of its own) on
     an output ``fn`` computes itself from a call (``out = model(x)``), and that ``call`` (the
     call of ``fn`` under no_grad) does not switch off with a constant argument
-    (``run_epoch(train=False)`` and ``if train: loss.backward()``)."""
+    (``run_epoch(train=False)`` and ``if train: loss.backward()``). ``strict``: only a
+    gradient call under no ``if`` at all (a flag passed down, a mode kept on ``self``)."""
     def make() -> list[tuple[ast.Call, tuple[Guard, ...]]]:
         if any(grad_mode_of(d, ctx.imports) for d in fn.decorator_list):
             return []
         local: set[str] = set()
+        arith: set[str] = set()  # `cost = (a - b).pow(2).sum() + c`: computed here too
         todo: list[tuple[ast.stmt, tuple[Guard, ...]]] = [(s, ()) for s in fn.body]
         calls: list[tuple[ast.Call, tuple[Guard, ...]]] = []
         while todo:
@@ -50,6 +54,8 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
                 continue  # the helper chose its own grad mode there
             if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call):
                 local.update(t.id for t in s.targets if isinstance(t, ast.Name))
+            elif isinstance(s, ast.Assign) and isinstance(s.value, (ast.BinOp, ast.UnaryOp)):
+                arith.update(t.id for t in s.targets if isinstance(t, ast.Name))
             for n in bfs_walk(s) if not hasattr(s, "body") else ():
                 if isinstance(n, ast.Call):
                     calls.append((n, guards))
@@ -65,15 +71,48 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
             target = c.args[0] if q in GRADIENT_CALLS and c.args else (
                 c.func.value if isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
                 else None)
-            root = target
+            root, torch_op = target, False
             while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
+                if isinstance(root, ast.Call):
+                    # `F.cross_entropy(model(x), y).backward()`: computed in the statement
+                    torch_op = torch_op or (ctx.qualified_name(root.func) or "").startswith(
+                        "torch.") and bool(root.args)
                 root = root.func if isinstance(root, ast.Call) else root.value
-            if isinstance(root, ast.Name) and root.id in local:
-                out.append((c, guards))
+            if torch_op or isinstance(root, ast.Name) and root.id in local:
+                out.append((c, guards, "call"))
+            elif isinstance(root, ast.Name) and root.id in arith:
+                out.append((c, guards, "arith"))
+            elif isinstance(root, ast.Name) and root.id in params and root.id != "self":
+                out.append((c, guards, root.id))  # a value the caller hands in
         return out
+    params = {p.arg for p in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
     got = ctx.memo("gt210-own-gradients", fn, make)
-    return next((c for c, guards in got
-                 if call is None or not any(_switched_off(g, fn, call) for g in guards)), None)
+    if strict:  # unguarded: a test of a flag or a mode on `self` may be what switches it off
+        return next((c for c, guards, how in got if how in ("call", "arith") and not guards),
+                    None)
+    return next((c for c, guards, how in got
+                 if how == "call" and (call is None or not any(
+                     _switched_off(g, fn, call) for g in guards))), None)
+
+
+def _given_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
+                    binds: dict[str, ast.expr], made: set[str], where: ast.AST
+                    ) -> ast.Call | None:
+    """A gradient call of ``fn`` (under no test of a parameter) on a parameter that the call
+    (``binds``: parameter -> argument) gives a value computed in the grad-off block
+    (``made``): ``with torch.no_grad(): out = model(x); cam(out)`` and ``cam`` runs
+    ``scores.sum().backward()`` on it."""
+    if not made:
+        return None
+    _own_gradient(ctx, fn)
+    params = {p.arg for p in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    for c, guards, how in ctx.memo("gt210-own-gradients", fn, lambda: []):
+        arg = binds.get(how)
+        if arg is not None and computed(arg, made, where, ctx) and not any(
+                isinstance(x, ast.Name) and x.id in params
+                for test, _ in guards for x in ast.walk(test)):
+            return c
+    return None
 
 
 def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -195,9 +234,17 @@ class GradientHelperUnderNoGrad(Rule):
     The same holds after `torch.set_grad_enabled(False)` written as a statement: grad stays
     off for the statements that follow it in its block, up to the call that turns it back on
     (an evaluation that runs an adversarial attack before its `torch.set_grad_enabled(True)`).
-    Known limits: the helper must be a function or method of this file called directly in the
-    block (or between the statement and the first statement of its block that can turn grad
-    back on), and compute the differentiated output itself.
+    A function decorated with `@torch.no_grad()` or `@torch.inference_mode()` is such a block
+    (reported at the decorator). When the helper is not called by the block itself but by a
+    function the block runs (an evaluation method that fits a probe, a loss module that
+    caches gradients with `loss.backward()` in its `forward`, an environment reset that warms
+    up a trajectory optimizer), the finding is on that call
+    (NOTE [gradient reached through the callee]).
+    Known limits: the helper must be a function or method of this file called in the block
+    (or between the statement and the first statement of its block that can turn grad back
+    on), or up to three calls below, and compute the differentiated output itself; a gradient
+    under a test of a flag passed down, and a call under a test of grad mode or training, are
+    left alone.
     """
 
     code = "GT210"
@@ -277,6 +324,49 @@ class GradientHelperUnderNoGrad(Rule):
                 torch.set_grad_enabled(True)
                 return errors
             """),
+        Bad("""
+            import torch
+            import torch.nn.functional as F
+
+            def fit_probe(feats, labels):
+                probe = torch.nn.Linear(feats.shape[1], 2)
+                loss = F.cross_entropy(probe(feats), labels)
+                loss.backward()
+                return probe
+
+            class Evaluator:
+                def score(self, encoder, x, y):
+                    probe = fit_probe(encoder(x), y)
+                    return (probe(encoder(x)).argmax(1) == y).float().mean()
+
+            def validate(ev, encoder, x, y):
+                with torch.no_grad():
+                    return ev.score(encoder, x, y)
+
+            validate(Evaluator(), torch.nn.Linear(4, 3), torch.randn(5, 4), torch.zeros(5).long())
+            """, at=(12, 16)),
+        Good("""
+            import torch
+            import torch.nn.functional as F
+
+            def fit_probe(feats, labels):
+                probe = torch.nn.Linear(feats.shape[1], 2)
+                loss = F.cross_entropy(probe(feats), labels)
+                loss.backward()
+                return probe
+
+            class Evaluator:
+                def score(self, encoder, x, y):
+                    with torch.enable_grad():
+                        probe = fit_probe(encoder(x).detach(), y)
+                    return (probe(encoder(x)).argmax(1) == y).float().mean()
+
+            def validate(ev, encoder, x, y):
+                with torch.no_grad():
+                    return ev.score(encoder, x, y)
+
+            validate(Evaluator(), torch.nn.Linear(4, 3), torch.randn(5, 4), torch.zeros(5).long())
+            """),
     ]
 
     def visit_With(self, node: ast.With, ctx: Context) -> Iterator[Finding]:
@@ -285,20 +375,56 @@ class GradientHelperUnderNoGrad(Rule):
         if mode is None or not _differentiates(ctx):
             return
         where = ctx.function or ctx.tree
-        for s in node.body:
-            for n in bfs_walk(s):
-                if not isinstance(n, ast.Call):
-                    continue
-                target = resolve(ctx, where, n)
-                grad = _own_gradient(ctx, target[0], _spread(n, where, ctx)) \
-                    if target is not None else None
-                if grad is None:
-                    continue
-                yield self.report(node, ctx, related=(Related(
-                    ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad)),),
-                    mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
-                    grad=ctx.source(grad.func), line=grad.lineno)
-                return
+        calls = [n for s in node.body for n in bfs_walk(s) if isinstance(n, ast.Call)]
+        yield from self._region(node, mode, node.body, calls, where, ctx)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        """A function decorated with ``@torch.no_grad()`` / ``@torch.inference_mode()`` runs
+        its body as a ``with`` block would; the direct reading is reported at the
+        decorator."""
+        mode = next((d for d in node.decorator_list if disables_grad(d, ctx)), None)
+        if mode is None or not _differentiates(ctx):
+            return
+        # a function handed in (an optimizer's `closure`, GT213's), or rebound here
+        # (`closure = torch.enable_grad()(closure)`), is not read as the helper it names
+        given = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+        given.update(t.id for n in off_nodes(node.body, ctx) if isinstance(n, ast.Assign)
+                     for t in n.targets if isinstance(t, ast.Name))
+        calls = sorted((n for n in off_nodes(node.body, ctx) if isinstance(n, ast.Call)
+                        and not (isinstance(n.func, ast.Name) and n.func.id in given)),
+                       key=lambda n: (n.lineno, n.col_offset))
+        yield from self._region(mode, mode, node.body, calls, node, ctx)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _region(self, at: ast.AST, mode: ast.expr, body: list[ast.stmt], calls: list[ast.Call],
+                where: ast.AST, ctx: Context) -> Iterator[Finding]:
+        made: set[str] | None = None
+        for n in calls:
+            target = resolve(ctx, where, n)
+            grad = _own_gradient(ctx, target[0], _spread(n, where, ctx)) \
+                if target is not None else None
+            if grad is None and _differentiates(ctx):
+                if made is None:
+                    made = made_names(list(off_nodes(body, ctx)), where, ctx)
+                grad = next((g for fn, binds in _targets(n, where, ctx) if binds is not None
+                             and (g := _given_gradient(ctx, fn, binds, made, where))), None)
+            if grad is None:
+                continue
+            yield self.report(at, ctx, related=(Related(
+                ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad)),),
+                mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
+                grad=ctx.source(grad.func), line=grad.lineno)
+            return
+        deep = deep_gradient(ctx, body, where, _own_gradient)
+        if deep is not None:  # NOTE [gradient reached through the callee]
+            n, grad = deep
+            yield self.report(n, ctx, related=(
+                Related(ctx.path, at.lineno, f"`{ctx.source(mode)}` turns grad off here",
+                        ctx.column(at)),
+                Related(ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad))),
+                mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
+                grad=ctx.source(grad.func), line=grad.lineno)
 
     visit_AsyncWith = visit_With
 
