@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.autograd_api.functions import _is_function_class, _method
@@ -23,11 +24,19 @@ def _writes(stmt: ast.stmt, name: str) -> ast.AST | None:
             for t in stmt.targets):
         return stmt
     for n in walk(stmt):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and isinstance(n.func.value, ast.Name) and n.func.value.id == name:
+        if not isinstance(n, ast.Call):
+            continue
+        if isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                and n.func.value.id == name:
             m = n.func.attr
             if m.endswith("_") and not m.startswith("_") and m not in NOT_UPDATES:
                 return n
+        first = n.args[0] if n.args else None
+        if isinstance(first, ast.Name) and first.id == name and (
+                (dotted(n.func) or "").startswith("torch.")
+                and (dotted(n.func) or "").endswith("_")  # `torch.sigmoid_(x)`
+                and not (dotted(n.func) or "").rpartition(".")[2].startswith("_")):
+            return n
     return None
 
 
@@ -68,6 +77,23 @@ def _helper_write(call: ast.Call, name: str, ctx: Context
     return None
 
 
+def _signs_only(bwd: ast.FunctionDef) -> bool:
+    """Every read in ``backward`` of a name unpacked from ``ctx.saved_tensors`` is an operand
+    of a comparison (``grad * (x > 0)``): only the signs of the saved tensor matter."""
+    names: set[str] = set()
+    for s in ast.walk(bwd):
+        if isinstance(s, ast.Assign) and any(isinstance(n, ast.Attribute) and n.attr in (
+                "saved_tensors", "saved_variables") for n in ast.walk(s.value)):
+            names.update(n.id for t in s.targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    if not names:
+        return False
+    compared = {id(n) for c in ast.walk(bwd) if isinstance(c, ast.Compare)
+                for n in ast.walk(c) if isinstance(n, ast.Name)}
+    reads = [n for n in ast.walk(bwd) if isinstance(n, ast.Name) and n.id in names
+             and isinstance(n.ctx, ast.Load)]
+    return bool(reads) and all(id(n) in compared for n in reads)
+
+
 class SavedInputOverwrittenInForward(Rule):
     """A custom `autograd.Function`'s `forward` saves an input with `ctx.save_for_backward(x)`
     and then writes that input in place (`x.mul_(...)`, `x += ...`, or a function of the file
@@ -80,7 +106,8 @@ class SavedInputOverwrittenInForward(Rule):
     wrong (checked on torch 2.13; bonlime/pytorch-tools' memory-efficient Mish). Compute the
     result out of place (`x.mul(...)`) or save a copy. A `forward` that calls
     `ctx.mark_dirty(...)` (an in-place Function written for it) is not reported, nor a write
-    before the save or after the name is bound again.
+    before the save or after the name is bound again, nor a `backward` that reads the saved
+    tensors only in comparisons (`grad * (x > 0)`: a ReLU-like write keeps the signs).
     """
 
     code = "GT730"
@@ -150,6 +177,17 @@ class SavedInputOverwrittenInForward(Rule):
                 def backward(ctx, grad):
                     y, = ctx.saved_tensors
                     return grad * y * (1 - y)
+
+            class ClampedRelu(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x):
+                    ctx.save_for_backward(x)
+                    return x.clamp_(min=0)
+
+                @staticmethod
+                def backward(ctx, grad):
+                    x, = ctx.saved_tensors
+                    return grad * (x > 0).float()
             """),
     ]
 
@@ -161,6 +199,8 @@ class SavedInputOverwrittenInForward(Rule):
                 isinstance(n, ast.Attribute) and n.attr in ("saved_tensors", "saved_variables")
                 for n in walk(bwd)):
             return
+        if _signs_only(bwd):
+            return  # a ReLU-like backward reads only the signs, which `relu_`/`clamp_` keep
         ctx_name = fwd.args.args[0].arg
         if any(isinstance(n, ast.Attribute) and n.attr == "mark_dirty" for n in walk(fwd)):
             return
