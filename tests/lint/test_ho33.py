@@ -109,6 +109,27 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         score = (sq.sum(-1) + 1e-8).sqrt().mean()
         score.backward()
         """, "GT753", holds="torch.isfinite(net.bias.grad).all().item()")),
+    # GT753: a name bound to the square of a difference, reduced then rooted; a criterion
+    # `nn.MSELoss(reduction="none")` bound in the function counts too
+    "bound-square-root": (Shape("""
+        pts = nn.Linear(2, 2)
+        with torch.no_grad():
+            pts.weight.copy_(torch.eye(2))
+            pts.bias.zero_()
+        x = torch.randn(4, 2)
+        gap = (pts(x) - x) ** 2
+        length = gap.sum(dim=1).sqrt().mean()
+        length.backward()
+        """, "GT753", line=7, holds="torch.isnan(pts.weight.grad).all().item()"), Shape("""
+        pts = nn.Linear(2, 2)
+        with torch.no_grad():
+            pts.weight.copy_(torch.eye(2))
+            pts.bias.zero_()
+        x = torch.randn(4, 2)
+        gap = (pts(x) - x) ** 2
+        length = (gap.sum(dim=1) + 1e-12).sqrt().mean()
+        length.backward()
+        """, "GT753", holds="torch.isfinite(pts.weight.grad).all().item()")),
     # GT730: a custom Function saves its input and then a helper of the file clamps it in place
     "function-saved-input-clamped": (Shape("""
         def squash_(v):
