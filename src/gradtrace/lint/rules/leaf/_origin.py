@@ -140,3 +140,46 @@ def flag_cleared_before(scope: Scope, name: str, origin: ast.stmt, stmt: ast.stm
         if clears and same_block(scope.node, m.stmt, stmt):
             return True
     return False
+
+
+# NOTE [moved leaf kept on the CPU]: ``total = torch.tensor(0.0, requires_grad=True)
+# .to(pred.device)`` then ``total += part``. ``Tensor.to`` returns the tensor itself when it
+# is already on the device asked for (and of that dtype): a factory given no ``device=`` makes
+# its tensor on the CPU, so on a CPU run ``total`` is the factory's leaf that requires grad
+# and the in-place add raises (torch 2.13); on another device it is a copy (a non-leaf) and
+# the flag was never needed. Only a ``.to`` of one device argument counts: ``x.device``,
+# ``torch.device(...)`` of no constant accelerator name, or a name whose every binding in the
+# function or the file is one of those (or an ``if``-expression with a ``"cpu"`` arm).
+def moved_leaf(scope: Scope, name: str, line: int) -> ast.stmt | None:
+    """The binding ``name = <grad factory>.to(<device>)`` in effect at ``line``, else None."""
+    b = scope.binding_before(name, line)
+    v = b.value if b is not None and not isinstance(b.stmt, ast.AugAssign) else None
+    if not (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+            and v.func.attr == "to" and len(v.args) + len(v.keywords) == 1):
+        return None
+    ctx = scope.ctx
+    made = grad_factory(v.func.value, ctx)
+    if made is None or ctx.call_name(made) is None \
+            or any(k.arg in ("device", None) for k in made.keywords) \
+            or ctx.mentions("set_default_device"):
+        return None
+    arg = v.args[0] if v.args else v.keywords[0].value
+    if v.keywords and v.keywords[0].arg != "device":
+        return None
+    return b.stmt if _device_value(scope, arg, 0) else None  # type: ignore[union-attr]
+
+
+def _device_value(scope: Scope, e: ast.AST, depth: int) -> bool:
+    if isinstance(e, ast.Attribute) and e.attr == "device":
+        return True
+    if isinstance(e, ast.Constant):
+        return e.value == "cpu"
+    if isinstance(e, ast.IfExp):
+        return any(isinstance(x, ast.Constant) and x.value == "cpu" for x in (e.body, e.orelse))
+    if isinstance(e, ast.Call) and scope.ctx.call_name(e) == "torch.device" and e.args:
+        return _device_value(scope, e.args[0], depth) or not isinstance(e.args[0], ast.Constant)
+    if isinstance(e, ast.Name) and depth < 2:
+        binds = scope.bindings.get(e.id) or scope.ctx.scope(scope.ctx.tree).bindings.get(e.id)
+        return bool(binds) and all(x.value is not None and not isinstance(x.stmt, ast.AugAssign)
+                                   and _device_value(scope, x.value, depth + 1) for x in binds)
+    return False

@@ -16,7 +16,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._modules import module_ctor, owns_params
 from gradtrace.lint.rules.leaf._origin import (
     calls_backward, filled_after_flag, flag_cleared_before, flagged_leaf, frozen_before,
-    parameter_loop_of, requires_grad_set,
+    moved_leaf, parameter_loop_of, requires_grad_set,
 )
 from gradtrace.lint.rules.leaf._passed import passed_parameter
 from gradtrace.lint.rules.leaf._shared_view import view_writes
@@ -354,7 +354,9 @@ class InplaceUpdateOfLeaf(Rule):
                 return  # the first write raises; the binding's finding lists the others
         note = f"`{name}` iterates over leaves that require grad here" \
             if isinstance(origin, (ast.For, ast.AsyncFor)) \
-            else f"`{name}` is made a leaf that requires grad here"
+            else f"`{name}` is made a leaf that requires grad here" + (
+                " (`.to(...)` returns this same tensor when it is already on that device, as "
+                "on a CPU run)" if moved_leaf(ctx.scope(fn), name, line) is origin else "")
         related = [Related(ctx.path, origin.lineno, note, ctx.column(origin))] \
             if origin.lineno != line else []
         yield self.report(stmt, ctx, related=related, what=what, name=name,
@@ -387,6 +389,9 @@ class InplaceUpdateOfLeaf(Rule):
             b = grad_leaf_binding(scope, name, line)
             if b is not None:
                 return b.stmt
+            moved = moved_leaf(scope, name, line)  # NOTE [moved leaf kept on the CPU]
+            if moved is not None:
+                return moved
             got = requires_grad_set(scope, name, line)
             if got is not None and _layer_output(fn, scope.binding_before(name, line), ctx):
                 got = None  # NOTE [flag on a layer's output]

@@ -46,6 +46,13 @@ def zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
             if sq is not None and isinstance(strip(sq), ast.BinOp) \
                     and isinstance(strip(sq).op, ast.Sub):  # type: ignore[attr-defined]
                 return DISTANCE if got[0] != "mean" else MSE
+            bound = strip(resolve(strip(got[1]), ctx, e.lineno))
+            if _elementwise_mse(bound, ctx):
+                return MSE  # NOTE [reduced elementwise error]
+            sq = _square_of(bound, ctx) if bound is not strip(got[1]) else None
+            if sq is not None and isinstance(strip(sq), ast.BinOp) \
+                    and isinstance(strip(sq).op, ast.Sub):  # type: ignore[attr-defined]
+                return DISTANCE if got[0] != "mean" else MSE  # `d2 = (a - b) ** 2`
         if _mean_squared_error(e, ctx):
             return MSE
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _squared_differences(e, ctx):
@@ -171,3 +178,23 @@ def _mean_squared_error(e: ast.Call, ctx: Context) -> bool:
         return False
     return not any(isinstance(k.value, ast.Constant) and k.value.value in ("none", False)
                    and k.arg in ("reduction", "reduce") for k in made.keywords)
+
+
+# NOTE [reduced elementwise error]: ``err = F.mse_loss(est, ref, reduction="none")`` then
+# ``err.mean(dims).sqrt()`` (a per-item RMSE): each reduced entry is 0 when that item's
+# estimate equals its reference (a silent chunk, a masked-out sample, a perfect fit), and
+# sqrt's derivative there is infinite: the gradient is NaN (torch 2.13). The elementwise error
+# must be the reduced operand itself or the value of the name it reads (bound once before);
+# an ``nn.MSELoss(reduction="none")`` bound to a name of the function counts, and so does a
+# name bound to the square of a difference (``d2 = (a - b) ** 2; d2.sum(-1).sqrt()``).
+def _elementwise_mse(e: ast.AST, ctx: Context) -> bool:
+    if not isinstance(e, ast.Call):
+        return False
+    if (ctx.qualified_name(e.func) or "") not in MSE_FUNCS:  # `crit = nn.MSELoss(
+        made = resolve(e.func, ctx, e.lineno)  # reduction="none")` bound in the function
+        if made is e.func or not isinstance(made, ast.Call) \
+                or (ctx.qualified_name(made.func) or "") not in MSE_CLASSES:
+            return False
+        e = made
+    return any(k.arg == "reduction" and isinstance(k.value, ast.Constant)
+               and k.value.value == "none" for k in e.keywords)

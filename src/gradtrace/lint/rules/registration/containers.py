@@ -23,6 +23,7 @@ from gradtrace.lint.rules.registration._attrs import (
 )
 from gradtrace.lint.rules.registration._bound_once import bound_once
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
+from gradtrace.lint.rules.registration._helper_built import MAPPED_TEXT, mapped_entries
 
 CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
 # `self.layers = layers`: maybe a list the caller builds (then called: `Net([...])`)
@@ -242,7 +243,8 @@ class ModulesInPlainContainer(Rule):
             return
         text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
         if not (CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
-                    PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)):
+                    PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)
+                or MAPPED_TEXT in text):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
@@ -296,6 +298,7 @@ class ModulesInPlainContainer(Rule):
         nested: ast.stmt | None = None
         inner_kind = ""
         got = _elements(value) if _is_empty(value) is None else None
+        got = got or mapped_entries(value, ctx)  # NOTE [mapped containers]
         local = _local_list(value, init, ctx) if got is None and init else None
         passed = passed_in(value, init, cls, ctx) if got is None and local is None and init \
             else None
