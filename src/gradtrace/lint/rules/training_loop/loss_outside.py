@@ -34,7 +34,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace._ops import given_module
-from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.leaf._tensors import is_parameter_call, node_mentions
 from gradtrace.lint.rules.registration._modules import covers, module_ctor
 from gradtrace.lint.rules.registration.outside import _class_keeps_fixed, _surely_owns_params
 
@@ -178,7 +178,11 @@ def _trained_layers(call: ast.Call, method: str, ctx: Context, depth: int = 0) -
     for a in sorted(read):
         info = cls.attrs.get(a)
         v = info.value if info is not None else None
-        if not isinstance(v, ast.Call) or info.later or not module_ctor(v, ctx):
+        if not isinstance(v, ast.Call) or info.later:
+            continue
+        if cls.is_module and is_parameter_call(v, ctx) and not _frozen_param(v):
+            out.append(a)  # `self.centers = nn.Parameter(...)` (a center loss)
+        if not module_ctor(v, ctx):
             continue
         if cls.is_module and _surely_owns_params(v, ctx) and not _class_keeps_fixed(v, ctx):
             out.append(a)
@@ -193,6 +197,13 @@ def _trained_layers(call: ast.Call, method: str, ctx: Context, depth: int = 0) -
                     out.append(a)
                     break
     return out
+
+
+def _frozen_param(v: ast.Call) -> bool:
+    """``nn.Parameter(t, requires_grad=False)``: a constant kept on the module."""
+    return any(k.arg == "requires_grad" and not (isinstance(k.value, ast.Constant)
+                                                 and k.value.value is True) for k in v.keywords) \
+        or len(v.args) > 1
 
 
 def _handled(names: set[str], ctx: Context) -> bool:

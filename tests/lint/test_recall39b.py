@@ -1,0 +1,155 @@
+"""Session 39, helper recall39b: facts that name the root line of real-world misses in other
+words than the cases. Each pair: a look-alike that is silent (and trains as meant on real
+torch) and a buggy twin reported on its line (and shown wrong on real torch)."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace.lint import check_source
+
+torch = pytest.importorskip("torch")
+
+# NOTE [optimizer owners across methods] / NOTE [loss modules] (GT559): a center loss given by
+# the builder, the optimizer made by a module-level helper in another method
+CENTER_TWIN = '''
+import torch
+from torch import nn
+
+
+def make_optimizer(net, lr):
+    return torch.optim.SGD(net.parameters(), lr=lr)
+
+
+class CenterLoss(nn.Module):
+    def __init__(self, classes, dim):
+        super().__init__()
+        self.centers = nn.Parameter(torch.randn(classes, dim))
+
+    def forward(self, feats, labels):
+        return (feats - self.centers[labels]).pow(2).sum(1).mean()
+
+
+class Fitter:
+    def __init__(self, net, aux):
+        self.net = net
+        self.aux = aux
+
+    def prepare(self):
+        self.opt = make_optimizer(self.net, 0.1)
+
+    def run(self, batches):
+        self.prepare()
+        for x, y in batches:
+            total = self.aux(self.net(x), y)
+            self.opt.zero_grad()
+            total.backward()
+            self.opt.step()
+
+
+torch.manual_seed(0)
+fitter = Fitter(nn.Linear(4, 3), CenterLoss(2, 3))
+before = fitter.aux.centers.detach().clone()
+fitter.run([(torch.randn(8, 4), torch.randint(0, 2, (8,))) for _ in range(3)])
+MOVED = (fitter.aux.centers - before).abs().max().item()
+'''
+CENTER_LOOKALIKE = CENTER_TWIN.replace(
+    "return torch.optim.SGD(net.parameters(), lr=lr)",
+    "return torch.optim.SGD(net, lr=lr)").replace(
+    "self.opt = make_optimizer(self.net, 0.1)",
+    "self.opt = make_optimizer([*self.net.parameters(), *self.aux.parameters()], 0.1)")
+
+# the loss module one object further: a plain helper holding a projector it calls
+HELPER_TWIN = '''
+import torch
+from torch import nn
+
+
+class Projected(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.head = nn.Linear(d, d)
+
+    def forward(self, s, t):
+        return (self.head(s) - t).pow(2).mean()
+
+
+class Distiller:
+    def __init__(self, teacher, d):
+        self.teacher = teacher
+        self.crit = Projected(d)
+
+    def loss(self, x, s):
+        with torch.no_grad():
+            t = self.teacher(x)
+        return self.crit(s, t)
+
+
+class Loop:
+    def __init__(self, student, teacher):
+        self.student = student
+        self.teacher = teacher
+        self.dist = Distiller(teacher, 3)
+
+    def train(self, xs):
+        self.optim = torch.optim.Adam(self.student.parameters(), lr=0.01)
+        for x in xs:
+            value = self.dist.loss(x, self.student(x))
+            self.optim.zero_grad()
+            value.backward()
+            self.optim.step()
+
+
+torch.manual_seed(0)
+loop = Loop(nn.Linear(4, 3), nn.Linear(4, 3))
+xs = [torch.randn(8, 4) for _ in range(3)]
+before = loop.dist.crit.head.weight.detach().clone()
+loop.train(xs)
+MOVED = (loop.dist.crit.head.weight - before).abs().max().item()
+'''
+# the look-alike: the distiller's own module is the frozen teacher only (no projector)
+HELPER_LOOKALIKE = HELPER_TWIN.replace(
+    "        return (self.head(s) - t).pow(2).mean()",
+    "        return (s - t).pow(2).mean()").replace(
+    "before = loop.dist.crit.head.weight.detach().clone()",
+    "before = loop.student.weight.detach().clone()").replace(
+    "MOVED = (loop.dist.crit.head.weight - before)", "MOVED = 1.0 + 0 * (loop.student.weight - before)")
+
+# look-alike: the loss module's parameters go to a second optimizer the class steps too
+TWO_OPTIMIZERS = CENTER_TWIN.replace(
+    "        self.opt = make_optimizer(self.net, 0.1)",
+    "        self.opt = make_optimizer(self.net, 0.1)\n"
+    "        self.aux_opt = torch.optim.SGD(self.aux.parameters(), lr=0.5)").replace(
+    "            self.opt.step()", "            self.opt.step()\n            self.aux_opt.step()")
+# look-alike: the module that runs in the loss is a teacher under no_grad
+TEACHER = HELPER_LOOKALIKE
+
+
+def _gt559(src: str) -> list[int]:
+    return [f.line for f in check_source(textwrap.dedent(src), path="m.py") if f.code == "GT559"]
+
+
+def _line(src: str, text: str) -> int:
+    return next(i for i, s in enumerate(src.splitlines(), 1) if text in s)
+
+
+def _moved(src: str) -> float:
+    env: dict = {}
+    exec(compile(src, "m.py", "exec"), env)  # noqa: S102 - the test's own source
+    return env["MOVED"]
+
+
+@pytest.mark.parametrize("src, line", [
+    (CENTER_TWIN, "self.opt = make_optimizer(self.net, 0.1)"),
+    (HELPER_TWIN, "self.optim = torch.optim.Adam(self.student.parameters(), lr=0.01)"),
+])
+def test_loss_module_outside_optimizer_twins(src: str, line: str) -> None:
+    assert _gt559(src) == [_line(src, line)]
+    assert _moved(src) == 0.0  # the loss module's layer never changes
+
+
+@pytest.mark.parametrize("src", [CENTER_LOOKALIKE, HELPER_LOOKALIKE, TWO_OPTIMIZERS, TEACHER])
+def test_loss_module_outside_optimizer_lookalikes(src: str) -> None:
+    assert _gt559(src) == []
+    assert _moved(src) > 0.0
