@@ -153,3 +153,90 @@ def test_loss_module_outside_optimizer_twins(src: str, line: str) -> None:
 def test_loss_module_outside_optimizer_lookalikes(src: str) -> None:
     assert _gt559(src) == []
     assert _moved(src) > 0.0
+
+
+# NOTE [optimizer class given] (a class chosen at run time) + NOTE [loss modules] (the loss is
+# the module's own output handed back to it): the optimizer of a self-training module over a
+# container of its backbone only, while its forward returns the loss of a learned margin head
+FORWARD_TWIN = '''
+import torch
+from torch import nn
+
+
+def build(parts, name, lr):
+    kind = getattr(torch.optim, name)
+    return kind(parts.parameters(), lr=lr)
+
+
+class Margin(nn.Module):
+    def __init__(self, d, k):
+        super().__init__()
+        self.w = nn.Linear(d, k, bias=False)
+
+    def forward(self, f, y):
+        return nn.functional.cross_entropy(self.w(f) * 4.0, y)
+
+
+class Learner(nn.Module):
+    def __init__(self, backbone, head):
+        super().__init__()
+        self.backbone, self.head = backbone, head
+        group = nn.ModuleList([self.backbone])
+        self.opt = build(group, "SGD", 0.5)
+
+    def forward(self, x, y):
+        return self.head(self.backbone(x), y)
+
+    def learn(self, value):
+        self.opt.zero_grad()
+        value.backward()
+        self.opt.step()
+
+
+torch.manual_seed(0)
+learner = Learner(nn.Linear(4, 3), Margin(3, 2))
+before = learner.head.w.weight.detach().clone()
+for _ in range(3):
+    out = learner(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+    learner.learn(out)
+MOVED = (learner.head.w.weight - before).abs().max().item()
+'''
+# the look-alike: the head is appended to the container before the optimizer is built
+FORWARD_LOOKALIKE = FORWARD_TWIN.replace(
+    "        group = nn.ModuleList([self.backbone])\n",
+    "        group = nn.ModuleList([self.backbone])\n        group.append(self.head)\n")
+
+
+def test_optimizer_class_chosen_and_loss_from_forward() -> None:
+    assert _gt559(FORWARD_TWIN) == [_line(FORWARD_TWIN, "self.opt = build(group")]
+    assert _moved(FORWARD_TWIN) == 0.0
+    assert _gt559(FORWARD_LOOKALIKE) == []
+    assert _moved(FORWARD_LOOKALIKE) > 0.0
+
+
+def test_optimizer_class_chosen_is_an_optimizer_kind() -> None:
+    import ast
+
+    from gradtrace.lint.analysis.kinds import OPTIMIZER
+    from tests.lint.test_analysis_steps import context
+    src = '''
+import torch
+def make(net, key):
+    cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}[key]
+    return cls(net.parameters(), lr=0.1)
+def other(net, key):
+    cls = {"sgd": torch.optim.SGD, "mine": MyOptim}[key]
+    return cls(net.parameters(), lr=0.1)
+def run(model):
+    a = make(model, "sgd")
+    b = other(model, "sgd")
+    c = getattr(torch.optim, "Adam")(model.parameters())
+'''
+    ctx = context(src)
+    run = next(n for n in ast.walk(ctx.tree) if isinstance(n, ast.FunctionDef) and n.name == "run")
+    kinds = {s.targets[0].id: ctx.analysis.kind(s.value, ctx.scope(run), s.lineno)  # type: ignore
+             for s in run.body}
+    assert kinds["a"] is not None and kinds["a"].what == OPTIMIZER
+    assert kinds["a"].over == frozenset({"model"})
+    assert kinds["b"] is None  # one value is not a torch optimizer class: unknown
+    assert kinds["c"] is not None and kinds["c"].what == OPTIMIZER

@@ -26,6 +26,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.steps import backward_loss
@@ -51,12 +52,13 @@ def _self_attr(e: ast.AST | None) -> str | None:
     return None
 
 
-def _owner(o: str, m: Fn, build: ast.stmt, ctx: Context) -> tuple[str, ast.stmt] | None:
+def _owner(o: str, m: Fn, build: ast.stmt, ctx: Context) -> list[tuple[str, ast.stmt]] | None:
     """(``self``-relative owner, the statement that chose it) for an owner ``o`` the kind of the
     optimizer built at ``build`` in method ``m`` names
-    (NOTE [optimizer owners across methods])."""
+    (NOTE [optimizer owners across methods]); a container of modules
+    (``nn.ModuleList([self.student])``) gives each element, chosen at ``build``."""
     if o == "self" or o.startswith("self."):
-        return o, build
+        return [(o, build)]
     head = o.partition(".")[0]
     fns: list[Fn] = [m]
     v = getattr(build, "value", None)
@@ -67,11 +69,30 @@ def _owner(o: str, m: Fn, build: ast.stmt, ctx: Context) -> tuple[str, ast.stmt]
     for fn in fns:
         bs = ctx.scope(fn).bindings.get(head, ())
         if len(bs) == 1 and bs[0].value is not None:
-            got = dotted(bs[0].value)
+            v = bs[0].value
+            got = dotted(v)
             if got is not None and (got == "self" or got.startswith("self.")):
-                rest = o[len(head):]
-                return got + rest, bs[0].stmt
+                return [(got + o[len(head):], bs[0].stmt)]
+            elems = _container_elements(v, ctx) if o == head else None
+            reads = [x for x in walk(fn) if isinstance(x, ast.Name) and x.id == head
+                     and isinstance(x.ctx, ast.Load)]
+            if elems and all(build.lineno <= x.lineno <= (build.end_lineno or build.lineno)
+                             for x in reads):  # the list grows nowhere else (`.append`)
+                return [(x, build) for x in elems]
     return None
+
+
+def _container_elements(v: ast.AST, ctx: Context) -> list[str] | None:
+    """``nn.ModuleList([self.a, self.b])`` / ``nn.Sequential(self.a)``: ``self.a``, ``self.b``."""
+    if not isinstance(v, ast.Call) or ctx.call_name(v) not in (
+            "torch.nn.ModuleList", "torch.nn.Sequential"):
+        return None
+    items = v.args[0].elts if len(v.args) == 1 and isinstance(v.args[0], (ast.List, ast.Tuple)) \
+        else v.args
+    names = [dotted(x) for x in items]
+    if not names or any(x is None or not x.startswith("self.") for x in names):
+        return None
+    return names  # type: ignore[return-value]
 
 
 def _opt_builds(cls: ClassInfo, ctx: Context) -> dict[str, list[tuple[ast.stmt, Fn]]] | None:
@@ -116,7 +137,7 @@ def _held(stmts: list[tuple[ast.stmt, Fn]], ctx: Context
             got = _owner(o, m, s, ctx)
             if got is None:
                 return None
-            out.append((got[0], got[1], s))
+            out += [(x, chose, s) for x, chose in got]
     return out
 
 
@@ -146,6 +167,33 @@ def _loss_calls(fn: Fn, loss: ast.expr, ctx: Context) -> list[tuple[str, ast.Cal
     return out
 
 
+def _output_given(cls: ClassInfo, m: Fn, loss: ast.expr, ctx: Context) -> bool:
+    """The loss ``m`` backpropagates is its parameter, and a caller of the file hands it the
+    output of the same instance (``loss = box(x); box.update(loss)``): the module's
+    ``forward`` made it (NOTE [loss modules])."""
+    a = m.args
+    params = [x.arg for x in (*a.posonlyargs, *a.args)]
+    if not isinstance(loss, ast.Name) or loss.id not in params[1:] \
+            or ctx.scope(m).bindings.get(loss.id):
+        return False
+    i = params.index(loss.id) - 1
+    for call, _, encl in call_sites(ctx, m.name):
+        f = call.func
+        if not isinstance(f, ast.Attribute) or len(call.args) <= i \
+                or not isinstance(call.args[i], ast.Name):
+            continue
+        recv = dotted(f.value)
+        fn = next((e for e in reversed(encl) if isinstance(e, (ast.FunctionDef,
+                                                                ast.AsyncFunctionDef))), ctx.tree)
+        b = ctx.scope(fn).binding_before(call.args[i].id, call.lineno)
+        v = b.value if b is not None else None
+        if recv and isinstance(v, ast.Call) and dotted(v.func) == recv:
+            k = ctx.analysis.kind(v.func, ctx.scope(fn), call.lineno)
+            if k is not None and k.cls == cls.name:
+                return True
+    return False
+
+
 def _detached(call: ast.Call, fn: Fn) -> bool:
     return any(isinstance(x, ast.Attribute) and x.value is call
                and x.attr in ("detach", "item", "tolist") for x in walk(fn))
@@ -173,7 +221,20 @@ def _trained_layers(call: ast.Call, method: str, ctx: Context, depth: int = 0) -
     fn = cls.method("forward" if method == "__call__" and cls.is_module else method)
     if fn is None:
         return []
-    read = {x.attr for x in walk(fn) if _self_attr(x) is not None}
+    read: set[str] = set()
+    todo, seen = [fn], set()
+    while todo:  # the method and the methods of the class it calls on ``self``
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        for x in walk(f):
+            if _self_attr(x) is not None:
+                sub = cls.method(x.attr)  # type: ignore[attr-defined]
+                if sub is not None:
+                    todo.append(sub)
+                else:
+                    read.add(x.attr)  # type: ignore[attr-defined]
     out = []
     for a in sorted(read):
         info = cls.attrs.get(a)
@@ -184,6 +245,9 @@ def _trained_layers(call: ast.Call, method: str, ctx: Context, depth: int = 0) -
             out.append(a)  # `self.centers = nn.Parameter(...)` (a center loss)
         if not module_ctor(v, ctx):
             continue
+        if any(k.arg in ("affine", "elementwise_affine") and isinstance(k.value, ast.Constant)
+               and k.value.value is False for k in v.keywords):
+            continue  # a norm without weights
         if cls.is_module and _surely_owns_params(v, ctx) and not _class_keeps_fixed(v, ctx):
             out.append(a)
         elif not cls.is_module and isinstance(v.func, ast.Name):
@@ -329,7 +393,12 @@ class LossModuleOutsideOptimizer(Rule):
         if not held or opt_name is None:
             return
         owners = {o for o, _, _ in held}
-        for attr, call in _loss_calls(m, loss, ctx):
+        calls = _loss_calls(m, loss, ctx)
+        fwd = cls.methods.get("forward") if cls.is_module else None
+        if fwd is not None and _output_given(cls, m, loss, ctx):
+            calls += [c for r in walk(fwd) if isinstance(r, ast.Return) and r.value is not None
+                      for c in _loss_calls(fwd, r.value, ctx)]
+        for attr, call in calls:
             if any(covers(o, f"self.{attr}") for o in owners) or _detached(call, m):
                 continue
             made = _attr_call(cls, attr, ctx)
