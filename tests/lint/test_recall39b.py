@@ -240,3 +240,67 @@ def run(model):
     assert kinds["a"].over == frozenset({"model"})
     assert kinds["b"] is None  # one value is not a torch optimizer class: unknown
     assert kinds["c"] is not None and kinds["c"].what == OPTIMIZER
+
+
+# NOTE [used layer filtered out] (GT560): a name filter over named_parameters drops a layer two
+# classes down; the twin's head reads the layer's output, the look-alike's head drops it
+FILTER_TWIN = '''
+import torch
+from torch import nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.mix = nn.Linear(d, d)
+        self.summary = nn.Linear(d, d)
+
+    def forward(self, x):
+        h = torch.relu(self.mix(x))
+        return h, torch.tanh(self.summary(h.mean(1)))
+
+
+class Encoder(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.mixer = Mixer(d)
+
+    def forward(self, x):
+        return self.mixer(x)
+
+
+class Scorer(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.encoder = Encoder(d)
+        self.score = nn.Linear(d, 1)
+
+    def forward(self, x):
+        tokens, summary = self.encoder(x)
+        return self.score(summary).squeeze(-1)
+
+
+torch.manual_seed(0)
+net = Scorer(6)
+kept = [(n, p) for n, p in net.named_parameters() if "summary" not in n]
+groups = [{"params": [p for n, p in kept], "weight_decay": 0.0}]
+sgd = torch.optim.SGD(groups, lr=0.5)
+before = net.encoder.mixer.summary.weight.detach().clone()
+for _ in range(3):
+    sgd.zero_grad()
+    net(torch.randn(4, 5, 6)).pow(2).mean().backward()
+    sgd.step()
+MOVED = (net.encoder.mixer.summary.weight - before).abs().max().item()
+'''
+FILTER_LOOKALIKE = FILTER_TWIN.replace(
+    "        tokens, summary = self.encoder(x)\n        return self.score(summary).squeeze(-1)",
+    "        tokens, _ = self.encoder(x)\n        return self.score(tokens).mean((1, 2))").replace(
+    "MOVED = (net.encoder.mixer.summary.weight - before)", "MOVED = 1.0 + 0 * (net.score.weight - net.score.weight)")
+
+
+def test_used_layer_filtered_from_optimizer() -> None:
+    got = [f.line for f in check_source(FILTER_TWIN, path="m.py") if f.code == "GT560"]
+    assert got == [_line(FILTER_TWIN, 'kept = [(n, p) for n, p in net.named_parameters()')]
+    assert _moved(FILTER_TWIN) == 0.0  # the summary layer gets gradients, never changes
+    assert [f for f in check_source(FILTER_LOOKALIKE, path="m.py") if f.code == "GT560"] == []
+    assert _moved(FILTER_LOOKALIKE) > 0.0
