@@ -304,3 +304,47 @@ def test_used_layer_filtered_from_optimizer() -> None:
     assert _moved(FILTER_TWIN) == 0.0  # the summary layer gets gradients, never changes
     assert [f for f in check_source(FILTER_LOOKALIKE, path="m.py") if f.code == "GT560"] == []
     assert _moved(FILTER_LOOKALIKE) > 0.0
+
+
+# NOTE [weighted squared deviations] (GT753): the standard deviation of a masked pooling; the
+# twin's mask may be all 0 for a row, the look-alike keeps the weights off 0
+POOL_TWIN = '''
+import torch
+from torch import nn
+
+
+class MaskedStats(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x, mask):
+        h = self.proj(x)
+        w = mask.float()
+        mu = (h * w.unsqueeze(-1)).sum(1) / w.sum(1, keepdim=True).clamp(min=1.0)
+        dev = (h - mu.unsqueeze(1)) ** 2
+        var = (w.unsqueeze(-1) * dev).sum(1) / w.sum(1, keepdim=True).clamp(min=1.0)
+        return torch.cat([mu, var.sqrt()], -1)
+
+
+torch.manual_seed(0)
+pool = MaskedStats(3)
+mask = torch.ones(2, 4)
+mask[1] = 0.0
+pool(torch.randn(2, 4, 3), mask).sum().backward()
+NAN = bool(torch.isnan(pool.proj.weight.grad).any())
+'''
+POOL_LOOKALIKE = POOL_TWIN.replace("        w = mask.float()\n",
+                                   "        w = mask.float() + 1e-6\n")
+
+
+def test_sqrt_of_weighted_variance() -> None:
+    got = [f.line for f in check_source(POOL_TWIN, path="m.py") if f.code == "GT753"]
+    assert got == [_line(POOL_TWIN, "return torch.cat([mu, var.sqrt()], -1)")]
+    env: dict = {}
+    exec(compile(POOL_TWIN, "m.py", "exec"), env)  # noqa: S102
+    assert env["NAN"]  # the all-zero row's variance is 0: sqrt's gradient is NaN
+    assert [f for f in check_source(POOL_LOOKALIKE, path="m.py") if f.code == "GT753"] == []
+    env = {}
+    exec(compile(POOL_LOOKALIKE, "m.py", "exec"), env)  # noqa: S102
+    assert not env["NAN"]
