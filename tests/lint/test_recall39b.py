@@ -348,3 +348,45 @@ def test_sqrt_of_weighted_variance() -> None:
     env = {}
     exec(compile(POOL_LOOKALIKE, "m.py", "exec"), env)  # noqa: S102
     assert not env["NAN"]
+
+
+# GT561: one Parameter handed to an optimizer through a helper of the file
+PARAM_TWIN = '''
+import torch
+from torch import nn
+
+
+def configure(trainable, lr):
+    return torch.optim.Adam(trainable, lr=lr)
+
+
+class Calibrator(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log_scale = nn.Parameter(torch.zeros(1))
+
+    def forward(self, logits):
+        return logits * self.log_scale.exp()
+
+
+def fit(logits, labels):
+    cal = Calibrator()
+    opt = configure(cal.log_scale, 0.01)
+    for _ in range(3):
+        opt.zero_grad()
+        nn.functional.cross_entropy(cal(logits), labels).backward()
+        opt.step()
+
+
+fit(torch.randn(8, 3), torch.randint(0, 3, (8,)))
+'''
+PARAM_LOOKALIKE = PARAM_TWIN.replace("configure(cal.log_scale, 0.01)", "configure([cal.log_scale], 0.01)")
+
+
+def test_parameter_given_to_optimizer() -> None:
+    got = [f.line for f in check_source(PARAM_TWIN, path="m.py") if f.code == "GT561"]
+    assert got == [_line(PARAM_TWIN, "opt = configure(cal.log_scale, 0.01)")]
+    with pytest.raises(TypeError, match="iterable of Tensors"):
+        exec(compile(PARAM_TWIN, "m.py", "exec"), {})  # noqa: S102
+    assert [f for f in check_source(PARAM_LOOKALIKE, path="m.py") if f.code == "GT561"] == []
+    exec(compile(PARAM_LOOKALIKE, "m.py", "exec"), {})  # noqa: S102
