@@ -130,7 +130,8 @@ class SqrtOfPossibleZero(Rule):
     A weighted variance is one too (NOTE [weighted squared deviations]): `torch.sqrt(var)`
     with `var = torch.sum(dx2 * w, -1) / n` and `dx2 = (x - mean) ** 2`, a statistics
     pooling's standard deviation, is 0 for a constant input or all-zero weights (pyannote's
-    StatsPool on an inactive speaker) and its gradient there is NaN.
+    StatsPool on an inactive speaker) and its gradient there is NaN; only in a `forward` itself
+    (a helper standardising advantages or other data of no graph is left alone).
     Known limits: the squared difference (or `1 - c**2`) must be written in the sqrt call or
     bound to the name it reads in the same function.
     """
@@ -260,6 +261,8 @@ class SqrtOfPossibleZero(Rule):
         what = zero_at_coincidence(operand, ctx) or zero_at_coincidence(
             resolve(strip(operand), ctx, node.lineno), ctx)  # type: ignore[attr-defined]
         floor = bool(what) and what.startswith(FLOOR[:20])
+        if what == VARIANCE and getattr(ctx.function, "name", None) != "forward":
+            return  # statistics of data in a helper (an advantage's standardisation): no graph
         if what and in_training(ctx, node, forward=what not in (DISTANCE, MSE),
                                 through_forward=not floor and not input_feature(ctx)) \
                 and carries_graph(ctx, operand, node) and not only_selects(ctx.scope(), node):
