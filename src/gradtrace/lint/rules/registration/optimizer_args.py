@@ -6,7 +6,8 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
-from gradtrace.lint.analysis.calls import call_sites
+from gradtrace.lint.analysis.calls import call_sites, statements_on, word_lines
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
@@ -115,14 +116,29 @@ def _params_parameters(fn: ast.AST, ctx: Context) -> frozenset[str]:
     return frozenset(out)
 
 
+def _class_like(f: ast.expr) -> bool:
+    """``torch.optim.SGD`` / ``Adam``: a capitalised name (the cheap test before the
+    qualified name)."""
+    last = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return last[:1].isupper()
+
+
 def _handing_helpers(ctx: Context) -> frozenset[str]:
     """Names of the functions and methods of the file that hand a parameter on as an
     optimizer's params (cached per file)."""
     def make() -> frozenset[str]:
-        if not ctx.mentions("optim"):
-            return frozenset()
-        return frozenset(n.name for n in ast.walk(ctx.tree) if isinstance(
-            n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _params_parameters(n, ctx))
+        out: set[str] = set()  # the lines naming `optim` only (NOTE [word search])
+        for st, encl in statements_on(ctx, word_lines(ctx, ("optim",))):
+            fn = next((e for e in reversed(encl) if isinstance(e, FUNCTION_TYPES)), None)
+            if fn is None or fn.name in out or isinstance(st, (*FUNCTION_TYPES, ast.ClassDef)):
+                continue
+            for n in walk(st):
+                if isinstance(n, ast.Call) and _class_like(n.func) and isinstance(
+                        _params_argument(n), ast.Name) and is_optimizer_call(n, ctx) \
+                        and _params_argument(n).id in _params_parameters(fn, ctx):  # type: ignore
+                    out.add(fn.name)
+                    break
+        return frozenset(out)
     return ctx.memo("gt561-helpers", ctx.tree, make)
 
 
