@@ -154,7 +154,7 @@ class ParameterGivenToOptimizer(Rule):
     bound to a name or on `self` of a class of the file: NOTE [kinds]).
     Known limits: the tensor must be written in the optimizer call or in the call of the
     helper, and be known to be an `nn.Parameter`; the helper must hand its argument on
-    unchanged (a `list(params)` inside it makes the call valid).
+    unchanged (a `list(params)` inside it makes the call valid), on a line that names `optim`.
     """
 
     code = "GT561"
