@@ -16,7 +16,9 @@ None: rules that need a guess use :mod:`.vocabulary`, in one place.
 in another file): a callable handed the parameters of modules (``.parameters()``,
 ``.named_parameters()``, through the names and lists built from them) is an optimizer over
 them, whatever class it is. Only a parameter of the function is read so: a name of the file
-or an import is what it is.
+or an import is what it is. So is a torch optimizer class chosen at run time in the function:
+``optim_cls = {"sgd": torch.optim.SGD, ...}[key]`` (every value a ``torch.optim`` class) or
+``getattr(torch.optim, name)`` (torchdistill's ``get_optimizer``), called on such parameters.
 
 Everything is computed lazily and memoised per file, so a file whose rules never ask costs
 nothing, and each fact costs one pass over the code it depends on.
@@ -262,6 +264,10 @@ class Analysis(FunctionFacts):
         if q in LOADERS:
             return Kind(LOADER, node=e)
         local = isinstance(f, ast.Name) and self._rebound(f.id, scope, line)
+        chosen = scope.binding_before(f.id, line) if local else None  # type: ignore[union-attr]
+        if self._optimizer_class_chosen(chosen.value if chosen is not None else f):
+            over = self._param_owners(e, scope, line, depth)  # NOTE [optimizer class given]
+            return Kind(OPTIMIZER, over=over, node=e)
         if isinstance(f, ast.Name) and not local:
             cls = self.classes.get(f.id)
             if cls is not None:
@@ -284,6 +290,17 @@ class Analysis(FunctionFacts):
                 (over := self._param_owners(e, scope, line, depth)):
             return Kind(OPTIMIZER, over=over, node=e)  # NOTE [optimizer class given]
         return None
+
+    def _optimizer_class_chosen(self, v: ast.AST | None) -> bool:
+        """``{"sgd": torch.optim.SGD, "adam": torch.optim.Adam}[key]`` or
+        ``getattr(torch.optim, name)``: a torch optimizer class chosen at run time."""
+        if isinstance(v, ast.Subscript) and isinstance(v.value, ast.Dict) and v.value.values:
+            return all((self.ctx.qualified_name(x) or "").startswith("torch.optim.")
+                       and (self.ctx.qualified_name(x) or "").count(".") == 2
+                       for x in v.value.values)
+        return isinstance(v, ast.Call) and isinstance(v.func, ast.Name) \
+            and v.func.id == "getattr" and len(v.args) >= 2 \
+            and self.ctx.qualified_name(v.args[0]) == "torch.optim"
 
     @staticmethod
     def _rebound(name: str, scope: Scope, line: int) -> bool:

@@ -6,12 +6,15 @@ import ast
 
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import bfs_walk, walk
-from gradtrace.lint.rules.numerics._ops import resolve, spelled, strip, torch_op
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rules.numerics._ops import has_positive_shift, resolve, spelled, strip, torch_op
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 
 DISTANCE = "a sum of squared differences, 0 when the two points coincide"
 SINE = "`1 - c**2`, 0 when `c` reaches +-1"
 MSE = "a mean squared error, 0 when the prediction equals its target"
+VARIANCE = ("a weighted sum of squared deviations (a variance), 0 when every weighted sample "
+            "equals the mean (a constant input, all weights 0)")
 MSE_FUNCS = frozenset({"torch.nn.functional.mse_loss"})
 MSE_CLASSES = frozenset({"torch.nn.MSELoss", "torch.nn.modules.loss.MSELoss"})
 FLOOR = ("a value clamped at exactly 0 (line {line}): the clamp keeps negative values off "
@@ -39,6 +42,11 @@ def zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
     """What makes ``e`` reach exactly 0: a sum of squared differences (two equal points) or
     ``1 - c**2`` (a cosine of +-1). None for anything else."""
     e = strip(e)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div) and isinstance(
+            strip(e.left), ast.Call):  # `sum(w * (x - m) ** 2) / n`: 0 stays 0
+        got = torch_op(strip(e.left), ctx)  # type: ignore[arg-type]
+        if got and got[0] in ("sum", "nansum") and _deviations(got[1], ctx):
+            return VARIANCE
     if isinstance(e, ast.Call):
         got = torch_op(e, ctx)
         if got and got[0] in ("sum", "nansum", "mean"):
@@ -53,6 +61,8 @@ def zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
             if sq is not None and isinstance(strip(sq), ast.BinOp) \
                     and isinstance(strip(sq).op, ast.Sub):  # type: ignore[attr-defined]
                 return DISTANCE if got[0] != "mean" else MSE  # `d2 = (a - b) ** 2`
+            if _deviations(got[1], ctx):
+                return VARIANCE
         if _mean_squared_error(e, ctx):
             return MSE
     if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _squared_differences(e, ctx):
@@ -65,6 +75,36 @@ def zero_at_coincidence(e: ast.AST, ctx: Context) -> str | None:
             torch_op(e, ctx)[1], ctx, e.lineno):  # type: ignore[index]
         return FLOOR.format(line=e.lineno)
     return None
+
+
+def _deviations(e: ast.AST, ctx: Context) -> bool:
+    """# NOTE [weighted squared deviations]
+    ``w * (x - m) ** 2`` (either order) or ``dx2 * w`` with ``dx2`` bound in the function to
+    such a square: the terms of a weighted variance (a statistics pooling's ``std``), all 0
+    when every sample equals the mean (a constant feature, a speaker whose weights are all 0).
+    Only a product with a squared difference counts; a plain square is a magnitude."""
+    e = strip(e)
+    if not (isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mult)):
+        return False
+    for side, other in ((e.left, e.right), (e.right, e.left)):
+        side = strip(side)
+        bound = strip(resolve(side, ctx, side.lineno)) if isinstance(  # type: ignore
+            side, ast.Name) else side
+        sq = _square_of(bound, ctx)  # type: ignore[arg-type]
+        if sq is not None and isinstance(strip(sq), ast.BinOp) \
+                and isinstance(strip(sq).op, ast.Sub):  # type: ignore[attr-defined]
+            return _may_be_zero(strip(other), ctx)
+    return False
+
+
+def _may_be_zero(w: ast.AST, ctx: Context) -> bool:
+    """Weights that may be all 0: a name (or attribute, index) of the function none of whose
+    bindings is kept off 0 (``weights = weights + 1e-16`` is: pyannote's fix)."""
+    name = dotted(w.value if isinstance(w, ast.Subscript) else w)
+    if name is None:
+        return False
+    bs = ctx.scope().bindings.get(name, ())
+    return not any(b.value is not None and has_positive_shift(b.value, ctx) for b in bs)
 
 
 def _inside_unit(b: ast.AST | None) -> bool:

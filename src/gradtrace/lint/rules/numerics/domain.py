@@ -11,7 +11,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import (
     carries_graph, has_positive_shift, in_training, input_feature, resolve, strip, torch_op)
-from gradtrace.lint.rules.numerics._zeros import DISTANCE, FLOOR, MSE, SINE, zero_at_coincidence
+from gradtrace.lint.rules.numerics._zeros import (
+    DISTANCE, FLOOR, MSE, SINE, VARIANCE, zero_at_coincidence,
+)
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 from gradtrace.lint.nodes import bfs_walk
 
@@ -125,6 +127,11 @@ class SqrtOfPossibleZero(Rule):
     2.13); `torch.sqrt(mse + 1e-8)` keeps it finite.
     A root whose value is only compared or turned into indices (`dist.min(1)` to pick the
     closest mode, then `min_dist < th`) is never differentiated and is not reported.
+    A weighted variance is one too (NOTE [weighted squared deviations]): `torch.sqrt(var)`
+    with `var = torch.sum(dx2 * w, -1) / n` and `dx2 = (x - mean) ** 2`, a statistics
+    pooling's standard deviation, is 0 for a constant input or all-zero weights (pyannote's
+    StatsPool on an inactive speaker) and its gradient there is NaN; only in a `forward` itself
+    (a helper standardising advantages or other data of no graph is left alone).
     Known limits: the squared difference (or `1 - c**2`) must be written in the sqrt call or
     bound to the name it reads in the same function.
     """
@@ -254,12 +261,15 @@ class SqrtOfPossibleZero(Rule):
         what = zero_at_coincidence(operand, ctx) or zero_at_coincidence(
             resolve(strip(operand), ctx, node.lineno), ctx)  # type: ignore[attr-defined]
         floor = bool(what) and what.startswith(FLOOR[:20])
+        if what == VARIANCE and getattr(ctx.function, "name", None) != "forward":
+            return  # statistics of data in a helper (an advantage's standardisation): no graph
         if what and in_training(ctx, node, forward=what not in (DISTANCE, MSE),
                                 through_forward=not floor and not input_feature(ctx)) \
                 and carries_graph(ctx, operand, node) and not only_selects(ctx.scope(), node):
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
                 "add an epsilon inside the sqrt: `torch.sqrt(mse + 1e-8)`" if what == MSE else \
+                "add an epsilon inside the sqrt: `torch.sqrt(var + 1e-8)`" if what == VARIANCE else \
                 "clamp it first: `(1 - c**2).clamp(min=1e-7)`" if what == SINE else \
                 "clamp at an epsilon instead: `.clamp(min=1e-12).sqrt()`"
             yield self.report(node, ctx, call=_clip(ctx.source(node)), what=what, remedy=remedy)
