@@ -1,0 +1,65 @@
+"""Session 39 (prec39c): numerics findings judged debatable on unseen code
+(docs/triage/prec39c.md). Each fact has a silent look-alike and a buggy twin that is still
+reported; the snippets run on real torch."""
+from __future__ import annotations
+
+import runpy
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def _write(root: Path, name: str, text: str) -> Path:
+    p = root / name
+    p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return p
+
+
+def _found(path: Path, *codes: str) -> list[tuple[str, int]]:
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    got = check_paths([str(path)], Settings()).findings
+    return sorted((f.code, f.line) for f in got if f.code in codes)
+
+
+# -- GT753: a root whose operand comes only from a leaf nothing reads the gradient of -------
+# NOTE [unread leaves]: `pos.requires_grad = True` proves `pos` a leaf; the angle's
+# `sqrt(1 - c ** 2)` is built from it only (the helper reads `row`/`col` as indices), so its
+# infinite derivative lands in `pos.grad`, which nothing reads (MoleculeSDE's score models).
+# The twin is a force field: `autograd.grad(loss, pos, create_graph=True)` differentiates the
+# same root again and the parameters' gradients become NaN.
+
+_SILENT = 'import torch\nimport torch.nn as nn\n\n\ndef basis(pos, row, col):\n    return pos[row] - pos[col], pos[row] + pos[col]\n\n\nclass Score(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.project = nn.Linear(2, 1)\n\n    def forward(self, pos, edges):\n        pos.requires_grad = True\n        row, col = edges\n        a, b = basis(pos, row, col)\n        c = (a * b).sum(-1, keepdim=True) / (a.norm(dim=-1, keepdim=True)\n                                             * b.norm(dim=-1, keepdim=True) + 1e-8)\n        s = torch.sqrt(1 - c ** 2)\n        return self.project(torch.cat([s, c], -1)).pow(2).mean()\n\n\nmodel = Score()\npos = torch.tensor([[1.0, 0.0, 0.0], [3.0, 0.0, 0.0]])\nloss = model(pos, torch.tensor([[1], [0]]))\nloss.backward()\n'
+
+_FORCE = 'import torch\nimport torch.nn as nn\n\n\ndef basis(pos, row, col):\n    return pos[row] - pos[col], pos[row] + pos[col]\n\n\nclass Score(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.project = nn.Linear(2, 1)\n\n    def forward(self, pos, edges):\n        pos.requires_grad = True\n        row, col = edges\n        a, b = basis(pos, row, col)\n        c = (a * b).sum(-1, keepdim=True) / (a.norm(dim=-1, keepdim=True)\n                                             * b.norm(dim=-1, keepdim=True) + 1e-8)\n        s = torch.sqrt(1 - c ** 2)\n        return self.project(torch.cat([s, c], -1)).pow(2).mean()\n\n\nmodel = Score()\npos = torch.tensor([[1.0, 0.0, 0.0], [3.0, 0.0, 0.0]])\nloss = model(pos, torch.tensor([[1], [0]]))\nforce = torch.autograd.grad(loss, pos, create_graph=True)[0]\nforce.pow(2).sum().backward()\n'
+
+
+def test_root_of_unread_leaf_is_silent(tmp_path):
+    p = _write(tmp_path, "score.py", _SILENT)
+    assert _found(p, "GT753") == []
+    env = runpy.run_path(str(p))
+    assert all(torch.isfinite(q.grad).all() for q in env["model"].parameters())
+    assert not torch.isfinite(env["pos"].grad).all()  # the inf lands only here
+
+
+def test_root_of_leaf_whose_gradient_is_read_is_reported(tmp_path):
+    p = _write(tmp_path, "force.py", _FORCE)
+    assert _found(p, "GT753") == [("GT753", 20)]
+    env = runpy.run_path(str(p))
+    assert not all(torch.isfinite(q.grad).all() for q in env["model"].parameters())
+
+
+def test_root_of_unflagged_argument_is_reported(tmp_path):
+    # without the flag nothing proves `pos` a leaf: a caller may pass a graph
+    p = _write(tmp_path, "score.py", _SILENT.replace("        pos.requires_grad = True\n", ""))
+    assert _found(p, "GT753") == [("GT753", 19)]
+
+
+def test_root_mixing_a_parameter_is_reported(tmp_path):
+    # the operand also reads a parameter: its gradient goes through the root
+    p = _write(tmp_path, "score.py", _SILENT.replace(
+        "c = (a * b)", "c = torch.tanh(self.project.weight).sum() * (a * b)"))
+    assert _found(p, "GT753") == [("GT753", 20)]
