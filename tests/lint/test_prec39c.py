@@ -63,3 +63,38 @@ def test_root_mixing_a_parameter_is_reported(tmp_path):
     p = _write(tmp_path, "score.py", _SILENT.replace(
         "c = (a * b)", "c = torch.tanh(self.project.weight).sum() * (a * b)"))
     assert _found(p, "GT753") == [("GT753", 20)]
+
+
+# -- the same, through a plain helper object and attributes that get no gradient ----------------
+# MoleculeSDE's noise: `self.sde.marginal_prob(pos, t)` with `self.sde` a `VESDE` (an
+# `abc.ABC` class holding numbers), `self.steps` a bound of `torch.randint`, `self.scales` a
+# frozen `nn.Parameter`: none adds a graph, the root's infinite derivative reaches `pos.grad`
+# only. Twins: the helper object runs a layer given by the model (its gradient goes through
+# the root: NaN on torch), or the scales are trainable.
+
+_SDE = 'import abc\n\nimport torch\nimport torch.nn as nn\n\n\nclass SDE(abc.ABC):\n    def __init__(self, n):\n        self.n = n\n\n\nclass VESDE(SDE):\n    def __init__(self, sigma_min, sigma_max, n):\n        super().__init__(n)\n        self.sigma_min = sigma_min\n        self.sigma_max = sigma_max\n\n    def marginal_prob(self, x, t):\n        return x, self.sigma_min * (self.sigma_max / self.sigma_min) ** t\n\n\nclass Score(nn.Module):\n    def __init__(self, sigma_min, sigma_max, steps):\n        super().__init__()\n        self.sde = VESDE(sigma_min, sigma_max, steps)\n        self.steps = steps\n        self.scales = nn.Parameter(torch.linspace(1, 2, steps), requires_grad=False)\n        self.project = nn.Linear(2, 1)\n\n    def forward(self, pos):\n        pos.requires_grad = True\n        step = torch.randint(0, self.steps, (pos.shape[0],))\n        t = (self.steps - step) / self.steps * self.scales[step]\n        mean, std = self.sde.marginal_prob(pos, t)\n        moved = mean * (1 + 0 * std[:, None])\n        a, b = moved[1:] - moved[:1], moved[1:] + moved[:1]\n        c = (a * b).sum(-1, keepdim=True) / (a.norm(dim=-1, keepdim=True)\n                                             * b.norm(dim=-1, keepdim=True) + 1e-8)\n        s = torch.sqrt(1 - c ** 2)\n        return self.project(torch.cat([s, c], -1)).pow(2).mean()\n\n\nmodel = Score(0.01, 50.0, 10)\npos = torch.tensor([[1.0, 0.0, 0.0], [3.0, 0.0, 0.0]])\nloss = model(pos)\nloss.backward()\n'
+
+_SDE_NET = 'import abc\n\nimport torch\nimport torch.nn as nn\n\n\nclass SDE(abc.ABC):\n    def __init__(self, n):\n        self.n = n\n\n\nclass VESDE(SDE):\n    def __init__(self, sigma_min, sigma_max, n, net):\n        super().__init__(n)\n        self.sigma_min = sigma_min\n        self.sigma_max = sigma_max\n        self.net = net\n\n    def marginal_prob(self, x, t):\n        return self.net(x), self.sigma_min * (self.sigma_max / self.sigma_min) ** t\n\n\nclass Score(nn.Module):\n    def __init__(self, sigma_min, sigma_max, steps):\n        super().__init__()\n        self.shift = nn.Linear(3, 3)\n        self.sde = VESDE(sigma_min, sigma_max, steps, self.shift)\n        self.steps = steps\n        self.scales = nn.Parameter(torch.linspace(1, 2, steps), requires_grad=False)\n        self.project = nn.Linear(2, 1)\n\n    def forward(self, pos):\n        pos.requires_grad = True\n        step = torch.randint(0, self.steps, (pos.shape[0],))\n        t = (self.steps - step) / self.steps * self.scales[step]\n        mean, std = self.sde.marginal_prob(pos, t)\n        moved = mean * (1 + 0 * std[:, None])\n        a, b = moved[1:] - moved[:1], moved[1:] + moved[:1]\n        c = (a * b).sum(-1, keepdim=True) / (a.norm(dim=-1, keepdim=True)\n                                             * b.norm(dim=-1, keepdim=True) + 1e-8)\n        s = torch.sqrt(1 - c ** 2)\n        return self.project(torch.cat([s, c], -1)).pow(2).mean()\n\n\nmodel = Score(0.01, 50.0, 10)\nnn.init.eye_(model.shift.weight)\nnn.init.zeros_(model.shift.bias)\npos = torch.tensor([[1.0, 0.0, 0.0], [3.0, 0.0, 0.0]])\nloss = model(pos)\nloss.backward()\n'
+
+
+def test_root_through_plain_helper_object_is_silent(tmp_path):
+    p = _write(tmp_path, "sde.py", _SDE)
+    assert _found(p, "GT753") == []
+    env = runpy.run_path(str(p))
+    assert all(torch.isfinite(q.grad).all() for q in env["model"].parameters()
+               if q.grad is not None)
+    assert not torch.isfinite(env["pos"].grad).all()
+
+
+def test_root_through_helper_object_running_a_layer_is_reported(tmp_path):
+    p = _write(tmp_path, "sde.py", _SDE_NET)
+    assert _found(p, "GT753") == [("GT753", 41)]
+    env = runpy.run_path(str(p))
+    assert not torch.isfinite(env["model"].shift.weight.grad).all()
+
+
+def test_root_through_trainable_scales_is_reported(tmp_path):
+    p = _write(tmp_path, "sde.py", _SDE.replace("requires_grad=False)", "requires_grad=True)"))
+    assert _found(p, "GT753") == [("GT753", 39)]
+    env = runpy.run_path(str(p))
+    assert not torch.isfinite(env["model"].scales.grad).all()

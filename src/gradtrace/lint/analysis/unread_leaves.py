@@ -114,6 +114,111 @@ class _LeafTracer(Tracer):
         return self._all([a for i, a in enumerate(e.args)
                           if i >= len(names) or names[i] not in index_only], use, line)
 
+    def _attribute(self, e: ast.Attribute, use: ast.stmt | None, line: int) -> Trace:
+        if isinstance(e.value, ast.Name) and e.value.id == "self" \
+                and e.attr in _gradless_attrs(self.ctx, self.scope.node):
+            return DEAD
+        return super()._attribute(e, use, line)
+
+    def _method(self, e: ast.Call, func: ast.Attribute, use: ast.stmt | None,
+                line: int) -> Trace:
+        """``self.sde.marginal_prob(pos, t)`` with ``self.sde`` a plain helper object
+        (:func:`plain_object`): its result comes from the call's arguments only."""
+        v = func.value
+        if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) \
+                and v.value.id == "self" and plain_object(self.ctx, self.scope.node, v.attr,
+                                                          func.attr):
+            return self.args_trace(e, use, line)
+        return super()._method(e, func, use, line)
+
+
+PLAIN_BASES = frozenset({"object", "abc.ABC", "ABC"})
+
+
+def plain_object(ctx: Context, fn: ast.AST, attr: str, method: str) -> bool:
+    """Every value the class around ``fn`` assigns to ``self.<attr>`` builds a class of the
+    project (NOTE [project index]) that is no ``nn.Module``, whose bases are ``object``,
+    ``abc.ABC`` or classes of its file, whose constructor is given no ``self`` attribute nor a
+    call's result, and that makes nothing trainable (no ``nn.Parameter``, no
+    ``requires_grad``); its ``method`` calls nothing on ``self`` but the class's own methods:
+    MoleculeSDE's ``VESDE`` (numbers and a schedule), whose ``marginal_prob(x, t)`` is a
+    function of ``x`` and ``t``. Anything else (a wrapper holding a model) may add a graph."""
+    from gradtrace.lint.analysis.built_classes import built_class
+    from gradtrace.lint.analysis.cuts import self_assignments
+    owner = ctx.analysis.class_of(fn)
+    values = self_assignments(owner.node if owner else None, "self." + attr, ctx)
+    if not values:
+        return False
+    for v in values:
+        if not isinstance(v, ast.Call) or any(
+                isinstance(n, ast.Call) or isinstance(n, ast.Name) and n.id == "self"
+                for a in (*v.args, *(k.value for k in v.keywords)) for n in walk(a)):
+            return False
+        got = built_class(ctx, v)
+        if got is None:
+            return False
+        octx, cls = got
+        line = list(cls.lineage())
+        body = cls.method(method)
+        if body is None or any(c.is_module for c in line) or any(
+                (dotted(b) or "") not in PLAIN_BASES and not (
+                    isinstance(b, ast.Name) and b.id in octx.analysis.classes)
+                for c in line for b in c.node.bases) or any(
+                _trainable(n) for c in line for n in walk(c.node)):
+            return False
+        own = {m for c in line for m in c.methods}
+        for n in walk(body):
+            if isinstance(n, ast.Call):
+                root = n.func
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id == "self" and not (
+                        isinstance(n.func, ast.Attribute) and n.func.value is root
+                        and n.func.attr in own):
+                    return False
+    return True
+
+
+def _gradless_attrs(ctx: Context, fn: ast.AST) -> frozenset[str]:
+    """Attributes of the class around ``fn`` that never get a gradient: each assignment is
+    ``nn.Parameter(..., requires_grad=False)``, or the class passes ``self.<attr>`` as a
+    bound of ``torch.randint`` or ``range`` (both raise TypeError on a float tensor, and an
+    integer tensor has no gradient): MoleculeSDE's ``self.num_diffusion_timesteps``."""
+    from gradtrace.lint.analysis.cuts import self_assignments
+    owner = ctx.analysis.class_of(fn)
+    if owner is None:
+        return frozenset()
+
+    def make() -> frozenset[str]:
+        out = set()
+        for n in walk(owner.node):
+            if isinstance(n, ast.Call) and (ctx.qualified_name(n.func) or "") in (
+                    "torch.randint", "range"):
+                for a in (*n.args[:2], *(k.value for k in n.keywords
+                                         if k.arg in ("low", "high"))):
+                    d = dotted(a) if isinstance(a, ast.Attribute) else None
+                    if d is not None and d.startswith("self.") and d.count(".") == 1:
+                        out.add(d[5:])
+        for name in owner.attrs:
+            values = self_assignments(owner.node, "self." + name, ctx)
+            if values and all(isinstance(v, ast.Call) and (ctx.qualified_name(v.func) or "")
+                              .endswith("nn.Parameter") and any(
+                                  k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+                                  and k.value.value is False for k in v.keywords)
+                              for v in values):
+                out.add(name)
+        return frozenset(out)
+    return ctx.memo("unread-leaves-gradless-attrs", owner.node, make)
+
+
+def _trainable(n: ast.AST) -> bool:
+    """``nn.Parameter(...)``, ``requires_grad=True``, ``x.requires_grad_()``."""
+    if isinstance(n, ast.keyword):
+        return n.arg == "requires_grad"
+    if isinstance(n, ast.Attribute):
+        return n.attr in ("requires_grad_", "requires_grad", "Parameter")
+    return isinstance(n, ast.Name) and n.id == "Parameter"
+
 
 def _index_only(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
     """The arguments of ``fn`` read only as the index of a subscript, never rebound."""
