@@ -98,3 +98,32 @@ def test_root_through_trainable_scales_is_reported(tmp_path):
     assert _found(p, "GT753") == [("GT753", 39)]
     env = runpy.run_path(str(p))
     assert not torch.isfinite(env["model"].scales.grad).all()
+
+
+_TRAINER = '''
+import torch
+from pkg.model import Score
+
+model = Score(0.01, 50.0, 10)
+pos = torch.tensor([[1.0, 0.0, 0.0], [3.0, 0.0, 0.0]])
+energy = model(pos)
+force = torch.autograd.grad(energy, pos, create_graph=True)[0]
+force.pow(2).sum().backward()
+'''
+
+
+def test_root_of_leaf_read_by_another_file_is_reported(tmp_path):
+    # another file of the project takes the model's force: the leaf's gradient is read there
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    _write(tmp_path / "pkg", "model.py", _SDE)
+    _write(tmp_path, "train.py", _TRAINER)
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    got = check_paths([str(tmp_path)], Settings()).findings
+    assert sorted((f.code, f.line, Path(f.path).name) for f in got if f.code == "GT753") == [
+        ("GT753", 39, "model.py")]
+    _write(tmp_path, "train.py", _TRAINER.replace(
+        "torch.autograd.grad(energy, pos, create_graph=True)[0]", "energy * 2"))
+    got = check_paths([str(tmp_path)], Settings()).findings
+    assert [f for f in got if f.code == "GT753"] == []

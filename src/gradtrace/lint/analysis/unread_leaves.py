@@ -61,6 +61,16 @@ def _grad_read_names(ctx: Context) -> frozenset[str]:
     return ctx.memo("unread-leaves-grad-names", ctx.tree, scan)
 
 
+def _foreign_gradient_reader(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Another file of the project names ``fn``'s class (or ``fn``) and asks for an input
+    gradient (``autograd``, ``torch.func``, ``functorch``): a force-field trainer taking
+    ``-autograd.grad(energy, data.pos)`` of the model. Unknown (no project): no."""
+    from gradtrace.lint.analysis.callers import readers
+    cls = ctx.analysis.class_of(fn)
+    name = (cls.name if cls is not None else fn.name).encode()
+    return any(readers(ctx, name, w) for w in (b"autograd", b"torch.func", b"functorch"))
+
+
 def unread_leaves(ctx: Context, fn: ast.AST) -> frozenset[str]:
     """The names of ``fn`` that are proven leaves whose gradient nothing reads
     (NOTE [unread leaves])."""
@@ -71,7 +81,7 @@ def unread_leaves(ctx: Context, fn: ast.AST) -> frozenset[str]:
                    and isinstance(s.value, ast.Constant) and s.value.value is True
                    for t in s.targets if isinstance(t, ast.Attribute)
                    and t.attr == "requires_grad" and isinstance(t.value, ast.Name)]
-        if not flagged or _reads_input_gradients(ctx):
+        if not flagged or _reads_input_gradients(ctx) or _foreign_gradient_reader(ctx, fn):
             return frozenset()
         scope = ctx.scope(fn)
         read = _grad_read_names(ctx)
