@@ -196,14 +196,17 @@ def _callers(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
             yield call, _enclosing_function(ctx, call, (*outer, s))
 
 
-def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST) -> bool:
+def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST,
+                  numeric: bool = False) -> bool:
     """Whether ``operand`` (read at ``node``) may carry a graph, by the shared tracer: a value
     built only from factories, constants and data (``torch.arange(n).type_as(x)``: the cast
     keeps nothing of ``x``), or cut on the way, gets no gradient, so its op's derivative is
     never evaluated; nor does a value in a method of a ``torch.utils.data.Dataset`` subclass,
     nor one in the ``backward`` of a ``torch.autograd.Function`` (grad is off there), nor
     one in a function every call of which runs with grad off
-    (NOTE [grad off by the callers])."""
+    (NOTE [grad off by the callers]). ``numeric``: a value whose graph reaches only leaves
+    whose gradient nothing reads carries none (NOTE [unread leaves]): an inf/NaN derivative
+    there changes no parameter."""
     from gradtrace.lint.analysis.caller_grad import callers_grad_off
     from gradtrace.lint.analysis.origins import origins
     from gradtrace.lint.analysis.torch_classes import autograd_backward, dataset_method
@@ -214,7 +217,14 @@ def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST) -> bool:
         return False  # a custom Function's backward runs with grad off
     if ctx.function is not None and callers_grad_off(ctx, ctx.function):
         return False  # NOTE [grad off by the callers]: an sRGB curve applied at test time
-    return origins(ctx, fn).trace(operand, ctx.statement, getattr(node, "lineno", 0)).live
+    line = getattr(node, "lineno", 0)
+    if not origins(ctx, fn).trace(operand, ctx.statement, line).live:
+        return False
+    if numeric:
+        from gradtrace.lint.analysis.unread_leaves import trace_without_unread_leaves
+        t = trace_without_unread_leaves(ctx, fn, operand, line)
+        return t is None or t.live
+    return True
 
 
 def in_training(ctx: Context, node: ast.AST, forward: bool = True,

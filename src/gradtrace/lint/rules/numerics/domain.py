@@ -265,7 +265,8 @@ class SqrtOfPossibleZero(Rule):
             return  # statistics of data in a helper (an advantage's standardisation): no graph
         if what and in_training(ctx, node, forward=what not in (DISTANCE, MSE),
                                 through_forward=not floor and not input_feature(ctx)) \
-                and carries_graph(ctx, operand, node) and not only_selects(ctx.scope(), node):
+                and carries_graph(ctx, operand, node, numeric=True) \
+                and not only_selects(ctx.scope(), node):
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
                 "add an epsilon inside the sqrt: `torch.sqrt(mse + 1e-8)`" if what == MSE else \
