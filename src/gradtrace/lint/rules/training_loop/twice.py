@@ -11,6 +11,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.reach import reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Deps, graphs
 from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.analysis.proven_graph import proven_link
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.analysis.steps import Step
 from gradtrace.lint.analysis.settings import exclusive_settings
@@ -352,6 +353,10 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
                 advice="sum the items and call `backward()` once, or pass `retain_graph=True`")
         for b1, b2, t, d1, d2 in shared_pairs(f):
             if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
+                continue
+            g = graphs(f.scope)  # NOTE [proven shared graph]
+            if not (proven_link(g, t, b1.loss, b1.stmt.lineno)  # type: ignore[arg-type]
+                    and proven_link(g, t, b2.loss, b2.stmt.lineno)):  # type: ignore[arg-type]
                 continue
             related = [related_at(ctx, b2.call, "the second backward raises here"),
                        related_at(ctx, t.stmt, f"`{t.name}` is computed once here")]
