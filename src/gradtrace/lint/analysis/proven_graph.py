@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import DETACHING_METHODS, NUMBER_FUNCS, TENSOR_METHODS
 from gradtrace.lint.analysis.model_calls import bound_module, model_calls, runs_model
+from gradtrace.lint.analysis.project import foreign_callee, foreign_method
 from gradtrace.lint.analysis.reach import called_function, value_of
 from gradtrace.lint.analysis.vocabulary import FORWARD_METHODS
 from gradtrace.lint.names import dotted
@@ -106,12 +107,15 @@ def _transparent(g: Graphs, call: ast.Call, line: int) -> bool:
     if isinstance(f, ast.Attribute) and not isinstance(f.value, (ast.Name, ast.Attribute)):
         return True  # `(a - b).pow(2)`, `out[0].sum()`: a method of a computed tensor
     if callee == "self" or bound_module(g.ctx, g.scope, callee, line) \
-            or called_function(call, g.scope, line) is not None:
-        return True
+            or called_function(call, g.scope, line) is not None \
+            or foreign_callee(g.ctx, call, g.scope, line) is not None \
+            or foreign_method(g.ctx, call, g.scope, line) is not None:
+        return True  # a body in sight, here or in the project (NOTE [project index])
     if _flagged(call) or callee in g.ctx.imports.aliases or callee in g.ctx.imports.package:
         return False  # a mode picked by a constant, or a function of another file
     if isinstance(f, ast.Name):  # a callable passed in: `head(feats)`, `criterion(out, y)`
-        return _is_param(g, f.id)
+        return _is_param(g, f.id) or runs_model(g.ctx, g.scope, f.id, line) or all(
+            sc.binding_before(f.id, line) is None for sc in (g.scope, g.ctx.scope(g.ctx.tree)))
     return isinstance(f, ast.Attribute) and dotted(f.value) == "self" \
         and runs_model(g.ctx, g.scope, callee, line)  # `self.head(feats)`
 
@@ -130,14 +134,15 @@ def _is_param(g: Graphs, name: str) -> bool:
         a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
 
 
-def proven_path(g: Graphs, loss: ast.AST, line: int, t: Binding) -> bool:
-    """Every call between ``t`` and ``loss`` that reads ``t`` (or a value computed from it)
-    is :func:`_transparent`."""
+def opaque_calls(g: Graphs, loss: ast.AST, line: int, t: Binding) -> list[ast.Call]:
+    """The calls between ``t`` and ``loss`` that read ``t`` (or a value computed from it) and
+    are not :func:`_transparent`."""
     chain = [x for x in g.deps(loss, line).bindings if x is t or (
         value_of(x) is not None and any(
             y is t for y in g.deps(value_of(x), x.line).bindings))]  # type: ignore[arg-type]
     names = {x.name for x in chain} | {t.name}
     exprs = [(loss, line)] + [(value_of(x), x.line) for x in chain if x is not t]
+    out: list[ast.Call] = []
     for e, ln in exprs:
         if e is None:
             continue
@@ -147,15 +152,20 @@ def proven_path(g: Graphs, loss: ast.AST, line: int, t: Binding) -> bool:
             args = [*n.args, *(k.value for k in n.keywords)]
             if isinstance(n.func, ast.Attribute):
                 args.append(n.func.value)
-            if not any(isinstance(m, ast.Name) and m.id in names
-                       for a in args for m in bfs_walk(a)):
-                continue
-            if not _transparent(g, n, ln):
-                return False
-    return True
+            if any(isinstance(m, ast.Name) and m.id in names for a in args
+                   for m in bfs_walk(a)) and not _transparent(g, n, ln):
+                out.append(n)
+    return out
 
 
-def proven_link(g: Graphs, t: Binding, loss: ast.AST, line: int) -> bool:
-    """NOTE [proven shared graph]: ``t``'s graph is proven and reaches ``loss`` in sight."""
-    return proven_source(g, t) and proven_path(g, loss, line, t)
-
+def proven_link(g: Graphs, t: Binding, loss1: ast.AST, line1: int, loss2: ast.AST,
+                line2: int) -> bool:
+    """NOTE [proven shared graph]: ``t``'s graph is proven and reaches both losses in sight,
+    or through the same call out of sight (``vq_loss(imgs, recons, optimizer_idx=0)`` in both:
+    if it keeps ``recons``'s graph both passes need it; if it cuts it, the first pass trains
+    nothing of the producer either)."""
+    if not proven_source(g, t):
+        return False
+    o1, o2 = opaque_calls(g, loss1, line1, t), opaque_calls(g, loss2, line2, t)
+    d1, d2 = {ast.dump(c) for c in o1}, {ast.dump(c) for c in o2}
+    return d1 == d2

@@ -355,8 +355,8 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
             if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
                 continue
             g = graphs(f.scope)  # NOTE [proven shared graph]
-            if not (proven_link(g, t, b1.loss, b1.stmt.lineno)  # type: ignore[arg-type]
-                    and proven_link(g, t, b2.loss, b2.stmt.lineno)):  # type: ignore[arg-type]
+            if not proven_link(g, t, b1.loss, b1.stmt.lineno,  # type: ignore[arg-type]
+                               b2.loss, b2.stmt.lineno):  # type: ignore[arg-type]
                 continue
             related = [related_at(ctx, b2.call, "the second backward raises here"),
                        related_at(ctx, t.stmt, f"`{t.name}` is computed once here")]
