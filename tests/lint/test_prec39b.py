@@ -215,3 +215,38 @@ def test_loss_function_in_sight_is_reported(tmp_path: Path) -> None:
     assert _found(p) == [("GT509", 18)]
     with pytest.raises(RuntimeError, match="second time"):
         _run(p)
+
+
+# -- GT601: the later loss reaches the stepped module only through an argument ---------------
+# xuance's NPG learner: `self.critic_optimizer` steps `self.model.critic` between
+# `c_loss.backward(retain_graph=True)` and `a_loss.backward()`; `a_loss` reads the actor's
+# entry of `self.model(obs)` and tensors made from the `samples` argument. An argument of
+# unknown origin proves no graph through the critic (NOTE [proven shared graph]); the model
+# has separate heads and trains. The twin's actor loss calls the stepped critic in sight
+# ('modified by an inplace operation').
+
+_NPG = 'import torch\nimport torch.nn as nn\n\n\nclass ActorCritic(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.actor = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))\n        self.critic = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))\n\n    def forward(self, x):\n        return {"logits": self.actor(x), "values": self.critic(x)}\n\n\nclass Learner:\n    def __init__(self, model):\n        self.model = model\n        self.actor_optimizer = torch.optim.Adam(self.model.actor.parameters(), 1e-3)\n        self.critic_optimizer = torch.optim.Adam(self.model.critic.parameters(), 1e-3)\n\n    def update(self, samples):\n        obs = torch.as_tensor(samples["obs"])\n        act = torch.as_tensor(samples["actions"])\n        ret = torch.as_tensor(samples["returns"])\n        out = self.model(obs)\n        log_prob = out["logits"].log_softmax(-1).gather(1, act[:, None]).squeeze(1)\n        a_loss = -(ret * log_prob).mean()\n        c_loss = ((out["values"].squeeze(1) - ret) ** 2).mean()\n        self.critic_optimizer.zero_grad()\n        c_loss.backward(retain_graph=True)\n        self.critic_optimizer.step()\n        self.actor_optimizer.zero_grad()\n        a_loss.backward()\n        self.actor_optimizer.step()\n\n\nlearner = Learner(ActorCritic())\nfor _ in range(2):\n    learner.update({"obs": torch.randn(8, 4), "actions": torch.randint(0, 4, (8,)),\n                    "returns": torch.randn(8)})\n'
+
+_NPG_TWIN = 'import torch\nimport torch.nn as nn\n\n\nclass ActorCritic(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.actor = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))\n        self.critic = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))\n\n    def forward(self, x):\n        return {"logits": self.actor(x), "values": self.critic(x)}\n\n\nclass Learner:\n    def __init__(self, model):\n        self.model = model\n        self.actor_optimizer = torch.optim.Adam(self.model.actor.parameters(), 1e-3)\n        self.critic_optimizer = torch.optim.Adam(self.model.critic.parameters(), 1e-3)\n\n    def update(self, samples):\n        obs = torch.as_tensor(samples["obs"])\n        act = torch.as_tensor(samples["actions"])\n        ret = torch.as_tensor(samples["returns"])\n        out = self.model(obs)\n        log_prob = out["logits"].log_softmax(-1).gather(1, act[:, None]).squeeze(1)\n        a_loss = -self.model.critic(self.model.actor(obs)).mean()\n        c_loss = ((out["values"].squeeze(1) - ret) ** 2).mean()\n        self.critic_optimizer.zero_grad()\n        c_loss.backward(retain_graph=True)\n        self.critic_optimizer.step()\n        self.actor_optimizer.zero_grad()\n        a_loss.backward()\n        self.actor_optimizer.step()\n\n\nlearner = Learner(ActorCritic())\nfor _ in range(2):\n    learner.update({"obs": torch.randn(8, 4), "actions": torch.randint(0, 4, (8,)),\n                    "returns": torch.randn(8)})\n'
+
+
+def _gt601(path: Path) -> list[tuple[str, int]]:
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    got = check_paths([str(path)], Settings()).findings
+    return sorted((f.code, f.line) for f in got if f.code == "GT601")
+
+
+def test_step_between_passes_reached_only_through_an_argument_is_silent(tmp_path: Path) -> None:
+    p = tmp_path / "npg.py"
+    p.write_text(_NPG)
+    assert _gt601(p) == []
+    runpy.run_path(str(p), run_name="__main__")
+
+
+def test_step_between_passes_through_the_stepped_module_is_reported(tmp_path: Path) -> None:
+    p = tmp_path / "npg.py"
+    p.write_text(_NPG_TWIN)
+    assert _gt601(p) == [("GT601", 31)]
+    with pytest.raises(RuntimeError, match="inplace operation"):
+        runpy.run_path(str(p), run_name="__main__")

@@ -121,8 +121,10 @@ class OptimizerStepBetweenBackwards(Rule):
             owners = _listed_tensors(k.node)  # `Adam([self.log_alpha])`: the tensors
         for later in sinks:
             if owners and later.call.lineno > node.lineno and \
-                    not _may_reach(later.loss, later.call.lineno, owners, scope, ctx):
-                continue  # its graph holds none of the stepped parameters
+                    not _may_reach(later.loss, later.call.lineno, owners, scope, ctx,
+                                   args_may=False):
+                continue  # its graph holds none of the stepped parameters in sight
+                # (NOTE [proven shared graph]: an argument of unknown origin proves nothing)
             if owners and later.call.lineno > node.lineno and later.inputs is not None and \
                     not _pass_runs(later.inputs, owners, scope, ctx):
                 continue  # `backward(inputs=m.parameters())` runs no node of the stepped ones
@@ -220,6 +222,7 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     tracer = origins(ctx, fn)
     use = next((s for s in scope.stmts if isinstance(s, ast.Expr) and s.lineno == line), None)
     todo, seen, exprs = [(loss, line, use)], set(), []
+    aliases: list[ast.expr] = []  # the values of names the loss calls
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs,
                               *(x for x in (fn.args.vararg, fn.args.kwarg) if x))} - {"self"} \
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
@@ -242,6 +245,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                         if id(n) in called and _built_here(value_of(b), ctx):
                             exprs.append(value_of(b))  # its settings hold no graph
                             continue
+                        if id(n) in called:  # `critic = self.critic`, then `critic(x)`
+                            aliases.append(value_of(b))
                         todo.append((value_of(b), b.line, b.stmt))
     cls = cls or ctx.class_def  # (GT609 reads every function from its visit_Module)
     methods = {m.name: m for m in (cls.body if cls else ())
@@ -253,6 +258,9 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
         head, _, last = d.rpartition(".")
         return any(d == o or d.startswith(o + ".") for o in owners) and not (
             last in NOT_RUNS and head in owners)
+    if any(isinstance(n, (ast.Name, ast.Attribute)) and hits(dotted(n) or "")
+           for v in aliases for n in walk(v)):
+        return True  # a stepped module called under another name
     for e in exprs:
         for n in _live_nodes(e):
             if not isinstance(n, ast.Call) or isinstance(n.func, ast.Attribute) and \
