@@ -232,6 +232,7 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
         nodes = _live_nodes(e)
         called = {id(c.func.value if isinstance(c.func, ast.Attribute) else c.func)
                   for c in nodes if isinstance(c, ast.Call)}  # `net(x)`, `sampler.draw(n)`
+        named = {id(c.func) for c in nodes if isinstance(c, ast.Call)}  # `net(x)` only
         for n in nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 # every binding that may reach the use (one under an `if` may not have run)
@@ -245,8 +246,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                         if id(n) in called and _built_here(value_of(b), ctx):
                             exprs.append(value_of(b))  # its settings hold no graph
                             continue
-                        if id(n) in called:  # `critic = self.critic`, then `critic(x)`
-                            aliases.append(value_of(b))
+                        if id(n) in named and not isinstance(value_of(b), ast.Call):
+                            aliases.append(value_of(b))  # `critic = self.critic`; `critic(x)`
                         todo.append((value_of(b), b.line, b.stmt))
     cls = cls or ctx.class_def  # (GT609 reads every function from its visit_Module)
     methods = {m.name: m for m in (cls.body if cls else ())
