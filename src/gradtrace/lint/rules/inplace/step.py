@@ -49,7 +49,9 @@ class OptimizerStepBetweenBackwards(Rule):
     Known limits: the second loss must be built before the step in the same function (or
     before the loop whose body steps), or read such a value; such a value must show a call of
     the stepped model among its bindings in the function (one computed from an argument alone,
-    or the model itself called again, is not taken for the kept graph). Backward only raises when the old graph saved a stepped
+    or the model itself called again, is not taken for the kept graph); the later loss must call
+    the stepped model in sight (or a name bound to it): a tensor made from an argument is not
+    taken to run it. Backward only raises when the old graph saved a stepped
     parameter: true of any model with two layers, not of a single `nn.Linear` on raw input
     (checked on torch 2.13); the runtime (`gradtrace run`) sees which case it is.
     """

@@ -299,7 +299,12 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     different entries of one output (`out['log_pi']`, `out['v']`, `out.get('v', 0)`, or two
     names unpacked from a call of another file), each stepped by its own optimizer (between
     the two passes, or both passes then two optimizers' steps), are taken as separate branches
-    (whether they share a trunk is the model's). When the second loss
+    (whether they share a trunk is the model's). The shared value must be made in sight (a
+    module bound here, `self.<attr>(x)`, a callable name, a function of the project), and each
+    loss must reach it through calls that pass the graph on in sight: a method of another
+    object's attribute, a function imported without its body, or a call choosing a mode by a
+    constant (`loss_module(x, recon, mode="discriminator")`) may detach, and is only accepted
+    when both losses go through the same such call. When the second loss
     is built, after the first `backward()`, from that very loss (`running_loss += loss`), the
     finding is on that reuse. When an optimizer steps between the first `backward()` and the
     statement that computes the second loss from a forward output of before (Sophia's sampled
