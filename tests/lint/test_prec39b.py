@@ -250,3 +250,36 @@ def test_step_between_passes_through_the_stepped_module_is_reported(tmp_path: Pa
     assert _gt601(p) == [("GT601", 31)]
     with pytest.raises(RuntimeError, match="inplace operation"):
         runpy.run_path(str(p), run_name="__main__")
+
+
+# -- GT506 with retain_graph: the step must be shown to update a weight of the carried graph ---
+# test-time-adaptation's ASM: `sampling` carries the style encoder's graph from pass to pass,
+# `retain_graph=True` keeps it, and the optimizer steps the segmentation model only: the
+# old graph's saved weights are never changed, nothing raises. The twin's optimizer also
+# steps the encoder ('modified by an inplace operation').
+
+_CARRIED = 'import torch\nimport torch.nn as nn\n\nencoder = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))\nmodel = nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nh = torch.zeros(2, 4)\nfor x in torch.randn(3, 2, 4):\n    h = h + 0.1 * encoder(x)\n    loss = model(h).pow(2).mean()\n    opt.zero_grad()\n    loss.backward(retain_graph=True)\n    opt.step()\n'
+
+_CARRIED_TWIN = 'import torch\nimport torch.nn as nn\n\nencoder = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))\nmodel = nn.Linear(4, 1)\nopt = torch.optim.SGD([*encoder.parameters(), *model.parameters()], lr=0.1)\nh = torch.zeros(2, 4)\nfor x in torch.randn(3, 2, 4):\n    h = h + 0.1 * encoder(x)\n    loss = model(h).pow(2).mean()\n    opt.zero_grad()\n    loss.backward(retain_graph=True)\n    opt.step()\n'
+
+
+def _gt506(path: Path) -> list[tuple[str, int]]:
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    got = check_paths([str(path)], Settings()).findings
+    return sorted((f.code, f.line) for f in got if f.code == "GT506")
+
+
+def test_retained_carry_of_a_module_the_step_does_not_update_is_silent(tmp_path: Path) -> None:
+    p = tmp_path / "carry.py"
+    p.write_text(_CARRIED)
+    assert _gt506(p) == []
+    runpy.run_path(str(p), run_name="__main__")
+
+
+def test_retained_carry_of_a_stepped_module_is_reported(tmp_path: Path) -> None:
+    p = tmp_path / "carry.py"
+    p.write_text(_CARRIED_TWIN)
+    assert _gt506(p) == [("GT506", 9)]
+    with pytest.raises(RuntimeError, match="inplace operation"):
+        runpy.run_path(str(p), run_name="__main__")
