@@ -49,7 +49,9 @@ class OptimizerStepBetweenBackwards(Rule):
     Known limits: the second loss must be built before the step in the same function (or
     before the loop whose body steps), or read such a value; such a value must show a call of
     the stepped model among its bindings in the function (one computed from an argument alone,
-    or the model itself called again, is not taken for the kept graph). Backward only raises when the old graph saved a stepped
+    or the model itself called again, is not taken for the kept graph); the later loss must call
+    the stepped model in sight (or a name bound to it): a tensor made from an argument is not
+    taken to run it. Backward only raises when the old graph saved a stepped
     parameter: true of any model with two layers, not of a single `nn.Linear` on raw input
     (checked on torch 2.13); the runtime (`gradtrace run`) sees which case it is.
     """
@@ -121,8 +123,10 @@ class OptimizerStepBetweenBackwards(Rule):
             owners = _listed_tensors(k.node)  # `Adam([self.log_alpha])`: the tensors
         for later in sinks:
             if owners and later.call.lineno > node.lineno and \
-                    not _may_reach(later.loss, later.call.lineno, owners, scope, ctx):
-                continue  # its graph holds none of the stepped parameters
+                    not _may_reach(later.loss, later.call.lineno, owners, scope, ctx,
+                                   args_may=False):
+                continue  # its graph holds none of the stepped parameters in sight
+                # (NOTE [proven shared graph]: an argument of unknown origin proves nothing)
             if owners and later.call.lineno > node.lineno and later.inputs is not None and \
                     not _pass_runs(later.inputs, owners, scope, ctx):
                 continue  # `backward(inputs=m.parameters())` runs no node of the stepped ones
@@ -220,6 +224,7 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     tracer = origins(ctx, fn)
     use = next((s for s in scope.stmts if isinstance(s, ast.Expr) and s.lineno == line), None)
     todo, seen, exprs = [(loss, line, use)], set(), []
+    aliases: list[ast.expr] = []  # the values of names the loss calls
     params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs,
                               *(x for x in (fn.args.vararg, fn.args.kwarg) if x))} - {"self"} \
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
@@ -229,6 +234,7 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
         nodes = _live_nodes(e)
         called = {id(c.func.value if isinstance(c.func, ast.Attribute) else c.func)
                   for c in nodes if isinstance(c, ast.Call)}  # `net(x)`, `sampler.draw(n)`
+        named = {id(c.func) for c in nodes if isinstance(c, ast.Call)}  # `net(x)` only
         for n in nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 # every binding that may reach the use (one under an `if` may not have run)
@@ -242,6 +248,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                         if id(n) in called and _built_here(value_of(b), ctx):
                             exprs.append(value_of(b))  # its settings hold no graph
                             continue
+                        if id(n) in named and not isinstance(value_of(b), ast.Call):
+                            aliases.append(value_of(b))  # `critic = self.critic`; `critic(x)`
                         todo.append((value_of(b), b.line, b.stmt))
     cls = cls or ctx.class_def  # (GT609 reads every function from its visit_Module)
     methods = {m.name: m for m in (cls.body if cls else ())
@@ -253,6 +261,9 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
         head, _, last = d.rpartition(".")
         return any(d == o or d.startswith(o + ".") for o in owners) and not (
             last in NOT_RUNS and head in owners)
+    if any(isinstance(n, (ast.Name, ast.Attribute)) and hits(dotted(n) or "")
+           for v in aliases for n in walk(v)):
+        return True  # a stepped module called under another name
     for e in exprs:
         for n in _live_nodes(e):
             if not isinstance(n, ast.Call) or isinstance(n.func, ast.Attribute) and \

@@ -45,6 +45,21 @@ def _step_in(f: LoopFacts, loop: ast.stmt) -> ast.Call | None:
     return next((s.call for s in f.steps if f.inside(s.stmt, loop)), None)
 
 
+def _steps_carried(f: LoopFacts, r: Binding, step: ast.Call, ctx: Context) -> bool:
+    """With ``retain_graph=True`` the carried graph only breaks when ``step`` updates a
+    weight it saved: the optimizer's modules must be known and the carried value computed
+    from a call of one of them in sight (test-time-adaptation's ``sampling``, from a style
+    encoder that the segmentation model's optimizer, built elsewhere, is not shown to step)."""
+    from gradtrace.lint.flow import OPTIMIZER
+    from gradtrace.lint.rules.inplace.step import _may_reach
+    recv = step.func.value if isinstance(step.func, ast.Attribute) else None
+    k = ctx.analysis.kind(recv, f.scope, step.lineno) if recv is not None else None
+    owners = k.over if k is not None and k.what == OPTIMIZER else frozenset()
+    v = value_of(r)
+    return bool(owners) and v is not None and _may_reach(v, r.line, owners, f.scope, ctx,
+                                                         args_may=False)
+
+
 def _is_recurrence(b: Binding) -> bool:
     """``h = f(x, h)`` / ``out, h = rnn(x, h)`` / ``total += loss`` / ``total = total + loss``."""
     if isinstance(b.stmt, ast.AugAssign):
@@ -147,6 +162,8 @@ class HiddenStateNotDetached(LoopRule):
                     f_ = self.report(r.stmt, ctx, related=rel, name=r.name,
                                      backward_line=b.call.lineno)
                     step = _step_in(f, loop) if b.retains else None
+                    if step is not None and not _steps_carried(f, r, step, ctx):
+                        continue  # NOTE [proven shared graph]: the step is not shown to touch it
                     if step is not None:  # the band-aid: the old graph is kept, then broken
                         f_ = replace(f_, message=self.message_retained.format(
                             name=r.name, backward_line=b.call.lineno, step=step.lineno))

@@ -11,6 +11,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.reach import reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Deps, graphs
 from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.analysis.proven_graph import proven_link
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.analysis.steps import Step
 from gradtrace.lint.analysis.settings import exclusive_settings
@@ -298,7 +299,12 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     different entries of one output (`out['log_pi']`, `out['v']`, `out.get('v', 0)`, or two
     names unpacked from a call of another file), each stepped by its own optimizer (between
     the two passes, or both passes then two optimizers' steps), are taken as separate branches
-    (whether they share a trunk is the model's). When the second loss
+    (whether they share a trunk is the model's). The shared value must be made in sight (a
+    module bound here, `self.<attr>(x)`, a callable name, a function of the project), and each
+    loss must reach it through calls that pass the graph on in sight: a method of another
+    object's attribute, a function imported without its body, or a call choosing a mode by a
+    constant (`loss_module(x, recon, mode="discriminator")`) may detach, and is only accepted
+    when both losses go through the same such call. When the second loss
     is built, after the first `backward()`, from that very loss (`running_loss += loss`), the
     finding is on that reuse. When an optimizer steps between the first `backward()` and the
     statement that computes the second loss from a forward output of before (Sophia's sampled
@@ -352,6 +358,10 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
                 advice="sum the items and call `backward()` once, or pass `retain_graph=True`")
         for b1, b2, t, d1, d2 in shared_pairs(f):
             if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
+                continue
+            g = graphs(f.scope)  # NOTE [proven shared graph]
+            if not proven_link(g, t, b1.loss, b1.stmt.lineno,  # type: ignore[arg-type]
+                               b2.loss, b2.stmt.lineno):  # type: ignore[arg-type]
                 continue
             related = [related_at(ctx, b2.call, "the second backward raises here"),
                        related_at(ctx, t.stmt, f"`{t.name}` is computed once here")]
