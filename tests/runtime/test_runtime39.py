@@ -261,3 +261,19 @@ def test_backward_in_a_library_under_a_caller_no_grad(tmp_path, monkeypatch, loc
     want = mark["LOCALCALL"] if local else mark["CALL"]
     assert (first.path.endswith("rollout.py"), first.line) == (True, want), \
         [(f.code, f.path, f.line, f.message) for f in found]
+
+
+def test_lazy_module_materialised_under_trace() -> None:
+    """A lazy layer materialises its UninitializedParameter with `self.data = ...` at its first
+    call: the `.data` setter's check must not read the uninitialised shape (it raises)."""
+    import gradtrace
+    import torch.nn as nn
+
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.LazyLinear(1))
+    with gradtrace.trace() as tr:
+        out = net(torch.randn(2, 3, 8, 8))
+        out.mean().backward()
+    assert tuple(net[2].weight.shape) == (1, 144)
+    assert net[2].weight.grad is not None
+    assert [f.code for f in tr.findings] == []

@@ -48,7 +48,10 @@ def before_set(args: tuple[Any, ...]) -> int | None:
     if len(args) < 2 or not isinstance(args[0], Tensor) or not isinstance(args[1], Tensor):
         return None
     t, new = args[0], args[1]
-    if not (t.requires_grad and t.is_leaf) or new.shape != t.shape or new.dtype != t.dtype:
+    try:  # a lazy module's UninitializedParameter raises on `.shape` until it is materialised
+        if not (t.requires_grad and t.is_leaf) or new.shape != t.shape or new.dtype != t.dtype:
+            return None
+    except Exception:
         return None
     return _storage(t) or None
 
