@@ -15,7 +15,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
                                 "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440",
                                 "GT109", "GT413", "GT442", "GT444", "GT445", "GT446",
                                 "GT447", "GT214", "GT448", "GT215", "GT462", "GT464",
-                                "GT474"}),
+                                "GT474", "GT559", "GT560"}),
     "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601", "GT521",
                               "GT570", "GT535"}),
     "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408",
@@ -40,7 +40,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "ddp-desync": frozenset({"GT455"}),
     "ddp-ready-twice": frozenset({"GT460"}),
     "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755", "GT756", "GT759",
-                             "GT769"}),
+                             "GT769", "GT776"}),
     "optimizer-rebuilt": frozenset({"GT436"}),
     "schedule": frozenset({"GT515"}),
     "eval-mode": frozenset({"GT516", "GT551"}),
@@ -113,6 +113,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT875": ("functional-dropout",), "GT876": ("clip-other",), "GT874": ("eval-in-train",),
     "GT843": ("shared-layer",), "GT845": ("needs-guard",), "GT879": ("window-early",),
     "GT891": ("accumulate",), "GT872": ("aliased",), "GT543": ("aliased",),
+    "GT559": ("not-optimized",), "GT560": ("not-optimized",), "GT776": ("non-finite",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the
 # in-place write...): a static finding elsewhere in the file is another bug, not this one.
