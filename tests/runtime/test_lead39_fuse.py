@@ -86,3 +86,49 @@ def test_name_filter_of_a_used_layer_leads_the_unoptimized_gradients(run_script)
 def test_name_filter_of_a_layer_whose_output_is_dropped_is_silent(run_script):
     res = run_script(FILTER.replace("{USED}", "seq"))
     assert [f["code"] for f in res.findings if f["code"] in ("GT560", "GT821")] == [], res.err
+
+
+SCRIPTED = """
+import torch
+import torch.nn as nn
+
+
+@torch.jit.script
+def gate_fwd(x):
+    return x.{OP}(torch.sigmoid(x))  # <- cause
+
+
+class Gate(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return gate_fwd(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return g * s * (1 + x * (1 - s))
+
+
+torch.manual_seed(0)
+lin = nn.Linear(4, 4)
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+for _ in range(2):
+    loss = Gate.apply(lin(torch.randn(3, 4))).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_static_finding_in_a_scripted_helper_counts_as_run(run_script):
+    """NOTE [scripted bodies ran with their def]: TorchScript runs the body outside Python."""
+    src = SCRIPTED.replace("{OP}", "mul_")
+    f = _first(run_script(src))
+    assert (f["code"], f["line"]) == ("GT730", marked_line(src))
+
+
+def test_scripted_helper_out_of_place_is_silent(run_script):
+    res = run_script(SCRIPTED.replace("{OP}", "mul"))
+    assert res.code == 0 and res.findings == [], res.err

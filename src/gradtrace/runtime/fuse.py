@@ -59,6 +59,7 @@ from gradtrace.env import strict
 from gradtrace.findings import Finding, Related
 from gradtrace.runtime.build import OUTPUT_UNUSED
 from gradtrace.runtime.ran import (code_spans, is_user_file, library_prefixes,  # noqa: F401
+                                   scripted_spans,
                                    ran_codes)
 from gradtrace.runtime.fuse_tables import (
     EXPLAINS, _EXACT, _FAMILY, _LEADS_CONTEXT, _LINES_ONLY, _NEVER_NAMED, _REFUTABLE,
@@ -365,6 +366,7 @@ def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],
     they are."""
     try:
         ran = code_spans(codes)
+        scripted_spans(ran)  # NOTE [scripted bodies ran with their def]
         prefixes = library_prefixes()
         files = dict.fromkeys(ran)
         for r in runtime:

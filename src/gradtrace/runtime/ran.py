@@ -28,6 +28,7 @@ that ran. Three sources say which user functions ran:
 """
 from __future__ import annotations
 
+import ast
 import importlib._bootstrap
 import os
 import sys
@@ -292,3 +293,43 @@ def _release_tool() -> None:
         mon.free_tool_id(tool)
     except ValueError:
         pass
+
+
+def scripted_spans(ran: dict[str, list[tuple[int, int]]]) -> None:
+    """Add to ``ran`` the bodies of ``@torch.jit.script`` functions whose ``def`` ran: TorchScript
+    compiles their source and runs it outside Python, so no frame of theirs is ever seen
+    (NOTE [scripted bodies ran with their def])."""
+    for path, spans in ran.items():
+        if path.startswith("<"):
+            continue
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+            if "script" not in text:
+                continue
+            tree = ast.parse(text)
+        except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            continue
+        ran_lines = {ln for a, b in spans if a == b for ln in (a,)}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    _is_script(d) for d in node.decorator_list) and (
+                    node.lineno in ran_lines or any(d.lineno in ran_lines
+                                                    for d in node.decorator_list)):
+                spans.append((node.lineno, node.end_lineno or node.lineno))
+
+
+def _is_script(dec: ast.expr) -> bool:
+    """``@torch.jit.script``, ``@jit.script``, ``@script`` (called or not)."""
+    if isinstance(dec, ast.Call):
+        dec = dec.func
+    return (isinstance(dec, ast.Attribute) and dec.attr == "script") or (
+        isinstance(dec, ast.Name) and dec.id == "script")
+
+
+# NOTE [scripted bodies ran with their def]
+# A function decorated with `torch.jit.script` is compiled from its source when its `def` runs;
+# its calls run TorchScript, never a Python frame, so neither the tracer's frames nor the entry
+# recorder see it (NOTE [code that ran]). Its body counts as run when its `def` (or decorator)
+# line ran: a static finding there (a saved input written in place by a scripted helper) is on
+# code that ran.
