@@ -12,8 +12,9 @@ the loss reached from ``t`` only through a call whose body is out of sight and m
 
 - the source: ``t`` or a value it is computed from is made by a call of a module in a proven
   form (:func:`proven_model_call`: a name bound to a module here, ``self(x)``, a function or
-  class of this file, a bare callable name or ``self.<attr>(x)``, a forward method such as
-  ``vae.encode``), or by a helper of this file whose return carries a graph, or is itself
+  class of this file, a bare callable name or ``self.<attr>(x)``, ``model.<attr>(x)`` on a
+  plain name when a module class of this file registers ``<attr>`` as a layer, a forward
+  method such as ``vae.encode``), or by a helper of this file whose return carries a graph, or is itself
   backpropagated, or a tensor made to require grad;
 - the path: every call between ``t`` and the loss that reads ``t`` is transparent to the
   graph (:func:`_transparent`: a torch function, a tensor method, a builtin, a function of
@@ -29,6 +30,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import DETACHING_METHODS, NUMBER_FUNCS, TENSOR_METHODS
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.model_calls import bound_module, model_calls, runs_model
 from gradtrace.lint.analysis.project import foreign_callee, foreign_method
 from gradtrace.lint.analysis.reach import called_function, value_of
@@ -60,9 +62,19 @@ def proven_model_call(g: Graphs, call: ast.Call, line: int) -> bool:
         owner = dotted(f.value) or ""
         if owner == "self":
             return True  # `self.encoder(x)`, `self.compute_loss(x)`
+        if isinstance(f.value, ast.Name) and _layer_of_a_file_class(g, f.attr):
+            return True  # `model.backbone(x)`: a layer some module class of the file registers
         return f.attr in FORWARD_METHODS and (
             bound_module(ctx, scope, owner, line) or owner.count(".") <= 1)
     return False
+
+
+def _layer_of_a_file_class(g: Graphs, attr: str) -> bool:
+    """A module class of this file registers ``self.<attr>`` as a module: ``model.<attr>(x)`` on
+    a plain name (a training function's ``model`` argument) runs a layer in sight."""
+    classes = g.ctx.analysis.classes
+    return any(c.is_module and attr in c.attrs and (k := c.attr_kind(attr)) is not None
+               and k.what == MODULE for c in classes.values())
 
 
 def proven_source(g: Graphs, t: Binding) -> bool:
@@ -116,6 +128,8 @@ def _transparent(g: Graphs, call: ast.Call, line: int) -> bool:
     if isinstance(f, ast.Name):  # a callable passed in: `head(feats)`, `criterion(out, y)`
         return _is_param(g, f.id) or runs_model(g.ctx, g.scope, f.id, line) or all(
             sc.binding_before(f.id, line) is None for sc in (g.scope, g.ctx.scope(g.ctx.tree)))
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id != "self":
+        return _layer_of_a_file_class(g, f.attr)  # `model.cls_head(feats)`
     return isinstance(f, ast.Attribute) and dotted(f.value) == "self" \
         and runs_model(g.ctx, g.scope, callee, line)  # `self.head(feats)`
 

@@ -36,7 +36,7 @@ def _graph_built(ctx: Context) -> bool:
     return ctx.mentions("create_graph") and ctx.memo("gt121-create-graph", ctx.tree, make)
 
 
-class GradientInBackwardHook(Rule):
+class GradientTakenInBackwardHook(Rule):
     """A function registered as a backward hook (`register_full_backward_hook`,
     `register_backward_hook`, a tensor's `register_hook`) computes a value and takes its
     gradient (`out.backward()`, `torch.autograd.grad(out, ...)`).

@@ -149,7 +149,7 @@ def _reaches_optimizer(name: str, scope, stmt: ast.stmt, ctx: Context) -> ast.Ca
     return None
 
 
-class UsedLayerFilteredOut(Rule):
+class UsedLayerFilteredFromOptimizer(Rule):
     """A filter on parameter names takes out of the optimizer a layer the model runs and uses.
 
     Why: `[n for n in model.named_parameters() if "pooler" not in n[0]]` drops every
