@@ -310,7 +310,7 @@ def scripted_spans(ran: dict[str, list[tuple[int, int]]]) -> None:
             tree = ast.parse(text)
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
             continue
-        ran_lines = {ln for a, b in spans if a == b for ln in (a,)}
+        ran_lines = {a for a, b in spans if a == b}  # module-level lines that ran
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                     _is_script(d) for d in node.decorator_list) and (
