@@ -14,8 +14,8 @@ the loss reached from ``t`` only through a call whose body is out of sight and m
   form (:func:`proven_model_call`: a name bound to a module here, ``self(x)``, a function or
   class of this file, a bare callable name or ``self.<attr>(x)``, ``model.<attr>(x)`` on a
   plain name when a module class of this file registers ``<attr>`` as a layer, a forward
-  method such as ``vae.encode``), or by a helper of this file whose return carries a graph, or is itself
-  backpropagated, or a tensor made to require grad;
+  method such as ``vae.encode``), or by a helper of this file whose return carries a graph,
+  or is itself backpropagated, or a tensor made to require grad;
 - the path: every call between ``t`` and the loss that reads ``t`` is transparent to the
   graph (:func:`_transparent`: a torch function, a tensor method, a builtin, a function of
   this file, a module bound here); a call of anything else (another object's attribute, a
