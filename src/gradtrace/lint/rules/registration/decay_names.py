@@ -39,6 +39,14 @@ def _name_test(g: ast.GeneratorExp) -> tuple[str, ast.expr, bool] | None:
     return (right.id, gen.iter, lowered) if isinstance(right, ast.Name) else None
 
 
+def any_name_test(node: ast.Call) -> tuple[str, ast.expr, bool] | None:
+    """:func:`_name_test` of ``any(nd in n for nd in ITER)``; None for any other call."""
+    if not (isinstance(node.func, ast.Name) and node.func.id == "any" and len(node.args) == 1
+            and isinstance(node.args[0], ast.GeneratorExp)):
+        return None
+    return _name_test(node.args[0])
+
+
 def _owner_of_names(var: str, stmt: ast.stmt, scope: Scope) -> ast.expr | None:
     """``model`` when ``var`` is the name of ``for var, p in model.named_parameters()`` (a
     comprehension of the statement or a loop around it)."""
@@ -186,10 +194,7 @@ class NoDecayNamesMissNorms(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if not (isinstance(node.func, ast.Name) and node.func.id == "any" and len(node.args) == 1
-                and isinstance(node.args[0], ast.GeneratorExp)):
-            return
-        got = _name_test(node.args[0])
+        got = any_name_test(node)
         if got is None:
             return
         var, it, lowered = got

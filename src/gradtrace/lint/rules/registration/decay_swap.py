@@ -9,7 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.registration.decay_names import _name_test, _strings, name_list
+from gradtrace.lint.rules.registration.decay_names import _strings, any_name_test, name_list
 
 COMPS = (ast.ListComp, ast.GeneratorExp, ast.SetComp)
 
@@ -109,10 +109,7 @@ class DecayGroupsSwapped(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if not (isinstance(node.func, ast.Name) and node.func.id == "any" and len(node.args) == 1
-                and isinstance(node.args[0], ast.GeneratorExp)):
-            return
-        got = _name_test(node.args[0])
+        got = any_name_test(node)
         if got is None:
             return
         scope = ctx.scope()
