@@ -82,3 +82,95 @@ def test_no_internal_error_on_a_loop_target_after_the_step() -> None:
     look_alike = SHAPES["loss-summed-over-a-loop-after-the-step"][0]
     source = PRELUDE + textwrap.dedent(look_alike.src).lstrip("\n")
     assert [f.code for f in check_source(source, "shape.py") if f.code == "GT002"] == []
+
+
+# koukyo1994/kaggle-rfcx (`team_scripts/*.py`, twenty Kaggle scripts): `def f1_loss(y_true,
+# y_pred)` thresholds `y_pred > 0.5` and returns the F1 score; its one call is an epoch meter's
+# `f1_loss(np.array(self.y_true), np.array(self.y_pred))` in a property returning a dict: a metric
+# on NumPy arrays, no graph to cut (NOTE [numpy-fed calls]; the value's way through the
+# property is not followed, so the loss evidence was unknown and the name decided). Twins: the same function given the model's output and
+# backpropagated, in the file itself or from another file of the project
+F1 = '''
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def f1_loss(y_true, y_pred, epsilon=1e-7):
+    y_pred = 1.0 * (y_pred > 0.5)
+    tp = (y_true * y_pred).sum()
+    fp = ((1 - y_true) * y_pred).sum()
+    fn = (y_true * (1 - y_pred)).sum()
+    precision = tp / (tp + fp + epsilon)
+    recall = tp / (tp + fn + epsilon)
+    return 2 * (precision * recall) / (precision + recall + epsilon)
+
+
+class Meter:
+    def __init__(self):
+        self.y_true, self.y_pred = [], []
+
+    def update(self, y, p):
+        self.y_true.extend(y.tolist())
+        self.y_pred.extend(p.tolist())
+
+    @property
+    def avg(self):
+        self.f1score = SCORE
+        return {"f1score": self.f1score}
+
+
+model = nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+meter = Meter()
+for step in range(3):
+    x, y = torch.randn(8, 4), torch.randint(0, 2, (8, 1)).float()
+    out = model(x)
+    loss = F.binary_cross_entropy_with_logits(out, y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    meter.update(y.flatten(), torch.sigmoid(out).detach().flatten())
+TAIL
+'''
+F1_METRIC = "f1_loss(np.array(self.y_true), np.array(self.y_pred))"
+
+
+def test_f1_metric_of_numpy_arrays_is_silent(tmp_path) -> None:
+    import runpy
+    path = tmp_path / "exp076.py"
+    path.write_text(F1.replace("SCORE", F1_METRIC).replace("TAIL", "print(meter.avg)"))
+    (tmp_path / "exp078.py").write_text("def f1_loss(a, b):\n    return a\n")  # a sibling
+    assert _codes(path, "GT108") == []
+    runpy.run_path(str(path))
+
+
+def test_f1_of_the_model_output_backpropagated_is_reported(tmp_path) -> None:
+    import runpy
+    path = tmp_path / "exp076.py"
+    path.write_text(F1.replace("SCORE", F1_METRIC).replace(
+        "TAIL", "f1_loss(y, torch.sigmoid(model(x))).backward()"))
+    assert _codes(path, "GT108") == [9]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        runpy.run_path(str(path))
+
+
+def test_f1_backpropagated_from_another_file_is_reported(tmp_path) -> None:
+    import runpy
+    path = tmp_path / "metrics.py"
+    path.write_text(F1.replace("SCORE", F1_METRIC).replace("TAIL", ""))
+    user = tmp_path / "train.py"
+    user.write_text("import sys\nsys.path.insert(0, %r)\n" % str(tmp_path)
+                    + "import torch\nfrom metrics import f1_loss, model\n"
+                    "x, y = torch.randn(8, 4), torch.ones(8, 1)\n"
+                    "f1_loss(y, torch.sigmoid(model(x))).backward()\n")
+    assert _codes(path, "GT108") == [9]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        runpy.run_path(str(user))
+
+
+def _codes(path, code: str) -> list[int]:  # type: ignore[no-untyped-def]
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    return [f.line for f in check_paths([str(path)], Settings()).findings if f.code == code]
