@@ -5,8 +5,8 @@
 NumPy array or a Python number (by the data-flow kinds at the call, or a ``numpy.array``-like
 call itself), of a function whose body calls no function by name and nothing of torch (only
 methods of the values it is given: ``.sum()``, ``.mean()``), returns no graph: nothing it
-computes can reach a backward, wherever its value goes. For the loss evidence (NOTE [loss
-evidence]) such a call is one that backpropagates nothing (False), not an unknown: the F1
+computes can reach a backward, wherever its value goes. For the loss evidence
+(NOTE [loss evidence]) such a call is one that backpropagates nothing (False), not an unknown: the F1
 "loss" of koukyo1994/kaggle-rfcx's Kaggle scripts (unseen40), an epoch meter's score stored on
 ``self`` and read through a property nothing follows. A function that calls a model, a helper
 or ``torch.from_numpy`` may build a graph from the arrays (or from a global model): not given.
