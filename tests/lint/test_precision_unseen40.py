@@ -174,3 +174,61 @@ def _codes(path, code: str) -> list[int]:  # type: ignore[no-untyped-def]
     from gradtrace.lint import check_paths
     from gradtrace.lint.config import Settings
     return [f.line for f in check_paths([str(path)], Settings()).findings if f.code == code]
+
+
+# wassname/world-models-sonic-pytorch (`models/rnn.py`): `from ..config import eps` then, in the
+# MDN-RNN's loss method, `loss -= np.log(eps)` with `eps = 1e-8` in the package's `config.py`:
+# NumPy is handed a Python number (NOTE [module constants], `toplevel.imported_number`). Twin:
+# the package's constant is a tensor that requires grad: NumPy reads it through `.numpy()`
+MDN = '''
+import numpy as np
+import torch
+from .config import EPS
+
+
+class MDN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 4)
+
+    def rnn_loss(self, x, y):
+        loss = -torch.logsumexp(self.fc(x) + y, dim=1)
+        loss = loss.mean()
+        loss -= np.log(EPS)
+        return loss
+'''
+
+
+def _mdn_package(tmp_path, config: str):  # type: ignore[no-untyped-def]
+    pkg = tmp_path / "wm"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config.py").write_text(config)
+    (pkg / "rnn.py").write_text(MDN.lstrip("\n"))
+    return pkg / "rnn.py"
+
+
+def _run_mdn(tmp_path):  # type: ignore[no-untyped-def]
+    import importlib
+    import sys
+    sys.path.insert(0, str(tmp_path))
+    try:
+        mdn = importlib.import_module("wm.rnn").MDN()
+        mdn.rnn_loss(torch.randn(2, 3), torch.randn(2, 4)).backward()
+    finally:
+        sys.path.remove(str(tmp_path))
+        for m in ("wm.rnn", "wm.config", "wm"):
+            sys.modules.pop(m, None)
+
+
+def test_number_of_the_package_through_numpy_is_silent(tmp_path) -> None:
+    path = _mdn_package(tmp_path, "EPS = 1e-8\n")
+    assert _codes(path, "GT103") == []
+    _run_mdn(tmp_path)
+
+
+def test_tensor_of_the_package_through_numpy_is_reported(tmp_path) -> None:
+    path = _mdn_package(tmp_path, "import torch\nEPS = torch.full((), 1e-8, requires_grad=True)\n")
+    assert _codes(path, "GT103") == [14]
+    with pytest.raises(RuntimeError, match="requires grad"):
+        _run_mdn(tmp_path)
