@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.callees import function_sites, module_sites, object_sites
 from gradtrace.lint.analysis.calls import call_sites, named_calls
 from gradtrace.lint.analysis.loss_callers import project_evidence, subclassed
+from gradtrace.lint.analysis.numpy_fed import numpy_fed
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.vocabulary import EVAL_STEP_METHODS, STEP_METHOD
 from gradtrace.lint.flow import GRAPH, MODULE
@@ -84,7 +85,7 @@ def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
         return None  # also used as a value: where it goes is not seen
     unknown = not sites
     for call, where in sites:
-        got = _judge(ctx, where, call, hops)
+        got = False if numpy_fed(ctx, fn, call, where) else _judge(ctx, where, call, hops)
         if got:
             return True
         unknown = unknown or got is None

@@ -1,5 +1,6 @@
 """Names a function reads but does not bind: the module's (NOTE [module constants]) and the
-``nonlocal`` counters of its enclosing function (:func:`nonlocal_numbers`).
+``nonlocal`` counters of its enclosing function (:func:`nonlocal_numbers`), and the numbers a
+relative import takes from the user's package (:func:`imported_number`).
 
 # NOTE [module constants]
 A function that reads a name it does not bind reads the module's binding of it (when the
@@ -54,6 +55,8 @@ def module_value(top: Tracer, name: str) -> Trace:
     if name in declared_global(top.ctx):
         return LIVE
     bs = top.scope.bindings.get(name)
+    if name in top.ctx.imports.package and imported_number(top.ctx, name):
+        return DEAD
     if not bs or not all(isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) and
                          b.value is not None for b in bs):
         return LIVE
@@ -93,3 +96,26 @@ def _nonlocal_numbers(t: Tracer) -> Iterator[str]:
         if values and all(isinstance(v, ast.Constant) and type(v.value) in (int, float)
                           for v in values):
             yield n
+
+
+def imported_number(ctx: Context, name: str) -> bool:
+    """``from ..config import eps`` where the project's ``config.py`` binds ``eps`` at its top
+    only to Python numbers (``eps = 1e-8``) and declares it ``global`` nowhere: a constant of
+    the user's package, as dead as one bound in the file (NOTE [module constants]; an absolute
+    import is dead already). wassname/world-models-sonic-pytorch's ``loss -= np.log(eps)``
+    (unseen40) is arithmetic on a number, not a tensor handed to NumPy."""
+    from gradtrace.lint.analysis.project_files import imports_of, module_context
+    spec = imports_of(ctx).get(name)
+    if spec is None or not spec[0] or spec[2] is None:
+        return False
+    octx = module_context(ctx, spec[0], spec[1])
+    if octx is None or spec[2] in declared_global(octx):
+        return False
+    bs = octx.scope(octx.tree).bindings.get(spec[2])
+    return bool(bs) and all(isinstance(b.stmt, ast.Assign) and _number(b.value) for b in bs)
+
+
+def _number(v: ast.expr | None) -> bool:
+    if isinstance(v, ast.UnaryOp) and isinstance(v.op, (ast.USub, ast.UAdd)):
+        v = v.operand
+    return isinstance(v, ast.Constant) and type(v.value) in (int, float)

@@ -386,6 +386,8 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
         return None
     after = _bindings_of(value_of(b), b.line, scope, lambda x: x.line > step.lineno)
     for x in [b, *after.values()]:
+        if value_of(x) is None:  # a loop's target (`for i, batch in ...`): no value to read
+            continue
         nodes = _live_nodes(value_of(x))
         # not a value of the graph: the model itself, run again (``netD(x_pos, t)`` after the
         # step builds a new graph: denoising-diffusion-gan's generator step), nor a setting
