@@ -216,6 +216,100 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         with torch.no_grad():
             pred = m(torch.randn(2, 4), torch.randn(6, 4), torch.randint(0, 3, (6,)))
         """, "GT210", line=8, raises=(RuntimeError, "does not require grad"))),
+    # GT107 through a type-dispatch helper (NOTE [type-dispatch helpers]): a utility that
+    # detaches every tensor of a nested container is handed the training step's outputs,
+    # the loss among them; the call is the line to change. Look-alike: only the logged
+    # values go through the utility, the loss is returned beside them
+    "loss-handed-to-a-recursive-detach-utility": (Shape("""
+        def to_host(obj):
+            if isinstance(obj, torch.Tensor):
+                return obj.detach().cpu()
+            if isinstance(obj, (list, tuple)):
+                return type(obj)(to_host(v) for v in obj)
+            return obj
+        def train_step(net, x, y):
+            logits = net(x)
+            loss = F.cross_entropy(logits, y)
+            return (loss, *to_host((logits, y)))
+        net = nn.Linear(5, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(2):
+            out = train_step(net, torch.randn(4, 5), torch.randint(0, 3, (4,)))
+            opt.zero_grad()
+            out[0].backward()
+            opt.step()
+        """, "GT107", holds="net.weight.grad is not None"), Shape("""
+        def to_host(obj):
+            if isinstance(obj, torch.Tensor):
+                return obj.detach().cpu()
+            if isinstance(obj, (list, tuple)):
+                return type(obj)(to_host(v) for v in obj)
+            return obj
+        def train_step(net, x, y):
+            logits = net(x)
+            loss = F.cross_entropy(logits, y)
+            return to_host((loss, logits, y))
+        net = nn.Linear(5, 3)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(2):
+            out = train_step(net, torch.randn(4, 5), torch.randint(0, 3, (4,)))
+            opt.zero_grad()
+            out[0].backward()
+            opt.step()
+        """, "GT107", line=10, raises=(RuntimeError, "does not require grad"))),
+    # The same fact as a method over dicts in a Lightning-style module, the release one call
+    # below `training_step`. Look-alike: the step releases a copy for its log and returns
+    # the live losses
+    "losses-dict-released-by-a-method": (Shape("""
+        class Task(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(3, 1)
+                self.log_rows = []
+            def _release(self, value):
+                if isinstance(value, torch.Tensor):
+                    return value.detach()
+                if isinstance(value, dict):
+                    return {k: self._release(v) for k, v in value.items()}
+                return value
+            def shared_step(self, pred, y):
+                out = {"loss": F.mse_loss(pred, y), "pred": pred}
+                self.log_rows.append(self._release(out))
+                return out
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                return self.shared_step(self.net(x), y)
+        task = Task()
+        opt = torch.optim.Adam(task.parameters())
+        for i in range(2):
+            res = task.training_step((torch.randn(4, 3), torch.randn(4, 1)), i)
+            opt.zero_grad()
+            res["loss"].backward()
+            opt.step()
+        """, "GT107", holds="task.net.weight.grad is not None"), Shape("""
+        class Task(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Linear(3, 1)
+            def _release(self, value):
+                if isinstance(value, torch.Tensor):
+                    return value.detach()
+                if isinstance(value, dict):
+                    return {k: self._release(v) for k, v in value.items()}
+                return value
+            def shared_step(self, pred, y):
+                return self._release({"loss": F.mse_loss(pred, y), "pred": pred})
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                return self.shared_step(self.net(x), y)
+        task = Task()
+        opt = torch.optim.Adam(task.parameters())
+        for i in range(2):
+            res = task.training_step((torch.randn(4, 3), torch.randn(4, 1)), i)
+            opt.zero_grad()
+            res["loss"].backward()
+            opt.step()
+        """, "GT107", line=12, raises=(RuntimeError, "does not require grad"))),
 }
 
 
