@@ -31,10 +31,10 @@ TENSOR_TYPES = frozenset({"torch.Tensor", "torch.nn.Parameter"})
 
 
 def dispatch_returns(ctx: Context, fn: Def) -> frozenset[int] | None:
-    """The ids of ``fn``'s returns that are not its tensor path (NOTE [type-dispatch
-    helpers]): a parameter handed back after the tensor test took tensors away, and
-    containers rebuilt from recursive calls; None when ``fn`` has no ``isinstance(p, Tensor)``
-    test that returns."""
+    """The ids of ``fn``'s returns that are not its tensor path: a parameter handed back
+    after the tensor test took tensors away, and containers rebuilt from recursive calls;
+    None when ``fn`` has no ``isinstance(p, Tensor)`` test that returns
+    (NOTE [type-dispatch helpers])."""
     return ctx.memo("dispatch-returns", fn, lambda: _dispatch(ctx, fn))
 
 
