@@ -16,7 +16,9 @@ the guard against recursion). A module of the file called through an instance (`
 runs its ``forward``: ``return torch.round(out)`` there cuts what every caller gets; a method
 called through an instance of a class of the file (``self.model.refine(h)``) runs that method.
 A helper computing everything it returns under ``no_grad`` cuts too
-(NOTE [grad-off returns]), and may be decorated (``@torch.no_grad()``) for that.
+(NOTE [grad-off returns]), and may be decorated (``@torch.no_grad()``) for that. A
+type-dispatch utility that detaches every tensor of a container it is given cuts too, and its
+cut is reported at the call (NOTE [type-dispatch helpers]).
 
 # NOTE [pure methods]
 A method of the file whose every result comes from its arguments only (``argument_returns``:
@@ -44,6 +46,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
+from gradtrace.lint.analysis.dispatchers import dispatch_returns
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer, argument_returns
 from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
@@ -81,12 +84,19 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
         return off
     t = ctx.memo("gt1-helper-tracer", fn, lambda: HelperTracer(ctx.scope(fn), ctx))
     cuts: list[Cut] = []
+    dispatch = dispatch_returns(ctx, fn)  # NOTE [type-dispatch helpers]
     for s in returns:
+        if dispatch and id(s) in dispatch:
+            continue
         tr = t.trace(s.value, s, s.lineno)  # type: ignore[arg-type]
         if tr.live or not tr.cuts:
             return None
         cuts.extend(tr.cuts)
+    if not cuts:
+        return None
     memo[key] = min(cuts, key=lambda c: (c.node.lineno, c.node.col_offset))
+    if dispatch:
+        ctx.memo("gt1-dispatchers", ctx.tree, dict)[key] = fn
     forced = _forced_grad(t, scope)
     if forced is not None:
         ctx.memo("gt1-helper-bandaids", ctx.tree, dict)[fn.name] = forced
@@ -302,6 +312,12 @@ def cut_through(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionD
         else None  # a module's method under no_grad cuts its own layers' outputs too
     if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
         return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
+    if t.ctx.memo("gt1-dispatchers", t.ctx.tree, dict).get(id(fn)) is fn:
+        # a utility that detaches whatever it is given: the call is what to change
+        t.ctx.memo("project-away-cuts", t.ctx.tree, dict)[id(e)] = (e, Away(
+            t.ctx.path, cut.node.lineno, t.ctx.source(cut.node), t.ctx.source(cut.operand),
+            fn.name))
+        return Trace(False, (Cut(cut.kind, e, e, ((f"{fn.name}()", e.lineno),)),))
     # the helper's own cut, reached through this call
     return Trace(False, (Cut(cut.kind, cut.node, cut.operand,
                              ((f"{fn.name}()", e.lineno),) + cut.via),))

@@ -24,6 +24,7 @@ from typing import Callable
 from gradtrace.lint.analysis.grad_off_calls import _targets, off_nodes
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import grad_mode_of
+from gradtrace.lint.names import dotted
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
 MAX_DEPTH = 3
@@ -126,3 +127,57 @@ def _asked(ctx: Context, fn: Def, call: ast.Call) -> bool:
         return out
     spans = ctx.memo("gt210-asked-spans", fn, make)
     return any(a <= call.lineno <= z for a, z in spans)
+
+
+def forward_start(ctx: Context, grad: ast.Call) -> ast.stmt | None:
+    """# NOTE [gradient taken in a module's forward]
+    When the gradient call stands in the ``forward`` of a module class of the file (test-time
+    adaptation: few-shot prototypes fine-tuned with their own optimizer and ``loss.backward()``
+    inside ``forward``), the module is what every evaluation harness runs under ``no_grad``:
+    the line to change is in ``forward``, where its gradient work starts (wrapped in
+    ``torch.enable_grad()``, as test-time adaptation libraries do). That line is the earliest
+    top-level statement of ``forward`` the statement holding the gradient call depends on,
+    read backwards: one that binds or mutates (``x.requires_grad_()``, a method called on it)
+    a name or ``self`` attribute read by the statements already taken. None when the gradient
+    call is not in such a ``forward``."""
+    for info in ctx.analysis.classes.values():
+        fwd = info.methods.get("forward") if info.is_module else None
+        if fwd is None or not fwd.lineno <= grad.lineno <= (fwd.end_lineno or 0):
+            continue
+        body = fwd.body
+        top = next((i for i, s in enumerate(body)
+                    if s.lineno <= grad.lineno <= (s.end_lineno or s.lineno)), None)
+        if top is None or not any(n is grad for n in ast.walk(body[top])):
+            return None
+        deps = _read(body[top])
+        first = body[top]
+        for s in reversed(body[:top]):
+            if _set(s) & deps:
+                first = s
+                deps |= _read(s)
+        return first
+    return None
+
+
+def _read(s: ast.stmt) -> set[str]:
+    out = set()
+    for n in ast.walk(s):
+        if isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load):
+            d = dotted(n)
+            if d and d != "self":
+                out.add(d)
+    return out
+
+
+def _set(s: ast.stmt) -> set[str]:
+    """Names and attribute chains ``s`` binds, or mutates by a method call of its own."""
+    if isinstance(s, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+        return {d for t in targets for e in ast.walk(t)
+                if isinstance(e, (ast.Name, ast.Attribute)) and isinstance(e.ctx, ast.Store)
+                and (d := dotted(e))}
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
+            and isinstance(s.value.func, ast.Attribute):
+        d = dotted(s.value.func.value)
+        return {d} if d and d != "self" else set()
+    return set()

@@ -14,7 +14,7 @@ from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.analysis.grad_off_calls import _targets, computed, made_names, off_nodes
 from gradtrace.lint.analysis.reach import disables_grad
-from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient
+from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient, forward_start
 
 
 Guard = tuple[ast.expr, bool]  # an `if` test and the arm (True: body) a statement is in
@@ -239,7 +239,9 @@ class GradientHelperUnderNoGrad(Rule):
     function the block runs (an evaluation method that fits a probe, a loss module that
     caches gradients with `loss.backward()` in its `forward`, an environment reset that warms
     up a trajectory optimizer), the finding is on that call
-    (NOTE [gradient reached through the callee]).
+    (NOTE [gradient reached through the callee]). When the gradient is taken in a module's
+    own `forward` (test-time adaptation), the finding is where that work starts in `forward`
+    (NOTE [gradient taken in a module's forward]).
     Known limits: the helper must be a function or method of this file called in the block
     (or between the statement and the first statement of its block that can turn grad back
     on), or up to three calls below, and compute the differentiated output itself; a gradient
@@ -403,7 +405,9 @@ class GradientHelperUnderNoGrad(Rule):
         for n in calls:
             target = resolve(ctx, where, n)
             grad = _own_gradient(ctx, target[0], _spread(n, where, ctx)) \
-                if target is not None else None
+                if target is not None else next((g for fn, _ in _targets(n, where, ctx)
+                                                 if fn.name == "forward" and (
+                                                     g := _own_gradient(ctx, fn, n, True))), None)
             if grad is None and _differentiates(ctx):
                 if made is None:
                     made = made_names(list(off_nodes(body, ctx)), where, ctx)
@@ -411,17 +415,23 @@ class GradientHelperUnderNoGrad(Rule):
                              and (g := _given_gradient(ctx, fn, binds, made, where))), None)
             if grad is None:
                 continue
-            yield self.report(at, ctx, related=(Related(
-                ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad)),),
+            inner = forward_start(ctx, grad)  # NOTE [gradient taken in a module's forward]
+            yield self.report(inner or at, ctx, related=(*(() if inner is None else (
+                Related(ctx.path, at.lineno, f"`{ctx.source(mode)}` turns grad off here",
+                        ctx.column(at)),)), Related(
+                ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad))),
                 mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
                 grad=ctx.source(grad.func), line=grad.lineno)
             return
         deep = deep_gradient(ctx, body, where, _own_gradient)
         if deep is not None:  # NOTE [gradient reached through the callee]
             n, grad = deep
-            yield self.report(n, ctx, related=(
+            inner = forward_start(ctx, grad)
+            yield self.report(inner or n, ctx, related=(
                 Related(ctx.path, at.lineno, f"`{ctx.source(mode)}` turns grad off here",
                         ctx.column(at)),
+                *(() if inner is None else (Related(ctx.path, n.lineno, "the module runs "
+                                                    "here, grad still off", ctx.column(n)),)),
                 Related(ctx.path, grad.lineno, "the gradient is taken here", ctx.column(grad))),
                 mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
                 grad=ctx.source(grad.func), line=grad.lineno)

@@ -19,6 +19,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.cut_inputs import bound_param, cut_param
 from gradtrace.lint.analysis.grad_off_returns import grad_off_cut
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.steps import step_calls
@@ -32,6 +33,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 INSPECT_ATTRS = frozenset({"grad", "data", "item", "detach", "shape", "dtype", "device",
                            "requires_grad", "norm", "numel", "size", "tolist", "cpu"})
 LOG_CALLS = frozenset({"print", "len", "repr", "str", "float", "isinstance"})
+MAX_HOPS = 2  # local names followed from the trained tensor (``adv = x + delta``)
 
 
 class OptimizedTensorReadUnderNoGrad(Rule):
@@ -50,8 +52,12 @@ class OptimizedTensorReadUnderNoGrad(Rule):
     Known limits: the tensor is a local name (of a function or the script) bound to
     `nn.Parameter(...)` or a factory with `requires_grad=True`, listed by name in an
     optimizer built in the same scope, which also runs `backward()`; the helper is a
-    function or method of the file (NOTE [grad-off returns]); any other read of the tensor
-    (an op, a call of another function) leaves the file alone.
+    function or method of the file (NOTE [grad-off returns]), or one call further: a function
+    of the file, a module's `forward` run through an instance (`model(adv)`), that hands the
+    argument only to such a helper and returns nothing else computed from it
+    (NOTE [cut inputs]); the tensor may first go through arithmetic bound to a local name
+    (`adv = images + delta`) every read of which is such a call; any other read of the
+    tensor (another op, a call of another function) leaves the file alone.
     """
 
     code = "GT226"
@@ -160,13 +166,15 @@ class OptimizedTensorReadUnderNoGrad(Rule):
 
     def _report(self, got, name: str, opt: ast.stmt, opt_name: str,  # type: ignore[no-untyped-def]
                 ctx: Context) -> Finding:
-        call, helper, cut = got
+        call, helper, cut, outer = got
         mode = ctx.source(cut.node)
         if ctx.line_text(cut.node.lineno).lstrip().startswith("@"):
             mode = "@" + mode
+        through = f"`{helper.name}`" if outer is None else \
+            f"`{outer.name}`, which hands it on to `{helper.name}`"
         return self.report(cut.node, ctx, related=(
             Related(ctx.path, call.lineno, f"`{name}` reaches the loss only through this "
-                    f"call of `{helper.name}`", ctx.column(call)),
+                    f"call of {through}", ctx.column(call)),
             Related(ctx.path, opt.lineno, f"`{opt_name}` trains `{name}`", ctx.column(opt))),
             param=name, opt=opt_name, helper=helper.name, mode=mode)
 
@@ -228,10 +236,15 @@ def _param_call(v: ast.expr | None, ctx: Context) -> bool:
 
 
 def _only_cut_reads(name: str, fn: ast.AST, scope: Scope, opt: ast.stmt, offs: dict,
-                    skip: ast.stmt | None = None):  # type: ignore[no-untyped-def, type-arg]
-    """(a call, the helper, its cut) when every read of ``name`` (a name or ``self.x``)
-    outside the optimizer's statement (and ``skip``), inspection and printing is an argument
-    of a call of a grad-off helper; None when there is no read, False at a live read."""
+                    skip: ast.stmt | None = None, depth: int = 0
+                    ):  # type: ignore[no-untyped-def, type-arg]
+    """(a call, the helper, its cut, the call that cuts it when the helper is one call further)
+    when every read of ``name`` (a name or ``self.x``) outside the optimizer's statement (and
+    ``skip``), inspection and printing is an argument of a call of a grad-off helper, or of a
+    function of the file that cuts that argument from what it returns (NOTE [cut inputs]), or
+    is in the arithmetic bound to a local name every read of which is such
+    (``adv = inputs + delta``; ``model(adv)``), :data:`MAX_HOPS` names deep; None when there
+    is no read, False at a live read."""
     parents: dict[int, ast.AST] = {}
     for n in scope_nodes(fn):
         for c in ast.iter_child_nodes(n):
@@ -253,8 +266,25 @@ def _only_cut_reads(name: str, fn: ast.AST, scope: Scope, opt: ast.stmt, offs: d
             helper = called_function(up, scope, up.lineno)
             cut = offs.get(id(helper)) if helper is not None else None
             if cut is not None:
-                found = found or (up, helper, cut)
+                found = found or (up, helper, cut, None)
                 continue
+            param = bound_param(helper, up, n) if isinstance(helper, FUNCTION_TYPES) else None
+            inner = cut_param(scope.ctx, helper, param) if param else None  # type: ignore[arg-type]
+            if inner is not None:
+                found = found or (up, inner[1], inner[0], helper)
+                continue
+        while isinstance(up, (ast.BinOp, ast.UnaryOp)):
+            up = parents.get(id(up))
+        if isinstance(up, ast.Return) and up is not parents.get(id(n)):
+            continue  # `return inputs + delta`: handed back once trained
+        if isinstance(up, ast.Assign) and len(up.targets) == 1 and isinstance(
+                up.targets[0], ast.Name) and up.targets[0].id != name and depth < MAX_HOPS \
+                and up.value is not n:
+            sub = _only_cut_reads(up.targets[0].id, fn, scope, opt, offs, skip, depth + 1)
+            if sub is False:
+                return False
+            found = found or sub
+            continue
         return False  # a live read: the tensor may get a gradient there
     if found and _closure_reads(fn, name):
         return False  # read in a nested function or lambda too (a closure): not followed
