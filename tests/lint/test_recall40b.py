@@ -1,0 +1,131 @@
+"""Session 40, helper recall40b: facts that name the root line of real-world misses in other
+words than the cases. Each pair: a look-alike that is silent (and trains as meant on real
+torch) and a buggy twin reported on its line (and shown wrong on real torch)."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace.lint import check_source
+
+torch = pytest.importorskip("torch")
+
+# NOTE [leftover from another loss] (GT555): a script GAN loop that clears each optimizer
+# right after its own step; the generator's loss runs the critic after the critic's clear
+SCRIPT_TWIN = '''
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+gen = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 4))
+critic = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+g_opt = torch.optim.SGD(gen.parameters(), lr=0.05)
+c_opt = torch.optim.SGD(critic.parameters(), lr=0.05)
+for _ in range(4):
+    real, noise = torch.randn(16, 4), torch.randn(16, 3)
+    c_loss = critic(gen(noise).detach()).mean() - critic(real).mean()
+    c_loss.backward()
+    c_opt.step()
+    c_opt.zero_grad()
+    g_loss = -critic(gen(noise)).mean()
+    g_loss.backward()
+    g_opt.step()
+    g_opt.zero_grad()
+RESULT = torch.cat([p.detach().flatten() for p in critic.parameters()])
+'''
+SCRIPT_LOOKALIKE = SCRIPT_TWIN.replace(
+    "    c_loss = critic(gen(noise).detach()).mean() - critic(real).mean()\n",
+    "    c_opt.zero_grad()\n"
+    "    c_loss = critic(gen(noise).detach()).mean() - critic(real).mean()\n").replace(
+    "    c_opt.step()\n    c_opt.zero_grad()\n", "    c_opt.step()\n")
+
+# the same bug written as a trainer class: both models inside one wrapper module whose forward
+# picks the critic's loss by a flag (default: the generator's adversarial loss, which runs the
+# critic), optimizers built in __init__ over the wrapper's submodules, the generator stepped
+# first in one step method (one call per batch)
+WRAPPER_TWIN = '''
+import torch
+from torch import nn
+
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.maker = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 4))
+        self.judge = nn.Sequential(nn.Linear(4, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+
+    def forward(self, noise, real, judge_pass=False):
+        made = self.maker(noise)
+        if judge_pass:
+            return self.judge(made.detach()).mean() - self.judge(real).mean()
+        return (made - real).pow(2).mean() - 0.1 * self.judge(made).mean()
+
+
+class Runner:
+    def __init__(self, pair):
+        self.pair = pair
+        self.maker_opt = torch.optim.SGD(pair.maker.parameters(), lr=0.05)
+        self.judge_opt = torch.optim.SGD(pair.judge.parameters(), lr=0.05)
+
+    def update(self, noise, real):
+        total = self.pair(noise, real)
+        total.backward()
+        self.maker_opt.step()
+        self.maker_opt.zero_grad()
+        j_loss = self.pair(noise, real, judge_pass=True)
+        j_loss.backward()
+        self.judge_opt.step()
+        self.judge_opt.zero_grad()
+
+
+torch.manual_seed(0)
+runner = Runner(Pair())
+for _ in range(4):
+    runner.update(torch.randn(16, 3), torch.randn(16, 4))
+RESULT = torch.cat([p.detach().flatten() for p in runner.pair.judge.parameters()])
+'''
+WRAPPER_LOOKALIKE = WRAPPER_TWIN.replace(
+    "        j_loss = self.pair(noise, real, judge_pass=True)\n",
+    "        self.judge_opt.zero_grad()\n        j_loss = self.pair(noise, real, judge_pass=True)\n")
+# look-alike: the generator's loss does not run the critic (a plain reconstruction loss), so
+# clearing after the step leaves nothing behind
+NO_ADVERSARY = WRAPPER_TWIN.replace(
+    "        return (made - real).pow(2).mean() - 0.1 * self.judge(made).mean()",
+    "        return (made - real).pow(2).mean()")
+# look-alike: the critic is frozen while the generator's loss backwards (CycleGAN's
+# set_requires_grad): its parameters get no gradient from it
+FROZEN = SCRIPT_TWIN.replace(
+    "    g_loss = -critic(gen(noise)).mean()\n",
+    "    critic.requires_grad_(False)\n    g_loss = -critic(gen(noise)).mean()\n").replace(
+    "    g_opt.zero_grad()\n", "    g_opt.zero_grad()\n    critic.requires_grad_(True)\n")
+
+
+def _gt555(src: str) -> list[int]:
+    return [f.line for f in check_source(textwrap.dedent(src), path="m.py") if f.code == "GT555"]
+
+
+def _line(src: str, text: str) -> int:
+    return next(i for i, s in enumerate(src.splitlines(), 1) if text in s)
+
+
+def _result(src: str):
+    env: dict = {}
+    exec(compile(src, "m.py", "exec"), env)  # noqa: S102 - the test's own source
+    return env["RESULT"]
+
+
+@pytest.mark.parametrize("twin, lookalike, clear", [
+    (SCRIPT_TWIN, SCRIPT_LOOKALIKE, "c_opt.zero_grad()"),
+    (WRAPPER_TWIN, WRAPPER_LOOKALIKE, "self.judge_opt.zero_grad()"),
+], ids=["script", "wrapper"])
+def test_leftover_from_other_loss(twin: str, lookalike: str, clear: str) -> None:
+    assert _gt555(twin) == [_line(twin, clear)]
+    assert _gt555(lookalike) == []
+    # on torch: the twin's critic ends elsewhere than the one stepped on its own loss only
+    assert (_result(twin) - _result(lookalike)).abs().max().item() > 1e-4
+
+
+@pytest.mark.parametrize("src", [NO_ADVERSARY, FROZEN], ids=["no-adversary", "frozen"])
+def test_leftover_lookalikes_silent(src: str) -> None:
+    assert _gt555(src) == []
