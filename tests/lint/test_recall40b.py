@@ -129,3 +129,101 @@ def test_leftover_from_other_loss(twin: str, lookalike: str, clear: str) -> None
 @pytest.mark.parametrize("src", [NO_ADVERSARY, FROZEN], ids=["no-adversary", "frozen"])
 def test_leftover_lookalikes_silent(src: str) -> None:
     assert _gt555(src) == []
+
+
+# NOTE [state loaded then rebuilt] (GT556): a resume helper that loads the saved state, then
+# builds the optimizer again with the run's learning rate
+REBUILD_TWIN = '''
+import torch
+from torch import nn
+
+
+def make_run(net, saved, lr):
+    opt = torch.optim.Adam(net.parameters())
+    if saved is not None:
+        opt.load_state_dict(saved)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    return opt
+
+
+def steps(net, opt, n):
+    for _ in range(n):
+        opt.zero_grad()
+        net(torch.randn(4, 3)).pow(2).mean().backward()
+        opt.step()
+
+
+torch.manual_seed(0)
+net = nn.Linear(3, 2)
+first = make_run(net, None, 0.01)
+steps(net, first, 3)
+again = make_run(net, first.state_dict(), 0.01)
+RESULT = len(again.state)
+'''
+REBUILD_LOOKALIKE = REBUILD_TWIN.replace(
+    "    opt = torch.optim.Adam(net.parameters())\n    if saved is not None:\n"
+    "        opt.load_state_dict(saved)\n    opt = torch.optim.Adam(net.parameters(), lr=lr)\n",
+    "    opt = torch.optim.Adam(net.parameters(), lr=lr)\n    if saved is not None:\n"
+    "        opt.load_state_dict(saved)\n")
+
+# the same bug one call away: a trainer whose resume loads into `self.opt`, then calls its own
+# `configure()`, which binds `self.opt` to a new optimizer
+METHOD_TWIN = '''
+import torch
+from torch import nn
+
+
+class Fitter:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+    def configure(self, lr):
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=lr, momentum=0.9)
+
+    def resume(self, saved, lr):
+        self.opt.load_state_dict(saved)
+        self.configure(lr)
+
+    def fit(self, n):
+        for _ in range(n):
+            self.opt.zero_grad()
+            self.net(torch.randn(4, 3)).pow(2).mean().backward()
+            self.opt.step()
+
+
+torch.manual_seed(0)
+fitter = Fitter(nn.Linear(3, 2))
+fitter.fit(3)
+saved = fitter.opt.state_dict()
+fitter.resume(saved, 0.1)
+RESULT = len(fitter.opt.state)
+'''
+# look-alike: the method only builds when nothing is there yet
+METHOD_LOOKALIKE = METHOD_TWIN.replace(
+    "    def configure(self, lr):\n        self.opt =",
+    "    def configure(self, lr):\n        if self.opt is None:\n            self.opt =")
+# look-alike: the loaded optimizer trains a stage, then a new one is built for the next stage
+STAGED = REBUILD_TWIN.replace(
+    "        opt.load_state_dict(saved)\n",
+    "        opt.load_state_dict(saved)\n        steps(net, opt, 1)\n")
+
+
+def _gt556(src: str) -> list[int]:
+    return [f.line for f in check_source(textwrap.dedent(src), path="m.py") if f.code == "GT556"]
+
+
+@pytest.mark.parametrize("twin, lookalike, at", [
+    (REBUILD_TWIN, REBUILD_LOOKALIKE, "    opt = torch.optim.Adam(net.parameters(), lr=lr)"),
+    (METHOD_TWIN, METHOD_LOOKALIKE, "        self.configure(lr)"),
+], ids=["same-function", "method"])
+def test_optimizer_rebuilt_after_state_load(twin: str, lookalike: str, at: str) -> None:
+    assert _gt556(twin) == [_line(twin, at)]
+    assert _gt556(lookalike) == []
+    # on torch: the twin's optimizer has lost the saved moments; the look-alike's keeps them
+    assert _result(twin) == 0
+    assert _result(lookalike) > 0
+
+
+def test_rebuilt_after_a_stage_is_silent() -> None:
+    assert _gt556(STAGED) == []
