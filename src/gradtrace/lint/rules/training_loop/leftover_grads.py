@@ -355,14 +355,16 @@ class LeftoverGradientFromOtherLoss(LoopRule):
                 s2 = next((x for x in f.steps if x.optimizer != s.optimizer and in_pass(x.stmt)
                            and f.before(b.stmt, x.stmt) and f.before(x.stmt, s.stmt)), None)
                 own = [m for m in mine if s2 is not None and f.before(s2.stmt, m.stmt)]
-                span = (b.stmt, s.stmt)
+                spans = [(b.stmt.lineno, s.stmt.lineno)]
             elif all(f.before(z.stmt, b.stmt) for z in zs):
                 s2 = next((x for x in f.steps if x.optimizer != s.optimizer and in_pass(x.stmt)
                            and f.before(b.stmt, x.stmt)), None)
                 own = [m for m in mine if all(not f.before(x.stmt, s.stmt) or
                                               f.before(x.stmt, m.stmt) for x in f.steps
                                               if x.optimizer != s.optimizer and in_pass(x.stmt))]
-                span = None
+                body = loop.body if loop is not None else f.node.body  # type: ignore[attr-defined]
+                end = (loop if loop is not None else f.node).end_lineno or 0  # type: ignore
+                spans = [(b.stmt.lineno, end + 1), (body[0].lineno - 1, s.stmt.lineno)]
             else:
                 continue
             if s2 is None or not own or not any(_reaches(f, m, owners) for m in own):
@@ -371,7 +373,7 @@ class LeftoverGradientFromOtherLoss(LoopRule):
             if not other or not _apart(f, other, _stepped_expr(s2), s2.call.lineno, owners) \
                     or not _reaches(f, b, owners):
                 continue
-            if span is not None and self._cleared_between(f, s, span):
+            if any(self._cleared_between(f, s, lo, hi) for lo, hi in spans):
                 continue
             hit = sorted(_reached(f, b, owners, inner=True) or owners)[0]
             z = zs[0]
@@ -384,9 +386,9 @@ class LeftoverGradientFromOtherLoss(LoopRule):
         return None
 
     @staticmethod
-    def _cleared_between(f: LoopFacts, s: Step, span: tuple[ast.stmt, ast.stmt]) -> bool:
-        """A clearing word other than another known optimizer's ``zero_grad()`` between."""
-        lo, hi = span[0].lineno, span[1].lineno
+    def _cleared_between(f: LoopFacts, s: Step, lo: int, hi: int) -> bool:
+        """A clearing word other than another known optimizer's ``zero_grad()`` on the lines
+        strictly between ``lo`` and ``hi``."""
         text = "\n".join(f.ctx.lines[lo:hi - 1])
         known = 0
         for z in f.zero_grads:
