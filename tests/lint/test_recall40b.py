@@ -214,6 +214,52 @@ STAGED = REBUILD_TWIN.replace(
     "        opt.load_state_dict(saved)\n",
     "        opt.load_state_dict(saved)\n        steps(net, opt, 1)\n")
 
+# the load one call further: a runner's `restore()` loads its optimizer's state, and the
+# function that resumes then calls its `setup()`, which builds the optimizer again
+CALLER_TWIN = '''
+import torch
+from torch import nn
+
+
+def make(net, lr):
+    return torch.optim.Adam(net.parameters(), lr=lr)
+
+
+class Runner:
+    def __init__(self, net):
+        self.net = net
+        self.optimizer = make(net, 0.01)
+
+    def restore(self, saved):
+        self.optimizer.load_state_dict(saved)
+
+    def setup(self, lr):
+        self.optimizer = make(self.net, lr)
+
+    def fit(self, n):
+        for _ in range(n):
+            self.optimizer.zero_grad()
+            self.net(torch.randn(4, 3)).pow(2).mean().backward()
+            self.optimizer.step()
+
+
+def resume(net, saved, lr):
+    runner = Runner(net)
+    runner.restore(saved)
+    runner.setup(lr)
+    return runner
+
+
+torch.manual_seed(0)
+first = Runner(nn.Linear(3, 2))
+first.fit(3)
+again = resume(first.net, first.optimizer.state_dict(), 0.01)
+RESULT = len(again.optimizer.state)
+'''
+CALLER_LOOKALIKE = CALLER_TWIN.replace(
+    "    runner.restore(saved)\n    runner.setup(lr)\n",
+    "    runner.setup(lr)\n    runner.restore(saved)\n")
+
 
 def _gt556(src: str) -> list[int]:
     return [f.line for f in check_source(textwrap.dedent(src), path="m.py") if f.code == "GT556"]
@@ -222,7 +268,8 @@ def _gt556(src: str) -> list[int]:
 @pytest.mark.parametrize("twin, lookalike, at", [
     (REBUILD_TWIN, REBUILD_LOOKALIKE, "    opt = torch.optim.Adam(net.parameters(), lr=lr)"),
     (METHOD_TWIN, METHOD_LOOKALIKE, "        self.configure(lr)"),
-], ids=["same-function", "method"])
+    (CALLER_TWIN, CALLER_LOOKALIKE, "    runner.setup(lr)"),
+], ids=["same-function", "method", "load-in-a-method"])
 def test_optimizer_rebuilt_after_state_load(twin: str, lookalike: str, at: str) -> None:
     assert _gt556(twin) == [_line(twin, at)]
     assert _gt556(lookalike) == []

@@ -30,6 +30,28 @@ def _loads(f: LoopFacts) -> Iterator[tuple[ast.Call, ast.stmt, str]]:
                 k = f.ctx.analysis.kind(c.func.value, f.scope, c.lineno)
                 if k is None or k.what != MODULE:
                     yield c, st, x
+            elif isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) \
+                    and (r := dotted(c.func.value)) and r != "self":
+                for a in _method_loads(f.ctx, OptimizerRebuiltAfterStateLoad._methods(
+                        f, f.ctx, r, c.func.attr)):
+                    yield c, st, f"{r}.{a}"
+
+
+def _method_loads(ctx: Context, methods: list[ast.AST]) -> list[str]:
+    """The attributes ``a`` the one method given loads with ``self.<a>.load_state_dict(...)``
+    on an optimizer-like ``self.<a>`` (``trainer.resume(ckpt)`` fills
+    ``trainer.optimizer``)."""
+    if len(methods) != 1:
+        return []
+    out: list[str] = []
+    for c in ast.walk(methods[0]):
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) \
+                and c.func.attr == "load_state_dict" and c.args:
+            d = dotted(c.func.value) or ""
+            if d.startswith("self.") and d.count(".") == 1 and optimizer_like(d) \
+                    and d[5:] not in out:
+                out.append(d[5:])
+    return out
 
 
 def _builds(ctx: Context, fn: ast.AST, v: ast.expr) -> bool:
@@ -74,10 +96,12 @@ class OptimizerRebuiltAfterStateLoad(Rule):
     `self.optimizer = optim.Adam(...)`), drops that object: a resumed run restarts Adam from
     zero moments and the checkpoint's learning rates, silently. Build the optimizer first and
     load its state into the one that trains.
-    Known limits: the load and the rebuild must be in one function (the method that rebuilds
-    called on the holder of the loaded optimizer, `X.m()` for `X.optimizer.load_state_dict`,
-    a method only one class of the file defines); a use of the optimizer between them (a step,
-    a read) keeps it silent (NOTE [state loaded then rebuilt]).
+    The load may also be one call away (`runner.restore(ckpt)`, a method whose code runs
+    `self.optimizer.load_state_dict(...)`, then `runner.setup(lr)` rebuilding it).
+    Known limits: the load and the rebuild must be seen from one function (a method that
+    loads or rebuilds is called on the holder of the optimizer, `X.m()` for `X.optimizer`,
+    and is a method only one class of the file defines); a use of the optimizer or its holder
+    between them (a step, a read) keeps it silent (NOTE [state loaded then rebuilt]).
     """
 
     code = "GT556"
@@ -108,14 +132,19 @@ class OptimizerRebuiltAfterStateLoad(Rule):
         """# NOTE [state loaded then rebuilt]
         For each function (not the module body: a notebook's cells reload a checkpoint to
         show it, then start another experiment) with ``X.load_state_dict(...)`` on an
-        optimizer ``X``: a later statement of the same pass (NOTE [statement order]) that
+        optimizer ``X``, or a call ``R.m(...)`` of a method (one class of the file defines
+        it) that runs ``self.<a>.load_state_dict(...)`` (then ``X`` is ``R.<a>``): a later
+        statement of the same pass (NOTE [statement order]) that
         binds ``X`` to a new torch optimizer, or calls ``R.m(...)`` where ``X`` is
         ``R.<a>`` and ``m`` (a method of ``R``'s class when ``R`` is ``self``, else the one
         method of that name in the file's classes) binds ``self.<a>`` to one outside a test
         of ``self.<a>``. Silent when ``X`` (or ``R``) is read between the two, or loaded again
         after the rebuild."""
+        loaders = {name for c in ctx.analysis.classes.values()
+                   for name, m in c.methods.items() if _method_loads(ctx, [m])}
         for fn in (n for n in ast.walk(node) if isinstance(n, _DEFS)):
-            if "load_state_dict" not in ctx.code_of(fn):
+            code = ctx.code_of(fn)
+            if "load_state_dict" not in code and not any(f".{n}(" in code for n in loaders):
                 continue
             f = facts(ctx, fn)
             for call, st, x in _loads(f):
