@@ -5,6 +5,7 @@ line, and it shows the error or the silent loss the message names)."""
 from __future__ import annotations
 
 import runpy
+import sys
 import textwrap
 from pathlib import Path
 
@@ -73,3 +74,120 @@ def test_out_of_place_clip_read_afterwards_is_reported(tmp_path: Path) -> None:
     torch.manual_seed(0)
     ns = runpy.run_path(str(p))
     assert ns["scale"] > 1  # the clipping never happened
+
+
+# -- GT506, GT507: a value made by a method of another object's attribute -----------------------
+# (NOTE [proven shared graph]) `self.agent.policy.features(obs)`: a class of another file whose
+# method returns detached features; nothing in sight runs a trained module on `obs`. Before,
+# the spelling (`policy`) stood for a model call and the loop was taken to backpropagate into
+# it again. The twins make the same value with a layer of the class in sight.
+
+_ELSEWHERE = '''
+import torch.nn as nn
+
+
+class Agent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.policy = Policy()
+
+
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(4, 8)
+
+    def features(self, x):
+        return self.encoder(x).detach()
+'''
+
+_PROBE = '''
+import torch
+from torch import nn
+from elsewhere_p40 import Agent
+
+
+class Prober:
+    def __init__(self, agent):
+        self.agent = agent
+        self.encoder = nn.Linear(4, 8)
+        self.head = nn.Linear(8, 2)
+        self.opt = torch.optim.SGD(self.head.parameters(), lr=0.1)
+
+    def fit(self, obs, labels, steps=3):
+        feats = {source}
+        for _ in range(steps):
+            self.opt.zero_grad()
+            loss = nn.functional.cross_entropy(self.head(feats), labels)
+            loss.backward()
+            self.opt.step()
+
+
+Prober(Agent()).fit(torch.randn(6, 4), torch.randint(0, 2, (6,)))
+'''
+
+_CARRY = '''
+import torch
+from torch import nn
+from elsewhere_p40 import Agent
+
+
+class Runner:
+    def __init__(self, agent):
+        self.agent = agent
+        self.encoder = nn.Linear(4, 8)
+        self.head = nn.Linear(8, 2)
+        self.opt = torch.optim.SGD(self.head.parameters(), lr=0.1)
+
+    def run(self, batches):
+        h = torch.zeros(6, 4)
+        for x, y in batches:
+            h = {source}(x + h[:, :4])[:, :4]
+            self.opt.zero_grad()
+            loss = nn.functional.cross_entropy(self.head(torch.cat([h, h], 1)), y)
+            loss.backward()
+            self.opt.step()
+
+
+Runner(Agent()).run([(torch.randn(6, 4), torch.randint(0, 2, (6,))) for _ in range(3)])
+'''
+
+
+def _project(root: Path, text: str) -> Path:
+    _write(root, _ELSEWHERE, "elsewhere_p40.py")
+    return _write(root, text, "learner.py")
+
+
+def _run(path: Path) -> None:
+    sys.path.insert(0, str(path.parent))
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        sys.path.remove(str(path.parent))
+        sys.modules.pop("elsewhere_p40", None)
+
+
+def test_value_from_a_method_of_another_objects_attribute_is_silent(tmp_path: Path) -> None:
+    p = _project(tmp_path, _PROBE.replace("{source}", "self.agent.policy.features(obs)"))
+    assert _found(p, "GT507") == []
+    _run(p)  # trains: the features are detached where they are made
+
+
+def test_value_from_a_layer_in_sight_is_reported(tmp_path: Path) -> None:
+    p = _project(tmp_path, _PROBE.replace("{source}", "self.encoder(obs)"))
+    assert _found(p, "GT507") == [("GT507", 14)]
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        _run(p)
+
+
+def test_state_carried_through_another_objects_method_is_silent(tmp_path: Path) -> None:
+    p = _project(tmp_path, _CARRY.replace("{source}", "self.agent.policy.features"))
+    assert _found(p, "GT506") == []
+    _run(p)
+
+
+def test_state_carried_through_a_layer_in_sight_is_reported(tmp_path: Path) -> None:
+    p = _project(tmp_path, _CARRY.replace("{source}", "self.encoder"))
+    assert _found(p, "GT506") == [("GT506", 16)]
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        _run(p)
