@@ -191,3 +191,51 @@ def test_state_carried_through_a_layer_in_sight_is_reported(tmp_path: Path) -> N
     assert _found(p, "GT506") == [("GT506", 16)]
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         _run(p)
+
+
+# -- GT531: a flag kept in a dict entry decides which scheduler steps where ----------------------
+# Bengaliai's shape with its flag in a config dict: the plateau's arm sets `cfg["per_iter"] =
+# False`, so the per-batch `scheduler.step()` under `if cfg["per_iter"]:` never runs with the
+# plateau (`_exclusive_settings` reads the entry as a setting). The twin sets another key
+# there: the plateau is stepped per batch without its metric.
+
+_SCHEDULED = '''
+import torch
+
+
+def train(model, loader, val, name, epochs, lr=0.1):
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    cfg = {"per_iter": True, "warmup": True}
+    if name == "plateau":
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="max")
+        cfg["{key}"] = False
+    else:
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, lr, total_steps=100)
+    for _ in range(epochs):
+        for x, y in loader:
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            optimizer.step()
+            if cfg["per_iter"]:
+                scheduler.step()
+        if not cfg["per_iter"]:
+            scheduler.step(val())
+
+
+batches = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(2)]
+train(torch.nn.Linear(3, 1), batches, lambda: 0.5, "plateau", 2)
+'''
+
+
+def test_plateau_kept_off_the_per_batch_step_by_a_dict_flag_is_silent(tmp_path: Path) -> None:
+    p = _write(tmp_path, _SCHEDULED.replace("{key}", "per_iter"))
+    assert _found(p, "GT531") == []
+    runpy.run_path(str(p))
+
+
+def test_plateau_stepped_per_batch_with_the_dict_flag_left_on_is_reported(tmp_path: Path
+                                                                          ) -> None:
+    p = _write(tmp_path, _SCHEDULED.replace("{key}", "warmup"))
+    assert _found(p, "GT531") == [("GT531", 18)]
+    with pytest.raises(TypeError, match="metrics"):
+        runpy.run_path(str(p))
