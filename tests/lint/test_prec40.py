@@ -239,3 +239,54 @@ def test_plateau_stepped_per_batch_with_the_dict_flag_left_on_is_reported(tmp_pa
     assert _found(p, "GT531") == [("GT531", 18)]
     with pytest.raises(TypeError, match="metrics"):
         runpy.run_path(str(p))
+
+
+# the owner of the method is trained by the loop's own optimizer (`self.model`, a module class
+# of another file, stepped by `self.opt`): `self.model.rnn(x, hidden)` carries its graph
+_NETS = '''
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(4, 4, batch_first=True)
+        self.head = nn.Linear(4, 2)
+'''
+
+_TRAINED = '''
+import torch
+from nets_p40 import Net
+
+
+class Trainer:
+    def __init__(self):
+        self.model = Net()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+    def run(self, batches):
+        hidden = torch.zeros(1, 3, 4)
+        for x, y in batches:
+            self.opt.zero_grad()
+            out, hidden = self.model.rnn(x, hidden)
+            loss = torch.nn.functional.cross_entropy(self.model.head(out[:, -1]), y)
+            loss.backward()
+            self.opt.step()
+
+
+Trainer().run([(torch.randn(3, 5, 4), torch.randint(0, 2, (3,))) for _ in range(3)])
+'''
+
+
+def test_state_carried_through_a_layer_of_the_trained_object_is_reported(tmp_path: Path
+                                                                         ) -> None:
+    _write(tmp_path, _NETS, "nets_p40.py")
+    p = _write(tmp_path, _TRAINED, "trainer.py")
+    assert _found(p, "GT506") == [("GT506", 14)]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            runpy.run_path(str(p))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("nets_p40", None)

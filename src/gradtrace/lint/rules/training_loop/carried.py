@@ -189,7 +189,7 @@ class HiddenStateNotDetached(LoopRule):
             if m.receiver == r.name and m.method in ("detach_", "zero_", "fill_") \
                     and f.inside(m.stmt, loop):
                 return False
-        return g.carries(r) and proven_source(g, r)  # NOTE [proven shared graph]
+        return g.carries(r) and (proven_source(g, r) or _trained_here(f, r, loop))
 
 
 def _foreign_by_product(f: LoopFacts, r: Binding) -> bool:
@@ -324,7 +324,8 @@ class GraphReusedAcrossSteps(LoopRule):
                         or _called(f, t.name) or _unseen_method(f, module, t.line, loop) \
                         or _makes_layers(f, t):
                     continue
-                if module and not proven_source(g, t) and not _handed_module(f, t):
+                if module and not proven_source(g, t) and not _handed_module(f, t) \
+                        and not _trained_here(f, t, loop):
                     continue  # NOTE [proven shared graph]
                 done.add(id(t.stmt))
                 leaf_reported = leaf_reported or leaf is not None
@@ -336,6 +337,28 @@ class GraphReusedAcrossSteps(LoopRule):
                     related_at(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=module or leaf, source=source,
                     backward_line=b.call.lineno)
+
+
+def _trained_here(f: LoopFacts, t: Binding, loop: ast.stmt) -> bool:
+    """``t`` is made by a method of another object's attribute (``self.model.rnn(x, h)``)
+    whose owner (``self.model``) an optimizer stepped in ``loop`` trains, or may train (its
+    parameters unknown): the object is trained here, so its outputs carry the trained graph
+    (NOTE [proven shared graph]); ``self.agent.policy.features(x)`` with only ``self.head``
+    stepped is not."""
+    v = value_of(t)
+    calls = [c for c in ast.walk(v) if isinstance(c, ast.Call)] if v is not None else []
+    owners = {o for c in calls if isinstance(c.func, ast.Attribute)
+              and (o := dotted(c.func.value)) is not None}
+    if not owners:
+        return False
+    for s in f.steps:
+        if not f.inside(s.stmt, loop):
+            continue
+        over = _owners(f, _stepped_expr(s), s.call.lineno)
+        if not over or any(o == x or o.startswith(x + ".") or x.startswith(o + ".")
+                           for o in owners for x in over):
+            return True
+    return False
 
 
 def _handed_module(f: LoopFacts, t: Binding) -> bool:
