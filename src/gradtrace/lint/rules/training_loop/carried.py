@@ -93,8 +93,9 @@ class HiddenStateNotDetached(LoopRule):
     one of this file that returns `.detach()`; values count as carrying a graph when they come
     from a call of something bound to an `nn.Module` in this file or spelled like one (`model`,
     `encoder`, `netG`, `self.rnn`), in a form the code in sight proves: a method of another
-    object's attribute (`self.agent.policy.features(x)`, its class in another file) does not
-    count (NOTE [proven shared graph]).
+    object's attribute (`self.agent.policy.features(x)`, its class in another file) counts only
+    when the loop's optimizer trains, or may train, that object (`self.model.rnn(x, h)` with
+    `self.opt` over `self.model.parameters()`) (NOTE [proven shared graph]).
     """
 
     code = "GT506"
@@ -260,7 +261,8 @@ class GraphReusedAcrossSteps(LoopRule):
     (`model.embed(x)`), when the loop steps optimizers and none of them trains that object, is
     trusted to return what a probe can train on (its code is out of sight), and so is a method
     of another object's attribute (`self.agent.policy.features(x)`) unless it is handed a
-    module (`engine.g_inferer(z, engine.g_network)`) (NOTE [proven shared graph]).
+    module (`engine.g_inferer(z, engine.g_network)`) or the loop's optimizer trains, or may
+    train, that object (NOTE [proven shared graph]).
     """
 
     code = "GT507"
