@@ -20,7 +20,9 @@ the loss reached from ``t`` only through a call whose body is out of sight and m
   graph (:func:`_transparent`: a torch function, a tensor method, a builtin, a function of
   this file, a module bound here); a call of anything else (another object's attribute, a
   parameter's method, a callable passed in) may detach inside, so the pair is not proven.
-Otherwise the rule stays silent. A bare callable name (``model(x)``, ``criterion(y, t)``
+Otherwise the rule stays silent. GT506 (the carried value) and GT507 (a module's output
+made before the loop) ask the source side only (session 40): their path runs through the
+loop's own calls. A bare callable name (``model(x)``, ``criterion(y, t)``
 with ``criterion`` a parameter) counts on the source side (the usual training function) but
 not on the path side unless bound to a module in sight.
 """

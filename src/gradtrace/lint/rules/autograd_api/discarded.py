@@ -221,6 +221,23 @@ def _top_level_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
                    for s in body[:body.index(node)] for f in ast.walk(s))
 
 
+def _receiver_shown_next(node: ast.Expr, target: ast.AST, ctx: Context) -> bool:
+    """# NOTE [receiver shown next]
+    A statement of the module's own body that shows a value (:func:`_shows`: ``z.add(1)``)
+    followed at once by the receiver alone (``z``): a bare name as a statement does nothing in
+    a script, so the file's lines display values, as a notebook's cells do; the op's result is
+    shown, then the receiver, unchanged (udacity's DL_PyTorch, ``z.add(1)``, ``z``, then
+    ``z.add_(1)``: out-of-place against in-place). The name must come next, with nothing in
+    between; anything else after the op (a read, an assignment) is judged as before."""
+    if not isinstance(target, ast.Name) or len(ctx.stmts) != 1 or not _shows(node.value, ctx):
+        return False
+    body = getattr(ctx.tree, "body", [])
+    i = next((k for k, s in enumerate(body) if s is node), None)
+    nxt = body[i + 1] if i is not None and i + 1 < len(body) else None
+    return isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Name) \
+        and nxt.value.id == target.id
+
+
 def _reads_global(f: ast.AST, name: str, reads: Callable[[ast.AST], bool]) -> bool:
     """The def, lambda or class ``f`` reads the module's ``name``: not when ``name`` is its own
     (a parameter, ``def forward(self, x)``, or bound in it without ``global``); a class by the
@@ -376,7 +393,8 @@ class TensorOpResultDiscarded(Rule):
                 call.args or call.keywords):
             return
         if not _held(target) or _rebound_unread(node, target, ctx) \
-                or _top_level_unread(node, target, ctx):
+                or _top_level_unread(node, target, ctx) \
+                or _receiver_shown_next(node, target, ctx):  # NOTE [receiver shown next]
             return
         what = "clipping" if method in ("clamp", "clip", "clamp_min", "clamp_max") else \
             "cut from the graph" if method == "detach" else "update"

@@ -104,7 +104,7 @@ def _set_with(ctx: Context, a: ast.AST) -> tuple[Setting, ...]:
             chain = _chain_top(owner, n) if isinstance(n, ast.If) else None
             for st in block[at + 1:]:
                 if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(
-                        st.value, ast.Constant) and (name := dotted(st.targets[0])) \
+                        st.value, ast.Constant) and (name := _setting_name(st.targets[0])) \
                         and (_set_once(ctx, name) or chain is not None
                              and _set_only_in(ctx, name, chain)):
                     out.append((name, st.value.value, True))
@@ -130,13 +130,13 @@ def _set_only_in(ctx: Context, name: str, chain: ast.If) -> bool:
 
 
 def _bound(node: ast.AST, name: str) -> int:
-    return [dotted(t) for n in walk(node) if isinstance(n, (ast.Assign, ast.AugAssign,
+    return [_setting_name(t) for n in walk(node) if isinstance(n, (ast.Assign, ast.AugAssign,
             ast.AnnAssign)) for t in walk(ast.Tuple(elts=n.targets if isinstance(
                 n, ast.Assign) else [n.target]))].count(name)
 
 
 def _set_once(ctx: Context, name: str) -> bool:
-    return [dotted(t) for n in walk(ctx.tree) if isinstance(n, (ast.Assign, ast.AugAssign,
+    return [_setting_name(t) for n in walk(ctx.tree) if isinstance(n, (ast.Assign, ast.AugAssign,
             ast.AnnAssign)) for t in walk(ast.Tuple(elts=n.targets if isinstance(
                 n, ast.Assign) else [n.target]))].count(name) == 1
 
@@ -230,7 +230,8 @@ def _setting(test: ast.expr, ctx: Context) -> Setting | None:
         inner = _setting(test.operand, ctx)
         return None if inner is None or not inner[0].startswith((ISA, TRUTH)) else \
             (inner[0], inner[1], not inner[2])
-    if isinstance(test, (ast.Name, ast.Attribute)) and (name := dotted(test)):
+    if isinstance(test, (ast.Name, ast.Attribute, ast.Subscript)) \
+            and (name := _setting_name(test)):  # `if cfg["per_iter"]:` too
         return TRUTH + name, True, True
     if isinstance(test, ast.Call) and dotted(test.func) == "isinstance" \
             and len(test.args) == 2 and (name := dotted(test.args[0])):
@@ -251,7 +252,9 @@ def _setting(test: ast.expr, ctx: Context) -> Setting | None:
 
 def _setting_name(e: ast.expr) -> str | None:
     """``args.sched`` by its dotted name; ``config['scheduler']`` (a setting read from a dict
-    by a constant key, as nested-unet's ``train.py`` does) by its dotted name and key."""
+    by a constant key, as nested-unet's ``train.py`` does) by its dotted name and key; so is
+    a flag kept in a dict entry (``cfg["per_iter"] = False`` in the plateau's arm, then ``if
+    cfg["per_iter"]: scheduler.step()``)."""
     if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) \
             and isinstance(e.slice.value, str) and (base := dotted(e.value)):
         return f"{base}[{e.slice.value!r}]"

@@ -14,6 +14,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.fixed_loops import runs_once
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
+from gradtrace.lint.analysis.proven_graph import proven_source
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, _owners, _stepped_expr
@@ -91,7 +92,10 @@ class HiddenStateNotDetached(LoopRule):
     loop (even conditional) is trusted, as is a helper named for it (`repackage_hidden`) or
     one of this file that returns `.detach()`; values count as carrying a graph when they come
     from a call of something bound to an `nn.Module` in this file or spelled like one (`model`,
-    `encoder`, `netG`, `self.rnn`).
+    `encoder`, `netG`, `self.rnn`), in a form the code in sight proves: a method of another
+    object's attribute (`self.agent.policy.features(x)`, its class in another file) counts only
+    when the loop's optimizer trains, or may train, that object (`self.model.rnn(x, h)` with
+    `self.opt` over `self.model.parameters()`) (NOTE [proven shared graph]).
     """
 
     code = "GT506"
@@ -186,7 +190,7 @@ class HiddenStateNotDetached(LoopRule):
             if m.receiver == r.name and m.method in ("detach_", "zero_", "fill_") \
                     and f.inside(m.stmt, loop):
                 return False
-        return g.carries(r)
+        return g.carries(r) and (proven_source(g, r) or _trained_here(f, r, loop))
 
 
 def _foreign_by_product(f: LoopFacts, r: Binding) -> bool:
@@ -255,7 +259,10 @@ class GraphReusedAcrossSteps(LoopRule):
     NOTE [caching distributions]...; reported once per backward, on the value nearest to it); a
     method other than the forward of an object whose class is not in this file
     (`model.embed(x)`), when the loop steps optimizers and none of them trains that object, is
-    trusted to return what a probe can train on (its code is out of sight).
+    trusted to return what a probe can train on (its code is out of sight), and so is a method
+    of another object's attribute (`self.agent.policy.features(x)`) unless it is handed a
+    module (`engine.g_inferer(z, engine.g_network)`) or the loop's optimizer trains, or may
+    train, that object (NOTE [proven shared graph]).
     """
 
     code = "GT507"
@@ -319,6 +326,9 @@ class GraphReusedAcrossSteps(LoopRule):
                         or _called(f, t.name) or _unseen_method(f, module, t.line, loop) \
                         or _makes_layers(f, t):
                     continue
+                if module and not proven_source(g, t) and not _handed_module(f, t) \
+                        and not _trained_here(f, t, loop):
+                    continue  # NOTE [proven shared graph]
                 done.add(id(t.stmt))
                 leaf_reported = leaf_reported or leaf is not None
                 if module == "module":  # no module-like callee by name: show the call's own
@@ -329,6 +339,40 @@ class GraphReusedAcrossSteps(LoopRule):
                     related_at(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=module or leaf, source=source,
                     backward_line=b.call.lineno)
+
+
+def _trained_here(f: LoopFacts, t: Binding, loop: ast.stmt) -> bool:
+    """``t`` is made by a method of another object's attribute (``self.model.rnn(x, h)``)
+    whose owner (``self.model``) an optimizer stepped in ``loop`` trains, or may train (its
+    parameters unknown): the object is trained here, so its outputs carry the trained graph
+    (NOTE [proven shared graph]); ``self.agent.policy.features(x)`` with only ``self.head``
+    stepped is not."""
+    v = value_of(t)
+    calls = [c for c in ast.walk(v) if isinstance(c, ast.Call)] if v is not None else []
+    owners = {o for c in calls if isinstance(c.func, ast.Attribute)
+              and (o := dotted(c.func.value)) is not None}
+    if not owners:
+        return False
+    for s in f.steps:
+        if not f.inside(s.stmt, loop):
+            continue
+        over = _owners(f, _stepped_expr(s), s.call.lineno)
+        if not over or any(o == x or o.startswith(x + ".") or x.startswith(o + ".")
+                           for o in owners for x in over):
+            return True
+    return False
+
+
+def _handed_module(f: LoopFacts, t: Binding) -> bool:
+    """``t`` is made by a call handed a module as an argument (MONAI's ``g_output =
+    engine.g_inferer(g_input, engine.g_network)``: an inferer runs the network it is given),
+    where the callee alone is a method of another object's attribute
+    (NOTE [proven shared graph])."""
+    from gradtrace.lint.analysis.model_calls import module_like
+    v = value_of(t)
+    return isinstance(v, ast.Call) and any(
+        (d := dotted(a)) is not None and module_like(f.ctx, f.scope, d, t.line)
+        for a in [*v.args, *(k.value for k in v.keywords)])
 
 
 def _entry_per_pass(name: str, loop: ast.stmt) -> bool:
