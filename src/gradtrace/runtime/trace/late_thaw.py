@@ -9,13 +9,13 @@ each ``requires_grad`` switch of a Parameter from False to True (the setter and
 twice holds the parameter and it never had a gradient at a step; it keeps the steps ended by
 then, the user frames that made it and the first three names (switches before the second step
 cost one comparison). When the run ends normally (no crash), no step came after the switch and
-the parameters were not frozen again, the unfreeze had no effect on training. It is reported only when the unfreeze was
-part of the training loop: the frame shared by the unfreeze and the first ``step()`` runs both
-lines inside one ``for``/``while`` loop (a ``requires_grad_(True)`` that restores a model after
-training, or before saving it, is not in the loop). The finding names the ``if`` that decided
-when to unfreeze: the innermost ``if`` (or ``elif``/``else``) holding the call in the
-outermost frame that has one, from the shared frame (inside the loop) inwards; the unfreeze
-itself is related. A parameter unfrozen before a later step, trained at some step, or held by
+the parameters were not frozen again, the unfreeze had no effect on training. It is reported
+only when the unfreeze was part of the training loop: the frame shared by the unfreeze and the
+first ``step()`` runs both lines inside one ``for``/``while`` loop (a ``requires_grad_(True)``
+that restores a model after training, or before saving it, is not in the loop). The finding
+names the ``if`` that decided when to unfreeze: the innermost ``if`` (or ``elif``/``else``)
+holding the call in the outermost frame that has one, from the shared frame (inside the loop)
+inwards; the unfreeze itself is related. A parameter unfrozen before a later step, trained at some step, or held by
 no optimizer is left alone (the last is NOTE [idle steps]' and GT821's ground).
 """
 from __future__ import annotations
