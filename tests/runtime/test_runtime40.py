@@ -186,3 +186,78 @@ def test_lazy_module_thawed_before_its_first_forward(tmp_path) -> None:
         shape = ns["lazy_thawed"]()
     assert tuple(shape) == (4, 5)
     assert not _gt895(tr), [f.message for f in _gt895(tr)]
+
+
+# the loop in a trainer library (its frames are not the user's): the user's epoch-end hook
+TRAINER = """
+def fit(module, opt, data, epochs):
+    for epoch in range(epochs):
+        for x, y in data:
+            loss = module.loss(x, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        module.on_epoch_end(epoch)
+"""
+
+HOOKED = """
+import torch
+import torch.nn as nn
+import {lib} as lib
+
+
+class Module(nn.Module):
+    def __init__(self, unfreeze_at):
+        super().__init__()
+        self.encoder, self.head = nn.Linear(6, 8), nn.Linear(8, 1)
+        self.unfreeze_at = unfreeze_at
+        self.encoder.requires_grad_(False)
+
+    def loss(self, x, y):
+        return nn.functional.mse_loss(self.head(torch.tanh(self.encoder(x))), y)
+
+    def on_epoch_end(self, epoch):
+        if epoch == self.unfreeze_at:  # HOOK
+            self.encoder.requires_grad_(True)
+
+
+def main(unfreeze_at):
+    torch.manual_seed(0)
+    module = Module(unfreeze_at)
+    opt = torch.optim.SGD(module.parameters(), lr=0.1)
+    data = [(torch.randn(4, 6), torch.randn(4, 1)) for _ in range(3)]
+    lib.fit(module, opt, data, epochs=2)
+"""
+
+
+@pytest.mark.parametrize("unfreeze_at", [1, 0])
+def test_unfreeze_in_a_hook_a_trainer_library_calls(tmp_path, monkeypatch, unfreeze_at) -> None:
+    import os
+    import sys
+
+    import gradtrace
+    from gradtrace.runtime import frames
+
+    lib_dir = tmp_path / "site-packages"
+    lib_dir.mkdir()
+    name = f"runtime40_trainer_{unfreeze_at}"
+    (lib_dir / f"{name}.py").write_text(TRAINER, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(lib_dir))
+    path = tmp_path / "hooked.py"
+    path.write_text(HOOKED.format(lib=name), encoding="utf-8")
+    line = next(i for i, t in enumerate(HOOKED.splitlines(), 1) if t.endswith("# HOOK"))
+    ns = runpy.run_path(str(path))
+    tr = gradtrace.trace()  # its construction reads the library folders: add the fake one
+    monkeypatch.setattr(frames, "INTERNAL_PREFIXES",
+                        frames.INTERNAL_PREFIXES + (str(lib_dir) + os.sep,))
+    try:
+        with tr:
+            ns["main"](unfreeze_at)
+    finally:
+        sys.modules.pop(name, None)
+    found = _gt895(tr)
+    if unfreeze_at == 0:  # unfrozen after epoch 0: trained in epoch 1
+        assert not found, [f.message for f in found]
+    else:
+        assert [(f.path.endswith("hooked.py"), f.line) for f in found] == [(True, line)], \
+            [(f.path, f.line, f.message) for f in found]

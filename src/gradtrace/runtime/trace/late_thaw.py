@@ -12,11 +12,14 @@ cost one comparison). When the run ends normally (no crash), no step came after 
 the parameters were not frozen again, the unfreeze had no effect on training. It is reported
 only when the unfreeze was part of the training loop: the frame shared by the unfreeze and the
 first ``step()`` runs both lines inside one ``for``/``while`` loop (a ``requires_grad_(True)``
-that restores a model after training, or before saving it, is not in the loop). The finding
-names the ``if`` that decided when to unfreeze: the innermost ``if`` (or ``elif``/``else``)
-holding the call in the outermost frame that has one, from the shared frame (inside the loop)
-inwards; the unfreeze itself is related. A parameter unfrozen before a later step, trained at some step, or held by
-no optimizer is left alone (the last is NOTE [idle steps]' and GT821's ground).
+that restores a model after training, or before saving it, is not in the loop), or both are
+below one call of that frame (a trainer library's ``fit()`` runs the loop and calls the user's
+epoch-end hook; then only the user frames below that call are searched). The finding names
+the ``if`` that decided when to unfreeze: the innermost ``if`` (or ``elif``/``else``) holding
+the call in the outermost frame that has one, from the shared frame (inside the loop)
+inwards; the unfreeze itself is related. A parameter unfrozen before a later step, trained at
+some step, or held by no optimizer is left alone (the last is NOTE [idle steps]' and GT821's
+ground).
 """
 from __future__ import annotations
 
@@ -118,13 +121,14 @@ def _decider(stack: Any, step_stack: Any) -> Site | None:
         if step_line is None:
             continue
         tree = tree_of(code.co_filename)
-        loop = None if tree is None else _loop_over(tree, line, step_line)
-        if loop is None:
+        # one call line holding both: the loop is in a library below it (a trainer's fit())
+        loop = None if tree is None or line == step_line else _loop_over(tree, line, step_line)
+        if loop is None and line != step_line:
             return None
-        for j in range(i, -1, -1):  # the shared frame first, then the frames it called
+        for j in range(i if loop is not None else i - 1, -1, -1):  # outer frames first
             c, at = stack[j][1], stack[j][2]
             t = tree if j == i else tree_of(c.co_filename)
-            low = loop.lineno if j == i else c.co_firstlineno
+            low = loop.lineno if j == i and loop is not None else c.co_firstlineno
             hit = None if t is None else _innermost_if(t, at, low)
             if hit is not None:
                 return Site(c.co_filename, hit, c.co_name)
