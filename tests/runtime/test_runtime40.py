@@ -79,7 +79,7 @@ def fit_steps(at_step, total=6):
         thaw(step)
 
 
-def head_then_restore():
+def head_then_restore(restore=True):
     torch.manual_seed(0)
     net = Net()
     net.encoder.requires_grad_(False)
@@ -89,7 +89,12 @@ def head_then_restore():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    net.requires_grad_(True)  # restored for whoever loads the model next
+    finish(net, restore)  # after the loop: not a schedule
+
+
+def finish(net, restore):
+    if restore:  # for whoever loads the model next
+        net.requires_grad_(True)
 
 
 def frozen_for_eval(epochs=2):
