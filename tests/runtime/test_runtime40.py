@@ -3,9 +3,10 @@ steps, tiny models. The buggy twins: an encoder unfrozen from the training loop 
 the epoch counter that passes only after the last epoch's steps (inline in a function, and in
 a scheduler object's method called from a `while` loop); both are named at the `if`. The
 look-alikes stay silent: the same schedule one epoch earlier (the part trains), a
-`requires_grad_(True)` that restores the model after the loop, and parameters frozen around an
-evaluation at the end of every epoch (they trained before). A lazy module frozen and unfrozen
-before its first forward runs unchanged."""
+`requires_grad_(True)` that restores the model after the loop, parameters frozen around an
+evaluation at the end of every epoch (they trained before), and parameters switched on only
+around each step (a step follows every switch; NOTE [idle steps]'s ground). A lazy module
+frozen and unfrozen before its first forward runs unchanged."""
 from __future__ import annotations
 
 import runpy
@@ -114,6 +115,20 @@ def frozen_for_eval(epochs=2):
             net.requires_grad_(True)
 
 
+def toggled_around_step(steps=4):
+    torch.manual_seed(0)
+    net = Net()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(steps):
+        x, y = batches(1)[0]
+        loss = nn.functional.mse_loss(net(x), y)
+        opt.zero_grad()
+        loss.backward()
+        net.encoder.requires_grad_(True)  # on only around the step: a step follows each
+        opt.step()
+        net.encoder.requires_grad_(False)
+
+
 def lazy_thawed():
     torch.manual_seed(0)
     net = nn.Sequential(nn.LazyLinear(4), nn.Tanh(), nn.Linear(4, 1))
@@ -173,7 +188,7 @@ def test_unfreeze_in_a_method_called_from_a_while_loop(tmp_path, at_step: int) -
         assert found and found[0].line == mark["METHOD"], [(f.line, f.message) for f in found]
 
 
-@pytest.mark.parametrize("name", ["head_then_restore", "frozen_for_eval"])
+@pytest.mark.parametrize("name", ["head_then_restore", "frozen_for_eval", "toggled_around_step"])
 def test_restores_and_eval_freezes_are_silent(tmp_path, name: str) -> None:
     import gradtrace
 

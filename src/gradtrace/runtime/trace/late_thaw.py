@@ -44,6 +44,9 @@ def note_thaw(state: Any, t: torch.Tensor) -> None:
     data = state.hooks_data
     if state.steps_ended < 2 or data is None or len(state.thaws) >= KEPT:
         return
+    had = data.had_grad.get(id(t))
+    if had is not None and had() is t:  # trained before (a GAN's per-step toggle): no table
+        return
     held = state.thaw_held
     if held is None or held[0] != state.steps_ended:
         ids: dict[int, Any] = {}
@@ -55,14 +58,15 @@ def note_thaw(state: Any, t: torch.Tensor) -> None:
                         ids[id(p)] = rec
         held = state.thaw_held = (state.steps_ended, ids)
     rec = held[1].get(id(t))
-    had = data.had_grad.get(id(t))
-    if rec is None or (had is not None and had() is t):
+    if rec is None:
         return
     import weakref
 
     from gradtrace.runtime.trace.hooks import param_name
     from gradtrace.runtime.trace.modes import user_stack
 
+    for old in [k for k, g in state.thaws.items() if g["at"] != state.steps_ended]:
+        del state.thaws[old]  # a step came after it: never reported (a per-step toggle)
     stack = user_stack()
     key = (tuple((fid, id(code), line) for fid, code, line in stack), state.steps_ended)
     group = state.thaws.get(key)
@@ -70,7 +74,13 @@ def note_thaw(state: Any, t: torch.Tensor) -> None:
         group = state.thaws[key] = {"stack": stack, "rec": rec, "at": state.steps_ended,
                                     "names": [], "refs": []}
     if len(group["names"]) < 3:
-        group["names"].append(param_name(data, t))
+        names = state.thaw_names  # the same parameters toggled at every step: named once
+        name = names.get(id(t))
+        if name is None or name[0]() is not t:
+            if len(names) >= 64:
+                names.clear()
+            name = names[id(t)] = (weakref.ref(t), param_name(data, t))
+        group["names"].append(name[1])
     group["refs"].append(weakref.ref(t))
 
 
