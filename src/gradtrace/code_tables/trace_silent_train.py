@@ -1,4 +1,4 @@
-"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT894: the silent bugs
+"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT895: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages, a gradient blown up by one op);
@@ -368,4 +368,28 @@ TRAIN_CODES = (
          "`torch.func.functional_call`) instead of swapping `.data`, or take the gradient "
          "before the values change.",
          "gradtrace.runtime.trace.data_swap", severity="warning"),
+    Code("GT895", "unfrozen-after-last-step",
+         "parameters a training loop unfreezes only after its last optimizer step",
+         "A freeze schedule (a pretrained part frozen for the first epochs, unfrozen from the "
+         "training loop or an epoch-end callback) whose test fires one epoch late, or not "
+         "before the loop ends, leaves the part frozen at every step; nothing fails and the "
+         "rest trains. The run records each switch of a Parameter from frozen to trainable "
+         "and, when the program ends, reports those switched after the last step that an "
+         "optimizer holds and that never had a gradient at any step, when the unfreeze ran "
+         "inside the loop that steps. It names the `if` that decided when to unfreeze.",
+         """
+         for epoch in range(epochs):
+             train_one_epoch(model, opt)
+             if epoch >= freeze_epochs:  # tested before counting this epoch
+                 model.encoder.requires_grad_(True)
+         """,
+         """
+         for epoch in range(epochs):
+             if epoch >= freeze_epochs:
+                 model.encoder.requires_grad_(True)
+             train_one_epoch(model, opt)
+         """,
+         "Unfreeze before the steps that should train the part: check the counter the test "
+         "compares (off by one, or a threshold the run never reaches).",
+         "gradtrace.runtime.trace.late_thaw", severity="warning"),
 )

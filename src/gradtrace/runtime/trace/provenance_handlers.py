@@ -17,6 +17,7 @@ from gradtrace.runtime.trace.data_swap import (before_set, check_backward, note_
 from gradtrace.runtime.trace.dead_terms import rewrapped_list, seen_in_backward
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
+from gradtrace.runtime.trace.late_thaw import note_thaw
 from gradtrace.runtime.trace.mode_checks import _oops
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.trace.records import META_CREATED
@@ -173,12 +174,15 @@ class SpecialHandlers:
         return self._inplace(func, args, kwargs)
 
     def _rg_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        was = args[0].requires_grad if args and isinstance(args[0], Tensor) else None
         out = self._call(func, args, kwargs)
         value = args[1] if len(args) > 1 else kwargs.get("requires_grad", True)
         if isinstance(args[0], Tensor) and (not value or isinstance(args[0], Parameter)):
             raw = raw_site()
             if raw is not None:  # an unfreeze only of a Parameter (set up, not per step)
                 self.state.on_freeze(raw, args[0], bool(value))
+                if value and was is False:  # NOTE [unfrozen after the last step]
+                    note_thaw(self.state, args[0])
         elif isinstance(args[0], Tensor) and args[0].is_leaf:  # a plain leaf made trainable
             raw = raw_site()
             if raw is not None:

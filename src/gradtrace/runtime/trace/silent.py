@@ -24,6 +24,7 @@ from gradtrace.runtime.trace.windows import window_findings
 from gradtrace.runtime.trace.declared import (declared_unused, norm_left_out, parent_idle,
                                               read_as_none)
 from gradtrace.runtime.trace.idle import idle_findings
+from gradtrace.runtime.trace.late_thaw import late_thaw_findings
 from gradtrace.runtime.trace.loss_input import loss_input_findings
 from gradtrace.runtime.trace.decay_groups import inverted_decay_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
@@ -70,7 +71,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + late_findings(state, data) + \
-        requires_grad_attribute(data) + idle + _optimizer_events(data, state) + \
+        requires_grad_attribute(data) + idle + late_thaw_findings(state, data) + _optimizer_events(data, state) + \
         event_findings(state, steps) + discarded(state, data) + leaked_findings(state) + \
         window_findings(state, data) + closure_findings(state) + swap_findings(state) + \
         nonfinite_findings(state, data) + \

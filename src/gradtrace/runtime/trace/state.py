@@ -87,6 +87,9 @@ class TraceState(GradEvents):
         self.in_backward = False
         self.freeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
         self.unfreeze: dict[int, tuple[weakref.ref[Tensor], Site]] = {}  # Parameters only
+        self.thaws: dict[Any, Any] = {}  # NOTE [unfrozen after the last step]
+        self.thaw_held: Any = None
+        self.thaw_names: dict[int, Any] = {}
         # plain leaf tensors made trainable, the latest 32: NOTE [replaced under the optimizer]
         self.made_leaves: dict[int, tuple[weakref.ref[Tensor], Site]] = {}
         self.leaf_births: dict[int, tuple[Any, ...]] = {}  # + version then, factory or not
