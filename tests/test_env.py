@@ -33,13 +33,15 @@ def test_only_env_module_spells_a_switch_name():
         if path.name == "env.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))
-                      and n.body and isinstance(n.body[0], ast.Expr)}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and id(node) not in docstrings:
-                assert node.value not in names, f"{path}: {node.value} read outside env.py"
+        docstrings, spelled = set(), []  # one walk collects both
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body \
+                    and isinstance(n.body[0], ast.Expr):
+                docstrings.add(id(n.body[0].value))
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in names:
+                spelled.append(n)
+        for node in spelled:
+            assert id(node) in docstrings, f"{path}: {node.value} read outside env.py"
 
 
 def test_cli_strict_zero_is_off(monkeypatch, capsys):

@@ -97,8 +97,11 @@ def test_static_result_equals_baseline(case, baseline):
     stripped = rw.strip_markers(case.text)
     assert "# ROOT" not in stripped and "# SYMPTOM" not in stripped
     assert stripped.count("\n") == case.text.count("\n")
-    assert rw.static_result(case, stripped)["findings"] == got["findings"], \
-        f"{case.path}: removing the markers changed the findings"
+    # a text without markers (every look-alike) is the text already checked: a second check
+    # of the same string could only repeat `got` (737 of the 3,196 checks of this test)
+    if stripped != case.text:
+        assert rw.static_result(case, stripped)["findings"] == got["findings"], \
+            f"{case.path}: removing the markers changed the findings"
 
 
 def test_baseline_has_no_stale_entries(baseline):

@@ -2,17 +2,27 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
+
+import pytest
 
 from gradtrace.codes import TABLE
 from gradtrace.runtime.catalogue import STATIC_TWINS
 
 RULES = Path(__file__).resolve().parents[2] / "src" / "gradtrace" / "lint" / "rules"
+# one xdist worker for both tests, so that lint/rules is parsed once (_read_static_rules)
+pytestmark = pytest.mark.xdist_group("runtime_codes")
 
 
 def _static_rules() -> dict[str, str]:
     """code -> name of every rule class in lint/rules (read with ast, no import)."""
+    return dict(_read_static_rules())
+
+
+@functools.lru_cache(maxsize=1)  # both tests read it: lint/rules parsed once per process
+def _read_static_rules() -> dict[str, str]:
     found: dict[str, str] = {}
     for path in RULES.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))

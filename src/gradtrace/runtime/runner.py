@@ -23,6 +23,14 @@ from gradtrace.findings import Finding, findings_document
 USAGE = ("gradtrace run [--json-out FILE] [--quiet] [--report FILE] [--check-sync N] "
          "(script.py | -m module) [args...]")
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# The last program's globals (or its exception), held until the next run or the interpreter's
+# exit, as `python script.py` holds them: destroyed by us while the interpreter runs, a DDP
+# model could hang the process. Its reducer's ~ProcessGroupGloo joins gloo's worker threads
+# with the GIL held, and a worker still releasing the Python tensors of the last collective
+# waits for the GIL (torch 2.13; 2 of ~230 runs of tests/distributed/scripts/
+# late_sync_flag_ok.py under load 20, docs/triage/suite40.md). At exit Python no longer
+# hands the GIL to such a thread.
+_PROGRAM: list[Any] = []
 
 
 @dataclass
@@ -141,6 +149,7 @@ def _run(opts: RunOptions) -> int:
             found = diagnose(e, tracer, general=False)
             if not ranks.diagnose(e) and not found:
                 diagnose_general(e, tracer)  # NOTE [general crash]
+    _PROGRAM[:] = [keep]
     del keep
     if crash is not None:
         _print_traceback(crash)
