@@ -144,8 +144,8 @@ def _built(e: ast.AST, ctx: Context, where: ast.AST | None, depth: int) -> Built
                            for r in reachable_returns(helper)])
     if q.startswith("torch.nn.") and q.rpartition(".")[2][:1].isupper():
         return Built((Made(LIB, e, q),))
-    if isinstance(e.func, ast.Name):  # `activation(**act_params)`, `activation=nn.ReLU`
-        q = default_layer_class(e.func.id, where, ctx) or ""  # NOTE [layer class given by a default]
+    if isinstance(e.func, ast.Name):  # NOTE [layer class given by a default]
+        q = default_layer_class(e.func.id, where, ctx) or ""  # `activation(**act_params)`
         return Built((Made(LIB, e, q),)) if q else None
     return None
 
