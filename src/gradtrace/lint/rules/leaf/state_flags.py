@@ -112,8 +112,8 @@ class StateDictFlagTested(Rule):
     `{k: v for k, v in model.state_dict().items() if v.requires_grad}` (save the trainable
     weights only) or `dict(filter(lambda kv: kv[1].requires_grad, sd.items()))` (rewind the
     trainable weights) keeps nothing, silently: nothing is saved, or nothing is reloaded and the
-    run goes on from other weights than intended (NOTE [state-dict tensors never require
-    grad]; checked on torch 2.13). Test the parameters themselves
+    run goes on from other weights than intended (checked on torch 2.13:
+    NOTE [state-dict tensors never require grad]). Test the parameters themselves
     (`{n for n, p in model.named_parameters() if p.requires_grad}`, then keep those keys), or
     use `state_dict(keep_vars=True)`.
     Known limits: the dictionary is `m.state_dict()` or a name bound once to it, or to
