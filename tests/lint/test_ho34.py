@@ -84,6 +84,19 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             if p.requires_grad and key in restored:
                 n_trainable += 1
         """, "GT310", holds="n_trainable == 2")),
+    # GT731: a straight-through binarisation adds the detached difference to the hard value
+    # (NOTE [straight-through term]): the weights get a zero gradient
+    "straight-through-adds-hard": (Shape("""
+        w = nn.Parameter(torch.randn(4, 3))
+        signs = torch.sign(w)
+        w_bin = signs + (signs - w).detach()
+        (torch.randn(2, 4) @ w_bin).pow(2).sum().backward()
+        """, "GT731", line=3, holds="w.grad.abs().sum().item() == 0.0"), Shape("""
+        w = nn.Parameter(torch.randn(4, 3))
+        signs = torch.sign(w)
+        w_bin = w + (signs - w).detach()
+        (torch.randn(2, 4) @ w_bin).pow(2).sum().backward()
+        """, "GT731", holds="w.grad.abs().sum().item() > 0.0")),
 }
 
 
