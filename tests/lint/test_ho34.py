@@ -97,6 +97,51 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         w_bin = w + (signs - w).detach()
         (torch.randn(2, 4) @ w_bin).pow(2).sum().backward()
         """, "GT731", holds="w.grad.abs().sum().item() > 0.0")),
+    # GT478: a function of the file asks the DDP wrapper for a method of the wrapped class
+    # (NOTE [wrapper hides the module's methods]): getattr gives the default
+    "ddp-wrapper-asked-for-model-method": (Shape("""
+        import os, tempfile
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        class Enc(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                self.scale = nn.Parameter(torch.ones(3))
+            def decay_exempt(self):
+                return ["scale"]
+            def forward(self, x):
+                return self.lin(x) * self.scale
+        def exempt_names(net):
+            ask = getattr(net, "decay_exempt", None)
+            return ask() if ask is not None else []
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "pg"),
+                                rank=0, world_size=1)
+        wrapped = DistributedDataParallel(Enc())
+        n_exempt = len(exempt_names(wrapped))
+        dist.destroy_process_group()
+        """, "GT478", line=19, holds="n_exempt == 0"), Shape("""
+        import os, tempfile
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        class Enc(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                self.scale = nn.Parameter(torch.ones(3))
+            def decay_exempt(self):
+                return ["scale"]
+            def forward(self, x):
+                return self.lin(x) * self.scale
+        def exempt_names(net):
+            ask = getattr(net, "decay_exempt", None)
+            return ask() if ask is not None else []
+        dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "pg"),
+                                rank=0, world_size=1)
+        wrapped = DistributedDataParallel(Enc())
+        n_exempt = len(exempt_names(wrapped.module))
+        dist.destroy_process_group()
+        """, "GT478", holds="n_exempt == 1")),
 }
 
 
