@@ -51,14 +51,14 @@ def _asked(call: ast.Call) -> tuple[str, str] | None:
     return None
 
 
-class HasattrOnWrapper(Rule):
+class HasattrOnDdpWrapper(Rule):
     """`hasattr` (or `getattr` with a default) asks a DDP wrapper for a method of the model.
 
     Why: `DistributedDataParallel` runs the wrapped module's `forward` but does not expose its
     other methods: `hasattr(ddp_model, "no_weight_decay")` is False although the model defines
     it, so the code takes its fallback silently (timm's `create_optimizer(args, model)` given
-    the wrapper puts `pos_embed`/`cls_token` in the weight-decayed group; NOTE [wrapper hides
-    the module's methods]; checked on torch 2.13). Hand the unwrapped model
+    the wrapper puts `pos_embed`/`cls_token` in the weight-decayed group; checked on torch
+    2.13: NOTE [wrapper hides the module's methods]). Hand the unwrapped model
     (`model.module`, `model_without_ddp`) to that code.
     Known limits: the wrapper is a `DistributedDataParallel(...)` of a module class of the file
     that defines the method; the call is in the function that binds the wrapper or in a
