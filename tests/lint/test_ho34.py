@@ -115,8 +115,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         def exempt_names(net):
             ask = getattr(net, "decay_exempt", None)
             return ask() if ask is not None else []
-        dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "pg"),
-                                rank=0, world_size=1)
+        where = "file://" + os.path.join(tempfile.mkdtemp(), "pg")
+        dist.init_process_group("gloo", init_method=where, rank=0, world_size=1)
         wrapped = DistributedDataParallel(Enc())
         n_exempt = len(exempt_names(wrapped))
         dist.destroy_process_group()
@@ -136,8 +136,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         def exempt_names(net):
             ask = getattr(net, "decay_exempt", None)
             return ask() if ask is not None else []
-        dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "pg"),
-                                rank=0, world_size=1)
+        where = "file://" + os.path.join(tempfile.mkdtemp(), "pg")
+        dist.init_process_group("gloo", init_method=where, rank=0, world_size=1)
         wrapped = DistributedDataParallel(Enc())
         n_exempt = len(exempt_names(wrapped.module))
         dist.destroy_process_group()

@@ -119,7 +119,8 @@ class StraightThroughAddsHardValue(Rule):
             stmt = ctx.statement if ctx.statement is not None else node
             hard, soft = ctx.source(other), ctx.source(diff.right)
             related = [] if made is other else [Related(
-                ctx.path, made.lineno, f"`{hard}` is made here, without a gradient",  # type: ignore[attr-defined]
+                ctx.path, getattr(made, "lineno", node.lineno),
+                f"`{hard}` is made here, without a gradient",
                 ctx.column(made))]
             yield self.report(stmt, ctx, related=related, expr=ctx.source(node)[:60],
                               hard=hard, soft=soft)

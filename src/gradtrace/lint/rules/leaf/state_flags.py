@@ -177,7 +177,8 @@ class StateDictFlagTested(Rule):
 
     def _comp(self, node: ast.AST, ctx: Context) -> Iterator[Finding]:
         for gen in node.generators:  # type: ignore[attr-defined]
-            view = _view_of_state(gen.iter, ctx.scope(), node.lineno, ctx)  # type: ignore[attr-defined]
+            line = getattr(node, "lineno", 0)
+            view = _view_of_state(gen.iter, ctx.scope(), line, ctx)
             if view is None or not gen.ifs:
                 continue
             t = gen.target
