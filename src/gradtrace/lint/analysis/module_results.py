@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.added_layers import added_last
 from gradtrace.lint.analysis.appended import appended_blocks
+from gradtrace.lint.analysis.default_layer import default_layer_class
 from gradtrace.lint.analysis.flag_truth import truth_under as _truth
 from gradtrace.lint.analysis.last_pass import varies_by_pass
 from gradtrace.lint.nodes import walk
@@ -143,6 +144,9 @@ def _built(e: ast.AST, ctx: Context, where: ast.AST | None, depth: int) -> Built
                            for r in reachable_returns(helper)])
     if q.startswith("torch.nn.") and q.rpartition(".")[2][:1].isupper():
         return Built((Made(LIB, e, q),))
+    if isinstance(e.func, ast.Name):  # NOTE [layer class given by a default]
+        q = default_layer_class(e.func.id, where, ctx) or ""  # `activation(**act_params)`
+        return Built((Made(LIB, e, q),)) if q else None
     return None
 
 
