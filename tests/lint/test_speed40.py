@@ -248,3 +248,20 @@ def test_off_list_is_made_once_per_owner() -> None:
     got = off_list(ctx, w)
     assert got == list(off_nodes(w.body, ctx))
     assert off_list(ctx, w) is got  # fails if each ask walks the body again
+
+
+# -- GT516: the globals a function reads, tested per name ----------------------------------------
+def test_function_globals_are_tested_per_name() -> None:
+    from gradtrace.lint.rules.training_loop import _modes
+    ctx = _ctx("""
+        import torch
+        model = torch.nn.Linear(2, 2)
+        data = 1
+        def train(data):
+            opt = 2
+            model.train()
+            return data, opt
+        """)
+    glob = _modes._globals(ctx, ctx.tree.body[-1])
+    assert [n for n in ("model", "train", "data", "opt", "x") if n in glob] == ["model", "train"]
+    assert isinstance(glob, _modes._Globals)  # fails if a set is built per function again
