@@ -265,3 +265,45 @@ def test_function_globals_are_tested_per_name() -> None:
     glob = _modes._globals(ctx, ctx.tree.body[-1])
     assert [n for n in ("model", "train", "data", "opt", "x") if n in glob] == ["model", "train"]
     assert isinstance(glob, _modes._Globals)  # fails if a set is built per function again
+
+
+# -- GT758 and friends: loss lines by the innermost function holding them -------------------------
+LOSS_LINES = """
+    import torch.nn.functional as F
+
+    def outer(x, y):
+        def inner(a, b):
+            return F.cross_entropy(a, b)
+        def other(a):
+            return a
+        loss = F.cross_entropy(x, y)
+        return inner(x, y) + loss
+
+    def apart(x, y):
+        return x
+
+    top = F.cross_entropy(p, q)
+    """
+
+
+def test_loss_lines_go_to_the_innermost_function_or_the_module() -> None:
+    from gradtrace.lint.rules.numerics._loss_lines import _candidate_lines
+    ctx = _ctx(LOSS_LINES)
+    got = {getattr(k, "name", "<module>"): v for k, v in _candidate_lines(ctx.tree, ctx).items()}
+    # line 15 passes `outer`, `inner` and `apart` on the way back: none holds it
+    assert got == {"inner": {6}, "outer": {9}, "<module>": {15}}
+
+
+def test_last_backward_line_read_once_per_scope() -> None:
+    from gradtrace.lint.rules.numerics._ops import _backward_after
+    ctx = _ctx("""
+        def fit(model, x):
+            loss = model(x).sum()
+            loss.backward()
+            y = model(x)
+        """)
+    fn = ctx.tree.body[0]
+    assert _backward_after(fn, 0, ctx) and _backward_after(fn, 4, ctx)
+    assert not _backward_after(fn, 5, ctx)
+    assert not _backward_after(ctx.tree, 0, ctx)  # no backward at the module level
+    assert ctx._memo[("gt7-last-loss-line", id(fn))] == 4  # fails if the losses are read per ask
