@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
+Sites = list[tuple[ast.Call, ast.AST]]  # calls, each with the function or module making it
 MAX_HOPS = 2
 
 
@@ -265,13 +266,25 @@ def _instance_sites(a: Analysis, cls: str, what: str = OBJECT
                 if d:
                     names.add(d)
         for d in sorted(names):
-            for c, w in _uses(a.ctx, d.rpartition(".")[2])[0]:
-                if dotted(c.func) == d:
-                    k = a.kind_in(c.func, w, c.lineno)
-                    if k is not None and k.what == what and k.cls == cls:
-                        out.append((c, w))
+            out.extend(_called_kinds(a, d).get((what, cls), ()))
         return out
     return a.ctx.memo(f"instance-sites:{what}:{cls}", a.ctx.tree, make)
+
+
+def _called_kinds(a: Analysis, d: str) -> dict[tuple[str, str | None], Sites]:
+    """The calls ``d(...)`` of the file (``d`` a dotted name), with the function or module
+    making each, grouped by the kind (what, class) of the called ``d``; once per name: a
+    script binds ``model`` in every training function, to an instance of another class each
+    time, and each class asked again about every call of ``model`` (quadratic)."""
+    def make() -> dict[tuple[str, str | None], Sites]:
+        out: dict[tuple[str, str | None], Sites] = {}
+        for c, w in _uses(a.ctx, d.rpartition(".")[2])[0]:
+            if dotted(c.func) == d:
+                k = a.kind_in(c.func, w, c.lineno)
+                if k is not None:
+                    out.setdefault((k.what, k.cls), []).append((c, w))
+        return out
+    return a.ctx.memo("called-kinds:" + d, a.ctx.tree, make)
 
 
 def _base_names(a: Analysis) -> set[str | None]:

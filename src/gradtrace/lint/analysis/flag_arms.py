@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def known_flags(scope: Scope, call: ast.Call, fn: ast.AST) -> dict[str, object]:
+def known_flags(ctx: Context, scope: Scope, call: ast.Call, fn: ast.AST) -> dict[str, object]:
     """``$param`` -> value for each parameter of ``fn`` given a constant bool, or a name the
     calling function asserts true (or false) before ``call`` (NOTE [asserted flags])."""
     if not isinstance(fn, _FUNCS) or any(isinstance(a, ast.Starred) for a in call.args):
@@ -38,7 +38,7 @@ def known_flags(scope: Scope, call: ast.Call, fn: ast.AST) -> dict[str, object]:
         params = params[1:]
     given = dict(zip(params, call.args))
     given.update((k.arg, k.value) for k in call.keywords if k.arg)
-    asserted = _asserted(scope, call)
+    asserted = _asserted(ctx, scope, call)
     out: dict[str, object] = {}
     for p, v in given.items():
         if isinstance(v, ast.Constant) and isinstance(v.value, bool):
@@ -48,16 +48,16 @@ def known_flags(scope: Scope, call: ast.Call, fn: ast.AST) -> dict[str, object]:
     return out
 
 
-def _asserted(scope: Scope, call: ast.Call) -> dict[str, bool]:
-    """Names the function asserts in its own body before the statement holding ``call``."""
-    body = getattr(scope.node, "body", [])
+def _asserted(ctx: Context, scope: Scope, call: ast.Call) -> dict[str, bool]:
+    """Names the function asserts in its own body before the statement holding ``call``
+    (its body's ``assert`` statements listed once per scope: a module's body is long)."""
+    asserts = ctx.memo("flag-asserts", scope.node, lambda: [
+        s for s in getattr(scope.node, "body", []) if isinstance(s, ast.Assert)])
     line = call.lineno
     out: dict[str, bool] = {}
-    for s in body:
+    for s in asserts:
         if s.lineno >= line:
             break
-        if not isinstance(s, ast.Assert):
-            continue
         got = _flag_test(s.test)
         if got is None:
             continue

@@ -93,6 +93,14 @@ def off_nodes(body: list[ast.stmt], ctx: Context) -> Iterator[ast.AST]:
         todo.extend(child_nodes(n))
 
 
+def off_list(ctx: Context, owner: ast.AST) -> list[ast.AST]:
+    """:func:`off_nodes` of the body of ``owner`` (a def or a ``with``), as a list made once per
+    file: several rules and their regions ask it of the same functions (read it, never change
+    it)."""
+    body: list[ast.stmt] = owner.body  # type: ignore[attr-defined]
+    return ctx.memo("off-nodes", owner, lambda: list(off_nodes(body, ctx)))
+
+
 def made_names(nodes: list[ast.AST], where: ast.AST, ctx: Context,
                given: frozenset[str] = frozenset()) -> set[str]:
     """Names that ``nodes`` (run with grad off) bind to a computed value (``given``: names
@@ -259,7 +267,7 @@ def _build(ctx: Context) -> dict[int, OffEntry]:
                 todo.append((e, hops + 1))
 
     for w, where in region_statements(ctx):
-        enter(list(off_nodes(w.body, ctx)), where, w, None, frozenset(), 0)
+        enter(off_list(ctx, w), where, w, None, frozenset(), 0)
     for fn in [*function_scopes(ctx.tree)][1:]:  # the functions, breadth first
         if any(disables_grad(d, ctx) for d in fn.decorator_list) and id(fn) not in out:
             e = OffEntry(fn, fn, None, frozenset())
@@ -269,5 +277,5 @@ def _build(ctx: Context) -> dict[int, OffEntry]:
         e, hops = todo.pop(0)
         if hops > MAX_HOPS:
             continue
-        enter(list(off_nodes(e.fn.body, ctx)), e.fn, e.region, e.call, e.made, hops)
+        enter(off_list(ctx, e.fn), e.fn, e.region, e.call, e.made, hops)
     return out

@@ -440,8 +440,8 @@ def flag_set_between(scope: Scope, name: str, start: int, line: int) -> bool:
     binding of ``name`` at ``start`` and before ``line``: the tensor bound there now requires
     grad. A tensor without history becomes a leaf that does (one with history raises at the
     flag); either way a loss read from it has a gradient to give."""
-    for m in scope.method_calls:
-        if m.receiver == name and m.method == "requires_grad_" and start < m.stmt.lineno < line \
+    for m in scope.calls_to("requires_grad_"):  # indexed: a module scope holds thousands
+        if m.receiver == name and start < m.stmt.lineno < line \
                 and isinstance(m.stmt, ast.Expr) and m.stmt.value is m.call and (
                     not m.call.args or _is_true(m.call.args[0])):
             return True

@@ -321,7 +321,7 @@ class Graphs:
             return False
         i = names.index(b.name)  # or the arm the call's flags select (NOTE [asserted flags])
         return _plain_element(ctx, fn, i, len(names), 0) or plain_in_arm(
-            ctx, fn, known_flags(self.scope, s.value, fn), i, len(names), loads)
+            ctx, fn, known_flags(self.ctx, self.scope, s.value, fn), i, len(names), loads)
 
     def freed_by(self, bw: Backward, b: Binding) -> bool:
         """Whether the backward ``bw`` frees the graph that binding ``b`` holds.

@@ -43,6 +43,7 @@ from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.analysis.calls import ascii_code, span
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
@@ -71,9 +72,7 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
         return None
     scope = ctx.scope(fn)
     returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
-    if not returns or any(s.value is None for s in returns) or any(
-            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-            and c.func.attr in ("backward", "manual_backward") for c in walk(fn)):
+    if not returns or any(s.value is None for s in returns) or _runs_backward(ctx, fn):
         return None  # (any receiver: mammoth's ``(reg_loss - dp_loss).backward()``)
     if any(scope.kind(s.value) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(s.value, ctx)
            for s in returns if s.value is not None):
@@ -262,9 +261,21 @@ def _on_self(f: ast.expr) -> bool:
 def _plain_off(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:
     """``fn`` has no decorator but grad-off ones and runs no ``backward()`` (as
     :func:`helper_cut` asks)."""
-    return all(disables_grad(d, ctx) for d in fn.decorator_list) and not any(
-        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-        and c.func.attr in ("backward", "manual_backward") for c in walk(fn))
+    return all(disables_grad(d, ctx) for d in fn.decorator_list) and not _runs_backward(ctx, fn)
+
+
+def _runs_backward(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``fn`` (decorators included) calls ``<anything>.backward()`` or ``.manual_backward()``;
+    once per function, and only when its lines spell ``backward`` (NOTE [code text]: ASCII
+    code names attributes as parsed), a look at the text instead of a walk of the body."""
+    def make() -> bool:
+        if ascii_code(ctx):
+            first, last = span(fn)
+            if not any("backward" in line for line in ctx.code_lines[first - 1:last]):
+                return False
+        return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                   and c.func.attr in ("backward", "manual_backward") for c in walk(fn))
+    return ctx.memo("gt1-runs-backward", fn, make)
 
 
 def helper_band_aid(ctx: Context, name: str) -> ast.AST | None:

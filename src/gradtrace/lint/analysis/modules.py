@@ -44,6 +44,19 @@ class AttrInfo:
     buffer: bool = False  # made by ``self.register_buffer("name", ...)``
 
 
+def _method_owners(a: Analysis) -> dict[str, list[ClassInfo]]:
+    """Method name -> the classes of the file defining it, in the file's class order; once per
+    file (a script asks about each of its classes' ``self.name(...)`` calls: a scan of every
+    class per name made it quadratic)."""
+    def make() -> dict[str, list[ClassInfo]]:
+        out: dict[str, list[ClassInfo]] = {}
+        for c in a.classes.values():
+            for m in c.methods:
+                out.setdefault(m, []).append(c)
+        return out
+    return a.ctx.memo("method-owners", a.ctx.tree, make)
+
+
 class ClassInfo:
     """One class of the file."""
 
@@ -79,8 +92,8 @@ class ClassInfo:
             return self._looked_up[name]
         got = next((c.methods[name] for c in self.lineage() if name in c.methods), None)
         if got is None:  # `self._compute(x)` in a base, defined by its one subclass
-            subs = [c.methods[name] for c in self._analysis.classes.values()
-                    if c is not self and name in c.methods and self in c.lineage()]
+            subs = [c.methods[name] for c in _method_owners(self._analysis).get(name, ())
+                    if c is not self and self in c.lineage()]
             got = subs[0] if len(subs) == 1 else None
         self._looked_up[name] = got
         return got

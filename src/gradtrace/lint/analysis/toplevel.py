@@ -77,6 +77,8 @@ def nonlocal_numbers(t: Tracer) -> frozenset[str]:
 
 
 def _nonlocal_numbers(t: Tracer) -> Iterator[str]:
+    if not t.ctx.mentions("nonlocal"):
+        return  # the keyword is spelt in the code (NOTE [code text]): no walk of the body
     node = t.scope.node
     names = {n for s in getattr(node, "body", ()) for x in walk(s)
              if isinstance(x, ast.Nonlocal) for n in x.names}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Callable
 
-from gradtrace.lint.analysis.grad_off_calls import _targets, off_nodes
+from gradtrace.lint.analysis.grad_off_calls import _targets, off_list
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import grad_mode_of
 from gradtrace.lint.names import dotted
@@ -35,15 +35,16 @@ _ASKS = frozenset({"is_grad_enabled", "training", "requires_grad", "is_inference
 Own = Callable[[Context, Def, "ast.Call | None", bool], "ast.Call | None"]
 
 
-def deep_gradient(ctx: Context, body: list[ast.stmt], where: ast.AST,
+def deep_gradient(ctx: Context, owner: ast.AST, where: ast.AST,
                   own: Own) -> tuple[ast.Call, ast.Call] | None:
-    """The first call, breadth first through the functions that ``body`` (run with grad off)
-    runs, whose callee differentiates within ``MAX_DEPTH`` calls
-    (NOTE [gradient reached through the callee]), with the gradient call; ``own`` is GT210's
-    reading of one function's own gradient. The calls of ``body`` itself are GT210's direct reading."""
+    """The first call, breadth first through the functions that the body of ``owner`` (a def
+    or a ``with``, run with grad off) runs, whose callee differentiates within ``MAX_DEPTH``
+    calls (NOTE [gradient reached through the callee]), with the gradient call; ``own`` is
+    GT210's reading of one function's own gradient. The calls of that body itself are GT210's
+    direct reading."""
     level: list[Def] = []
     seen: set[int] = set()
-    for n in _calls(ctx, body):
+    for n in _calls(ctx, owner):
         for fn, _ in _callees(n, where, ctx):
             if _decorated(fn, ctx) or own(ctx, fn, n, False) is not None:
                 return None  # GT210's direct reading, or a helper it left alone
@@ -53,7 +54,7 @@ def deep_gradient(ctx: Context, body: list[ast.stmt], where: ast.AST,
     for _ in range(MAX_HOPS):
         nxt: list[Def] = []
         for fn in level:
-            for c in _calls(ctx, fn.body):
+            for c in _calls(ctx, fn):
                 if _asked(ctx, fn, c):
                     continue
                 for g, _ in _callees(c, fn, ctx):
@@ -82,9 +83,12 @@ def _callees(call: ast.Call, where: ast.AST, ctx: Context) -> list[tuple[Def, ob
     return [(m, None)] if m is not None else []
 
 
-def _calls(ctx: Context, body: list[ast.stmt]) -> list[ast.Call]:
-    return sorted((n for n in off_nodes(body, ctx) if isinstance(n, ast.Call)),
-                  key=lambda n: (n.lineno, n.col_offset))
+def _calls(ctx: Context, owner: ast.AST) -> list[ast.Call]:
+    """The calls run with grad off in the body of ``owner`` (a def or a ``with``), in source
+    order; once per owner (every region that reaches a helper asks again)."""
+    return ctx.memo("gt210-calls", owner, lambda: sorted(
+        (n for n in off_list(ctx, owner) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset)))
 
 
 def _decorated(fn: Def, ctx: Context) -> bool:
@@ -100,7 +104,7 @@ def _differentiates(ctx: Context, fn: Def, call: ast.Call, own: Own, depth: int,
     grad = own(ctx, fn, call, True)
     if grad is not None or depth <= 1:
         return grad
-    for c in _calls(ctx, fn.body):
+    for c in _calls(ctx, fn):
         if _asked(ctx, fn, c):
             continue
         for g, _ in _callees(c, fn, ctx):
@@ -118,7 +122,7 @@ def _asked(ctx: Context, fn: Def, call: ast.Call) -> bool:
         out = []
         flags = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
                  } - {"self", "cls"}
-        for n in off_nodes(fn.body, ctx):
+        for n in off_list(ctx, fn):
             if isinstance(n, (ast.If, ast.IfExp, ast.While)) and any(
                     isinstance(x, ast.Attribute) and x.attr in _ASKS
                     or isinstance(x, ast.Name) and x.id in flags

@@ -12,7 +12,7 @@ from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.nodes import bfs_walk
-from gradtrace.lint.analysis.grad_off_calls import _targets, computed, made_names, off_nodes
+from gradtrace.lint.analysis.grad_off_calls import _targets, computed, made_names, off_list
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient, forward_start
 
@@ -378,7 +378,7 @@ class GradientHelperUnderNoGrad(Rule):
             return
         where = ctx.function or ctx.tree
         calls = [n for s in node.body for n in bfs_walk(s) if isinstance(n, ast.Call)]
-        yield from self._region(node, mode, node.body, calls, where, ctx)
+        yield from self._region(node, mode, node, calls, where, ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         """A function decorated with ``@torch.no_grad()`` / ``@torch.inference_mode()`` runs
@@ -390,16 +390,16 @@ class GradientHelperUnderNoGrad(Rule):
         # a function handed in (an optimizer's `closure`, GT213's), or rebound here
         # (`closure = torch.enable_grad()(closure)`), is not read as the helper it names
         given = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
-        given.update(t.id for n in off_nodes(node.body, ctx) if isinstance(n, ast.Assign)
+        given.update(t.id for n in off_list(ctx, node) if isinstance(n, ast.Assign)
                      for t in n.targets if isinstance(t, ast.Name))
-        calls = sorted((n for n in off_nodes(node.body, ctx) if isinstance(n, ast.Call)
+        calls = sorted((n for n in off_list(ctx, node) if isinstance(n, ast.Call)
                         and not (isinstance(n.func, ast.Name) and n.func.id in given)),
                        key=lambda n: (n.lineno, n.col_offset))
-        yield from self._region(mode, mode, node.body, calls, node, ctx)
+        yield from self._region(mode, mode, node, calls, node, ctx)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
-    def _region(self, at: ast.AST, mode: ast.expr, body: list[ast.stmt], calls: list[ast.Call],
+    def _region(self, at: ast.AST, mode: ast.expr, owner: ast.AST, calls: list[ast.Call],
                 where: ast.AST, ctx: Context) -> Iterator[Finding]:
         made: set[str] | None = None
         for n in calls:
@@ -410,7 +410,7 @@ class GradientHelperUnderNoGrad(Rule):
                                                      g := _own_gradient(ctx, fn, n, True))), None)
             if grad is None and _differentiates(ctx):
                 if made is None:
-                    made = made_names(list(off_nodes(body, ctx)), where, ctx)
+                    made = made_names(off_list(ctx, owner), where, ctx)
                 grad = next((g for fn, binds in _targets(n, where, ctx) if binds is not None
                              and (g := _given_gradient(ctx, fn, binds, made, where))), None)
             if grad is None:
@@ -423,7 +423,7 @@ class GradientHelperUnderNoGrad(Rule):
                 mode=ctx.source(mode), call=ctx.source(n.func) + "(...)",
                 grad=ctx.source(grad.func), line=grad.lineno)
             return
-        deep = deep_gradient(ctx, body, where, _own_gradient)
+        deep = deep_gradient(ctx, owner, where, _own_gradient)
         if deep is not None:  # NOTE [gradient reached through the callee]
             n, grad = deep
             inner = forward_start(ctx, grad)

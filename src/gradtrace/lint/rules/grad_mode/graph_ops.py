@@ -7,7 +7,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.grad_off_calls import (
-    _targets, computed, grad_off_functions, made_names, off_nodes, region_statements,
+    _targets, computed, grad_off_functions, made_names, off_list, region_statements,
 )
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.context import Context
@@ -82,8 +82,8 @@ def _off_calls_pass_other(ctx: Context, fn: ast.AST, guards: list[tuple[str, boo
     pos = [*a.posonlyargs, *a.args]
     defaults = dict(zip([p.arg for p in pos][len(pos) - len(a.defaults):], a.defaults))
     defaults.update((p.arg, d) for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None)
-    starts = [(list(off_nodes(w.body, ctx)), where) for w, where in region_statements(ctx)]
-    starts += [(list(off_nodes(e.fn.body, ctx)), e.fn) for e in grad_off_functions(ctx).values()]
+    starts = [(off_list(ctx, w), where) for w, where in region_statements(ctx)]
+    starts += [(off_list(ctx, e.fn), e.fn) for e in grad_off_functions(ctx).values()]
     seen = 0
     for nodes, where in starts:
         for n in nodes:
@@ -201,8 +201,8 @@ class GraphOpUnderNoGrad(Rule):
         related: list[Related] = []
         if region is not None:
             is_with = isinstance(region, (ast.With, ast.AsyncWith))
-            body = region.body if is_with else fn.body if fn is not None else []
-            nodes = list(off_nodes(body, ctx))
+            owner = region if is_with else fn
+            nodes = off_list(ctx, owner) if owner is not None else []
             if node not in nodes:
                 return
             made = made_names(nodes, where, ctx)
@@ -212,7 +212,7 @@ class GraphOpUnderNoGrad(Rule):
             entry = grad_off_functions(ctx).get(id(fn))
             if entry is None:
                 return
-            nodes = list(off_nodes(fn.body, ctx))
+            nodes = off_list(ctx, fn)
             if node not in nodes:
                 return
             made = made_names(nodes, fn, ctx, entry.made)

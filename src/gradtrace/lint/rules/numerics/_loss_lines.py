@@ -59,10 +59,17 @@ def _candidate_lines(tree: ast.Module, ctx: Context, funcs: tuple[str, ...] = (C
         return out
     defs = sorted(_defs(tree.body, sorted(lines)), key=lambda f: f.lineno)
     starts = [f.lineno for f in defs]
+    parent: list[int] = []  # the innermost of ``defs`` holding each (defs nest or are apart)
+    open_: list[int] = []
+    for i, f in enumerate(defs):
+        while open_ and (defs[open_[-1]].end_lineno or 0) < f.lineno:
+            open_.pop()
+        parent.append(open_[-1] if open_ else -1)
+        open_.append(i)
     for line in lines:  # the innermost function holding it: the last one starting before it
-        k = bisect.bisect_right(starts, line) - 1  # that still runs there
-        while k >= 0 and line > (defs[k].end_lineno or 0):
-            k -= 1
+        k = bisect.bisect_right(starts, line) - 1  # that still runs there (the defs between
+        while k >= 0 and line > (defs[k].end_lineno or 0):  # one and the def holding it
+            k = parent[k]  # end before it: a walk back over them was quadratic at module level)
         out.setdefault(defs[k] if k >= 0 else tree, set()).add(line)
     return out
 

@@ -169,7 +169,9 @@ def has_positive_shift(e: ast.AST, ctx: Context) -> bool:
 
 def _backward_after(scope_node: ast.AST, line: int, ctx: Context) -> bool:
     from gradtrace.lint.analysis.steps import step_calls
-    return any(s.call.lineno >= line for s in step_calls(ctx, scope_node).losses())
+    last = ctx.memo("gt7-last-loss-line", scope_node, lambda: max(
+        (s.call.lineno for s in step_calls(ctx, scope_node).losses()), default=-1))
+    return last >= line  # (the last backward's line, once per scope: a module's are many)
 
 
 def _enclosing_function(ctx: Context, node: ast.AST,

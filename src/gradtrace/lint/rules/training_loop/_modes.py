@@ -9,7 +9,7 @@ Receivers are dotted names in the caller's terms: a callee's ``self.enc.eval()``
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Container
 
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.names import dotted
@@ -62,17 +62,31 @@ def effects(ctx: Context, where: ast.AST, call: ast.Call, depth: int = 0) -> Eff
     return out
 
 
-def _globals(ctx: Context, fn: ast.AST) -> frozenset[str]:
+class _Globals:
+    """Membership in the module-level names a function reads as globals, tested per name: a
+    set of them per function (every module name, less the function's own) was quadratic on
+    a script of thousands of module-level names and functions."""
+
+    __slots__ = ("module", "params", "local")
+
+    def __init__(self, module: Container[str], params: set[str], local: Container[str]) -> None:
+        self.module, self.params, self.local = module, params, local
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.module and name not in self.params and name not in self.local
+
+
+def _globals(ctx: Context, fn: ast.AST) -> Container[str]:
     """The module-level names of the file a function of the file reads as globals: bound at
-    the module level, neither a parameter nor bound in the function."""
+    the module level, neither a parameter nor bound in the function (membership only)."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
             or ctx.analysis.functions.get(fn.name) is not fn:
         return frozenset()
-    def make() -> frozenset[str]:
+    def make() -> _Globals:
         a = fn.args
         params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-        local = ctx.scope(fn).bindings  # (set operations: a test per module name was
-        return frozenset(ctx.scope(ctx.tree).bindings).difference(params, local)  # quadratic)
+        local = ctx.scope(fn).bindings
+        return _Globals(ctx.scope(ctx.tree).bindings, params, local)
     return ctx.memo("gt516-globals", fn, make)
 
 
