@@ -175,7 +175,7 @@ def _runs_inside(f: LoopFacts, call: ast.Call, owner: str) -> bool:
     fwd = cls.method("forward") if cls is not None else None
     if fwd is None:
         return False
-    flags = known_flags(f.scope, call, fwd)
+    flags = known_flags(f.ctx, f.scope, call, fwd)
     a = fwd.args
     pos = [x.arg for x in (*a.posonlyargs, *a.args)]
     for name, d in zip(pos[len(pos) - len(a.defaults):], a.defaults):
@@ -322,7 +322,7 @@ class LeftoverGradientFromOtherLoss(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        text = ctx.text if isinstance(f.node, ast.Module) else ctx.code_of(f.node)
+        text = ctx.code if isinstance(f.node, ast.Module) else f.text(f.node)
         if "requires_grad" in text or not f.steps:
             return
         for s in f.steps:
@@ -389,7 +389,7 @@ class LeftoverGradientFromOtherLoss(LoopRule):
     def _cleared_between(f: LoopFacts, s: Step, lo: int, hi: int) -> bool:
         """A clearing word other than another known optimizer's ``zero_grad()`` on the lines
         strictly between ``lo`` and ``hi``."""
-        text = "\n".join(f.ctx.lines[lo:hi - 1])
+        text = "\n".join(f.ctx.code_lines[lo:hi - 1])
         known = 0
         for z in f.zero_grads:
             if lo < z.call.lineno < hi:
