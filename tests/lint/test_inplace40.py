@@ -101,3 +101,26 @@ def test_act_kept_by_the_loop_index_is_not_known():
     ).replace("            if act_spec:", "            if act_spec and i < len(dims) - 2:")
     assert [f for f in check_source(src) if f.code.startswith("GT60")] == []
     exec(compile(src, "<lookalike>", "exec"), {})
+
+
+def _local_list(src: str) -> str:
+    """The same Stack filling a local list first, then ``nn.ModuleList(parts)``."""
+    src = src.replace("        self.parts = nn.ModuleList()\n", "        parts = []\n")
+    src = src.replace("self.parts.append(", "parts.append(")
+    return src.replace("    def forward(self, h):",
+                       "        self.parts = nn.ModuleList(parts)\n\n    def forward(self, h):", 1)
+
+
+def test_local_list_given_to_module_list():
+    src = _local_list(_source('{"ReLU": nn.ReLU}', "act_spec", 'dict(kind="ReLU")', "y += x"))
+    assert "parts = []" in src and "nn.ModuleList(parts)" in src
+    assert [(f.code, f.line) for f in check_source(src) if f.code.startswith("GT60")] == [
+        ("GT603", src.splitlines().index("        y += x") + 1)]
+    with pytest.raises(RuntimeError, match="inplace operation"):
+        exec(compile(src, "<buggy>", "exec"), {})
+    quiet = _local_list(_source('{"ReLU": nn.ReLU}', "act_spec", "None", "y += x"))
+    assert [f for f in check_source(quiet) if f.code.startswith("GT60")] == []
+    exec(compile(quiet, "<lookalike>", "exec"), {})
+    late = src.replace("        self.parts = nn.ModuleList(parts)\n",
+                       "        self.parts = nn.ModuleList(parts)\n        parts.append(nn.Identity())\n")
+    assert [f for f in check_source(late) if f.code.startswith("GT60")] == []

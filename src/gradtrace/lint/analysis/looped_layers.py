@@ -3,7 +3,8 @@
 # NOTE [looped layers]
 ``for layer in self.layers: x = layer(x)`` then ``return x`` gives back what the LAST layer
 of ``self.layers`` gives back. ``self.layers = nn.ModuleList()`` filled by ``append`` calls in
-``__init__`` (in loops, under ``if`` tests on ``__init__``'s arguments) ends in the last
+``__init__`` (or a local ``layers = []`` so filled, then given as ``nn.ModuleList(layers)``;
+in loops, under ``if`` tests on ``__init__``'s arguments) ends in the last
 ``append`` the constructing call's arguments keep: an ``if act_cfg:`` arm counts when the
 argument given (or passed on from the enclosing constructor's default) is a constant, a dict
 literal or a ``dict(...)`` call; a test that depends on more (the loop index, an attribute)
@@ -44,20 +45,33 @@ def looped_last(v: ast.AST, fwd: ast.AST, info: ClassInfo, ctx: Context, call: a
     attr = info.attrs.get(name[5:])
     init = info.methods.get("__init__")
     if attr is None or attr.later or attr.method is not init or init is None \
-            or not isinstance(attr.value, ast.Call) or attr.value.args or attr.value.keywords \
+            or not isinstance(attr.value, ast.Call) or attr.value.keywords \
             or (ctx.qualified_name(attr.value.func) or "") != "torch.nn.ModuleList":
         return None
     parents = {id(c): p for p in walk(init) for c in ast.iter_child_nodes(p)}
+    target, made = name, _stmt_of(attr.value, parents)
+    if attr.value.args:  # `self.layers = nn.ModuleList(layers)` of a local `layers = []`
+        arg = attr.value.args[0]
+        scope = ctx.scope(init)
+        b = scope.binding_before(arg.id, attr.value.lineno) if len(attr.value.args) == 1 \
+            and isinstance(arg, ast.Name) else None
+        if b is None or not isinstance(b.value, ast.List) or b.value.elts \
+                or not isinstance(b.stmt, ast.Assign) or len(b.stmt.targets) != 1:
+            return None
+        target, made = arg.id, b.stmt
     appends = []
     for n in walk(init):
-        if isinstance(n, (ast.Assign, ast.AugAssign)) and n is not _stmt_of(attr.value, parents) \
-                and any(dotted(t.value if isinstance(t, ast.Subscript) else t) == name
-                        for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
+        if isinstance(n, (ast.Assign, ast.AugAssign)) and n is not made and n is not _stmt_of(
+                attr.value, parents) and any(
+                dotted(t.value if isinstance(t, ast.Subscript) else t) == target
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])):
             return None
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and dotted(n.func.value) == name:
+                and dotted(n.func.value) == target:
             if n.func.attr != "append" or len(n.args) != 1:
                 return None
+            if target != name and n.lineno > attr.value.lineno:
+                return None  # appended after the ModuleList copied the list
             appends.append(n)
     values = _values(info, call, where)
     for n in sorted(appends, key=lambda c: (c.lineno, c.col_offset), reverse=True):
