@@ -30,6 +30,7 @@ from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.analysis.default_layer import default_layer_class
 from gradtrace.lint.analysis.flag_truth import truth_under as _truth
 from gradtrace.lint.analysis.last_pass import varies_by_pass
+from gradtrace.lint.analysis.looped_layers import looped_last
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.statement_shapes import argument_default
 
@@ -144,6 +145,12 @@ def _built(e: ast.AST, ctx: Context, where: ast.AST | None, depth: int) -> Built
                            for r in reachable_returns(helper)])
     if q.startswith("torch.nn.") and q.rpartition(".")[2][:1].isupper():
         return Built((Made(LIB, e, q),))
+    if isinstance(e.func, ast.Subscript) and isinstance(e.func.value, ast.Dict) \
+            and e.func.value.values:  # `{"ReLU": nn.ReLU}[cfg["type"]]()`: one class for all keys
+        qs = {ctx.qualified_name(v) or "" for v in e.func.value.values}
+        q = qs.pop() if len(qs) == 1 else ""
+        if q.startswith("torch.nn.") and q.rpartition(".")[2][:1].isupper():
+            return Built((Made(LIB, e, q),))
     if isinstance(e.func, ast.Name):  # NOTE [layer class given by a default]
         q = default_layer_class(e.func.id, where, ctx) or ""  # `activation(**act_params)`
         return Built((Made(LIB, e, q),)) if q else None
@@ -374,6 +381,10 @@ def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int,
             makes.append(Made(INPUT, v, fn=fwd))
             continue
         sub = _attr_built(v, info, ctx, depth, given)
+        last = looped_last(v, fwd, info, ctx, call, where) if sub is None else None
+        if last is not None:  # NOTE [looped layers]
+            sub = built(last[0], ctx, last[1], depth + 1)
+            sub = sub if sub is not None and not sub.container else None
         if sub is not None:
             makes.extend(sub.makes)
             continue
