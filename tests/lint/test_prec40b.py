@@ -72,3 +72,61 @@ def test_wrapped_argument_moved_is_silent(tmp_path):
                          ids=["made-here", "cpu-caller", "cast"])
 def test_wrapped_tensor_moved_is_reported(tmp_path, text, line):
     assert _found(tmp_path, text, "GT307") == [("GT307", line)]
+
+
+# -- GT753: NOTE [layer-free forward] --------------------------------------------------------
+# ReAgent's TSP reward model: a module with no layer whose forward hands its argument to a
+# tour-length helper (`sqrt` of squared steps); the file only scripts and saves it (a reward,
+# computed on ranked data). No instance is trained here: the helper's input is not known to
+# carry a graph. The twin calls it on a network's output before `backward()`.
+
+_REWARD_MODEL = '''
+import torch
+from torch import nn
+
+
+class TourRewardModel(nn.Module):
+    def forward(self, ranked):
+        return -tour_length(ranked)
+
+
+def tour_length(ranked):
+    shifted = torch.roll(ranked, shifts=1, dims=1)
+    return torch.sqrt(((shifted - ranked) ** 2).sum(-1)).sum(-1)
+
+
+def export(path):
+    torch.jit.save(torch.jit.script(TourRewardModel()), path)
+'''
+
+_REWARD_TRAINED = _REWARD_MODEL + '''
+
+def train(net, opt, x):
+    reward = TourRewardModel()
+    reward(net(x)).mean().backward()
+    opt.step()
+'''
+
+
+def test_layer_free_module_only_exported_is_silent(tmp_path):
+    assert _found(tmp_path, _REWARD_MODEL, "GT753") == []
+
+
+def test_layer_free_module_trained_is_reported(tmp_path):
+    assert _found(tmp_path, _REWARD_TRAINED, "GT753") == [("GT753", 12)]
+
+
+def test_layer_free_twin_gives_nan(tmp_path):
+    """The twin's claim on torch: two equal consecutive points give a NaN gradient."""
+    import torch
+    ranked = torch.tensor([[[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]], requires_grad=True)
+    shifted = torch.roll(ranked, shifts=1, dims=1)
+    torch.sqrt(((shifted - ranked) ** 2).sum(-1)).sum(-1).mean().backward()
+    assert torch.isnan(ranked.grad).any()
+
+
+def test_layer_free_public_module_is_reported(tmp_path):
+    """kornia's AEPE: a layer-free module made nowhere in its file is a public module for
+    callers out of sight (it may be a loss): still reported."""
+    text = _REWARD_MODEL.replace("torch.jit.script(TourRewardModel())", "None")
+    assert _found(tmp_path, text, "GT753") == [("GT753", 12)]
