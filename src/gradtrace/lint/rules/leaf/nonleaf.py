@@ -425,6 +425,8 @@ class GradOfNonLeaf(Rule):
         b, why = got
         if why == "a model output" and freezes_flag(scope, b):
             return
+        if why.startswith("computed from `") and _moved_where_it_may_be(b, scope, ctx):
+            return  # NOTE [device of a wrapped argument]
         if why.startswith("returned by") or why == f"computed from `{name}`":
             # the name was a leaf's, or is a helper's result: the binding made it a non-leaf,
             # and the fix (another name, `.detach().requires_grad_()`) goes there
@@ -459,3 +461,38 @@ def _rebound_why(why: str, name: str) -> str:
     if why.startswith("returned by"):
         return f"bound here to a value {why}"
     return f"`{name}` held a leaf that requires grad and is rebound here to a tensor computed from it"
+
+
+def _moved_where_it_may_be(b: Binding, scope: Scope, ctx: Context) -> bool:
+    # NOTE [device of a wrapped argument]
+    """``data = Variable(inputs, requires_grad=True)`` then ``data = data.cuda()``, where ``inputs`` is an argument of the function and no call of
+    it is in this file. ``Variable`` wraps the caller's tensor on its own device, and
+    ``.cuda()`` / ``.to(device)`` of a tensor already there returns the tensor itself, still
+    the leaf (pytorch-facts.md: `.to`/`.cuda` return ``self`` when nothing changes). Whether
+    it moves depends on callers out of sight: unknown, not reported. A tensor made here
+    (``torch.from_numpy``, a factory, ``torch.tensor``, which copies) is on the CPU, and a call
+    in this file may hand one: both still reported."""
+    from gradtrace.lint.analysis.calls import call_sites
+    v, fn = b.value, ctx.function
+    if fn is None or not isinstance(v, ast.Call) or not isinstance(v.func, ast.Attribute) \
+            or not isinstance(v.func.value, ast.Name) or v.func.attr not in ("cuda", "to"):
+        return False
+    if v.func.attr == "to" and (any(k.arg == "dtype" for k in v.keywords) or any(
+            (ctx.qualified_name(a) or "").startswith("torch.")
+            and ctx.qualified_name(a) != "torch.device" for a in v.args)):
+        return False  # `.to(torch.float64)`: a cast copies
+    leaf = grad_leaf_binding(scope, v.func.value.id, b.line)
+    lv = leaf.value if leaf is not None else None
+    if not isinstance(lv, ast.Call) or ctx.call_name(lv) != "torch.autograd.Variable" \
+            or not lv.args:
+        return False
+    data = lv.args[0]
+    while isinstance(data, ast.Subscript):
+        data = data.value
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    if not isinstance(data, ast.Name) or data.id not in params:
+        return False
+    earlier = scope.binding_before(data.id, lv.lineno)
+    if earlier is not None and earlier.value is not None:
+        return False  # rebound here first: made in sight
+    return not any(True for _ in call_sites(ctx, fn.name))

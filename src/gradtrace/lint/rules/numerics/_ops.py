@@ -292,6 +292,7 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
             continue
         if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
                 direct and outer.name == "forward" and through_forward
+                and not _layer_free_untrained(ctx, outer)  # NOTE [layer-free forward]
                 or direct and LOSS_NAME_RE.search(outer.name) or _in_loss(ctx, outer)):
             return True
         if _backward_after(outer, call.lineno, ctx):
@@ -300,6 +301,22 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
                 and _caller_trains(ctx, outer, depth - 1, direct=False):
             return True
     return False
+
+
+def _layer_free_untrained(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    # NOTE [layer-free forward]
+    """``fn`` is the ``forward`` of a module class that holds no
+    layer and no tensor, is not named like a loss, is made in this file, and no instance of
+    which is called before a ``backward()`` here (a reward model only scripted and saved): its
+    uses are in sight and none trains it, so whether its input carries a graph is not known."""
+    from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
+    info = ctx.analysis.class_of(fn)
+    if info is None or not info.is_module or LOSS_NAME_RE.search(info.node.name) or any(
+            not isinstance(a.value, (ast.Constant, ast.Name)) for a in info.attrs.values()):
+        return False
+    if not any(True for _ in call_sites(ctx, info.node.name)):
+        return False  # made nowhere here: a public module (kornia's AEPE) for callers out of sight
+    return not _loss_module_trains(ctx, info.node)
 
 
 def _in_loss(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
