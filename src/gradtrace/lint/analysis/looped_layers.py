@@ -17,9 +17,9 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.flag_truth import truth_under
+from gradtrace.lint.analysis.init_arguments import init_arguments
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.statement_shapes import argument_default
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -108,19 +108,8 @@ def _kept(n: ast.AST, init: ast.AST, parents: dict[int, ast.AST],
 def _values(info: ClassInfo, call: ast.Call, where: ast.AST | None) -> dict[str, object]:
     """``$arg`` -> the constant (or a truthy marker for a dict) ``call`` gives ``__init__``'s
     argument, or its default; an argument passed on from ``where`` counts as its default."""
-    init = info.methods.get("__init__")
-    if init is None or any(isinstance(a, ast.Starred) for a in call.args) \
-            or any(k.arg is None for k in call.keywords):
-        return {}
-    a = init.args
-    params = [p.arg for p in (*a.posonlyargs, *a.args)][1:]
-    given: dict[str, ast.expr] = dict(zip(params, call.args))
-    given.update((k.arg, k.value) for k in call.keywords if k.arg)
     out: dict[str, object] = {}
-    for p in (*params, *(x.arg for x in a.kwonlyargs)):
-        v = given.get(p) or argument_default(p, init)
-        if isinstance(v, ast.Name) and where is not None and p in given:
-            v = argument_default(v.id, where)
+    for p, v in init_arguments(info, call, where):
         if isinstance(v, ast.Constant):
             out["$" + p] = v.value
         elif isinstance(v, ast.Dict) and v.keys or isinstance(v, ast.Call) and isinstance(

@@ -29,10 +29,10 @@ from gradtrace.lint.analysis.added_layers import added_last
 from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.analysis.default_layer import default_layer_class
 from gradtrace.lint.analysis.flag_truth import truth_under as _truth
+from gradtrace.lint.analysis.init_arguments import init_arguments
 from gradtrace.lint.analysis.last_pass import varies_by_pass
 from gradtrace.lint.analysis.looped_layers import looped_last
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.statement_shapes import argument_default
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.modules import ClassInfo
@@ -343,22 +343,7 @@ def constructor_values(info: ClassInfo, call: ast.Call, where: ast.AST | None
     """``__init__``'s argument -> the constant the constructing ``call`` gives it (or its
     default); an argument passed on from the enclosing function (``Conv(c, act=act)`` in
     another ``__init__``) counts as that function's default for it."""
-    init = info.methods.get("__init__")
-    if init is None or any(isinstance(a, ast.Starred) for a in call.args) \
-            or any(k.arg is None for k in call.keywords):
-        return {}
-    a = init.args
-    params = [p.arg for p in (*a.posonlyargs, *a.args)][1:]
-    given: dict[str, ast.expr] = dict(zip(params, call.args))
-    given.update((k.arg, k.value) for k in call.keywords if k.arg)
-    out: dict[str, object] = {}
-    for p in (*params, *(x.arg for x in a.kwonlyargs)):
-        v = given.get(p) or argument_default(p, init)
-        if isinstance(v, ast.Name) and where is not None and p in given:
-            v = argument_default(v.id, where)
-        if isinstance(v, ast.Constant):
-            out[p] = v.value
-    return out
+    return {p: v.value for p, v in init_arguments(info, call, where) if isinstance(v, ast.Constant)}
 
 
 def _class_built(info: ClassInfo, call: ast.Call, ctx: Context, depth: int,
