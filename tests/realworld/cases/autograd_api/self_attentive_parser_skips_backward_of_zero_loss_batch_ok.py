@@ -45,7 +45,7 @@ parser = ChartParser()
 trainer = torch.optim.Adam(parser.parameters(), lr=0.02)
 batch_size = 4
 
-for epoch in range(40):
+for epoch in range(6):
     total = 0.0
     for start in range(0, len(train), batch_size):
         trainer.zero_grad()

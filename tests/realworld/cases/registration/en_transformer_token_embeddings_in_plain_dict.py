@@ -78,13 +78,13 @@ atoms = torch.randint(0, 6, (64, 10))
 coors = torch.randn(64, 10, 3)
 energy = (atoms.float() - 2.5).sum(1) + 0.1 * coors.norm(dim=-1).sum(1)
 
-for step in range(30):
-    idx = torch.randint(0, 64, (16,))
+for step in range(8):
+    idx = torch.randint(0, 64, (8,))
     loss = F.mse_loss(model(atoms[idx], coors[idx]), energy[idx])
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    if step % 10 == 0:
+    if step % 4 == 0:
         print(f"step {step} loss {loss.item():.3f}")
 
 in_params = any(p is embedding for p in model.parameters())
