@@ -122,6 +122,131 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         model(torch.randn(2, 4)).sum().backward()
         opt.step()
         """, "GT411", line=5, holds="torch.equal(before, model.memory)")),
+    # kfallah/manifold-contrastive (`notebooks/transop_ssl.ipynb`): a checkpoint's entry
+    # replaced by its transpose, `sd["model_state"]["...psi"] = sd[...]["...psi"].transpose(0,
+    # 1)`, after `sd = torch.load(...)`. A string key indexes a mapping, and `torch.load` hands
+    # back what was saved: the entry is rebound, no memory is written. GT620 took the load for
+    # a tensor factory. Look-alike: the loaded dict's entry (runs); twin: a tensor's own row
+    "checkpoint-entry-replaced-by-its-transpose": (Shape("""
+        import io
+        buf = io.BytesIO()
+        torch.save({"model": {"psi": torch.randn(3, 4)}}, buf)
+        buf.seek(0)
+        state = torch.load(buf)
+        state["model"]["psi"] = state["model"]["psi"].transpose(0, 1)
+        """, "GT620", holds="state['model']['psi'].shape == (4, 3)"), Shape("""
+        out = torch.randn(2, 3, 3)
+        out[1] = out[1].transpose(-2, -1)
+        """, "GT620", line=2, raises=(RuntimeError, "single memory location"))),
+    # lmriccardo/few-shot-graph-classification (`mevolve.py`): a threshold fitted by gradient
+    # descent against `g_values = g_function()`, computed once before the loop by a function
+    # nested in the method that returns `torch.tensor(preds) - torch.tensor(labels)`: data
+    # without a graph (NOTE [graphless data]). GT507 took the call for a module's. Look-alike:
+    # the nested function returns data (runs); twin: it returns the model's output (raises)
+    "nested-helper-returning-data-before-the-loop": (Shape("""
+        model = nn.Linear(3, 2)
+        x, y = torch.randn(6, 3), torch.randint(0, 2, (6,))
+        def fit(theta, steps=3):
+            def g_function():
+                preds, labels = [], []
+                for i, row in enumerate(model(x)):
+                    labels.append(y[i].item())
+                    preds.append(row.argmax().item())
+                result = torch.tensor(preds) - torch.tensor(labels)
+                result[result == 0] = 1
+                return result
+            g_values = g_function()
+            opt = torch.optim.SGD([theta], lr=0.1)
+            for step in range(steps):
+                f = torch.tanh(theta * g_values).sum()
+                opt.zero_grad()
+                f.backward()
+                opt.step()
+            return theta
+        fit(torch.zeros(1, requires_grad=True))
+        """, "GT507"), Shape("""
+        model = nn.Linear(3, 2)
+        x, y = torch.randn(6, 3), torch.randint(0, 2, (6,))
+        def fit(theta, steps=3):
+            def g_function():
+                return model(x)[:, 0]
+            g_values = g_function()
+            opt = torch.optim.SGD([theta], lr=0.1)
+            for step in range(steps):
+                f = torch.tanh(theta * g_values).sum()
+                opt.zero_grad()
+                f.backward()
+                opt.step()
+            return theta
+        fit(torch.zeros(1, requires_grad=True))
+        """, "GT507", line=6, raises=(RuntimeError, "backward through the graph a second"))),
+    # Atcold/pytorch-PPUU (`models.py`, the policies' `forward`): `if normalize_outputs: a =
+    # a.data; a *= std; a += mean` with `normalize_outputs=False` by default, asked for only by
+    # the evaluation script. GT105 read the `.data` as a cut of the returned action. Look-alike:
+    # the opt-in mode (trains); twin: the mode on by default (raises in training)
+    "data-in-an-opt-in-output-mode": (Shape("""
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 2)
+                self.register_buffer("std", torch.full((2,), 2.0))
+            def forward(self, x, normalize_outputs=False):
+                a = self.fc(x)
+                if normalize_outputs:
+                    a = a.data
+                    a *= self.std
+                return a
+        policy = Policy()
+        policy(torch.randn(4, 3)).pow(2).mean().backward()
+        with torch.no_grad():
+            act = policy(torch.randn(1, 3), normalize_outputs=True)
+        """, "GT105", holds="policy.fc.weight.grad is not None"), Shape("""
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 2)
+                self.register_buffer("std", torch.full((2,), 2.0))
+            def forward(self, x, normalize_outputs=True):
+                a = self.fc(x)
+                if normalize_outputs:
+                    a = a.data
+                    a *= self.std
+                return a
+        policy = Policy()
+        policy(torch.randn(4, 3)).pow(2).mean().backward()
+        """, "GT105", line=9, raises=(RuntimeError, "does not require grad"))),
+    # lmriccardo/few-shot-graph-classification (`asmaml.py`, AS-MAML): the query accuracy
+    # computed under `torch.no_grad()` (`softmax(logits).argmax(1)`, `.item()`) weights the
+    # stop gate's log-probability, REINFORCE-style, and is added to the loss as a constant.
+    # GT108 read the argmax as the loss's cut. Look-alike: the accuracy under no_grad (trains);
+    # twin: a loss made of the argmax alone (raises)
+    "accuracy-under-no-grad-as-a-reward": (Shape("""
+        model, gate = nn.Linear(3, 2), nn.Linear(3, 1)
+        opt = torch.optim.SGD(list(model.parameters()) + list(gate.parameters()), lr=0.1)
+        x, y = torch.randn(8, 3), torch.randint(0, 2, (8,))
+        for step in range(2):
+            logits = model(x)
+            ce = F.cross_entropy(logits, y)
+            stop = torch.sigmoid(gate(x)).mean()
+            with torch.no_grad():
+                pred = F.softmax(logits, dim=1).argmax(dim=1)
+                acc = (pred == y).float().mean().item()
+            loss = ce - torch.log(stop) * acc + acc
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT108"), Shape("""
+        model = nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        x, y = torch.randn(8, 3), torch.randint(0, 2, (8,))
+        for step in range(2):
+            logits = model(x)
+            pred = F.softmax(logits, dim=1).argmax(dim=1)
+            loss = 1 - (pred == y).float().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT108", line=6, raises=(RuntimeError, "does not require grad"))),
 }
 
 
@@ -139,3 +264,53 @@ def test_no_internal_error_on_a_match_statement() -> None:
     """A `match` in a file building an optimizer crashed GT411 and GT421 (GT002): every rule."""
     source = PRELUDE + textwrap.dedent(SHAPES["optimizer-built-in-a-match-case"][1].src)
     assert not [f for f in check_source(source, "shape.py") if f.code == "GT002"]
+
+
+# sinoyou/Trajectory-Prediction-On-Vehicle (`model/utils.py`): `l2_loss` returns the root of a
+# sum of squared differences; the project's other files call it only to measure the
+# displacement error of an evaluation, never backpropagate it. GT753 took it for a loss by its
+# name (NOTE [loss evidence], read by `numerics._ops.in_training` for a function named like a
+# loss). Look-alike: another file measures with it (runs); twin: another file backpropagates
+# it when the prediction equals the target (NaN gradients)
+L2 = '''
+import torch
+import torch.nn as nn
+
+def l2_loss(pred, gt):
+    return torch.sqrt(torch.sum((gt - pred) ** 2, dim=-1))
+
+model = nn.Linear(2, 2)
+nn.init.zeros_(model.weight)
+nn.init.zeros_(model.bias)
+'''
+
+
+def _project(tmp_path, user: str):  # type: ignore[no-untyped-def]
+    import runpy
+    path = tmp_path / "utils.py"
+    path.write_text(L2)
+    run = tmp_path / "runner.py"
+    run.write_text("import sys\nsys.path.insert(0, %r)\n" % str(tmp_path)
+                   + "import torch\nfrom utils import l2_loss, model\n"
+                   "x, y = torch.randn(4, 2), torch.zeros(4, 2)\n" + user)
+    return path, lambda: runpy.run_path(str(run))
+
+
+def test_root_distance_measured_in_another_file_is_silent(tmp_path) -> None:
+    path, run = _project(tmp_path, "with torch.no_grad():\n    out = {'y_hat': model(x)}\n"
+                                   "err = l2_loss(out['y_hat'], y).mean().item()\n")
+    assert _codes(path, "GT753") == []
+    run()
+
+
+def test_root_distance_backpropagated_in_another_file_is_reported(tmp_path) -> None:
+    path, run = _project(tmp_path, "l2_loss(model(x), y).mean().backward()\n"
+                                   "assert torch.isnan(model.weight.grad).all()\n")
+    assert _codes(path, "GT753") == [6]
+    run()
+
+
+def _codes(path, code: str) -> list[int]:  # type: ignore[no-untyped-def]
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    return [f.line for f in check_paths([str(path)], Settings()).findings if f.code == code]
