@@ -247,6 +247,38 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             opt.step()
         """, "GT108", line=6, raises=(RuntimeError, "does not require grad"))),
+    # skanjalkar/Nerf-SFM-P3 (`Phase2/customNerf/train.py`): `runNerfModel` runs the model on
+    # the ray points chunk by chunk, `predictions.append(model(batch))`, and renders their
+    # `torch.cat`; the training loop backpropagates the MSE of what it returns. GT505 read the
+    # collection as an evaluation's leak (NOTE [step forward]). Look-alike: the step's forward
+    # (trains); twin: the same helper run only to measure, its results kept over the batches
+    "chunked-forward-of-a-training-step": (Shape("""
+        model = nn.Linear(3, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        def run_model(points, chunk):
+            batches = [points[i:i + chunk] for i in range(0, len(points), chunk)]
+            predictions = []
+            for batch in batches:
+                predictions.append(model(batch))
+            return torch.cat(predictions, dim=0)
+        for it in range(2):
+            rgb = run_model(torch.randn(8, 3), 3)
+            loss = F.mse_loss(rgb, torch.zeros(8, 1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT505", holds="model.weight.grad is not None"), Shape("""
+        model = nn.Linear(3, 1)
+        def run_model(points, chunk):
+            batches = [points[i:i + chunk] for i in range(0, len(points), chunk)]
+            predictions = []
+            for batch in batches:
+                predictions.append(model(batch))
+            return torch.cat(predictions, dim=0)
+        scores = []
+        for it in range(2):
+            scores.append(run_model(torch.randn(8, 3), 3).mean())
+        """, "GT505", line=6, holds="scores[-1].grad_fn is not None")),
 }
 
 

@@ -15,6 +15,7 @@ from gradtrace.lint.analysis.fixed_loops import over_written_list
 from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
+from gradtrace.lint.analysis.step_forwards import step_forward
 from gradtrace.lint.analysis.reach import (
     decorated_off, disables_grad, fed_to_model, in_switched_off, reaching, value_of)
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
@@ -376,6 +377,7 @@ class LossAccumulatedWithGraph(LoopRule):
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
                 or _in_module_class(ctx, fn)) or read_as_numpy(f, acc, loop) \
+                or step_forward(ctx, fn) \
                 or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx) \
                 or over_written_list(ctx, f.scope, loop.iter, loop.lineno):
             return None  # (the last: NOTE [hand-written collections])
