@@ -257,7 +257,7 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True,
         return False  # an autograd.Function's forward/backward run without recording
     if LOSS_NAME_RE.search(fn.name) or cls is not None and LOSS_NAME_RE.search(cls.name):
         from gradtrace.lint.analysis.loss_evidence import loss_evidence
-        if cls is None and loss_evidence(ctx, fn) is False:
+        if fn.name != "forward" and loss_evidence(ctx, fn) is False:
             return False  # NOTE [loss evidence]: named like a loss, never backpropagated
         return _result_reaches_grad(ctx, fn)
     if fn.name == "forward" and cls is not None:
