@@ -346,3 +346,99 @@ def _codes(path, code: str) -> list[int]:  # type: ignore[no-untyped-def]
     from gradtrace.lint import check_paths
     from gradtrace.lint.config import Settings
     return [f.line for f in check_paths([str(path)], Settings()).findings if f.code == code]
+
+
+# gmum/few-shot-hypernets-public (`hypernet_kernel.py`, `test_loop`): `scores, params =
+# self.set_forward(x)` where `set_forward` returns `..., params` bound to a method returning a
+# dict literal of `np.concatenate` results (the Bayesian weights' statistics), the entry
+# appended on every test batch. GT505 took the entry for a graph: the call's first element
+# carries one (NOTE [returned arrays]). The base class comes from the project's package.
+# Look-alike: the dict holds arrays (runs); twin: it holds the classifier's output
+TEMPLATES = '''
+import copy
+import torch.nn as nn
+
+
+class Bayes(nn.Linear):
+    @property
+    def weight_mu(self):
+        return self.weight
+
+
+class MetaTemplate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net, self.samples = Bayes(3, 2), 2
+
+    def parse_feature(self, x):
+        return x, x
+
+    def generate_target_net(self, support):
+        return copy.deepcopy(self.net), None
+'''
+HYPER = '''
+import numpy as np
+import torch
+from methods.templates import MetaTemplate
+
+
+class HyperShot(MetaTemplate):
+    def set_forward(self, x):
+        support, query = self.parse_feature(x)
+        classifier, _ = self.generate_target_net(support)
+        params = self.histogram(classifier, query)
+        preds = []
+        for sample in range(self.samples):
+            preds.append(classifier(query))
+        return torch.stack(preds).mean(dim=0), params
+
+    def histogram(self, classifier, query):
+        mu = []
+        for module in [classifier]:
+            mu.append(module.weight_mu.clone().data.cpu().numpy().flatten())
+        mu = np.concatenate(mu)
+        return {"mu_weight": STAT}
+
+    def test_loop(self, test_loader):
+        collected = {"mu_weight": []}
+        for i, (x, _) in enumerate(test_loader):
+            try:
+                scores, params, metrics = self.set_forward_with_adaptation(x)
+            except AttributeError:
+                scores, params = self.set_forward(x)
+                collected["mu_weight"].append(params["mu_weight"])
+        return collected
+
+
+out = HyperShot().test_loop([(torch.randn(2, 3), 0) for _ in range(3)])
+'''
+
+
+def _hyper(tmp_path, stat: str):  # type: ignore[no-untyped-def]
+    import runpy
+    import sys
+    (tmp_path / "methods").mkdir()
+    (tmp_path / "methods" / "__init__.py").write_text("")
+    (tmp_path / "methods" / "templates.py").write_text(TEMPLATES)
+    path = tmp_path / "hyper.py"
+    path.write_text(HYPER.replace("STAT", stat))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        return path, runpy.run_path(str(path))["out"]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("methods.templates", None)
+        sys.modules.pop("methods", None)
+
+
+def test_array_statistics_unpacked_from_a_method_are_silent(tmp_path) -> None:
+    import numpy as np
+    path, out = _hyper(tmp_path, "mu")
+    assert all(isinstance(a, np.ndarray) for a in out["mu_weight"])
+    assert _codes(path, "GT505") == []
+
+
+def test_layer_output_unpacked_from_a_method_is_reported(tmp_path) -> None:
+    path, out = _hyper(tmp_path, "classifier(query).mean(0)")
+    assert all(t.grad_fn is not None for t in out["mu_weight"])
+    assert _codes(path, "GT505") == [31]

@@ -15,6 +15,7 @@ from gradtrace.lint.analysis.fixed_loops import over_written_list
 from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
+from gradtrace.lint.analysis.returned_arrays import unpacked_arrays
 from gradtrace.lint.analysis.step_forwards import step_forward
 from gradtrace.lint.analysis.reach import (
     decorated_off, disables_grad, fed_to_model, in_switched_off, reaching, value_of)
@@ -322,8 +323,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # made anew for every batch, summed over a loop that is not the data's
         if isinstance(value, ast.Call) and number_call(f.ctx, f.node, value):
             return None  # the call hands back a Python number: no graph is collected
-        if _numpy_result(f.ctx, value):
-            return None  # a NumPy function's result is an array: no graph is collected
+        if _numpy_result(f.ctx, value) or unpacked_arrays(f.ctx, f.scope, value, s.lineno):
+            return None  # an array (NOTE [returned arrays]): no graph is collected
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
                   for b in reaching(f.scope, n, s.lineno, prefix=True)
