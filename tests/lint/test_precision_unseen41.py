@@ -279,6 +279,46 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         for it in range(2):
             scores.append(run_model(torch.randn(8, 3), 3).mean())
         """, "GT505", line=6, holds="scores[-1].grad_fn is not None")),
+    # sarphiv/nerf-experiments (`garf/model_camera_calibration.py`): `_get_logging_losses`
+    # adds a pose error, the root of a sum of squared differences, to the dict the steps hand
+    # straight to `self.log_dict(...)` after backpropagating their loss: a logged value. GT753
+    # took the helper for trained (it is called in `training_step`). Look-alike: logged only
+    # (runs); twin: the step adds the pose error to its loss (NaN gradients at coincidence)
+    "distance-in-a-logged-dict": (Shape("""
+        class Calib(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pose, self.fc = nn.Parameter(torch.zeros(4, 3)), nn.Linear(3, 3)
+            def log_dict(self, d):
+                self.logged = {k: float(v) for k, v in d.items()}
+            def _get_logging_losses(self, stage, loss):
+                pose_error = (((self.pose - torch.zeros(4, 3)) ** 2).sum(dim=1) ** 0.5).mean()
+                return {f"{stage}_loss": loss, f"{stage}_pose_error": pose_error}
+            def training_step(self, x):
+                loss = self.fc(x).pow(2).mean()
+                loss.backward()
+                self.log_dict(self._get_logging_losses("train", loss))
+                return loss
+        m = Calib()
+        m.training_step(torch.randn(2, 3))
+        """, "GT753", holds="m.logged['train_pose_error'] == 0.0"), Shape("""
+        class Calib(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pose, self.fc = nn.Parameter(torch.zeros(4, 3)), nn.Linear(3, 3)
+            def log_dict(self, d):
+                self.logged = {k: float(v) for k, v in d.items()}
+            def _get_logging_losses(self, stage, loss):
+                pose_error = (((self.pose - torch.zeros(4, 3)) ** 2).sum(dim=1) ** 0.5).mean()
+                return {f"{stage}_loss": loss, f"{stage}_pose_error": pose_error}
+            def training_step(self, x):
+                loss = self.fc(x).pow(2).mean()
+                losses = self._get_logging_losses("train", loss)
+                (loss + losses["train_pose_error"]).backward()
+                return loss
+        m = Calib()
+        m.training_step(torch.randn(2, 3))
+        """, "GT753", line=8, holds="torch.isnan(m.pose.grad).all()")),
 }
 
 
