@@ -14,7 +14,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.fixed_loops import runs_once
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
-from gradtrace.lint.analysis.graphless import returns_data
+from gradtrace.lint.analysis.graphless import graphless_data, returns_data
 from gradtrace.lint.analysis.proven_graph import proven_source
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
@@ -354,7 +354,15 @@ def _data_helper(f: LoopFacts, t: Binding) -> bool:
     fn = next((d for d in bfs_walk(f.node) if isinstance(d, (ast.FunctionDef,
               ast.AsyncFunctionDef)) and d is not f.node and d.name == name), None) \
         or f.ctx.analysis.functions.get(name)
-    return fn is not None and returns_data(f.ctx, fn)
+    if fn is None or not returns_data(f.ctx, fn):
+        return False
+    scope = f.ctx.scope(fn)  # an item written in place (`out[i] = (s * taps).sum()`) is data too
+    return all(isinstance(n.value, ast.Constant) or isinstance(n.value, ast.UnaryOp)
+               and isinstance(n.value.operand, ast.Constant)
+               or graphless_data(n.value, scope, n.lineno)
+               for n in bfs_walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign)) and any(
+                   isinstance(t, ast.Subscript) or isinstance(n, ast.AugAssign)
+                   for t in getattr(n, "targets", [getattr(n, "target", None)])))
 
 
 def _trained_here(f: LoopFacts, t: Binding, loop: ast.stmt) -> bool:
