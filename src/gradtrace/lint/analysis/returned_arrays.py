@@ -29,8 +29,8 @@ TO_HOST = frozenset({"numpy", "item", "tolist"})
 
 def unpacked_arrays(ctx: Context, scope: Scope, value: ast.expr, line: int) -> bool:
     """``value`` (``d`` or ``d["key"]``) holds what a function of the file returns at the
-    position ``d`` takes in a tuple unpacking of its call: arrays only (NOTE [returned
-    arrays])."""
+    position ``d`` takes in a tuple unpacking of its call: arrays only
+    (NOTE [returned arrays])."""
     while isinstance(value, ast.Subscript):
         value = value.value
     if not isinstance(value, ast.Name):
