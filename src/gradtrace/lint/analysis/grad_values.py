@@ -29,6 +29,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.callees import function_sites, module_sites
+from gradtrace.lint.analysis.cuts import INTEGER_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.param_attrs import asks_no_grad, file_freezes
 from gradtrace.lint.context import FUNCTION_TYPES
@@ -226,6 +227,8 @@ def _call(ctx: Context, where: ast.AST, e: ast.Call, line: int, depth: int) -> a
         return e if any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
                         and k.value.value is True for k in e.keywords) else None
     if _torch_op(ctx, e):
+        if q.rpartition(".")[2] in INTEGER_METHODS:
+            return None  # `torch.argmax(out, 1)`: integer or bool, never requires grad
         return next((g for a in e.args if not isinstance(a, ast.Starred)
                      and (g := _requires(ctx, where, a, line, depth + 1))), None)
     if isinstance(f, (ast.Name, ast.Attribute)):

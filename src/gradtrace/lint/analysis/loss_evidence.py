@@ -14,7 +14,8 @@ class) the loss-path rules would take for a loss by its name:
   of kind graph); or, in another file of the project that imports it, such a call
   (:func:`.loss_callers.project_evidence`); ``training_step`` itself is the protocol's loss;
 * False: every call the file makes is known and none does that, and the project's other
-  files that mention it call it nowhere such (or nowhere at all);
+  files that mention it call it nowhere such (or nowhere at all); a call whose value is
+  handed straight to ``self.log(...)``/``self.log_dict(...)`` only logs it;
 * None: a call's value flows into the return of a function whose own evidence is unknown (a
   model's ``forward`` returning its loss to a trainer out of sight); or no code fact at all
   (the function is also used as a value: handed to a trainer as ``loss_fn=f``; a lone
@@ -113,8 +114,24 @@ def _backwards_itself(ctx: Context, fn: Fn) -> bool:
 def _judge(ctx: Context, where: ast.AST, call: ast.Call, hops: int = 0) -> bool | None:
     """One call: its value reaches a backward, or it is handed a graph (True); or it flows
     into the return of a function whose own evidence is unknown (None)."""
+    if logged_value(ctx, where, call):
+        return False  # `self.log_dict(self._get_logging_losses(...))`: a value to log
     got = reaches_backward(ctx, where, call, hops)
     return True if got or graph_fed(ctx, where, call) else got
+
+
+LOG_METHODS = frozenset({"log", "log_dict"})  # Lightning's `LightningModule.log*`
+
+
+def logged_value(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
+    """The call's value is handed straight to ``self.log(...)``/``self.log_dict(...)`` as
+    the statement's whole work: logged, never backpropagated (even when it is handed the
+    step's losses to report them)."""
+    st = ctx.scope(where).statement_of(call)
+    v = st.value if isinstance(st, ast.Expr) else None
+    return isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) \
+        and v.func.attr in LOG_METHODS and dotted(v.func.value) == "self" \
+        and any(a is call for a in (*v.args, *(k.value for k in v.keywords)))
 
 
 _PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "torch.no_grad",

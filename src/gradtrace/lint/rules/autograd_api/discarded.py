@@ -44,6 +44,12 @@ ALIASING = frozenset({
     "view", "view_as", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "t",
     "permute", "narrow", "select", "expand", "expand_as", "detach", "diagonal", "movedim",
     "unflatten", "as_strided", "contiguous"})
+# NumPy's ufuncs take `out` positionally after their inputs: `np.multiply(a, s, a)` and
+# `np.sqrt(a, a)` write into `a` (checked on NumPy 2.4); the number of inputs before it, and
+# `np.nan_to_num(x, False)` whose second positional is `copy`
+NUMPY_INPUTS = {"clip": 3, "round": 2, "nan_to_num": 1, **{m: 1 for m in (
+    "abs", "sqrt", "exp", "log", "sign", "floor", "ceil", "reciprocal", "square", "tanh",
+    "negative", "absolute")}}
 # the scope's kinds of a tensor, and of values that are certainly not one
 TENSOR_KINDS = (GRAPH, DETACHED, LEAF, PARAMETER)
 NOT_TENSOR_KINDS = (MODULE, OPTIMIZER, NUMBER, NUMPY, PARAMS, NONE)
@@ -382,6 +388,8 @@ class TensorOpResultDiscarded(Rule):
         if qual in (f"torch.{method}", f"numpy.{method}"):
             if not call.args or any(k.arg == "copy" for k in call.keywords):
                 return  # NumPy's `copy=False` writes into its argument
+            if qual.startswith("numpy.") and len(call.args) > NUMPY_INPUTS.get(method, 2):
+                return  # its `out` given positionally: `np.add(a, m, a)` updates `a`
             target = call.args[0]
         elif not qual.startswith("torch.") and (
                 _tensor_receiver(call.func.value, method, ctx)

@@ -14,7 +14,10 @@ before it, unless the code shows the layer trains anyway or nothing is lost:
 - ``x`` is narrowed by ``if isinstance(x, PackedSequence):`` (NOTE [narrowed to an object]):
   its `.data` is the object's field, not ``Tensor.data``;
 - the `.data` value only gives indices or a boolean (``t.data.max(1)[1]``, pseudo-labels as
-  argmax): no gradient flows through an index, with or without `.data`.
+  argmax): no gradient flows through an index, with or without `.data`;
+- the statement runs only under ``if flag:`` on a parameter of the function whose default is
+  ``False`` (``forward(..., normalize_outputs=False)``: a mode the caller asks for, an
+  inference-time output, PPUU's policies): the default call keeps its history.
 """
 from __future__ import annotations
 
@@ -45,8 +48,24 @@ def deliberate_data(node: ast.Attribute, stmt: ast.Assign, scope: Scope) -> bool
         return True
     if isinstance(op, ast.Name) and narrowed_to_object(op.id, stmt, scope, scope.ctx):
         return True  # NOTE [narrowed to an object]: `x.data` of a PackedSequence
+    if _opt_in(stmt, scope.node):
+        return True
     target = stmt.targets[0]
     return isinstance(target, ast.Name) and _only_detached(target.id, scope, stmt)
+
+
+def _opt_in(stmt: ast.stmt, fn: ast.AST) -> bool:
+    """``stmt`` lies in the body of ``if flag:`` where ``flag`` is a parameter of ``fn`` whose
+    default is ``False`` (NOTE [deliberate data])."""
+    a = getattr(fn, "args", None)
+    if a is None:
+        return False
+    pos = [*a.posonlyargs, *a.args]
+    defaults = {**{x.arg: d for x, d in zip(pos[len(pos) - len(a.defaults):], a.defaults)},
+                **{x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None}}
+    off = {n for n, d in defaults.items() if isinstance(d, ast.Constant) and d.value is False}
+    return any(isinstance(n, ast.If) and isinstance(n.test, ast.Name) and n.test.id in off
+               and any(stmt is x for b in n.body for x in walk(b)) for n in walk(fn))
 
 
 def _parents(root: ast.AST) -> dict[int, ast.AST]:

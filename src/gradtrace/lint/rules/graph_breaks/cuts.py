@@ -354,7 +354,8 @@ class NonDifferentiableLossPath(LossCutRule):
     (cross-entropy, a soft/sigmoid relaxation, or a straight-through estimator).
     Known limits: follows names inside one function; a mask that *multiplies* a live loss
     (`(loss * (out > 0).float()).mean()`) is fine and never reported, nor an indicator
-    returned in a tuple next to a differentiable value (IRLS `weights, costs`).
+    returned in a tuple next to a differentiable value (IRLS `weights, costs`), nor one made
+    under `torch.no_grad()` (an accuracy kept as a REINFORCE reward: a constant on purpose).
     """
 
     code = "GT108"
@@ -400,6 +401,12 @@ class NonDifferentiableLossPath(LossCutRule):
                 return acc.item()
             """),
     ]
+
+    def finding(self, c, v, lp, ctx):  # type: ignore[no-untyped-def]
+        st = lp.scope.statement_of(c.node)
+        if st is not None and lp.scope.grad_off_at(st) is not None:
+            return None  # computed under `torch.no_grad()`: a constant on purpose (a reward)
+        return super().finding(c, v, lp, ctx)
 
 
 class RequiresGradBandAid(Rule):

@@ -71,7 +71,19 @@ def _tensor_made(ctx: Context, v: ast.AST | None) -> bool:
     if isinstance(v.func, ast.Attribute) and v.func.attr in TENSOR_METHODS:
         return True
     q = ctx.qualified_name(v.func) or ""
-    return q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.utils."))
+    return q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.utils.")) \
+        and q not in LOADERS
+
+
+# torch functions returning whatever was saved (a checkpoint's dict), not a tensor
+LOADERS = frozenset({"torch.load", "torch.hub.load", "torch.hub.load_state_dict_from_url"})
+
+
+def _mapping_entry(target: ast.Subscript) -> bool:
+    """``sd["model"]["psi"] = sd["model"]["psi"].t()``: the write's own key is a string, so
+    what it indexes is a mapping (a tensor takes no string index): the entry is rebound to
+    the transpose, no memory is written."""
+    return isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)
 
 
 # in-place arithmetic methods whose argument is read while the receiver is written
@@ -217,8 +229,8 @@ class InplaceCopyFromOwnTranspose(Rule):  # NOTE [overlapping self-copy]
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
         for t in node.targets:
-            if isinstance(t, ast.Subscript) and _permuted_self(node.value, t) \
-                    and _bound_to_tensor(ctx, ctx.function or ctx.tree, _container(t),
+            if isinstance(t, ast.Subscript) and not _mapping_entry(t) \
+                    and _permuted_self(node.value, t) and _bound_to_tensor(ctx, ctx.function or ctx.tree, _container(t),
                                          node.lineno):
                 yield self.report(node, ctx, target=ctx.source(t), effect=self.DENSE)
                 return

@@ -256,6 +256,9 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True,
                                for b in cls.bases):
         return False  # an autograd.Function's forward/backward run without recording
     if LOSS_NAME_RE.search(fn.name) or cls is not None and LOSS_NAME_RE.search(cls.name):
+        from gradtrace.lint.analysis.loss_evidence import loss_evidence
+        if fn.name != "forward" and loss_evidence(ctx, fn) is False:
+            return False  # NOTE [loss evidence]: named like a loss, never backpropagated
         return _result_reaches_grad(ctx, fn)
     if fn.name == "forward" and cls is not None:
         return forward or _loss_module_trains(ctx, cls)
@@ -287,9 +290,10 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
     function; through one more same-file helper only before a ``backward()`` (a helper of a
     helper of ``forward`` mostly prepares conditioning data, which carries no gradient)."""
     from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
+    from gradtrace.lint.analysis.loss_evidence import logged_value
     for call, outer in _callers(ctx, fn):  # type: ignore[arg-type]
-        if outer is fn or _records_nothing(ctx, outer):
-            continue
+        if outer is fn or _records_nothing(ctx, outer) or logged_value(ctx, outer, call):
+            continue  # (the last: `self.log_dict(self.metrics(...))` logs what it returns)
         if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
                 direct and outer.name == "forward" and through_forward
                 and not _layer_free_untrained(ctx, outer)  # NOTE [layer-free forward]

@@ -138,7 +138,7 @@ def _optimizer_calls(ctx: Context) -> Iterator[tuple[ast.AST, ast.Call, str]]:
             for field in child_fields(type(st)):
                 v = getattr(st, field, None)
                 if field in BODIES:
-                    if v:
+                    if v and field not in ("handlers", "cases"):  # their bodies: below
                         stack.append((inner, v))
                     continue
                 for x in v if isinstance(v, list) else [v]:

@@ -15,6 +15,8 @@ from gradtrace.lint.analysis.fixed_loops import over_written_list
 from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.objects import number_call
+from gradtrace.lint.analysis.returned_arrays import unpacked_arrays
+from gradtrace.lint.analysis.step_forwards import step_forward
 from gradtrace.lint.analysis.reach import (
     decorated_off, disables_grad, fed_to_model, in_switched_off, reaching, value_of)
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
@@ -321,8 +323,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # made anew for every batch, summed over a loop that is not the data's
         if isinstance(value, ast.Call) and number_call(f.ctx, f.node, value):
             return None  # the call hands back a Python number: no graph is collected
-        if _numpy_result(f.ctx, value):
-            return None  # a NumPy function's result is an array: no graph is collected
+        if _numpy_result(f.ctx, value) or unpacked_arrays(f.ctx, f.scope, value, s.lineno):
+            return None  # an array (NOTE [returned arrays]): no graph is collected
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
                   for b in reaching(f.scope, n, s.lineno, prefix=True)
@@ -376,6 +378,7 @@ class LossAccumulatedWithGraph(LoopRule):
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
                 or _in_module_class(ctx, fn)) or read_as_numpy(f, acc, loop) \
+                or step_forward(ctx, fn) \
                 or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx) \
                 or over_written_list(ctx, f.scope, loop.iter, loop.lineno):
             return None  # (the last: NOTE [hand-written collections])

@@ -14,6 +14,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.fixed_loops import runs_once
 from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
+from gradtrace.lint.analysis.graphless import graphless_data, returns_data
 from gradtrace.lint.analysis.proven_graph import proven_source
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
@@ -324,7 +325,7 @@ class GraphReusedAcrossSteps(LoopRule):
                         or _entry_per_pass(t.name, loop) \
                         or declared_data(f, t.name) \
                         or _called(f, t.name) or _unseen_method(f, module, t.line, loop) \
-                        or _makes_layers(f, t):
+                        or _makes_layers(f, t) or _data_helper(f, t):
                     continue
                 if module and not proven_source(g, t) and not _handed_module(f, t) \
                         and not _trained_here(f, t, loop):
@@ -339,6 +340,29 @@ class GraphReusedAcrossSteps(LoopRule):
                     related_at(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=module or leaf, source=source,
                     backward_line=b.call.lineno)
+
+
+def _data_helper(f: LoopFacts, t: Binding) -> bool:
+    """``t`` is bound to a call of a function of the file, a nested one too (``g_values =
+    g_function()``, defined in the method itself), whose every ``return`` is data without
+    a graph (NOTE [graphless data]: ``torch.tensor(preds) - torch.tensor(labels)``): the
+    value computed once before the loop holds no graph the first ``backward()`` frees."""
+    v = value_of(t)
+    if not isinstance(v, ast.Call) or not isinstance(v.func, ast.Name):
+        return False
+    name = v.func.id
+    fn = next((d for d in bfs_walk(f.node) if isinstance(d, (ast.FunctionDef,
+              ast.AsyncFunctionDef)) and d is not f.node and d.name == name), None) \
+        or f.ctx.analysis.functions.get(name)
+    if fn is None or not returns_data(f.ctx, fn):
+        return False
+    scope = f.ctx.scope(fn)  # an item written in place (`out[i] = (s * taps).sum()`) is data too
+    return all(isinstance(n.value, ast.Constant) or isinstance(n.value, ast.UnaryOp)
+               and isinstance(n.value.operand, ast.Constant)
+               or graphless_data(n.value, scope, n.lineno)
+               for n in bfs_walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign)) and any(
+                   isinstance(t, ast.Subscript) or isinstance(n, ast.AugAssign)
+                   for t in getattr(n, "targets", [getattr(n, "target", None)])))
 
 
 def _trained_here(f: LoopFacts, t: Binding, loop: ast.stmt) -> bool:
