@@ -26,10 +26,12 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable
 
+from gradtrace.lint.analysis.calls import ascii_code, word_lines
 from gradtrace.lint.analysis.cuts import (
     NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import child_nodes
+from gradtrace.lint.words import holds
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.origins import Tracer
@@ -49,7 +51,7 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
     if key in memo:
         return memo[key]
     memo[key] = None  # recursion guard: a value read back from the attribute itself
-    stores = _stores(ctx).get(attr)
+    stores = _stores_of(ctx, attr)
     if not stores or any(owner is not cls for owner, _ in stores):
         return None
     cuts = []
@@ -67,49 +69,84 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
     return memo[key]
 
 
+def _stores_of(ctx: Context, attr: str) -> list[tuple[ast.ClassDef | None, Store | None]] | None:
+    """``_stores(ctx).get(attr)``, from the statements whose lines name ``attr``
+    (NOTE [stores of one attribute])."""
+    if not ascii_code(ctx) or "setattr" in ctx.code:
+        return _stores(ctx).get(attr)
+    memo: dict[str, list | None] = ctx.memo("attr-stores-of", ctx.tree, dict)
+    if attr not in memo:
+        memo[attr] = _walk_stores(ctx, word_lines(ctx, (attr,))).get(attr)
+    return memo[attr]
+
+
+# NOTE [stores of one attribute]
+# The tracer asks for the stores of one attribute at a time, and the stores of the whole file
+# took one walk of every node (a few ms on a large model file, for the one or two attributes
+# a loss path reads). Every store :func:`_stores` records under ``x`` is a node that spells
+# ``x`` (``self.x = v``, ``.x`` stored, ``.x.append(v)``, ``.x[i] = v``) inside a statement
+# whose lines (decorators included) then hold the word ``x`` in the code; so a walk that skips
+# the statements whose lines do not hold it records the same stores of ``x``, in the same
+# order (the skipped subtrees leave the order of the rest as it was, and each node keeps its
+# class and method). Only when the code is ASCII (a non-ASCII name may normalise to ``x``) and
+# never spells ``setattr`` (it adds a store to every attribute); otherwise the whole walk.
 def _stores(ctx: Context) -> dict[str, list[tuple[ast.ClassDef | None, Store | None]]]:
     """``attr -> [(class whose method stores it through self, or None), (value, statement,
     method) for a plain assignment, else None)]`` over the whole file (one walk)."""
     def make() -> dict[str, list[tuple[ast.ClassDef | None, Store | None]]]:
-        out: dict[str, list[tuple[ast.ClassDef | None, Store | None]]] = {}
-        plain: set[int] = set()
-        todo: list[tuple[ast.AST, ast.ClassDef | None, ast.AST | None]] = [(ctx.tree, None, None)]
-        while todo:
-            node, cls, method = todo.pop()
-            if isinstance(node, ast.ClassDef):
-                cls, method = node, None
-            elif isinstance(node, FUNCTION_TYPES):
-                method = node if method is None and cls is not None else method
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                t, v = targets[0], node.value
-                pairs = list(zip(t.elts, v.elts)) if len(targets) == 1 and isinstance(
-                    t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(
-                    v.elts) else [(t, v)] if len(targets) == 1 else []
-                for tt, vv in pairs:  # `self.a, self.b = a, b` pairs them up
-                    if _self_attr(tt) and method is not None:
-                        plain.add(id(tt))
-                        out.setdefault(tt.attr, []).append(  # type: ignore[attr-defined]
-                            (cls, (vv, node, method)))
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                    and id(node) not in plain:
-                owner = cls if _self_attr(node) and method is not None else None
-                out.setdefault(node.attr, []).append((owner, None))
-            elif isinstance(node, ast.Call):
-                f = node.func
-                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) and (
-                        f.attr in MUTATORS or f.attr.endswith("_")):
-                    out.setdefault(f.value.attr, []).append((None, None))
-                elif isinstance(f, ast.Name) and f.id == "setattr":
-                    out.setdefault("*", []).append((None, None))
-            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
-                    and isinstance(node.value, ast.Attribute):
-                out.setdefault(node.value.attr, []).append((None, None))
-            todo.extend((c, cls, method) for c in child_nodes(node))
+        out = _walk_stores(ctx, None)
         if "*" in out:
             return {k: v + [(None, None)] for k, v in out.items()}
         return out
     return ctx.memo("attr-stores", ctx.tree, make)
+
+
+def _walk_stores(ctx: Context, lines: list[int] | None
+                 ) -> dict[str, list[tuple[ast.ClassDef | None, Store | None]]]:
+    """The stores of :func:`_stores` before ``setattr``'s are added, from the statements
+    whose lines hold one of the sorted ``lines`` (None: every statement)."""
+    out: dict[str, list[tuple[ast.ClassDef | None, Store | None]]] = {}
+    plain: set[int] = set()
+    todo: list[tuple[ast.AST, ast.ClassDef | None, ast.AST | None]] = [(ctx.tree, None, None)]
+    while todo:
+        node, cls, method = todo.pop()
+        if lines is not None and isinstance(node, ast.stmt):
+            decorators = getattr(node, "decorator_list", None)
+            first = min(node.lineno, *(d.lineno for d in decorators)) \
+                if decorators else node.lineno
+            if not holds(lines, first, node.end_lineno or node.lineno):
+                continue  # it names no such attribute (NOTE [stores of one attribute])
+        if isinstance(node, ast.ClassDef):
+            cls, method = node, None
+        elif isinstance(node, FUNCTION_TYPES):
+            method = node if method is None and cls is not None else method
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            t, v = targets[0], node.value
+            pairs = list(zip(t.elts, v.elts)) if len(targets) == 1 and isinstance(
+                t, ast.Tuple) and isinstance(v, ast.Tuple) and len(t.elts) == len(
+                v.elts) else [(t, v)] if len(targets) == 1 else []
+            for tt, vv in pairs:  # `self.a, self.b = a, b` pairs them up
+                if _self_attr(tt) and method is not None:
+                    plain.add(id(tt))
+                    out.setdefault(tt.attr, []).append(  # type: ignore[attr-defined]
+                        (cls, (vv, node, method)))
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and id(node) not in plain:
+            owner = cls if _self_attr(node) and method is not None else None
+            out.setdefault(node.attr, []).append((owner, None))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Attribute) and (
+                    f.attr in MUTATORS or f.attr.endswith("_")):
+                out.setdefault(f.value.attr, []).append((None, None))
+            elif isinstance(f, ast.Name) and f.id == "setattr":
+                out.setdefault("*", []).append((None, None))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Attribute):
+            out.setdefault(node.value.attr, []).append((None, None))
+        todo.extend((c, cls, method) for c in child_nodes(node))
+    return out
 
 
 def _new_leaf(v: ast.expr) -> bool:
