@@ -2,6 +2,7 @@
 torch thread, each test independent of the ones before it, xdist groups for shared set-ups."""
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -51,9 +52,60 @@ class CLI:
         return p
 
 
+class _KeptBytes(io.BytesIO):
+    """A captured stream that keeps its bytes when the command closes it (`check --output`,
+    `--fix` on stdin close what they wrote to)."""
+
+    def close(self) -> None:
+        pass
+
+
+class InProcessCLI(CLI):
+    """`gradtrace.cli.main(args)` in this process, with the folder as working directory and
+    stdin, stdout and stderr as byte streams: the same CompletedProcess as :class:`CLI` without
+    starting Python (`python -m gradtrace` is `raise SystemExit(main())`). For the tests of what
+    a command does; the tests of the entry point itself (exit status, the interpreter's
+    streams, process pools, the imports of a fresh process) use :class:`CLI`."""
+
+    def __call__(self, *args: str, input: bytes | None = None, env: dict | None = None
+                 ) -> subprocess.CompletedProcess:
+        from unittest import mock
+
+        from gradtrace.cli import main
+
+        out, err = _KeptBytes(), _KeptBytes()
+        streams = (sys.stdin, sys.stdout, sys.stderr)
+        here = os.getcwd()
+        sys.stdin = io.TextIOWrapper(_KeptBytes(input or b""), encoding="utf-8")
+        sys.stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+        sys.stderr = io.TextIOWrapper(err, encoding="utf-8", errors="backslashreplace",
+                                      write_through=True)
+        try:
+            os.chdir(self.cwd)
+            with mock.patch.dict(os.environ, env or {}, clear=env is not None):
+                try:
+                    code = main(list(args))
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os.chdir(here)
+            sys.stdin, sys.stdout, sys.stderr = streams
+        return subprocess.CompletedProcess(["gradtrace", *args], code, out.getvalue(),
+                                           err.getvalue())
+
+
 @pytest.fixture
 def cli(tmp_path: Path) -> CLI:
+    """The real `python -m gradtrace` in a subprocess, in tmp_path."""
     return CLI(tmp_path)
+
+
+@pytest.fixture
+def cli_inproc(tmp_path: Path) -> CLI:
+    """`gradtrace.cli.main` in this process, in tmp_path (:class:`InProcessCLI`)."""
+    return InProcessCLI(tmp_path)
 
 
 @pytest.fixture(autouse=True)

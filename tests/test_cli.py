@@ -1,4 +1,7 @@
-"""`gradtrace check` end to end: exit codes, options, bad input. Real subprocesses."""
+"""`gradtrace check` end to end: exit codes, options, bad input. The entry point's own tests
+(exit status, usage errors, stdin, --jobs' process pool, a fresh process never importing
+torch, `gradtrace demo`) run the real `python -m gradtrace` in a subprocess (`cli`); the
+others call the same `main(argv)` in this process (`cli_inproc`, tests/conftest.py)."""
 from __future__ import annotations
 
 import json
@@ -41,15 +44,15 @@ def test_exit_codes_clean_findings_and_usage(cli):
     assert r.returncode == 2 and b"invalid choice: 'yaml'" in r.stderr
 
 
-def test_default_path_is_current_folder_and_paths_are_relative(cli):
-    cli.write("pkg/bug.py", BUG)
-    r = cli("check", *SEL, "--format", "json")
+def test_default_path_is_current_folder_and_paths_are_relative(cli_inproc):
+    cli_inproc.write("pkg/bug.py", BUG)
+    r = cli_inproc("check", *SEL, "--format", "json")
     assert json.loads(r.stdout)["findings"][0]["path"] == os.path.join("pkg", "bug.py")
 
 
-def test_json_schema_is_exact(cli):
-    cli.write("bug.py", BUG)
-    doc = json.loads(cli("check", *SEL, "bug.py", "--format", "json").stdout)
+def test_json_schema_is_exact(cli_inproc):
+    cli_inproc.write("bug.py", BUG)
+    doc = json.loads(cli_inproc("check", *SEL, "bug.py", "--format", "json").stdout)
     assert set(doc) == {"tool", "version", "findings"} and doc["tool"] == "gradtrace"
     f = doc["findings"][0]
     assert set(f) == {"code", "name", "severity", "message", "path", "line", "column",
@@ -60,32 +63,33 @@ def test_json_schema_is_exact(cli):
                                     "content": "loss"}
 
 
-def test_missing_path_is_named_exit_2_and_the_rest_is_checked(cli):
-    cli.write("bug.py", BUG)
-    r = cli("check", *SEL, "nope.py", "bug.py")
+def test_missing_path_is_named_exit_2_and_the_rest_is_checked(cli_inproc):
+    cli_inproc.write("bug.py", BUG)
+    r = cli_inproc("check", *SEL, "nope.py", "bug.py")
     assert r.returncode == 2
     assert b"nope.py: no such file or directory" in r.stderr
     assert b"bug.py:3:1: GT101" in r.stdout
     assert b"Traceback" not in r.stderr
 
 
-def test_syntax_error_is_gt000_and_other_files_are_checked(cli):
-    cli.write("broken.py", "import torch\ndef f(:\n    pass\n")
-    cli.write("bug.py", BUG)
-    r = cli("check", *SEL, ".", "--format", "json")
+def test_syntax_error_is_gt000_and_other_files_are_checked(cli_inproc):
+    cli_inproc.write("broken.py", "import torch\ndef f(:\n    pass\n")
+    cli_inproc.write("bug.py", BUG)
+    r = cli_inproc("check", *SEL, ".", "--format", "json")
     assert sorted(codes_lines(r.stdout)) == [("GT000", 2), ("GT101", 3)]
     assert r.returncode == 1
 
 
-def test_encodings_bom_crlf_tabs_empty(cli):
-    (cli.cwd / "latin.py").write_bytes(b"import torch\nname = '\xe9'\nloss.item().backward()\n")
-    (cli.cwd / "cookie.py").write_bytes(
+def test_encodings_bom_crlf_tabs_empty(cli_inproc):
+    (cli_inproc.cwd / "latin.py").write_bytes(
+        b"import torch\nname = '\xe9'\nloss.item().backward()\n")
+    (cli_inproc.cwd / "cookie.py").write_bytes(
         b"# -*- coding: latin-1 -*-\nimport torch\nname = '\xe9'\nloss.item().backward()\n")
-    (cli.cwd / "bom.py").write_bytes(b"\xef\xbb\xbf" + BUG.encode())
-    (cli.cwd / "crlf.py").write_bytes(BUG.replace("\n", "\r\n").encode())
-    (cli.cwd / "tabs.py").write_bytes(b"import torch\nif True:\n\tloss.item().backward()\n")
-    (cli.cwd / "empty.py").write_bytes(b"")
-    r = cli("check", *SEL, ".", "--format", "json")
+    (cli_inproc.cwd / "bom.py").write_bytes(b"\xef\xbb\xbf" + BUG.encode())
+    (cli_inproc.cwd / "crlf.py").write_bytes(BUG.replace("\n", "\r\n").encode())
+    (cli_inproc.cwd / "tabs.py").write_bytes(b"import torch\nif True:\n\tloss.item().backward()\n")
+    (cli_inproc.cwd / "empty.py").write_bytes(b"")
+    r = cli_inproc("check", *SEL, ".", "--format", "json")
     got = {(f["path"], f["code"], f["line"], f["column"])
            for f in json.loads(r.stdout)["findings"]}
     assert got == {("latin.py", "GT000", 2, 1), ("cookie.py", "GT101", 4, 1),
@@ -94,47 +98,48 @@ def test_encodings_bom_crlf_tabs_empty(cli):
     assert b"Traceback" not in r.stderr
 
 
-def test_non_ascii_columns_are_characters(cli):
-    cli.write("u.py", "import torch\nétat = 1; loss.item().backward()\n")
-    f = json.loads(cli("check", *SEL, "u.py", "--format", "json").stdout)["findings"][0]
+def test_non_ascii_columns_are_characters(cli_inproc):
+    cli_inproc.write("u.py", "import torch\nétat = 1; loss.item().backward()\n")
+    f = json.loads(cli_inproc("check", *SEL, "u.py", "--format", "json").stdout)["findings"][0]
     assert (f["line"], f["column"]) == (2, 11)
-    r = cli("check", *SEL, "u.py", "--fix")
-    assert (cli.cwd / "u.py").read_text(encoding="utf-8").endswith("loss.backward()\n")
+    r = cli_inproc("check", *SEL, "u.py", "--fix")
+    assert (cli_inproc.cwd / "u.py").read_text(encoding="utf-8").endswith("loss.backward()\n")
     assert r.returncode == 0
 
 
-def test_large_file(cli):
+def test_large_file(cli_inproc):
     body = "".join(f"x{i} = torch.ones({i % 7})\n" for i in range(50_000))
-    cli.write("big.py", "import torch\n" + body + BUG)
-    r = cli("check", *SEL, "big.py", "--format", "json")
+    cli_inproc.write("big.py", "import torch\n" + body + BUG)
+    r = cli_inproc("check", *SEL, "big.py", "--format", "json")
     assert codes_lines(r.stdout) == [("GT101", 50_004)]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="symlinks")
-def test_symlink_loop_and_unreadable_file(cli):
-    cli.write("bug.py", BUG)
-    (cli.cwd / "loop").symlink_to(cli.cwd / "loop")
-    os.symlink(cli.cwd / "sub", cli.cwd / "sub_link")
-    (cli.cwd / "sub").mkdir()
-    (cli.cwd / "sub" / "back").symlink_to(cli.cwd)
-    (cli.cwd / "dangling.py").symlink_to(cli.cwd / "missing-target.py")
-    r = cli("check", *SEL, ".", "--format", "json")
+def test_symlink_loop_and_unreadable_file(cli_inproc):
+    cli_inproc.write("bug.py", BUG)
+    (cli_inproc.cwd / "loop").symlink_to(cli_inproc.cwd / "loop")
+    os.symlink(cli_inproc.cwd / "sub", cli_inproc.cwd / "sub_link")
+    (cli_inproc.cwd / "sub").mkdir()
+    (cli_inproc.cwd / "sub" / "back").symlink_to(cli_inproc.cwd)
+    (cli_inproc.cwd / "dangling.py").symlink_to(cli_inproc.cwd / "missing-target.py")
+    r = cli_inproc("check", *SEL, ".", "--format", "json")
     assert sorted(codes_lines(r.stdout)) == [("GT001", 1), ("GT101", 3)]
     assert b"Traceback" not in r.stderr
-    r = cli("check", *SEL, "loop", "--no-show-source")
+    r = cli_inproc("check", *SEL, "loop", "--no-show-source")
     assert r.returncode == 1 and r.stdout.startswith(b"loop:1:1: GT001 cannot read file")
 
 
-def test_python_312_syntax(cli):
-    cli.write("match.py", """
+def test_python_312_syntax(cli_inproc):
+    cli_inproc.write("match.py", """
         import torch
         match cmd:
             case "train":
                 loss.item().backward()
         """)
-    cli.write("typeparams.py", "import torch\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n")
-    cli.write("fstr.py", 'import torch\nwho = "x"\nmsg = f"{f"{who}"}"\n')
-    r = cli("check", *SEL, ".", "--format", "json")
+    cli_inproc.write("typeparams.py",
+                     "import torch\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n")
+    cli_inproc.write("fstr.py", 'import torch\nwho = "x"\nmsg = f"{f"{who}"}"\n')
+    r = cli_inproc("check", *SEL, ".", "--format", "json")
     got = sorted(codes_lines(r.stdout))
     if sys.version_info >= (3, 12):
         assert got == [("GT101", 4)]
@@ -143,36 +148,37 @@ def test_python_312_syntax(cli):
     assert b"Traceback" not in r.stderr
 
 
-def test_files_without_torch_are_skipped(cli):
-    cli.write("plain.py", "loss.item().backward()\n")
-    assert cli("check", *SEL, "plain.py").returncode == 0
+def test_files_without_torch_are_skipped(cli_inproc):
+    cli_inproc.write("plain.py", "loss.item().backward()\n")
+    assert cli_inproc("check", *SEL, "plain.py").returncode == 0
 
 
-def test_default_and_extra_excludes(cli):
-    cli.write(".venv/lib/bug.py", BUG)
-    cli.write("build/bug.py", BUG)
-    cli.write("gen/bug.py", BUG)
-    cli.write("src/bug.py", BUG)
-    r = cli("check", *SEL, ".", "--extend-exclude", "gen", "--format", "json")
+def test_default_and_extra_excludes(cli_inproc):
+    cli_inproc.write(".venv/lib/bug.py", BUG)
+    cli_inproc.write("build/bug.py", BUG)
+    cli_inproc.write("gen/bug.py", BUG)
+    cli_inproc.write("src/bug.py", BUG)
+    r = cli_inproc("check", *SEL, ".", "--extend-exclude", "gen", "--format", "json")
     assert [f["path"] for f in json.loads(r.stdout)["findings"]] == [os.path.join("src", "bug.py")]
-    r = cli("check", *SEL, "build/bug.py")  # a file named explicitly is checked
+    r = cli_inproc("check", *SEL, "build/bug.py")  # a file named explicitly is checked
     assert r.returncode == 1
 
 
-def test_select_ignore_prefixes(cli):
-    cli.write("bug.py", BUG)
-    assert cli("check", "bug.py", "--select", "GT1").returncode == 1
-    assert cli("check", "bug.py", "--ignore", "GT1").returncode == 0
-    assert cli("check", "bug.py", "--select", "GT101", "--ignore", "GT101").returncode == 0
-    assert cli("check", "bug.py", "--select", "GT101", "--ignore", "GT1").returncode == 1
-    assert cli("check", "bug.py", "--ignore", "GT1", "--extend-select", "GT101").returncode == 1
-    assert cli("check", "bug.py", "--select", "ALL").returncode == 1
-    r = cli("check", "bug.py", "--select", "GT999x")
+def test_select_ignore_prefixes(cli_inproc):
+    cli_inproc.write("bug.py", BUG)
+    assert cli_inproc("check", "bug.py", "--select", "GT1").returncode == 1
+    assert cli_inproc("check", "bug.py", "--ignore", "GT1").returncode == 0
+    assert cli_inproc("check", "bug.py", "--select", "GT101", "--ignore", "GT101").returncode == 0
+    assert cli_inproc("check", "bug.py", "--select", "GT101", "--ignore", "GT1").returncode == 1
+    assert cli_inproc("check", "bug.py", "--ignore", "GT1",
+                      "--extend-select", "GT101").returncode == 1
+    assert cli_inproc("check", "bug.py", "--select", "ALL").returncode == 1
+    r = cli_inproc("check", "bug.py", "--select", "GT999x")
     assert r.returncode == 2 and b"--select" in r.stderr and b"GT999x" in r.stderr
 
 
-def test_noqa(cli):
-    cli.write("n.py", """
+def test_noqa(cli_inproc):
+    cli_inproc.write("n.py", """
         import torch
         a.item().backward()  # noqa
         b.item().backward()  # noqa: GT101
@@ -180,26 +186,27 @@ def test_noqa(cli):
         d.item().backward()  # noqa: GT2
         e.item().backward()  # noqa: E501, GT101
         """)
-    assert codes_lines(cli("check", *SEL, "n.py", "--format", "json").stdout) == [("GT101", 5)]
+    r = cli_inproc("check", *SEL, "n.py", "--format", "json")
+    assert codes_lines(r.stdout) == [("GT101", 5)]
 
 
-def test_pyproject_config(cli):
-    cli.write("pyproject.toml", """
+def test_pyproject_config(cli_inproc):
+    cli_inproc.write("pyproject.toml", """
         [tool.gradtrace]
         ignore = ["GT101"]
         per-file-ignores = {"tests/*" = ["GT1"]}
         extend-exclude = ["generated"]
         """)
-    cli.write("bug.py", BUG)
-    assert cli("check", *SEL, ".").returncode == 0
-    cli.write("pyproject.toml", """
+    cli_inproc.write("bug.py", BUG)
+    assert cli_inproc("check", *SEL, ".").returncode == 0
+    cli_inproc.write("pyproject.toml", """
         [tool.gradtrace]
         per-file-ignores = {"tests/*" = ["GT1"]}
         extend-exclude = ["generated"]
         """)
-    cli.write("tests/test_bug.py", BUG)
-    cli.write("generated/bug.py", BUG)
-    r = cli("check", *SEL, ".", "--format", "json")
+    cli_inproc.write("tests/test_bug.py", BUG)
+    cli_inproc.write("generated/bug.py", BUG)
+    r = cli_inproc("check", *SEL, ".", "--format", "json")
     assert [f["path"] for f in json.loads(r.stdout)["findings"]] == ["bug.py"]
 
 
@@ -209,24 +216,24 @@ def test_pyproject_config(cli):
     ('ignore = ["XY9"]', b"'XY9'"),
     ("select = [", b"not valid TOML"),
 ])
-def test_bad_config_is_exit_2_naming_key_and_file(cli, table, needle):
-    cli.write("pyproject.toml", f"[tool.gradtrace]\n{table}\n")
-    cli.write("bug.py", BUG)
-    r = cli("check", *SEL, ".")
+def test_bad_config_is_exit_2_naming_key_and_file(cli_inproc, table, needle):
+    cli_inproc.write("pyproject.toml", f"[tool.gradtrace]\n{table}\n")
+    cli_inproc.write("bug.py", BUG)
+    r = cli_inproc("check", *SEL, ".")
     assert r.returncode == 2
     assert needle in r.stderr and b"pyproject.toml" in r.stderr
     assert b"Traceback" not in r.stderr
 
 
-def test_fix_then_second_fix_changes_nothing_and_diff_writes_nothing(cli):
-    p = cli.write("bug.py", BUG)
-    r = cli("check", *SEL, "bug.py", "--diff")
+def test_fix_then_second_fix_changes_nothing_and_diff_writes_nothing(cli_inproc):
+    p = cli_inproc.write("bug.py", BUG)
+    r = cli_inproc("check", *SEL, "bug.py", "--diff")
     assert r.returncode == 1 and b"+loss.backward()" in r.stdout
     assert p.read_text() == BUG
-    r = cli("check", *SEL, "bug.py", "--fix")
+    r = cli_inproc("check", *SEL, "bug.py", "--fix")
     assert r.returncode == 0 and b"Fixed 1 error" in r.stdout
     assert p.read_text() == CLEAN
-    r = cli("check", *SEL, "bug.py", "--fix")
+    r = cli_inproc("check", *SEL, "bug.py", "--fix")
     assert r.returncode == 0 and p.read_text() == CLEAN
 
 
@@ -254,17 +261,17 @@ def test_output_statistics_and_jobs(cli):
     assert r.returncode == 2 and b"--jobs" in r.stderr
 
 
-def test_rules_explain_version(cli):
-    r = cli("rules")
+def test_rules_explain_version(cli_inproc):
+    r = cli_inproc("rules")
     assert r.returncode == 0 and b"GT101" in r.stdout and b"GT000" in r.stdout
-    r = cli("explain", "GT101")
+    r = cli_inproc("explain", "GT101")
     assert r.returncode == 0 and b"Bad:" in r.stdout and b"Good:" in r.stdout
-    assert cli("explain", "backward-on-python-number").stdout == r.stdout
-    r = cli("explain", "GT1234")
+    assert cli_inproc("explain", "backward-on-python-number").stdout == r.stdout
+    r = cli_inproc("explain", "GT1234")
     assert r.returncode == 2 and b"GT1234" in r.stderr
     from gradtrace import __version__
 
-    assert cli("--version").stdout.decode().strip() == f"gradtrace {__version__}"
+    assert cli_inproc("--version").stdout.decode().strip() == f"gradtrace {__version__}"
 
 
 def test_checker_never_imports_torch(cli):

@@ -1,4 +1,6 @@
-"""Issue 15's command-line papercuts, each as a user meets it: real `gradtrace` subprocesses."""
+"""Issue 15's command-line papercuts, each as a user meets it: real `gradtrace` subprocesses
+(`cli`) for standard input, `run` and Ctrl-C; the same `main(argv)` in this process
+(`cli_inproc`, tests/conftest.py) for what `check`, `explain` and `rules` print."""
 from __future__ import annotations
 
 import sys
@@ -19,16 +21,16 @@ history.append(total)
 """
 
 
-def test_missing_path_never_reads_all_checks_passed(cli):
-    r = cli("check", "nope.py")
+def test_missing_path_never_reads_all_checks_passed(cli_inproc):
+    r = cli_inproc("check", "nope.py")
     assert r.returncode == 2
     assert b"nope.py: no such file or directory" in r.stderr
     assert b"All checks passed" not in r.stdout + r.stderr
 
 
-def test_statistics_with_quiet_prints_only_the_counts(cli):
-    cli.write("bug.py", BUG)
-    r = cli("check", *SEL, "bug.py", "-q", "--statistics")
+def test_statistics_with_quiet_prints_only_the_counts(cli_inproc):
+    cli_inproc.write("bug.py", BUG)
+    r = cli_inproc("check", *SEL, "bug.py", "-q", "--statistics")
     assert r.returncode == 1
     assert r.stdout == b"1\tGT101\tbackward-on-python-number\n"
 
@@ -86,13 +88,13 @@ def test_script_encoding_behaves_exactly_like_python(tmp_path, monkeypatch, capf
 @pytest.mark.parametrize("text", ["RuntimeError: element 0 of tensors ...",
                                   "element 0 of tensors does not requ...",
                                   "does not require grad and does not have a grad_fn"])
-def test_explain_matches_a_prefix_or_the_distinctive_words(cli, text):
-    r = cli("explain", text)
+def test_explain_matches_a_prefix_or_the_distinctive_words(cli_inproc, text):
+    r = cli_inproc("explain", text)
     assert r.returncode == 0 and r.stdout.startswith(b"GT800 ")
 
 
-def test_explain_unknown_words_still_exit_2(cli):
-    r = cli("explain", "RuntimeError: the cat sat on the mat")
+def test_explain_unknown_words_still_exit_2(cli_inproc):
+    r = cli_inproc("explain", "RuntimeError: the cat sat on the mat")
     assert r.returncode == 2 and b"no rule and no known PyTorch error" in r.stderr
 
 
@@ -113,13 +115,13 @@ def test_ctrl_c_under_run_prints_pythons_traceback_only(cli):
         "KeyboardInterrupt"]
 
 
-def test_sarif_has_fixes_and_uris_relative_to_srcroot(cli):
+def test_sarif_has_fixes_and_uris_relative_to_srcroot(cli_inproc):
     import json
 
-    cli.write("pkg/bug.py", BUG)
-    r = cli("check", *SEL, "--format", "sarif", "pkg")
+    cli_inproc.write("pkg/bug.py", BUG)
+    r = cli_inproc("check", *SEL, "--format", "sarif", "pkg")
     run = json.loads(r.stdout)["runs"][0]
-    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == cli.cwd.as_uri() + "/"
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == cli_inproc.cwd.as_uri() + "/"
     res = run["results"][0]
     where = res["locations"][0]["physicalLocation"]["artifactLocation"]
     assert where == {"uri": "pkg/bug.py", "uriBaseId": "%SRCROOT%"}
@@ -130,11 +132,11 @@ def test_sarif_has_fixes_and_uris_relative_to_srcroot(cli):
         "insertedContent": {"text": "loss"}}]
 
 
-def test_gt505_is_listed_as_fixed_safe_or_unsafe_as_each_finding_says(cli):
-    rules = cli("rules").stdout.decode()
+def test_gt505_is_listed_as_fixed_safe_or_unsafe_as_each_finding_says(cli_inproc):
+    rules = cli_inproc("rules").stdout.decode()
     assert next(line for line in rules.splitlines() if line.startswith("GT505")).split()[3] \
         == "fix/unsafe"
-    assert "safe or unsafe, as each finding says" in cli("explain", "GT505").stdout.decode()
+    assert "safe or unsafe, as each finding says" in cli_inproc("explain", "GT505").stdout.decode()
 
 
 def test_readme_claims_about_rules_pre_commit_and_install_hold():

@@ -8,6 +8,14 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
+# The inner runs never import these; each imports a training framework (Lightning: ~4 s of CPU,
+# transformers' Trainer ~3.5 s), and the Lightning callback subclasses the Callback of each
+# Lightning package imported when it is first imported: imported here, before
+# pytorch_lightning, it would miss that base for the rest of the worker
+# (tests/integrations/test_lightning.py imports both packages, then the callback).
+_FRAMEWORK_CALLBACKS = ("gradtrace.integrations.lightning", "gradtrace.integrations.transformers")
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _warm_imports() -> None:
     """Import, in this process, everything the in-process runs below import lazily.
@@ -27,7 +35,7 @@ def _warm_imports() -> None:
     from gradtrace.pytest_plugin import diagnosis_text
 
     for info in pkgutil.walk_packages(gradtrace.__path__, "gradtrace."):
-        if info.name.endswith("__main__"):
+        if info.name.endswith("__main__") or info.name in _FRAMEWORK_CALLBACKS:
             continue
         try:
             importlib.import_module(info.name)

@@ -3,7 +3,6 @@ reducer raises the same error as with 2 ranks; the rank session tracks per-itera
 from __future__ import annotations
 
 import contextlib
-import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 import reason_models as rm  # noqa: E402
+from dist_helpers import free_port  # noqa: E402
 
 HERE = Path(rm.__file__)
 
@@ -23,9 +23,7 @@ def line_of(marker: str) -> int:
 
 @pytest.fixture(scope="module")
 def group():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
                             world_size=1)
     yield

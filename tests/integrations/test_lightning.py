@@ -4,21 +4,22 @@ from __future__ import annotations
 import csv
 import inspect
 import math
+from functools import cache
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
-try:  # both Lightning packages before the callback module: it subclasses both Callbacks
-    import pytorch_lightning as ptl
-except ImportError:  # pragma: no cover - the old package is optional
-    ptl = None
-L = pytest.importorskip("lightning.pytorch")
+# Lightning is imported by the first test that needs it, never at collection: every xdist
+# worker collects every module, and importing lightning costs each of them ~4 s of CPU.
+pytestmark = pytest.mark.skipif(find_spec("lightning") is None,
+                                reason="lightning is not installed")
+HAS_PTL = find_spec("pytorch_lightning") is not None
 
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from gradtrace.integrations.lightning import GradtraceCallback, NoGradientError  # noqa: E402
 from gradtrace.runtime.trace.tracer import active_tracer  # noqa: E402
 
 
@@ -27,45 +28,63 @@ def _line(obj: object, text: str) -> int:
     return start + next(i for i, s in enumerate(lines) if text in s)
 
 
-class Net(L.LightningModule):
-    """An MLP; records what the gradients are at its own on_before_optimizer_step."""
+@cache
+def _lightning() -> None:
+    """Imports Lightning and the callback and defines the test modules (module globals), once
+    per process, at the first test. Both Lightning packages are imported before the callback
+    module: it subclasses both Callbacks."""
+    global L, ptl, GradtraceCallback, NoGradientError, Net, WithUnusedHead
+    try:
+        import pytorch_lightning as ptl
+    except ImportError:  # pragma: no cover - the old package is optional
+        ptl = None
+    import lightning.pytorch as L
 
-    def __init__(self, cut: bool = False, nan_at: int | None = None) -> None:
-        super().__init__()
-        self.body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8))
-        self.head = nn.Linear(8, 1)
-        self.cut = cut
-        self.seen: list[tuple[float, float, dict[str, torch.Tensor]]] = []
-        self.after: list[dict[str, torch.Tensor]] = []
+    from gradtrace.integrations.lightning import GradtraceCallback, NoGradientError
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.body(x)
-        if self.cut:
-            h = h.detach()
-        return self.head(h)
+    class Net(L.LightningModule):
+        """An MLP; records what the gradients are at its own on_before_optimizer_step."""
 
-    def training_step(self, batch: tuple, i: int) -> torch.Tensor:
-        x, y = batch
-        return nn.functional.mse_loss(self(x), y)
+        def __init__(self, cut: bool = False, nan_at: int | None = None) -> None:
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8))
+            self.head = nn.Linear(8, 1)
+            self.cut = cut
+            self.seen: list[tuple[float, float, dict[str, torch.Tensor]]] = []
+            self.after: list[dict[str, torch.Tensor]] = []
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.5)
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.body(x)
+            if self.cut:
+                h = h.detach()
+            return self.head(h)
 
-    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
-        grads = [p.grad for p in self.parameters() if p.grad is not None]
-        head = [p.grad for p in self.head.parameters()]
-        self.seen.append((float(torch.nn.utils.get_total_norm(grads)),
-                          float(torch.nn.utils.get_total_norm(head)),
-                          {n: p.detach().clone() for n, p in self.head.named_parameters()}))
+        def training_step(self, batch: tuple, i: int) -> torch.Tensor:
+            x, y = batch
+            return nn.functional.mse_loss(self(x), y)
 
-    def on_train_batch_end(self, outputs: object, batch: object, i: int) -> None:
-        self.after.append({n: p.detach().clone() for n, p in self.head.named_parameters()})
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.5)
+
+        def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+            grads = [p.grad for p in self.parameters() if p.grad is not None]
+            head = [p.grad for p in self.head.parameters()]
+            self.seen.append((float(torch.nn.utils.get_total_norm(grads)),
+                              float(torch.nn.utils.get_total_norm(head)),
+                              {n: p.detach().clone() for n, p in self.head.named_parameters()}))
+
+        def on_train_batch_end(self, outputs: object, batch: object, i: int) -> None:
+            self.after.append({n: p.detach().clone() for n, p in self.head.named_parameters()})
+
+    class WithUnusedHead(Net):
+        def __init__(self) -> None:
+            super().__init__(cut=True)
+            self.aux = nn.Linear(8, 2)
 
 
-class WithUnusedHead(Net):
-    def __init__(self) -> None:
-        super().__init__(cut=True)
-        self.aux = nn.Linear(8, 2)
+@pytest.fixture(autouse=True)
+def _lightning_loaded() -> None:
+    _lightning()  # the imports and classes above: every test of this module reads them
 
 
 def _data(n: int = 16, bad_batch: int | None = None) -> DataLoader:
@@ -191,7 +210,7 @@ def test_first_nonfinite_gradient_is_counted_and_located(tmp_path: Path) -> None
     assert nan.line == _line(Sqrt.forward, "x.sqrt()")
 
 
-@pytest.mark.skipif(ptl is None, reason="pytorch_lightning is not installed")
+@pytest.mark.skipif(not HAS_PTL, reason="pytorch_lightning is not installed")
 def test_the_older_pytorch_lightning_package(tmp_path: Path) -> None:
     class OldNet(ptl.LightningModule):
         def __init__(self) -> None:

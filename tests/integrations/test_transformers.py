@@ -3,20 +3,22 @@ from __future__ import annotations
 
 import inspect
 import math
+from functools import cache
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
+# transformers (its Trainer pulls accelerate and torch._dynamo) is imported by the first test
+# that needs it, never at collection: every xdist worker collects every module, and this
+# import costs each of them ~3.5 s of CPU
+pytestmark = pytest.mark.skipif(
+    find_spec("transformers") is None or find_spec("accelerate") is None,
+    reason="transformers and accelerate are needed")
 
 from torch import nn  # noqa: E402
-from transformers import (BertConfig, BertModel, GPT2Config, GPT2LMHeadModel,  # noqa: E402
-                          Trainer, TrainerCallback, TrainingArguments)
 
-import gradtrace.integrations.transformers as hf  # noqa: E402
-from gradtrace.integrations.transformers import GradtraceCallback, NoGradientError  # noqa: E402
 from gradtrace.runtime.trace.tracer import active_tracer  # noqa: E402
 
 
@@ -25,18 +27,35 @@ def _line(obj: object, text: str) -> int:
     return start + next(i for i, s in enumerate(lines) if text in s)
 
 
-class Recorder(TrainerCallback):
-    """What the gradients are at on_pre_optimizer_step (or at the optimizer's step)."""
+@cache
+def _hf() -> None:
+    """Imports transformers and the callback and defines Recorder (module globals), once per
+    process, at the first test."""
+    global BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback
+    global TrainingArguments, hf, GradtraceCallback, NoGradientError, Recorder
+    from transformers import (BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, Trainer,
+                              TrainerCallback, TrainingArguments)
 
-    def __init__(self) -> None:
-        self.norms: list[float] = []
-        self.h0: list[float] = []
+    import gradtrace.integrations.transformers as hf
+    from gradtrace.integrations.transformers import GradtraceCallback, NoGradientError
 
-    def on_pre_optimizer_step(self, args, state, control, model=None, **kw):  # type: ignore
-        grads = [p.grad for p in model.parameters() if p.grad is not None]
-        h0 = [p.grad for n, p in model.named_parameters() if n.startswith("transformer.h.0.")]
-        self.norms.append(float(torch.nn.utils.get_total_norm(grads)))
-        self.h0.append(float(torch.nn.utils.get_total_norm(h0)))
+    class Recorder(TrainerCallback):
+        """What the gradients are at on_pre_optimizer_step (or at the optimizer's step)."""
+
+        def __init__(self) -> None:
+            self.norms: list[float] = []
+            self.h0: list[float] = []
+
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kw):  # type: ignore
+            grads = [p.grad for p in model.parameters() if p.grad is not None]
+            h0 = [p.grad for n, p in model.named_parameters() if n.startswith("transformer.h.0.")]
+            self.norms.append(float(torch.nn.utils.get_total_norm(grads)))
+            self.h0.append(float(torch.nn.utils.get_total_norm(h0)))
+
+
+@pytest.fixture(autouse=True)
+def _transformers_loaded() -> None:
+    _hf()  # the imports and the class above: every test of this module reads them
 
 
 def _gpt2() -> GPT2LMHeadModel:

@@ -176,10 +176,12 @@ def test_every_hook_is_gone_after_the_watch(net: Any) -> None:
     assert _hooks_on(model) == 0 and _hooks_on(opt) == 0
 
 
-def test_run_report_survives_a_script_that_saves_the_model(cli: Callable[..., Any]) -> None:
+def test_run_report_survives_a_script_that_saves_the_model(
+        cli_inproc: Callable[..., Any]) -> None:
     """pytorch/examples' word_language_model saves the whole model each epoch (with a dropout
-    layer: the run once hooked each one it watched, and pickling failed on that closure)."""
-    cli.write("train.py", """
+    layer: the run once hooked each one it watched, and pickling failed on that closure). In this
+    process (the run's entry point has its own subprocess test: tests/watch/test_run_report.py)."""
+    cli_inproc.write("train.py", """
 import torch, torch.nn as nn
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 1))
@@ -193,7 +195,7 @@ for epoch in range(2):
         torch.save(model, f)
 print("saved", sum(len(m._forward_hooks) for m in torch.load("model.pt", weights_only=False).modules()))
 """)
-    proc = cli("run", "--report", "out.html", "train.py")
+    proc = cli_inproc("run", "--report", "out.html", "train.py")
     assert proc.returncode == 0, proc.stderr.decode()
     assert b"saved 0" in proc.stdout
-    assert "2 steps" in (cli.cwd / "out.html").read_text(encoding="utf-8")
+    assert "2 steps" in (cli_inproc.cwd / "out.html").read_text(encoding="utf-8")
