@@ -51,14 +51,11 @@ def module_loop_var(node: ast.For, ctx: Context) -> tuple[str, str] | None:
         and isinstance(t.elts[1], ast.Name) else t.id if isinstance(t, ast.Name) else None
     it = node.iter
     if isinstance(it, ast.Name):
-        fn = ctx.scope().node
+        name, fn = it.id, ctx.scope().node
         for n in walk(fn):
             if isinstance(n, ast.Assign) and n.lineno < node.lineno and any(
-                    isinstance(x, ast.Name) and x.id == it.id for x in n.targets):
-                for c in walk(n.value):
-                    if _modules_call(c):
-                        it = c
-                        break
+                    isinstance(x, ast.Name) and x.id == name for x in n.targets):
+                it = next((c for c in walk(n.value) if _modules_call(c)), it)
     if var is None or not _modules_call(it):
         return None
     model = dotted(it.func.value)  # type: ignore[union-attr]
