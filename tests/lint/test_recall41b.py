@@ -206,3 +206,72 @@ def test_lookalike_silent(src):
              if f.code in ("GT557", "GT562")]
     assert found == []
     assert _build(src) == "ok"
+
+
+# NOTE [duplicate check bypassed] (GT563): a group builder recursing by children checks ids
+# before appending, but 1-D parameters are appended (and skipped past the check) first; a
+# LayerNorm shared by two branches is met twice
+BYPASS_TWIN = '''
+import torch
+from torch import nn
+
+
+class GroupBuilder:
+    def __init__(self, decay):
+        self.decay = decay
+        self.ids = set()
+
+    def collect(self, module, out):
+        for name, p in module.named_parameters(recurse=False):
+            if p.ndim == 1:
+                out.append({'params': [p], 'weight_decay': 0.0})
+                continue
+            if id(p) in self.ids:
+                continue
+            self.ids.add(id(p))
+            out.append({'params': [p], 'weight_decay': self.decay})
+        for child in module.children():
+            self.collect(child, out)
+
+
+shared = nn.LayerNorm(4)
+net = nn.ModuleDict({'a': nn.Sequential(nn.Linear(4, 4), shared),
+                     'b': nn.Sequential(nn.Linear(4, 4), shared)})
+groups = []
+GroupBuilder(1e-4).collect(net, groups)
+RESULT = lambda: torch.optim.AdamW(groups, lr=1e-3)
+'''
+# look-alike: the id check runs first
+BYPASS_LOOKALIKE = BYPASS_TWIN.replace(
+    "            if p.ndim == 1:\n"
+    "                out.append({'params': [p], 'weight_decay': 0.0})\n"
+    "                continue\n"
+    "            if id(p) in self.ids:\n"
+    "                continue\n"
+    "            self.ids.add(id(p))\n",
+    "            if id(p) in self.ids:\n"
+    "                continue\n"
+    "            self.ids.add(id(p))\n"
+    "            if p.ndim == 1:\n"
+    "                out.append({'params': [p], 'weight_decay': 0.0})\n"
+    "                continue\n")
+# look-alike: the early branch records the id too
+BYPASS_RECORDED = BYPASS_TWIN.replace(
+    "                out.append({'params': [p], 'weight_decay': 0.0})\n",
+    "                if id(p) not in self.ids:\n"
+    "                    out.append({'params': [p], 'weight_decay': 0.0})\n"
+    "                self.ids.add(id(p))\n")
+# look-alike: the early branch leaves the parameter out
+BYPASS_SKIPPED = BYPASS_TWIN.replace(
+    "                out.append({'params': [p], 'weight_decay': 0.0})\n", "")
+
+
+def test_bypass_twin_reported():
+    assert _lines(BYPASS_TWIN, "GT563") == [_line(BYPASS_TWIN, "            if p.ndim == 1:")]
+    assert _build(BYPASS_TWIN) == "error"
+
+
+@pytest.mark.parametrize("src", [BYPASS_LOOKALIKE, BYPASS_RECORDED, BYPASS_SKIPPED])
+def test_bypass_lookalike_silent(src):
+    assert _lines(src, "GT563") == []
+    assert _build(src) == "ok"

@@ -17,6 +17,15 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 
+# NOTE [parameter gathered twice]
+# `modules()` yields every module once, the model itself first, and a Parameter is reachable
+# from more than one of them in two ways: `parameters()` is recursive (a module with children
+# hands out theirs), and a module class may expose a child's parameter under its own name (a
+# `weight` property returning `self.bn.weight`). A loop that appends per module therefore
+# gathers one tensor twice unless its tests keep one of the two holders out; torch rejects a
+# tensor in two groups and warns of (and steps twice) one repeated in a group. The tests are
+# read per subject (`truth`, `run`), the lists followed to an optimizer, through the
+# function's return to its callers (`given_lists`).
 NAME = "name"
 MODULE_ITERS = frozenset({"modules", "named_modules"})
 _NORMS = ("BatchNorm", "SyncBatchNorm", "LayerNorm", "GroupNorm", "InstanceNorm")

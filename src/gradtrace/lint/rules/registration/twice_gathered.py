@@ -1,6 +1,6 @@
-"""GT557, GT562: a loop over a model's modules gathers one Parameter twice (NOTE [parameter
-gathered twice]): through a property that hands out a child's parameter, or through the
-recursive ``parameters()`` of a module that has children (the model itself comes first)."""
+"""GT557, GT562: a loop over a model's modules gathers one Parameter twice
+(NOTE [parameter gathered twice]): through a property that hands out a child's parameter, or
+through the recursive ``parameters()`` of a module that has children (the model comes first)."""
 from __future__ import annotations
 
 import ast
