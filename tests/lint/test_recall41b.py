@@ -165,6 +165,39 @@ ONLY_NORMS = RECURSIVE_TWIN.replace(
     "norm_params, rest_params = norm_and_rest(enc)",
     "norm_params, _ = norm_and_rest(enc)\nrest_params = [p for n, p in enc.named_parameters() if 'stem.1' not in n]")
 
+# the same fact in other words: one group per module (`{"params": m.parameters()}`), a
+# comprehension over them, the model's class known through the helper's caller
+GROUPS_TWIN = '''
+import torch
+from torch import nn
+
+
+def groups_of(model, lr):
+    groups = []
+    for m in model.modules():
+        if isinstance(m, nn.Embedding):
+            groups.append({"params": m.parameters(), "lr": lr * 10})
+        elif not isinstance(m, (nn.Sequential, nn.ModuleList)):
+            groups.append({"params": [p for p in m.parameters() if p.requires_grad], "lr": lr})
+    return groups
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4)
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(self.emb(x))
+
+
+net = Net()
+RESULT = lambda: torch.optim.SGD(groups_of(net, 0.1), lr=0.1)
+'''
+# look-alike: the model is an nn.Sequential, which the container test keeps out
+GROUPS_LOOKALIKE = GROUPS_TWIN.replace("net = Net()", "net = nn.Sequential(nn.Embedding(10, 4), nn.Linear(4, 2))")
+
 
 def _lines(src: str, code: str) -> list[int]:
     return [f.line for f in check_source(textwrap.dedent(src), path="m.py") if f.code == code]
@@ -192,6 +225,7 @@ def _build(src: str) -> str:
     (PROPERTY_TWIN, "GT557", "    if isinstance(v, nn.BatchNorm2d):", "error"),
     (HELPER_TWIN, "GT557", "        elif isinstance(m, nn.LayerNorm):", "error"),
     (ONE_GROUP_TWIN, "GT557", "  # the rest", "duplicate"),
+    (GROUPS_TWIN, "GT562", '            groups.append({"params": [p for p', "error"),
     (RECURSIVE_TWIN, "GT562", "        if type(mod).__name__ in", "error"),
 ])
 def test_twin_reported_on_its_line(src, code, at, verdict):
@@ -200,7 +234,8 @@ def test_twin_reported_on_its_line(src, code, at, verdict):
 
 
 @pytest.mark.parametrize("src", [PROPERTY_LOOKALIKE, OWN_PARAMETER, HELPER_LOOKALIKE,
-                                 RECURSIVE_LOOKALIKE, NOT_RECURSIVE, ONLY_NORMS])
+                                 RECURSIVE_LOOKALIKE, NOT_RECURSIVE, ONLY_NORMS,
+                                 GROUPS_LOOKALIKE])
 def test_lookalike_silent(src):
     found = [f.code for f in check_source(textwrap.dedent(src), path="m.py")
              if f.code in ("GT557", "GT562")]

@@ -141,7 +141,8 @@ def _is_type(subj: Subject, t: ast.expr, ctx: Context) -> object:
         if bases is None:
             return None
         return True if q in bases else (False if bases <= _BASES else None)
-    return False if q in _CONTAINERS or q.rpartition(".")[2].startswith(_WEIGHTED) else None
+    # the root of unknown class: not a weighted layer (it has children), maybe a container
+    return False if q.rpartition(".")[2].startswith(_WEIGHTED) else None
 
 
 def _prop_target(cls: ClassInfo, attr: str) -> tuple[str, str] | None:
@@ -150,9 +151,11 @@ def _prop_target(cls: ClassInfo, attr: str) -> tuple[str, str] | None:
         m = c.methods.get(attr)
         if m is None:
             continue
-        if not any(dotted(d) in ("property", "functools.cached_property") for d in m.decorator_list):
+        if not any(dotted(d) in ("property", "functools.cached_property")
+                   for d in m.decorator_list):
             return None
-        body = [s for s in m.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        body = [s for s in m.body
+                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
         if len(body) == 1 and isinstance(body[0], ast.Return):
             v = body[0].value
             if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Attribute) \
@@ -273,7 +276,8 @@ def _skips(body: list[ast.stmt]) -> bool:
 
 def _append(s: ast.stmt, var: str) -> tuple[str, str | None] | None:
     """``(list, attr)`` for ``L.append(v.attr)``; ``(list, None)`` for ``L.extend(v.parameters())``,
-    ``L.extend([*v.parameters()])``, ``L += list(v.parameters())`` (recursive ones)."""
+    ``L.extend([*v.parameters()])``, ``L += list(v.parameters())``, a comprehension over them,
+    ``L.append({"params": v.parameters()})`` (the recursive ones)."""
     if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
             and isinstance(s.value.func, ast.Attribute) and len(s.value.args) == 1:
         lst, a = dotted(s.value.func.value), s.value.args[0]
@@ -284,6 +288,10 @@ def _append(s: ast.stmt, var: str) -> tuple[str, str | None] | None:
             return lst, a.attr
         if s.value.func.attr == "extend" and _recursive_params(a, var):
             return lst, None
+        if s.value.func.attr == "append" and isinstance(a, ast.Dict) and any(
+                isinstance(k, ast.Constant) and k.value == "params" and _recursive_params(v, var)
+                for k, v in zip(a.keys, a.values)):
+            return lst, None  # `groups.append({"params": v.parameters(), ...})`
     if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add) and dotted(s.target) \
             and _recursive_params(s.value, var):
         return dotted(s.target), None
@@ -296,6 +304,8 @@ def _recursive_params(e: ast.expr, var: str) -> bool:
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "list" \
             and len(e.args) == 1:
         e = e.args[0]
+    if isinstance(e, (ast.ListComp, ast.GeneratorExp)) and len(e.generators) == 1:
+        e = e.generators[0].iter  # `[p for p in v.parameters() if p.requires_grad]`
     return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
         and e.func.attr == "parameters" and isinstance(e.func.value, ast.Name) \
         and e.func.value.id == var and not e.args and not e.keywords
@@ -312,21 +322,30 @@ def given_lists(fn: ast.AST, lists: set[str], ctx: Context) -> set[str]:
     if not order:
         return out
     for st in walk(ctx.tree):
+        if len(order) == 1 and isinstance(st, ast.Call) and (is_optimizer_call(st, ctx) or (
+                isinstance(st.func, ast.Attribute) and st.func.attr == "add_param_group")) \
+                and any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+                        and c.func.id == fn.name for c in walk(st)):
+            out.add(order[0])  # type: ignore[arg-type]  # `SGD(groups_of(net), lr=0.1)`
         if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) \
                 and isinstance(st.value.func, ast.Name) and st.value.func.id == fn.name \
-                and len(st.targets) == 1 and isinstance(st.targets[0], ast.Tuple) \
-                and len(st.targets[0].elts) == len(order):
-            names = {dotted(t): mine for t, mine in zip(st.targets[0].elts, order)
-                     if dotted(t) and mine}
-            got = _in_optimizer(ctx.tree, set(names), ctx, after=st.lineno)  # type: ignore[arg-type]
+                and len(st.targets) == 1:
+            tg = st.targets[0]
+            elts = tg.elts if isinstance(tg, ast.Tuple) else [tg] if len(order) == 1 else []
+            if len(elts) != len(order):
+                continue
+            names = {dotted(t): mine for t, mine in zip(elts, order) if dotted(t) and mine}
+            got = _in_optimizer(ctx.tree, set(names), ctx,  # type: ignore[arg-type]
+                                after=st.lineno)
             out |= {names[g] for g in got}  # type: ignore[misc]
     return out
 
 
 def _returned(fn: ast.AST, lists: set[str]) -> list[str | None]:
     for st in walk(fn):
-        if isinstance(st, ast.Return) and isinstance(st.value, ast.Tuple):
-            order = [dotted(e) if dotted(e) in lists else None for e in st.value.elts]
+        if isinstance(st, ast.Return) and st.value is not None:
+            elts = st.value.elts if isinstance(st.value, ast.Tuple) else [st.value]
+            order = [dotted(e) if dotted(e) in lists else None for e in elts]
             if any(order):
                 return order
     return []

@@ -7,6 +7,8 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -32,6 +34,16 @@ def _split(a: Run, b: Run) -> ast.If | None:
         if id(s) in other and other[id(s)] != r:
             return s
     return None
+
+
+def _model_class(model: str, node: ast.AST, ctx: Context) -> ClassInfo | None:
+    """The module class of the file the loop's model is an instance of (its kind)."""
+    if "." in model:
+        return None
+    k = ctx.analysis.kind(ast.Name(id=model), ctx.scope(), node.lineno)
+    c = ctx.analysis.classes.get(k.cls) if k is not None and k.what == MODULE \
+        and isinstance(k.cls, str) else None
+    return c if c is not None and c.is_module else None
 
 
 def _rebound_after(fn: ast.AST, name: str, line: int) -> bool:
@@ -86,7 +98,8 @@ class ParameterGatheredThroughProperty(Rule):
                     norm.append(v.weight)
                 elif hasattr(v, "weight") and isinstance(v.weight, nn.Parameter):
                     decay.append(v.weight)
-            opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-4}, {"params": norm}], lr=0.1)
+            opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-4},
+                                   {"params": norm}], lr=0.1)
             """, at=(15, 4)),
         Good("""
             import torch
@@ -108,7 +121,8 @@ class ParameterGatheredThroughProperty(Rule):
                         norm.append(v.weight)
                 elif hasattr(v, "weight") and isinstance(v.weight, nn.Parameter):
                     decay.append(v.weight)
-            opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-4}, {"params": norm}], lr=0.1)
+            opt = torch.optim.SGD([{"params": decay, "weight_decay": 1e-4},
+                                   {"params": norm}], lr=0.1)
             """),
     ]
 
@@ -223,7 +237,7 @@ class ModuleParametersGatheredTwice(Rule):
         if mv is None:
             return
         model, var = mv
-        root = run(node.body, var, Subject(root=True), ctx)
+        root = run(node.body, var, Subject(cls=_model_class(model, node, ctx), root=True), ctx)
         if root is None:
             return
         whole = [a for a in root.appends if a[1] is None]
@@ -239,7 +253,9 @@ class ModuleParametersGatheredTwice(Rule):
         named = [s for s, r in root.tests if r == NAME]
         at = named[0] if named else stmt
         others = {a[0] for s in collects for a in [_append(s, var)] if a and a[0] != lst}
-        effect = (_TWO.replace("and building", "building") if others
+        group = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
+            and isinstance(stmt.value.args[0], ast.Dict)  # one group per module
+        effect = (_TWO.replace("and building", "building") if others or group
                   else _ONE.replace("twice in that group", "twice in one group"))
         yield self.report(at, ctx, related=[Related(
             ctx.path, stmt.lineno, "the recursive `parameters()` gathered here",
