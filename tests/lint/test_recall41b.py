@@ -310,3 +310,94 @@ def test_bypass_twin_reported():
 def test_bypass_lookalike_silent(src):
     assert _lines(src, "GT563") == []
     assert _build(src) == "ok"
+
+
+# GT557 across files (NOTE [project index]): the wrapper in `blocks.py`, the model built in
+# `nets.py` (which imports it), the YOLO-style groups in `train.py` (which imports only nets)
+BLOCKS = '''
+import torch
+from torch import nn
+
+
+class NormPad(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return nn.functional.pad(self.norm(x), [1] * 4)
+
+    @property
+    def weight(self):
+        return self.norm.weight
+
+
+class Branch(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(c, c, 1, bias=False), NormPad(c))
+
+    def forward(self, x):
+        return self.body(x)
+'''
+NETS = '''
+from torch import nn
+from blocks import Branch
+
+
+def build():
+    return nn.Sequential(Branch(3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 2))
+'''
+TRAIN = '''
+import torch
+from torch import nn
+from nets import build
+
+model = build()
+g_norm, g_decay = [], []
+for _, v in model.named_modules():
+    if isinstance(v, nn.BatchNorm2d):
+        g_norm.append(v.weight)
+    elif hasattr(v, 'weight') and isinstance(v.weight, nn.Parameter):
+        g_decay.append(v.weight)
+optimizer = torch.optim.SGD(g_norm, lr=0.01)
+optimizer.add_param_group({'params': g_decay, 'weight_decay': 5e-4})
+'''
+TRAIN_OK = TRAIN.replace(
+    "from nets import build\n", "from nets import build\nfrom blocks import NormPad\n").replace(
+    "    if isinstance(v, nn.BatchNorm2d):\n",
+    "    if isinstance(v, NormPad):\n        continue\n    if isinstance(v, nn.BatchNorm2d):\n")
+
+
+def _project(root, train: str) -> list[tuple[str, int, str]]:
+    import runpy
+    import sys
+    from pathlib import Path
+
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    for name, text in {"blocks.py": BLOCKS, "nets.py": NETS, "train.py": train}.items():
+        (root / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    found = sorted((Path(f.path).name, f.line, f.code) for f in check_paths(
+        [str(root)], Settings(select=("GT557",))).findings)
+    sys.path.insert(0, str(root))
+    try:
+        runpy.run_path(str(root / "train.py"), run_name="__main__")
+        built = "ok"
+    except ValueError as e:
+        assert "more than one parameter group" in str(e)
+        built = "error"
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("blocks", None)
+        sys.modules.pop("nets", None)
+    return found + [("built", 0, built)]
+
+
+def test_property_wrapper_two_files_away_reported(tmp_path):
+    line = _line(textwrap.dedent(TRAIN).lstrip("\n"), "    if isinstance(v, nn.BatchNorm2d):")
+    assert _project(tmp_path, TRAIN) == [("train.py", line, "GT557"), ("built", 0, "error")]
+
+
+def test_property_wrapper_two_files_away_skipped_is_silent(tmp_path):
+    assert _project(tmp_path, TRAIN_OK) == [("built", 0, "ok")]

@@ -42,6 +42,7 @@ class Subject:
     call: ast.Call | None = None
     cls: ClassInfo | None = None
     root: bool = False
+    home: Context | None = None  # the context of ``cls``'s file, when another file's
 
 
 @dataclass
@@ -126,8 +127,17 @@ def _is_type(subj: Subject, t: ast.expr, ctx: Context) -> object:
             return any(c.name == t.id for c in subj.cls.lineage())
         return False if subj.torch else None
     q = ctx.qualified_name(t)
-    if q is None or not q.startswith("torch.nn."):
+    if q is None:
         return None
+    if not q.startswith("torch.nn."):  # a class of another file (`from .dbb import PadBN`)
+        if subj.torch:
+            return False
+        if subj.cls is None:
+            return None
+        if any(c.name == q.rpartition(".")[2] for c in subj.cls.lineage()):
+            return True
+        bases = _class_bases(subj.cls, subj.home or ctx)
+        return False if bases is not None and bases <= _BASES else None
     if q in _BASES:
         return True
     if subj.torch:
@@ -137,7 +147,7 @@ def _is_type(subj: Subject, t: ast.expr, ctx: Context) -> object:
             return None  # `_BatchNorm`, private bases: not followed
         return subj.torch == q or subj.torch.rpartition(".")[2] == last
     if subj.cls is not None:
-        bases = _class_bases(subj.cls, ctx)
+        bases = _class_bases(subj.cls, subj.home or ctx)
         if bases is None:
             return None
         return True if q in bases else (False if bases <= _BASES else None)
@@ -184,7 +194,7 @@ def has_param(subj: Subject, attr: str, ctx: Context) -> object:
     if subj.cls is not None:
         target = _prop_target(subj.cls, attr)
         if target is not None:
-            child = child_layer(subj.cls, target[0], ctx)
+            child = child_layer(subj.cls, target[0], subj.home or ctx)
             return None if child is None else has_param(child, target[1], ctx)
         return None
     return None
@@ -197,7 +207,7 @@ def _has_attr(subj: Subject, attr: str, ctx: Context) -> object:
     if subj.cls is not None:
         if any(attr in c.methods or attr in c.attrs for c in subj.cls.lineage()):
             return True
-        bases = _class_bases(subj.cls, ctx)
+        bases = _class_bases(subj.cls, subj.home or ctx)
         return False if bases is not None and bases <= _BASES else None
     return None
 

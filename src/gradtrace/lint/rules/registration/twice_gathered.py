@@ -9,6 +9,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import ClassInfo
+from gradtrace.lint.analysis.project_files import imports_of, module_context
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -16,6 +17,11 @@ from gradtrace.lint.rules.registration._module_tests import (
     NAME, Run, Subject, _append, _prop_target, child_layer, given_lists, has_param,
     module_loop_var, run)
 
+MAX_FILES = 24
+# packages never part of the checked project (skip the file lookup)
+EXTERNAL = frozenset({"torch", "numpy", "os", "sys", "math", "typing", "collections", "copy",
+                      "functools", "itertools", "logging", "warnings", "time", "random",
+                      "argparse", "json", "re", "pathlib", "yaml", "tqdm", "torchvision"})
 _TWO = ("and building the optimizer fails (ValueError: some parameters appear in more than one "
         "parameter group)")
 _ONE = ("twice in that group: torch warns of duplicate parameters and the optimizer updates "
@@ -25,6 +31,33 @@ _ONE = ("twice in that group: torch warns of duplicate parameters and the optimi
 def _built(ctx: Context, name: str) -> bool:
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name
                for n in walk(ctx.tree))
+
+
+def _candidates(ctx: Context) -> Iterator[tuple[Context, ClassInfo]]:
+    """The module classes of the file, then those of the files it imports and of theirs
+    (NOTE [project index], two hops, at most ``MAX_FILES`` files): where a wrapper class the
+    model is built from may live (a trainer importing the model file, which imports its
+    blocks)."""
+    for c in ctx.analysis.classes.values():
+        if c.is_module:
+            yield ctx, c
+    seen, todo, hops = {ctx.path}, [ctx], 0
+    while todo and hops < 2:
+        hops += 1
+        nxt = []
+        for c in todo:
+            for level, module, _ in set(imports_of(c).values()):
+                if len(seen) > MAX_FILES or module.partition(".")[0] in EXTERNAL:
+                    continue
+                other = module_context(c, level, module)
+                if other is None or other.path in seen:
+                    continue
+                seen.add(other.path)
+                nxt.append(other)
+                for k in other.analysis.classes.values():
+                    if k.is_module:
+                        yield other, k
+        todo = nxt
 
 
 def _split(a: Run, b: Run) -> ast.If | None:
@@ -67,8 +100,9 @@ class ParameterGatheredThroughProperty(Rule):
     one group, torch warns of duplicates. Test the wrapper's class before the attribute test,
     or gather with `v.named_parameters(recurse=False)`.
     Known limits: the property must return `self.<child>.<name>` of a torch layer its class
-    builds in `__init__`, the class must be built in the file, and the lists must reach an
-    optimizer (in the function, or through the function's return to a caller of the file).
+    builds in `__init__`; the class must be built in its file, which is this file or one it
+    imports (two hops); the lists must reach an optimizer (in the function, or through the
+    function's return to a caller of the file).
     """
 
     code = "GT557"
@@ -137,18 +171,17 @@ class ParameterGatheredThroughProperty(Rule):
         if not attrs:
             return
         found = []
-        for cls in ctx.analysis.classes.values():
-            if not cls.is_module:
-                continue
+        for home, cls in _candidates(ctx):
             for attr in sorted(attrs):
                 target = _prop_target(cls, attr)
                 if target is None:
                     continue
-                child = child_layer(cls, target[0], ctx)
+                child = child_layer(cls, target[0], home)
                 if child is None or has_param(child, target[1], ctx) is not True \
-                        or not _built(ctx, cls.name):
+                        or not _built(home, cls.name):
                     continue
-                mine, theirs = run(node.body, var, Subject(cls=cls), ctx), \
+                subject = Subject(cls=cls, home=home if home is not ctx else None)
+                mine, theirs = run(node.body, var, subject, ctx), \
                     run(node.body, var, child, ctx)
                 if mine is None or theirs is None:
                     continue
