@@ -7,6 +7,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.analysis.calls import calls_of
 from gradtrace.lint.analysis.maximized import maximized
 from gradtrace.lint.analysis.objects import constructor_call, field_source
@@ -16,6 +17,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.registration._handed import handed_training, measured
 from gradtrace.lint.rules.registration._modules import (
     covers, module_ctor, optimizer_builds, owns_params, step_lines,
 )
@@ -40,11 +42,19 @@ def _surely_owns_params(call: ast.Call, ctx: Context, depth: int = 0) -> bool:
         if isinstance(b, ast.Name) and b.id in ctx.analysis.classes and _surely_owns_params(
                 ast.Call(func=b, args=[], keywords=[]), ctx, depth + 1):
             return True
+    init = cls.methods.get("__init__")
     for info in cls.attrs.values():
         v = info.value
-        if isinstance(v, ast.Call) and (is_parameter_call(v, ctx) or (
-                module_ctor(v, ctx) and _surely_owns_params(v, ctx, depth + 1))):
+        if not isinstance(v, ast.Call):
+            continue
+        if is_parameter_call(v, ctx) or (
+                module_ctor(v, ctx) and _surely_owns_params(v, ctx, depth + 1)):
             return True
+        if init is not None and not v.args and not v.keywords and module_ctor(v, ctx) \
+                and ctx.call_name(v) in ("torch.nn.ModuleList", "torch.nn.Sequential") \
+                and any(isinstance(a, ast.Call) and module_ctor(a, ctx) and _surely_owns_params(
+                    a, ctx, depth + 1) for a in appended_blocks(v, ctx, init)):
+            return True  # `self.convs = ModuleList()` filled by `append(GCNConv(...))`
     return False
 
 
@@ -77,13 +87,23 @@ def _meant_to_train(call: ast.Call, name: str) -> bool:
         args[0], ast.Constant) and args[0].value is True)
 
 
-def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | None:
+def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
+                 handoffs: list[ast.Call] | None = None, allow_eval: bool = False
+                 ) -> list[ast.Call] | None:
     """The calls ``name(...)`` in the scope when every other read of ``name`` is an
-    attribute read (``m.fc.weight``) or a ``.to()``/``.train()``-style call on it (None: it is
-    handed to something, loaded, frozen, stored or its parameters are read)."""
+    attribute read (``m.fc.weight``), a ``.to()``/``.train()``-style call on it or a
+    comprehension measuring its parameters (None: it is handed to something, loaded, frozen,
+    stored or its parameters are read). With ``handoffs``, a call handing ``name`` to a
+    function of the file is collected there instead (NOTE [module handed to a training
+    function]); ``allow_eval``: ``name.eval()`` too."""
     calls: list[ast.Call] = []
+    an = scope.ctx.analysis
+    skip: set[int] = set()
+    handled = HANDLED - {"eval"} if allow_eval else HANDLED
 
     def visit(n: ast.AST) -> bool:
+        if id(n) in skip:
+            return True
         if isinstance(n, ast.Name) and n.id == name:
             return False  # bare use (an argument, returned, stored...)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
@@ -91,9 +111,17 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | No
             return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)])
         if isinstance(n, ast.Call) and _meant_to_train(n, name):
             return True
+        if handoffs is not None and isinstance(n, ast.Call) and any(
+                isinstance(a, ast.Name) and a.id == name
+                for a in [*n.args, *(k.value for k in n.keywords)]) \
+                and isinstance(n.func, ast.Name) and n.func.id in an.functions:
+            handoffs.append(n)
+            return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)]
+                       if not (isinstance(a, ast.Name) and a.id == name))
         if isinstance(n, ast.Attribute) and (dotted(n) or "").partition(".")[0] == name:
             parts = (dotted(n) or "").split(".")[1:]
-            return not (set(parts) & HANDLED) and isinstance(n.ctx, ast.Load)
+            return not (set(parts) & handled) and isinstance(n.ctx, ast.Load)
+        skip.update(id(c) for c in measured(n, name))
         return all(visit(c) for c in child_nodes(n))
 
     for s in scope.stmts:
@@ -217,17 +245,23 @@ class ModuleOutsideOptimizer(Rule):
                     or _class_keeps_fixed(v, ctx) or scope.loops_of(b.stmt) \
                     or any(covers(name, s) or covers(s, name) for o in opts for s in o.sources):
                 continue
-            calls = _only_called(scope, name, b.stmt)
-            if not calls:
+            handoffs: list[ast.Call] = []
+            calls = _only_called(scope, name, b.stmt, handoffs)
+            if calls is None or calls and handoffs:
                 continue
-            hit = self._trained_call(scope, calls, opts)
+            hit = self._trained_call(scope, calls, opts) if calls else None
+            if hit is None and handoffs and not calls:
+                hit = handed_training(scope, name, handoffs, opts, _only_called,
+                                      self._trained_call)
             if hit is None:
                 continue
-            call, opt = hit
+            call, opt = hit[0], hit[1]
             srcs = ", ".join(f"`{s}`" for s in sorted(opt.sources))
             yield self.report(opt.stmt, ctx, related=[
                 Related(ctx.path, b.line, f"`{name}` is built here", ctx.column(b.stmt)),
-                Related(ctx.path, call.lineno, f"`{name}` runs here", ctx.column(call))],
+                Related(ctx.path, call.lineno, f"`{name}` runs here" + (
+                    f" (handed to `{hit[2].name}()`)" if len(hit) > 2 else ""),
+                    ctx.column(call))],
                 opt=opt.name, srcs=srcs, mod=name, line=b.line)
 
     @staticmethod
