@@ -131,6 +131,71 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return same and all(p.grad is not None for p in backbone.parameters())
         frozen_by_mistake = main()
         """, "GT438", line=18, holds="frozen_by_mistake")),
+    # One call further still: the training function hands the module on to a loss helper
+    # (`forward_loss(net, head, batch)`) inside its backward-and-step loop; the helper runs it
+    # with grad on. Look-alike: the script freezes the trunk with `requires_grad_(False)`
+    "trunk-run-by-a-loss-helper-of-the-training-function": (Shape("""
+        def forward_loss(net, head, batch):
+            x, y = batch
+            return F.mse_loss(head(net(x)), y)
+        def train(net, head, opt, batches):
+            for batch in batches:
+                opt.zero_grad()
+                loss = forward_loss(net, head, batch)
+                loss.backward()
+                opt.step()
+        trunk = nn.Sequential(nn.Linear(4, 6), nn.ReLU())
+        head = nn.Linear(6, 1)
+        trunk.requires_grad_(False)
+        opt = torch.optim.SGD(head.parameters(), lr=0.1)
+        train(trunk, head, opt, [(torch.randn(5, 4), torch.randn(5, 1))] * 2)
+        """, "GT438", holds="all(p.grad is None for p in trunk.parameters())"), Shape("""
+        def forward_loss(net, head, batch):
+            x, y = batch
+            return F.mse_loss(head(net(x)), y)
+        def train(net, head, opt, batches):
+            for batch in batches:
+                opt.zero_grad()
+                loss = forward_loss(net, head, batch)
+                loss.backward()
+                opt.step()
+        trunk = nn.Sequential(nn.Linear(4, 6), nn.ReLU())
+        head = nn.Linear(6, 1)
+        opt = torch.optim.SGD(head.parameters(), lr=0.1)
+        w0 = [p.detach().clone() for p in trunk.parameters()]
+        train(trunk, head, opt, [(torch.randn(5, 4), torch.randn(5, 1))] * 2)
+        """, "GT438", line=12, holds="all(torch.equal(a, b) for a, b in zip(w0, trunk.parameters()))"
+        " and all(p.grad is not None for p in trunk.parameters())")),
+    # The loop in the script itself, the module run by a step helper it is handed to.
+    # Look-alike: each module has its own optimizer, both stepped in the loop
+    "encoder-run-by-a-step-helper-in-the-script-loop": (Shape("""
+        def step_loss(enc, dec, x):
+            return (dec(enc(x)) - x).pow(2).mean()
+        enc = nn.Linear(6, 2)
+        dec = nn.Linear(2, 6)
+        opt_dec = torch.optim.Adam(dec.parameters(), lr=0.01)
+        opt_enc = torch.optim.Adam(enc.parameters(), lr=0.01)
+        w0 = enc.weight.detach().clone()
+        for _ in range(2):
+            loss = step_loss(enc, dec, torch.randn(3, 6))
+            opt_dec.zero_grad()
+            opt_enc.zero_grad()
+            loss.backward()
+            opt_dec.step()
+            opt_enc.step()
+        """, "GT438", holds="not torch.equal(w0, enc.weight)"), Shape("""
+        def step_loss(enc, dec, x):
+            return (dec(enc(x)) - x).pow(2).mean()
+        enc = nn.Linear(6, 2)
+        dec = nn.Linear(2, 6)
+        opt_dec = torch.optim.Adam(dec.parameters(), lr=0.01)
+        w0 = enc.weight.detach().clone()
+        for _ in range(2):
+            loss = step_loss(enc, dec, torch.randn(3, 6))
+            opt_dec.zero_grad()
+            loss.backward()
+            opt_dec.step()
+        """, "GT438", line=5, holds="torch.equal(w0, enc.weight) and enc.weight.grad is not None")),
 }
 
 

@@ -1,5 +1,6 @@
-"""NOTE [module handed to a training function]: GT438 one call further.
+"""GT438 one call further: a module handed to a function of the file that trains it.
 
+# NOTE [module handed to a training function]
 ``model = GCN(...)`` built in a script (or ``main()``), the optimizer built over the other
 modules only (``Adam(list(emb.parameters()) + list(predictor.parameters()))``), and the
 module handed to a function of the file, ``train(model, predictor, ..., optimizer)``, which
@@ -33,18 +34,28 @@ def _runs_backward(fn: ast.AST) -> bool:
 
 def handed_training(scope: Scope, name: str, handoffs: list[ast.Call], opts: list,
                     only_called: Callable, trained_call: Callable
-                    ) -> tuple[ast.Call, object, Fn] | None:
-    """(call of the module inside the training function, the caller's optimizer it steps, that
-    function) when every call in ``handoffs`` hands ``name`` to a function of the file that
-    only calls it, and one of them trains it with an optimizer of ``opts`` (built before the
-    hand-off, over other modules) given as an argument."""
+                    ) -> tuple[list[ast.Call], tuple | None] | None:
+    """(the hand-offs that run the module with grad on, (call of the module inside the
+    training function, the caller's optimizer it steps, that function) or None), or None when
+    a function it is handed to does anything else with it. Every call in ``handoffs`` hands
+    ``name`` to a function of the file; one that runs ``backward()`` must train it with an
+    optimizer of ``opts`` (built before the hand-off, over other modules) given as an
+    argument; one that does not is a run of the module when it calls it with grad on (a
+    ``train_step(model, x, y)`` inside the caller's own backward-and-step loop), followed two
+    calls down."""
+    return _follow(scope, name, handoffs, [_Given(o.name, o) for o in opts], only_called,
+                   trained_call, 0)
+
+
+def _follow(scope: Scope, name: str, handoffs: list[ast.Call], opts: list, only_called:
+            Callable, trained_call: Callable, depth: int) -> tuple[list, tuple | None] | None:
     an = scope.ctx.analysis
-    by_name = {o.name: o for o in opts}
+    runs: list[ast.Call] = []
     hit = None
     for call in handoffs:
         st = scope.statement_of(call)
         fn = an.local_callee(call, scope, st.lineno) if st is not None else None
-        if fn is None or scope.grad_off_at(call) is not None:
+        if fn is None or fn is scope.node or scope.grad_off_at(call) is not None:
             return None
         binds = an.arguments(fn, call)
         params = [p for p, v in binds.items() if isinstance(v, ast.Name) and v.id == name]
@@ -52,28 +63,45 @@ def handed_training(scope: Scope, name: str, handoffs: list[ast.Call], opts: lis
             return None
         inner = scope.ctx.scope(fn)
         backward = _runs_backward(fn)
-        calls = only_called(inner, params[0], None, allow_eval=not backward)
+        deeper: list[ast.Call] | None = [] if depth < 1 else None
+        calls = only_called(inner, params[0], None, deeper, allow_eval=not backward)
         if calls is None:
             return None
-        if not backward or hit is not None:
+        given = [_Given(p, o.build) for p, v in binds.items() for o in opts
+                 if isinstance(v, ast.Name) and v.id == o.name
+                 and o.build.stmt.lineno < call.lineno]
+        if deeper:
+            sub = _follow(inner, params[0], deeper, given, only_called, trained_call, depth + 1)
+            if sub is None:
+                return None
+            calls = [*calls, *sub[0]]
+            hit = hit or sub[1]
+        if not backward:
+            if any(inner.grad_off_at(c) is None for c in calls) and not _grad_off_def(fn):
+                runs.append(call)
             continue
-        given = [o for p, v in binds.items() if isinstance(v, ast.Name)
-                 and (o := by_name.get(v.id)) is not None and o.stmt.lineno < call.lineno]
-        local = [_Given(p, o) for p, v in binds.items() for o in given
-                 if isinstance(v, ast.Name) and v.id == o.name]
-        found = trained_call(inner, calls, local) if local and calls else None
+        if hit is not None or not calls:
+            continue
+        found = trained_call(inner, calls, given) if given else None
         if found is None:
             return None
         hit = (found[0], found[1].build, fn)
-    return hit
+    return runs, hit
+
+
+def _grad_off_def(fn: Fn) -> bool:
+    """``@torch.no_grad()`` / ``@torch.inference_mode()`` on the function."""
+    return any((dotted(d.func if isinstance(d, ast.Call) else d) or "").rpartition(".")[2]
+               in ("no_grad", "inference_mode") for d in fn.decorator_list)
 
 
 class _Given:
-    """A parameter of the training function standing for the caller's optimizer ``build``,
-    shaped as the one-scope reading's optimizer (name, statement)."""
+    """An optimizer as a function of the chain sees it: ``name`` the caller's name or the
+    parameter standing for it, ``build`` the caller's optimizer build; shaped as the
+    one-scope reading's optimizer (name, statement)."""
 
-    def __init__(self, param: str, build: object) -> None:
-        self.name = param
+    def __init__(self, name: str, build: object) -> None:
+        self.name = name
         self.build = build
         self.stmt = ast.Pass(lineno=0, col_offset=0)  # given before the function's loops
 

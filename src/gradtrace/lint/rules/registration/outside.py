@@ -94,8 +94,8 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
     attribute read (``m.fc.weight``), a ``.to()``/``.train()``-style call on it or a
     comprehension measuring its parameters (None: it is handed to something, loaded, frozen,
     stored or its parameters are read). With ``handoffs``, a call handing ``name`` to a
-    function of the file is collected there instead (NOTE [module handed to a training
-    function]); ``allow_eval``: ``name.eval()`` too."""
+    function of the file is collected there instead
+    (NOTE [module handed to a training function]); ``allow_eval``: ``name.eval()`` too."""
     calls: list[ast.Call] = []
     an = scope.ctx.analysis
     skip: set[int] = set()
@@ -160,8 +160,13 @@ class ModuleOutsideOptimizer(Rule):
     forever, silently (verified on torch 2.13). Add them to the optimizer
     (`list(model.parameters()) + list(loss_fn.parameters())`), or freeze the module if it is
     meant to stay fixed.
-    Known limits: the module must be built, run and left out of the optimizer in one function
-    (or script), and used only by calling it; a module class that freezes, loads or evaluates
+    The module may also be handed to a function of the file that runs it: `train(model,
+    predictor, optimizer)` calling it in its own backward-and-step loop with the optimizer it
+    was given, or a `step_loss(model, x)` helper called in the caller's loop (two calls down;
+    NOTE [module handed to a training function]).
+    Known limits: the module must be built and left out of the optimizer in one function
+    (or script), and used only by calling it or handing it to such functions (a comprehension
+    that only measures its parameters is allowed); a module class that freezes, loads or evaluates
     itself is taken as intended, and so is a module whose output the loss maximizes (a critic
     or discriminator the trained module climbs: NOTE [maximized module output]).
     """
@@ -247,12 +252,16 @@ class ModuleOutsideOptimizer(Rule):
                 continue
             handoffs: list[ast.Call] = []
             calls = _only_called(scope, name, b.stmt, handoffs)
-            if calls is None or calls and handoffs:
+            if calls is None:
                 continue
-            hit = self._trained_call(scope, calls, opts) if calls else None
-            if hit is None and handoffs and not calls:
-                hit = handed_training(scope, name, handoffs, opts, _only_called,
+            hit = None
+            if handoffs:  # NOTE [module handed to a training function]
+                got = handed_training(scope, name, handoffs, opts, _only_called,
                                       self._trained_call)
+                if got is None or got[1] is None and not (calls := [*calls, *got[0]]):
+                    continue
+                hit = got[1]
+            hit = hit or self._trained_call(scope, calls, opts)
             if hit is None:
                 continue
             call, opt = hit[0], hit[1]
