@@ -207,3 +207,71 @@ def test_look_alike_is_silent_and_runs(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_buggy_twin_is_reported_and_fails(name: str) -> None:
     judge(PRELUDE, SHAPES[name][1])
+
+
+# GT438 across files (NOTE [module handed to a training function], NOTE [project index]): the
+# script hands its modules to `train_one_epoch` imported from the project's `engine.py`
+# (DETR / torchvision-reference style). Look-alike: the optimizer holds both modules
+ENGINE = '''
+import torch.nn.functional as F
+
+
+def train_one_epoch(model, head, batches, optimizer):
+    model.train()
+    for x, y in batches:
+        loss = F.mse_loss(head(model(x)), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+'''
+MAIN = '''
+import torch
+from torch import nn
+
+from engine import train_one_epoch
+
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+head = nn.Linear(8, 1)
+params = {params}
+optimizer = torch.optim.SGD(params, lr=0.1)
+before = [p.detach().clone() for p in model.parameters()]
+train_one_epoch(model, head, [(torch.randn(5, 4), torch.randn(5, 1))] * 2, optimizer)
+MOVED = not all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+'''
+
+
+def _engine_project(root, params: str):  # type: ignore[no-untyped-def]
+    (root / "engine.py").write_text(ENGINE.lstrip("\n"))
+    (root / "main.py").write_text(MAIN.lstrip("\n").format(params=params))
+    return root / "main.py"
+
+
+def _gt438(path) -> list[int]:  # type: ignore[no-untyped-def]
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    return [f.line for f in check_paths([str(path.parent)], Settings()).findings
+            if f.code == "GT438"]
+
+
+def _moved(path, monkeypatch) -> bool:  # type: ignore[no-untyped-def]
+    import runpy
+    import sys
+    monkeypatch.syspath_prepend(str(path.parent))
+    try:
+        return runpy.run_path(str(path))["MOVED"]
+    finally:  # the project's `engine` must not stay imported for the next test
+        sys.modules.pop("engine", None)
+
+
+def test_module_handed_to_an_imported_trainer_in_the_optimizer_is_silent(
+        tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _engine_project(tmp_path, "[*model.parameters(), *head.parameters()]")
+    assert _gt438(path) == []
+    assert _moved(path, monkeypatch)
+
+
+def test_module_handed_to_an_imported_trainer_outside_the_optimizer_is_reported(
+        tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _engine_project(tmp_path, "list(head.parameters())")
+    assert _gt438(path) == [9]
+    assert not _moved(path, monkeypatch)

@@ -1,9 +1,10 @@
-"""GT438 one call further: a module handed to a function of the file that trains it.
+"""GT438 one call further: a module handed to a function of the project that trains it.
 
 # NOTE [module handed to a training function]
 ``model = GCN(...)`` built in a script (or ``main()``), the optimizer built over the other
 modules only (``Adam(list(emb.parameters()) + list(predictor.parameters()))``), and the
-module handed to a function of the file, ``train(model, predictor, ..., optimizer)``, which
+module handed to a function of the file or one imported from another file of the project
+(NOTE [project index]), ``train(model, predictor, ..., optimizer)``, which
 calls it in a loop that runs ``backward()`` and steps the optimizer parameter it was given:
 the module gets gradients every step and never changes (OGB's link-prediction examples).
 
@@ -18,6 +19,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Callable
 
+from gradtrace.lint.analysis.owners import home
+from gradtrace.lint.analysis.project import foreign_callee
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
@@ -55,13 +58,17 @@ def _follow(scope: Scope, name: str, handoffs: list[ast.Call], opts: list, only_
     for call in handoffs:
         st = scope.statement_of(call)
         fn = an.local_callee(call, scope, st.lineno) if st is not None else None
-        if fn is None or fn is scope.node or scope.grad_off_at(call) is not None:
+        if fn is None and st is not None and isinstance(call.func, ast.Name) \
+                and call.func.id not in an.functions:
+            fn = foreign_callee(scope.ctx, call, scope, st.lineno)  # NOTE [project index]
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn is scope.node \
+                or scope.grad_off_at(call) is not None:
             return None
         binds = an.arguments(fn, call)
         params = [p for p, v in binds.items() if isinstance(v, ast.Name) and v.id == name]
         if len(params) != 1:
             return None
-        inner = scope.ctx.scope(fn)
+        inner = home(scope.ctx, fn).scope(fn)
         backward = _runs_backward(fn)
         deeper: list[ast.Call] | None = [] if depth < 1 else None
         calls = only_called(inner, params[0], None, deeper, allow_eval=not backward)

@@ -10,6 +10,8 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.analysis.calls import calls_of
 from gradtrace.lint.analysis.maximized import maximized
+from gradtrace.lint.analysis.owners import home
+from gradtrace.lint.analysis.project_files import imported_mentioning
 from gradtrace.lint.analysis.objects import constructor_call, field_source
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -114,7 +116,9 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
         if handoffs is not None and isinstance(n, ast.Call) and any(
                 isinstance(a, ast.Name) and a.id == name
                 for a in [*n.args, *(k.value for k in n.keywords)]) \
-                and isinstance(n.func, ast.Name) and n.func.id in an.functions:
+                and isinstance(n.func, ast.Name) and (n.func.id in an.functions or n.func.id
+                                                      in scope.ctx.imports.aliases
+                                                      or n.func.id in scope.ctx.imports.package):
             handoffs.append(n)
             return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)]
                        if not (isinstance(a, ast.Name) and a.id == name))
@@ -230,16 +234,16 @@ class ModuleOutsideOptimizer(Rule):
 
     # `_scan` finds nothing in a file without `backward`: asked before the scope is built
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if ctx.mentions("backward"):
+        if _backward_near(ctx):
             yield from self._scan(ctx.scope(node), ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        if ctx.mentions("backward") and node_mentions(ctx, node, "optim"):
+        if node_mentions(ctx, node, "optim") and _backward_near(ctx):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
         opts = [o for o in optimizer_builds(scope) if o.sources]
-        if not opts or not ctx.mentions("backward"):
+        if not opts:
             return
         for name, bs in scope.bindings.items():
             if "." in name or len(bs) != 1 or not isinstance(bs[0].value, ast.Call):
@@ -266,11 +270,12 @@ class ModuleOutsideOptimizer(Rule):
                 continue
             call, opt = hit[0], hit[1]
             srcs = ", ".join(f"`{s}`" for s in sorted(opt.sources))
+            where = home(ctx, hit[2]) if len(hit) > 2 else ctx
             yield self.report(opt.stmt, ctx, related=[
                 Related(ctx.path, b.line, f"`{name}` is built here", ctx.column(b.stmt)),
-                Related(ctx.path, call.lineno, f"`{name}` runs here" + (
+                Related(where.path, call.lineno, f"`{name}` runs here" + (
                     f" (handed to `{hit[2].name}()`)" if len(hit) > 2 else ""),
-                    ctx.column(call))],
+                    where.column(call))],
                 opt=opt.name, srcs=srcs, mod=name, line=b.line)
 
     @staticmethod
@@ -295,6 +300,13 @@ class ModuleOutsideOptimizer(Rule):
             if len(stepped) == 1 and stepped[0].stmt.lineno < start:
                 return c, stepped[0]
         return None
+
+
+def _backward_near(ctx: Context) -> bool:
+    """The file runs ``backward()``, or calls a function imported from another file of the
+    project that does (the training function a script hands its modules to:
+    NOTE [module handed to a training function]); the bytes only, nothing parsed."""
+    return ctx.mentions("backward") or imported_mentioning(ctx, ctx.code, (".backward(",))
 
 
 def _object_steps(scope: Scope, loop: ast.stmt) -> frozenset[str]:
