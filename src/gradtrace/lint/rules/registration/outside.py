@@ -306,7 +306,12 @@ def _backward_near(ctx: Context) -> bool:
     """The file runs ``backward()``, or calls a function imported from another file of the
     project that does (the training function a script hands its modules to:
     NOTE [module handed to a training function]); the bytes only, nothing parsed."""
-    return ctx.mentions("backward") or imported_mentioning(ctx, ctx.code, (".backward(",))
+    if ctx.mentions("backward"):
+        return True
+    # an optimizer over some module's `parameters()` is built here first: most files that
+    # name an optimizer build none, and the import lookup reads other files' bytes
+    return ctx.mentions("parameters(") and ctx.memo(
+        "gt438-backward", ctx.tree, lambda: imported_mentioning(ctx, ctx.code, (".backward(",)))
 
 
 def _object_steps(scope: Scope, loop: ast.stmt) -> frozenset[str]:
