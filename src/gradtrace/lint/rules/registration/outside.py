@@ -7,8 +7,11 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.appended import appended_blocks
 from gradtrace.lint.analysis.calls import calls_of
 from gradtrace.lint.analysis.maximized import maximized
+from gradtrace.lint.analysis.owners import home
+from gradtrace.lint.analysis.project_files import imported_mentioning
 from gradtrace.lint.analysis.objects import constructor_call, field_source
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -16,6 +19,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.registration._handed import handed_training, measured
 from gradtrace.lint.rules.registration._modules import (
     covers, module_ctor, optimizer_builds, owns_params, step_lines,
 )
@@ -40,11 +44,19 @@ def _surely_owns_params(call: ast.Call, ctx: Context, depth: int = 0) -> bool:
         if isinstance(b, ast.Name) and b.id in ctx.analysis.classes and _surely_owns_params(
                 ast.Call(func=b, args=[], keywords=[]), ctx, depth + 1):
             return True
+    init = cls.methods.get("__init__")
     for info in cls.attrs.values():
         v = info.value
-        if isinstance(v, ast.Call) and (is_parameter_call(v, ctx) or (
-                module_ctor(v, ctx) and _surely_owns_params(v, ctx, depth + 1))):
+        if not isinstance(v, ast.Call):
+            continue
+        if is_parameter_call(v, ctx) or (
+                module_ctor(v, ctx) and _surely_owns_params(v, ctx, depth + 1)):
             return True
+        if init is not None and not v.args and not v.keywords and module_ctor(v, ctx) \
+                and ctx.call_name(v) in ("torch.nn.ModuleList", "torch.nn.Sequential") \
+                and any(isinstance(a, ast.Call) and module_ctor(a, ctx) and _surely_owns_params(
+                    a, ctx, depth + 1) for a in appended_blocks(v, ctx, init)):
+            return True  # `self.convs = ModuleList()` filled by `append(GCNConv(...))`
     return False
 
 
@@ -77,13 +89,23 @@ def _meant_to_train(call: ast.Call, name: str) -> bool:
         args[0], ast.Constant) and args[0].value is True)
 
 
-def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | None:
+def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
+                 handoffs: list[ast.Call] | None = None, allow_eval: bool = False
+                 ) -> list[ast.Call] | None:
     """The calls ``name(...)`` in the scope when every other read of ``name`` is an
-    attribute read (``m.fc.weight``) or a ``.to()``/``.train()``-style call on it (None: it is
-    handed to something, loaded, frozen, stored or its parameters are read)."""
+    attribute read (``m.fc.weight``), a ``.to()``/``.train()``-style call on it or a
+    comprehension measuring its parameters (None: it is handed to something, loaded, frozen,
+    stored or its parameters are read). With ``handoffs``, a call handing ``name`` to a
+    function of the file is collected there instead
+    (NOTE [module handed to a training function]); ``allow_eval``: ``name.eval()`` too."""
     calls: list[ast.Call] = []
+    an = scope.ctx.analysis
+    skip: set[int] = set()
+    handled = HANDLED - {"eval"} if allow_eval else HANDLED
 
     def visit(n: ast.AST) -> bool:
+        if id(n) in skip:
+            return True
         if isinstance(n, ast.Name) and n.id == name:
             return False  # bare use (an argument, returned, stored...)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
@@ -91,9 +113,19 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt) -> list[ast.Call] | No
             return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)])
         if isinstance(n, ast.Call) and _meant_to_train(n, name):
             return True
+        if handoffs is not None and isinstance(n, ast.Call) and any(
+                isinstance(a, ast.Name) and a.id == name
+                for a in [*n.args, *(k.value for k in n.keywords)]) \
+                and isinstance(n.func, ast.Name) and (n.func.id in an.functions or n.func.id
+                                                      in scope.ctx.imports.aliases
+                                                      or n.func.id in scope.ctx.imports.package):
+            handoffs.append(n)
+            return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)]
+                       if not (isinstance(a, ast.Name) and a.id == name))
         if isinstance(n, ast.Attribute) and (dotted(n) or "").partition(".")[0] == name:
             parts = (dotted(n) or "").split(".")[1:]
-            return not (set(parts) & HANDLED) and isinstance(n.ctx, ast.Load)
+            return not (set(parts) & handled) and isinstance(n.ctx, ast.Load)
+        skip.update(id(c) for c in measured(n, name))
         return all(visit(c) for c in child_nodes(n))
 
     for s in scope.stmts:
@@ -132,8 +164,13 @@ class ModuleOutsideOptimizer(Rule):
     forever, silently (verified on torch 2.13). Add them to the optimizer
     (`list(model.parameters()) + list(loss_fn.parameters())`), or freeze the module if it is
     meant to stay fixed.
-    Known limits: the module must be built, run and left out of the optimizer in one function
-    (or script), and used only by calling it; a module class that freezes, loads or evaluates
+    The module may also be handed to a function of the file that runs it: `train(model,
+    predictor, optimizer)` calling it in its own backward-and-step loop with the optimizer it
+    was given, or a `step_loss(model, x)` helper called in the caller's loop (two calls down;
+    NOTE [module handed to a training function]).
+    Known limits: the module must be built and left out of the optimizer in one function
+    (or script), and used only by calling it or handing it to such functions (a comprehension
+    that only measures its parameters is allowed); a module class that freezes, loads or evaluates
     itself is taken as intended, and so is a module whose output the loss maximizes (a critic
     or discriminator the trained module climbs: NOTE [maximized module output]).
     """
@@ -197,16 +234,16 @@ class ModuleOutsideOptimizer(Rule):
 
     # `_scan` finds nothing in a file without `backward`: asked before the scope is built
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if ctx.mentions("backward"):
+        if _backward_near(ctx):
             yield from self._scan(ctx.scope(node), ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
-        if ctx.mentions("backward") and node_mentions(ctx, node, "optim"):
+        if node_mentions(ctx, node, "optim") and _backward_near(ctx):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
         opts = [o for o in optimizer_builds(scope) if o.sources]
-        if not opts or not ctx.mentions("backward"):
+        if not opts:
             return
         for name, bs in scope.bindings.items():
             if "." in name or len(bs) != 1 or not isinstance(bs[0].value, ast.Call):
@@ -217,17 +254,28 @@ class ModuleOutsideOptimizer(Rule):
                     or _class_keeps_fixed(v, ctx) or scope.loops_of(b.stmt) \
                     or any(covers(name, s) or covers(s, name) for o in opts for s in o.sources):
                 continue
-            calls = _only_called(scope, name, b.stmt)
-            if not calls:
+            handoffs: list[ast.Call] = []
+            calls = _only_called(scope, name, b.stmt, handoffs)
+            if calls is None:
                 continue
-            hit = self._trained_call(scope, calls, opts)
+            hit = None
+            if handoffs:  # NOTE [module handed to a training function]
+                got = handed_training(scope, name, handoffs, opts, _only_called,
+                                      self._trained_call)
+                if got is None or got[1] is None and not (calls := [*calls, *got[0]]):
+                    continue
+                hit = got[1]
+            hit = hit or self._trained_call(scope, calls, opts)
             if hit is None:
                 continue
-            call, opt = hit
+            call, opt = hit[0], hit[1]
             srcs = ", ".join(f"`{s}`" for s in sorted(opt.sources))
+            where = home(ctx, hit[2]) if len(hit) > 2 else ctx
             yield self.report(opt.stmt, ctx, related=[
                 Related(ctx.path, b.line, f"`{name}` is built here", ctx.column(b.stmt)),
-                Related(ctx.path, call.lineno, f"`{name}` runs here", ctx.column(call))],
+                Related(where.path, call.lineno, f"`{name}` runs here" + (
+                    f" (handed to `{hit[2].name}()`)" if len(hit) > 2 else ""),
+                    where.column(call))],
                 opt=opt.name, srcs=srcs, mod=name, line=b.line)
 
     @staticmethod
@@ -252,6 +300,18 @@ class ModuleOutsideOptimizer(Rule):
             if len(stepped) == 1 and stepped[0].stmt.lineno < start:
                 return c, stepped[0]
         return None
+
+
+def _backward_near(ctx: Context) -> bool:
+    """The file runs ``backward()``, or calls a function imported from another file of the
+    project that does (the training function a script hands its modules to:
+    NOTE [module handed to a training function]); the bytes only, nothing parsed."""
+    if ctx.mentions("backward"):
+        return True
+    # an optimizer over some module's `parameters()` is built here first: most files that
+    # name an optimizer build none, and the import lookup reads other files' bytes
+    return ctx.mentions("parameters(") and ctx.memo(
+        "gt438-backward", ctx.tree, lambda: imported_mentioning(ctx, ctx.code, (".backward(",)))
 
 
 def _object_steps(scope: Scope, loop: ast.stmt) -> frozenset[str]:
