@@ -23,6 +23,13 @@ os.environ["OMP_NUM_THREADS"] = "1"
 if "torch" in sys.modules:
     sys.modules["torch"].set_num_threads(1)
 
+# Tests start `python -m gradtrace` in temporary folders: a relative PYTHONPATH entry (as in
+# `PYTHONPATH=src pytest` from a second checkout) would there name nothing, and the child would
+# import whichever gradtrace is installed instead of the one under test.
+if os.environ.get("PYTHONPATH"):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        os.path.abspath(p) if p else p for p in os.environ["PYTHONPATH"].split(os.pathsep))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Byte-compile gradtrace once, in the controlling process: the suite starts about 200
