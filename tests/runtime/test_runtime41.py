@@ -85,3 +85,29 @@ def test_gradients_already_stepped_cleared_silent(run_script, src):
     res = run_script(HEAD + src)
     assert res.code == 0, res.err
     assert "GT827" not in res.codes(), res.findings
+
+
+def test_lazy_modules_two_optimizers_under_trace():
+    """The `.grad` setter now reads the old gradient: an UninitializedParameter's setter and
+    two lazy modules stepped by two optimizers run unchanged and stay silent."""
+    import torch.nn as nn
+
+    import gradtrace
+
+    torch.manual_seed(0)
+    with gradtrace.trace() as tr:
+        a, b = nn.LazyLinear(3), nn.LazyLinear(1)
+        a.weight.grad = None  # an UninitializedParameter
+        oa = torch.optim.SGD(a.parameters(), lr=0.1)
+        ob = torch.optim.SGD(b.parameters(), lr=0.1)
+        for _ in range(3):
+            x = torch.randn(4, 5)
+            la, lb = a(x).pow(2).mean(), b(x).pow(2).mean()
+            oa.zero_grad()
+            la.backward()
+            ob.zero_grad()
+            lb.backward()
+            oa.step()
+            ob.step()
+    assert a.weight.shape == (3, 5) and b.weight.grad is not None
+    assert not tr.findings, [f.message for f in tr.findings]
