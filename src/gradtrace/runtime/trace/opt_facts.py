@@ -55,7 +55,7 @@ def _applied(opt: torch.optim.Optimizer) -> dict[int, list[Any]]:
     for group in opt.param_groups:
         for p in group["params"]:
             g = p.grad
-            if g is not None:
+            if g is not None and not g.is_inference():  # (no version counter)
                 out[id(g)] = [weakref.ref(g), g._version]
     return out
 
