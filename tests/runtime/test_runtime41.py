@@ -111,3 +111,28 @@ def test_lazy_modules_two_optimizers_under_trace():
             ob.step()
     assert a.weight.shape == (3, 5) and b.weight.grad is not None
     assert not tr.findings, [f.message for f in tr.findings]
+
+
+def test_inference_tensor_gradient_kept_by_two_optimizers(monkeypatch):
+    """A gradient made under inference_mode (no version counter) that a step applies: the
+    applied-gradient record skips it; in strict mode (our errors raise) the run ends clean."""
+    import torch.nn as nn
+
+    import gradtrace
+
+    monkeypatch.setenv("GRADTRACE_STRICT", "1")
+    torch.manual_seed(0)
+    with gradtrace.trace():
+        a, b = nn.Linear(5, 3), nn.Linear(5, 1)
+        oa = torch.optim.SGD(a.parameters(), lr=0.1)
+        ob = torch.optim.SGD(b.parameters(), lr=0.1)
+        for _ in range(3):
+            x = torch.randn(4, 5)
+            oa.zero_grad()
+            a(x).pow(2).mean().backward()
+            with torch.inference_mode():
+                ob.zero_grad()
+                b.weight.grad = torch.ones(1, 5)
+            oa.step()
+            ob.step()
+    assert torch.allclose(b.weight.grad, torch.ones(1, 5))

@@ -239,7 +239,7 @@ class Hooks:
                     if r is None or r() is not p:
                         had[id(p)] = weakref.ref(p)
                     keep(g)
-                    if rep is None and not g.is_sparse:
+                    if rep is None and not g.is_sparse and not g.is_inference():
                         rep = (id(p), id(g), g._version, st.backward_count)
         sig = (len(grads), _grad_enabled())  # NOTE [quiet warm-up]
         if rec.sig != sig:

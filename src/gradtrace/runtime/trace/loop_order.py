@@ -197,7 +197,7 @@ def _param(order: Order, rec: Any) -> Any:
 
 def _grad_key(p: Any) -> tuple[int, int] | None:
     g = p.grad
-    return None if g is None else (id(g), g._version)
+    return None if g is None or g.is_inference() else (id(g), g._version)
 
 
 def backward_starts(state: Any) -> None:
