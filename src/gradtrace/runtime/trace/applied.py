@@ -92,7 +92,8 @@ def before_step(data: Any, rec: Any, opt: torch.optim.Optimizer,
     if _nested(opt):
         return
     pairs = [(p, p.grad) for g in opt.param_groups for p in g["params"]
-             if p.grad is not None and not p.grad.is_sparse and p.grad.is_floating_point()]
+             if p.grad is not None and not p.grad.is_sparse and p.grad.is_floating_point()
+             and not p.grad.is_inference()]  # (an inference tensor has no version counter)
     if not pairs:
         return
     audit = rec.audit

@@ -54,6 +54,10 @@ class OptimizerRecord:
     leak: Any = None  # (backward() line, its calls, window): NOTE [evaluation gradients applied]
     sig: tuple[int, bool] | None = None  # (parameters with a gradient, grad mode) at its last
     # step (NOTE [quiet warm-up])
+    # id(grad) -> [grad, its version] of the gradients its last step applied that no backward()
+    # has added to since, kept while several optimizers step
+    # (NOTE [cleared gradients already used by a step] in loop_order.py)
+    applied: dict[int, list[Any]] | None = None
 
 
 @dataclass
@@ -101,6 +105,29 @@ class HookState:
     eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
     train_calls: int = 0
     sig_changed: bool = False  # an optimizer's step signature changed (NOTE [quiet warm-up])
+
+    def applied_unchanged(self, g: Any) -> bool:
+        """Whether gradient ``g`` is the very tensor an optimizer's last step applied, and no
+        backward() added to it since: NOTE [cleared gradients already used by a step]."""
+        for rec in list(self.optimizers.values()):
+            e = rec.applied.get(id(g)) if rec.applied else None
+            if e is not None and e[0]() is g:
+                return True
+        return False
+
+    def applied_around_backward(self, start: bool) -> None:
+        """At a backward()'s start, the versions of the applied gradients (a clip or a user's
+        scaling since the step changes them too); at its end, those it changed are no longer
+        the step's: the backward() added to them."""
+        for rec in list(self.optimizers.values()):
+            if not rec.applied:
+                continue
+            for k, e in list(rec.applied.items()):
+                g = e[0]()
+                if g is None or not start and g._version != e[1]:
+                    del rec.applied[k]
+                elif start:
+                    e[1] = g._version
 
     def graded(self, p: Tensor) -> bool:
         """Whether this very parameter had a gradient at some step."""

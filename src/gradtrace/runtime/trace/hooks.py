@@ -24,8 +24,8 @@ from gradtrace.runtime.trace.leaked_step import watch_call
 from gradtrace.runtime.trace.loop_order import step_window
 from gradtrace.runtime.trace.lr_groups import check_first_step
 from gradtrace.runtime.trace.summed_outside import note_summed
-from gradtrace.runtime.trace.opt_facts import (_all_zero, _checksums, _due, _graded_other,
-                                               _lineage, _wiped, frozen_stats)
+from gradtrace.runtime.trace.opt_facts import (_all_zero, _applied, _checksums, _due,
+                                               _graded_other, _lineage, _wiped, frozen_stats)
 from gradtrace.runtime.trace.module_record import ModuleRecord, _plain_params, holds
 from gradtrace.runtime.trace.modes import check_eval, user_stack as _user_stack
 from gradtrace.runtime.trace.probe_stats import train_call
@@ -239,7 +239,7 @@ class Hooks:
                     if r is None or r() is not p:
                         had[id(p)] = weakref.ref(p)
                     keep(g)
-                    if rep is None and not g.is_sparse:
+                    if rep is None and not g.is_sparse and not g.is_inference():
                         rep = (id(p), id(g), g._version, st.backward_count)
         sig = (len(grads), _grad_enabled())  # NOTE [quiet warm-up]
         if rec.sig != sig:
@@ -335,6 +335,8 @@ class Hooks:
                 self._empty(rec, opt)
         if rec is not None and rec.steps == 1:
             rec.stateful = bool(opt.state)
+        if rec is not None and len(self.data.optimizers) > 1:
+            rec.applied = _applied(opt)  # NOTE [cleared gradients already used by a step]
         if rec is not None and rec.before is not None:
             rec.checks += 1
             rec.changed = _checksums(opt) != rec.before

@@ -26,6 +26,18 @@ an evaluation pass) is never used by one and stays silent; so does true gradient
   pass (a gradient-norm spike, a bad batch) drops that batch on purpose;
 - one backward() per step and ``step()`` outside the loop where ``zero_grad()`` and backward()
   run (once per epoch): the ``step()``.
+
+# NOTE [cleared gradients already used by a step]
+With several optimizers, one's ``zero_grad()`` may run after another loss's backward() and
+before any step, yet clear only gradients its own last step already applied: TextBox's LeakGAN
+(after its fix) zeroes and backpropagates the manager's loss, then zeroes the worker's
+optimizer and backpropagates the worker's loss, then steps both. Nothing is lost. After each
+step (while more than one optimizer steps) the optimizer's record keeps its gradients (weak
+references; ``OptimizerRecord.applied``); a backward() that changes one (its version moves
+between the backward()'s start and end: a clip or a scaling in between does not count) takes
+it out; clearing a gradient still kept is no discard (``on_zero``). The first loss reaching a
+parameter the second optimizer holds (a shared encoder) changes that gradient, so clearing it
+is still a discard.
 """
 from __future__ import annotations
 
@@ -185,7 +197,7 @@ def _param(order: Order, rec: Any) -> Any:
 
 def _grad_key(p: Any) -> tuple[int, int] | None:
     g = p.grad
-    return None if g is None else (id(g), g._version)
+    return None if g is None or g.is_inference() else (id(g), g._version)
 
 
 def backward_starts(state: Any) -> None:

@@ -48,6 +48,18 @@ def _all_zero(grads: list[Tensor]) -> bool:
         return all(not g.is_sparse and not bool(g.any()) for g in grads)
 
 
+def _applied(opt: torch.optim.Optimizer) -> dict[int, list[Any]]:
+    """id(grad) -> (weak reference, version) of every gradient ``opt``'s step just applied
+    (NOTE [cleared gradients already used by a step] in loop_order.py)."""
+    out = {}
+    for group in opt.param_groups:
+        for p in group["params"]:
+            g = p.grad
+            if g is not None and not g.is_inference():  # (no version counter)
+                out[id(g)] = [weakref.ref(g), g._version]
+    return out
+
+
 def _checksums(opt: torch.optim.Optimizer) -> list[tuple[float, float]]:
     """(sum, sum of squares) in float64 of each parameter that has a gradient."""
     out = []

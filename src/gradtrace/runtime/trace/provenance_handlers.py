@@ -147,13 +147,15 @@ class SpecialHandlers:
         return out
 
     def _grad_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        old = args[0].grad if self.state.fresh_grads and args and isinstance(args[0], Tensor) \
+            and args[0].is_leaf else None  # NOTE [cleared gradients already used by a step]
         out = self._call(func, args, kwargs)
         self.state.zero_seen = True
         if self.state.closure_watch is not None or self.state.closure_sum is not None:
             from gradtrace.runtime.trace.closure_sum import cleared
             cleared(self.state)  # NOTE [closure evaluations summed]
         if self.state.fresh_grads and args:
-            self.state.on_zero(args[0])
+            self.state.on_zero(args[0], old)
         if len(args) > 1 and args[1] is None:
             self.state.on_grad_none(args[0], self.seq)
         return out

@@ -378,6 +378,9 @@ class TraceState(GradEvents):
         self.in_backward = True
         self.in_step = False
         self.clip_at = None
+        if self.hooks_data is not None and len(self.hooks_data.optimizers) > 1:
+            # NOTE [cleared gradients already used by a step] (loop_order.py)
+            self.hooks_data.applied_around_backward(True)
         if self.clipped is not None:
             from gradtrace.runtime.trace.clip_target import settle
             settle(self)  # NOTE [clip of parameters no step uses]
@@ -429,6 +432,8 @@ class TraceState(GradEvents):
 
     def on_backward_done(self, raw: RawSite | None, seq: int, grad_call: bool = False) -> None:
         self.in_backward = False
+        if self.hooks_data is not None and len(self.hooks_data.optimizers) > 1:
+            self.hooks_data.applied_around_backward(False)  # (the same NOTE)
         if self.order is not None:
             from gradtrace.runtime.trace.loop_order import backward_ends
             backward_ends(self, self.backward_sites[-1] if raw is not None else None)

@@ -76,11 +76,17 @@ class GradEvents:
             self.grad_none.clear()
         self.grad_none[id(t)] = self._grad_none_site  # wording only; an id may be reused
 
-    def on_zero(self, t: Any) -> None:
-        """Gradient ``t`` is being cleared (``p.grad = None`` with ``t`` the parameter,
-        ``grad.zero_()`` with ``t`` the gradient) after a backward() no optimizer step has
-        used yet: remember which, and where (the first such line)."""
+    def on_zero(self, t: Any, grad: Any = None) -> None:
+        """Gradient ``t`` is being cleared (``p.grad = None`` with ``t`` the parameter and
+        ``grad`` its gradient, ``grad.zero_()`` with ``t`` the gradient) after a backward() no
+        optimizer step has used yet: remember which, and where (the first such line). Not a
+        gradient that an optimizer's last step applied and no backward() changed since
+        (NOTE [cleared gradients already used by a step] in loop_order.py)."""
         if not self.fresh_grads or len(self.wiped_ids) > 100_000:
+            return
+        data = self.hooks_data
+        if data is not None and len(data.optimizers) > 1 and data.applied_unchanged(
+                t if grad is None else grad):
             return
         self.wiped_ids.add(id(t))
         if self.wiped_at is None:

@@ -48,7 +48,7 @@ def note_summed(data: Any, state: Any, rec: Any, opt: Any) -> None:
                 shared = True  # stepped with a gradient before: part of a model trained already
                 continue
             g = p.grad
-            if g is None or g.is_sparse or g._version < _MIN_SUMS:
+            if g is None or g.is_sparse or g.is_inference() or g._version < _MIN_SUMS:
                 continue
             summed.append(p)
             most = max(most, g._version + 1)
