@@ -2,6 +2,7 @@
 than the project's and next to a buggy twin that is still reported; each runs on real torch."""
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import pytest
@@ -365,7 +366,15 @@ def _project(tmp_path, user: str):  # type: ignore[no-untyped-def]
     run.write_text("import sys\nsys.path.insert(0, %r)\n" % str(tmp_path)
                    + "import torch\nfrom utils import l2_loss, model\n"
                    "x, y = torch.randn(4, 2), torch.zeros(4, 2)\n" + user)
-    return path, lambda: runpy.run_path(str(run))
+
+    def execute():  # type: ignore[no-untyped-def]
+        try:
+            return runpy.run_path(str(run))
+        finally:  # the next test's own `utils` must not find this one imported
+            while str(tmp_path) in sys.path:
+                sys.path.remove(str(tmp_path))
+            sys.modules.pop("utils", None)
+    return path, execute
 
 
 def test_root_distance_measured_in_another_file_is_silent(tmp_path) -> None:
