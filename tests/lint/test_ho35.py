@@ -83,6 +83,52 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         total.backward()
         ok = net.proj.weight.grad is not None
         """, "GT509", holds="ok")),
+    # GT735: the VQ codebook and commitment terms, the encoder output told by the layer's
+    # straight-through line (NOTE [vq loss terms]); the measurement reads the codebook term's
+    # weight from its gradient
+    "vq-commitment-weight-on-codebook-term": (Shape("""
+        class Quantizer(nn.Module):
+            def __init__(self, n, d, beta=0.25):
+                super().__init__()
+                self.codes = nn.Embedding(n, d)
+                self.beta = beta
+            def forward(self, latents):
+                idx = torch.cdist(latents, self.codes.weight).argmin(dim=1)
+                quant = self.codes(idx)
+                vq_loss = F.mse_loss(quant.detach(), latents) + self.beta * torch.mean((quant - latents.detach()) ** 2)
+                quant = latents + (quant - latents).detach()
+                return quant, vq_loss
+        vq = Quantizer(6, 3)
+        lat = torch.randn(10, 3, requires_grad=True)
+        _, vq_loss = vq(lat)
+        vq_loss.backward()
+        g_book = vq.codes.weight.grad.clone()
+        vq.codes.weight.grad = None
+        idx = torch.cdist(lat, vq.codes.weight).argmin(dim=1)
+        torch.mean((vq.codes(idx) - lat.detach()) ** 2).backward()
+        ratio = (g_book.norm() / vq.codes.weight.grad.norm()).item()
+        """, "GT735", line=9, holds="abs(ratio - 0.25) < 1e-4"), Shape("""
+        class Quantizer(nn.Module):
+            def __init__(self, n, d, beta=0.25):
+                super().__init__()
+                self.codes = nn.Embedding(n, d)
+                self.beta = beta
+            def forward(self, latents):
+                idx = torch.cdist(latents, self.codes.weight).argmin(dim=1)
+                quant = self.codes(idx)
+                vq_loss = F.mse_loss(quant.detach(), latents) * self.beta + torch.mean((quant - latents.detach()) ** 2)
+                quant = latents + (quant - latents).detach()
+                return quant, vq_loss
+        vq = Quantizer(6, 3)
+        lat = torch.randn(10, 3, requires_grad=True)
+        _, vq_loss = vq(lat)
+        vq_loss.backward()
+        g_book = vq.codes.weight.grad.clone()
+        vq.codes.weight.grad = None
+        idx = torch.cdist(lat, vq.codes.weight).argmin(dim=1)
+        torch.mean((vq.codes(idx) - lat.detach()) ** 2).backward()
+        ratio = (g_book.norm() / vq.codes.weight.grad.norm()).item()
+        """, "GT735", holds="abs(ratio - 1.0) < 1e-4")),
 }
 
 
