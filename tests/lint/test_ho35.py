@@ -129,6 +129,32 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         torch.mean((vq.codes(idx) - lat.detach()) ** 2).backward()
         ratio = (g_book.norm() / vq.codes.weight.grad.norm()).item()
         """, "GT735", holds="abs(ratio - 1.0) < 1e-4")),
+    # GT401: the container is one arm of a conditional expression whose other arm is None
+    # (`[...] if option else None`): built when the option is on, and then as unregistered
+    "container-in-conditional-expression": (Shape("""
+        class Multi(nn.Module):
+            def __init__(self, n_heads=0):
+                super().__init__()
+                self.trunk = nn.Linear(8, 8)
+                self.heads = None if not n_heads else [nn.Linear(8, 2) for _ in range(n_heads)]
+            def forward(self, x):
+                h = self.trunk(x)
+                return [head(h) for head in self.heads] if self.heads else [h]
+        m = Multi(n_heads=3)
+        ok = not any(p is m.heads[0].weight for p in m.parameters())
+        """, "GT401", line=5, holds="ok"), Shape("""
+        class Multi(nn.Module):
+            def __init__(self, n_heads=0):
+                super().__init__()
+                self.trunk = nn.Linear(8, 8)
+                self.heads = None if not n_heads else nn.ModuleList(
+                    [nn.Linear(8, 2) for _ in range(n_heads)])
+            def forward(self, x):
+                h = self.trunk(x)
+                return [head(h) for head in self.heads] if self.heads else [h]
+        m = Multi(n_heads=3)
+        ok = any(p is m.heads[0].weight for p in m.parameters())
+        """, "GT401", holds="ok")),
 }
 
 

@@ -60,9 +60,9 @@ def weight_inputs(e: ast.expr, resolve: Callable[[str], str]) -> list[str] | Non
 def reads_weights(values: Iterable[ast.expr | None], weights: list[str],
                   resolve: Callable[[str], str]) -> bool:
     """Some of ``values`` may run a node on the path to one of ``weights``
-    (NOTE [grad inputs]): it calls or reads a module holding the weight (``m(x)``, ``m.embed(i)``), the
-    weight's own module or a part of it (``m.embed.weight.t()``). A chain that is neither
-    (``m.encoder(x)`` for ``m.proj.weight``) runs no such node."""
+    (NOTE [grad inputs]): it calls or reads a module holding the weight (``m(x)``,
+    ``m.embed(i)``), the weight's own module or a part of it (``m.embed.weight.t()``). A
+    chain that is neither (``m.encoder(x)`` for ``m.proj.weight``) runs no such node."""
     owners = [w.rpartition(".")[0] for w in weights]
     for e in values:
         if e is None:

@@ -87,7 +87,8 @@ def _straight_through(ctx: Context, enc: str, quant: str) -> ast.stmt | None:
         for a, d in ((v.left, v.right), (v.right, v.left)):
             if isinstance(a, ast.Name) and a.id == enc and isinstance(d, ast.Call) \
                     and isinstance(d.func, ast.Attribute) and d.func.attr == "detach" \
-                    and isinstance(d.func.value, ast.BinOp) and isinstance(d.func.value.op, ast.Sub) \
+                    and isinstance(d.func.value, ast.BinOp) \
+                    and isinstance(d.func.value.op, ast.Sub) \
                     and isinstance(d.func.value.left, ast.Name) and d.func.value.left.id == quant \
                     and isinstance(d.func.value.right, ast.Name) and d.func.value.right.id == enc:
                 return s
