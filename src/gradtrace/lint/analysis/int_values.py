@@ -102,8 +102,9 @@ def _indices_half(n: ast.stmt, name: str) -> bool:
     own = 0 if (dotted(c.func) or "").startswith("torch.") else 1  # the tensor is an argument
     if op in VALUES_INDICES:
         return True
-    return op in ("max", "min") and (len(c.args) >= 2 - own or any(
-        k.arg == "dim" for k in c.keywords))
+    dim = c.args[1 - own] if len(c.args) > 1 - own else None  # `max(x, other)`: one tensor
+    return op in ("max", "min") and (any(k.arg == "dim" for k in c.keywords) or isinstance(
+        dim, ast.Constant) and isinstance(dim.value, int) or isinstance(dim, ast.UnaryOp))
 
 
 def _root_name(e: ast.expr) -> str | None:
