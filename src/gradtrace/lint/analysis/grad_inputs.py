@@ -8,8 +8,10 @@ inner step feeds to its learner) keeps its saved tensors.
 from __future__ import annotations
 
 import ast
-from typing import Iterable
+from typing import Callable, Iterable
 
+from gradtrace.lint.analysis.reach import reaching, value_of
+from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 
 
@@ -25,6 +27,60 @@ def parameters_of(e: ast.expr) -> str | None:
             and e.func.attr == "parameters" and not e.args:
         return dotted(e.func.value)
     return None
+
+
+def alias_chain(scope: Scope, chain: str, line: int) -> str:
+    """``model.quantizer.embed`` for ``vq.embed`` after ``vq = model.quantizer`` (the root's
+    one reaching binding an attribute chain), three steps at most."""
+    for _ in range(3):
+        root, dot, rest = chain.partition(".")
+        bs = reaching(scope, root, line)
+        v = value_of(bs[0]) if len(bs) == 1 else None
+        d = dotted(v) if isinstance(v, (ast.Name, ast.Attribute)) else None
+        if not d or d == root:
+            return chain
+        chain = d + dot + rest
+    return chain
+
+
+def weight_inputs(e: ast.expr, resolve: Callable[[str], str]) -> list[str] | None:
+    """``['m.embed.weight', 'm.proj.weight']`` for ``[vq.embed.weight, vq.proj.weight]``
+    (or one such attribute) with ``vq`` bound to ``m`` (``resolve``): the parameters the pass
+    stops at, each an attribute of a module; None when spelled any other way."""
+    items = e.elts if isinstance(e, (ast.List, ast.Tuple)) else [e]
+    out = []
+    for x in items:
+        d = dotted(x) if isinstance(x, ast.Attribute) else None
+        if not d:
+            return None
+        out.append(resolve(d))
+    return out or None
+
+
+def reads_weights(values: Iterable[ast.expr | None], weights: list[str],
+                  resolve: Callable[[str], str]) -> bool:
+    """Some of ``values`` may run a node on the path to one of ``weights``
+    (NOTE [grad inputs]): it calls or reads a module holding the weight (``m(x)``,
+    ``m.embed(i)``), the weight's own module or a part of it (``m.embed.weight.t()``). A
+    chain that is neither (``m.encoder(x)`` for ``m.proj.weight``) runs no such node."""
+    owners = [w.rpartition(".")[0] for w in weights]
+    for e in values:
+        if e is None:
+            continue
+        inner = {id(n.value) for n in ast.walk(e) if isinstance(n, ast.Attribute)}
+        for n in ast.walk(e):
+            if id(n) in inner or not isinstance(n, (ast.Name, ast.Attribute)):
+                continue
+            d = dotted(n)
+            if d is None:
+                if isinstance(n, ast.Attribute):
+                    continue  # `(x @ w).sum`: the receiver's names are walked on their own
+                return True
+            c = resolve(d)
+            if any(w == c or w.startswith(c + ".") or c == o or c.startswith(o + ".")
+                   for w, o in zip(weights, owners)):
+                return True
+    return False
 
 
 def reads_module(values: Iterable[ast.expr | None], owner: str) -> bool:

@@ -23,7 +23,9 @@ from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
 from gradtrace.lint.analysis.project import foreign_callee, foreign_method, home
-from gradtrace.lint.analysis.grad_inputs import parameters_of, reads_module
+from gradtrace.lint.analysis.grad_inputs import (
+    alias_chain, parameters_of, reads_module, reads_weights, weight_inputs)
+from gradtrace.lint.analysis.int_values import integer_valued
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.returned_terms import returns
 from gradtrace.lint.analysis.steps import Backward, plain_grads, step_calls, step_of
@@ -343,9 +345,16 @@ class Graphs:
             return v is None or reads_module(
                 [v, *(value_of(x) for x in self.deps(v, b.line).bindings)], owner)
         names = bw.inputs.elts if isinstance(bw.inputs, (ast.Tuple, ast.List)) else [bw.inputs]
-        if not all(isinstance(n, ast.Name) for n in names):
-            return True
         line = bw.stmt.lineno if bw.stmt is not None else bw.call.lineno
+        if not all(isinstance(n, ast.Name) for n in names):
+            # `[vq.embed.weight, vq.proj.weight]`: module weights (the encoder before `vq`
+            # keeps its saved tensors)
+            weights = weight_inputs(bw.inputs, lambda d: alias_chain(self.scope, d, line))
+            v = value_of(b)
+            if weights is None or v is None:
+                return True
+            return reads_weights([v, *(value_of(x) for x in self.deps(v, b.line).bindings)],
+                                 weights, lambda d: alias_chain(self.scope, d, line))
         inputs = {id(x) for n in names  # type: ignore[attr-defined]
                   for x in reaching(self.scope, n.id, line, prefix=True)}
         v = value_of(b)
@@ -446,6 +455,8 @@ def _historyless(ctx: Context, fn: ast.AST, e: ast.expr) -> bool:
     """``e`` (or, for a name, each value ``fn`` binds it to) reads no tensor and calls
     nothing that could run a model: sizes, shapes, constants, numbers."""
     values: list[ast.expr | None] = [e]
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and integer_valued(e, fn):
+        return True  # `ind` of `_, ind = dist.max(1)`: int64 indices have no history
     if isinstance(e, ast.Name):
         bs = ctx.scope(fn).bindings.get(e.id, ())
         if not bs:

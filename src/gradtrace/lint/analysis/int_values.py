@@ -18,6 +18,8 @@ SAME_DTYPE = frozenset({"zero_", "fill_", "unsqueeze", "squeeze", "view", "resha
                         "contiguous", "permute", "transpose", "flatten", "cuda", "cpu",
                         "clone", "expand", "repeat", "narrow"})
 JOINS = frozenset({"torch.cat", "torch.stack", "torch.concat"})
+# ops that return ``(values, indices)``
+VALUES_INDICES = frozenset({"topk", "sort", "kthvalue", "mode", "cummax", "cummin"})
 
 
 def integer_valued(e: ast.expr | None, fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -70,6 +72,9 @@ def _name_integer(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: 
             if isinstance(n, ast.Assign) and all(isinstance(t, ast.Subscript) for t in targets):
                 continue  # `idx[mask] = 0` writes values in place: the dtype stays idx's
             if any(name in {x.id for x in walk(t) if isinstance(x, ast.Name)} for t in targets):
+                if _indices_half(n, name):
+                    values.append(None)
+                    continue
                 if not (isinstance(n, ast.Assign) and len(targets) == 1
                         and isinstance(targets[0], ast.Name)):
                     return False
@@ -79,8 +84,27 @@ def _name_integer(name: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, depth: 
                     getattr(n, "target", None) or ast.Pass())):
             return False
     # `idx = idx[:n]`, `idx = idx.view(-1)`: a rebinding from the name itself keeps its dtype
-    made = [v for v in values if _root_name(v) != name]
-    return bool(made) and all(integer_valued(v, fn, depth + 1) for v in made)
+    made = [v for v in values if v is None or _root_name(v) != name]
+    return bool(made) and all(v is None or integer_valued(v, fn, depth + 1) for v in made)
+
+
+def _indices_half(n: ast.stmt, name: str) -> bool:
+    """``_, idx = dist.max(1)``, ``vals, idx = torch.topk(x, k)``: ``name`` is the second of
+    two names unpacked from an op that returns ``(values, indices)`` (reduced over a dim: a
+    ``max``/``min`` without one returns one tensor); the indices are int64."""
+    if not (isinstance(n, ast.Assign) and len(n.targets) == 1
+            and isinstance(n.targets[0], (ast.Tuple, ast.List)) and len(n.targets[0].elts) == 2
+            and isinstance(n.targets[0].elts[1], ast.Name) and n.targets[0].elts[1].id == name
+            and isinstance(n.value, ast.Call)):
+        return False
+    c = n.value
+    op = c.func.attr if isinstance(c.func, ast.Attribute) else ""
+    own = 0 if (dotted(c.func) or "").startswith("torch.") else 1  # the tensor is an argument
+    if op in VALUES_INDICES:
+        return True
+    dim = c.args[1 - own] if len(c.args) > 1 - own else None  # `max(x, other)`: one tensor
+    return op in ("max", "min") and (any(k.arg == "dim" for k in c.keywords) or isinstance(
+        dim, ast.Constant) and isinstance(dim.value, int) or isinstance(dim, ast.UnaryOp))
 
 
 def _root_name(e: ast.expr) -> str | None:

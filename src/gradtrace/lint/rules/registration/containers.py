@@ -25,7 +25,8 @@ from gradtrace.lint.rules.registration._bound_once import bound_once
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
 from gradtrace.lint.rules.registration._helper_built import MAPPED_TEXT, mapped_entries
 
-CONTAINER_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\()")
+CONTAINER_TEXT_RE = re.compile(
+    r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\(|None if [^\n]*?else [\[{])")
 # `self.layers = layers`: maybe a list the caller builds (then called: `Net([...])`)
 PLAIN_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:list\(|tuple\()?\w+\)?\s*(?:#.*)?$", re.MULTILINE)
 LOCAL_LIST_TEXT = " = ["  # a local list, maybe stored on self later (a literal: fast to find)
@@ -82,6 +83,16 @@ def _elements(value: ast.AST) -> tuple[str, list[ast.AST]] | None:
     if isinstance(value, ast.DictComp):
         return "dict", [value.value]
     return None
+
+
+def _present_arm(value: ast.AST) -> ast.AST:
+    """``{...}`` for ``{...} if use_tokens else None``: the container built when the option is
+    on (the other arm builds nothing)."""
+    if isinstance(value, ast.IfExp):
+        for arm, other in ((value.body, value.orelse), (value.orelse, value.body)):
+            if isinstance(other, ast.Constant) and other.value is None:
+                return arm
+    return value
 
 
 def _is_empty(value: ast.AST) -> str | None:
@@ -293,7 +304,7 @@ class ModulesInPlainContainer(Rule):
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],
                ctx: Context, init: ast.FunctionDef | None = None, cls: str = ""
                ) -> Iterator[Finding]:
-        value = stmt.value
+        value = _present_arm(stmt.value)
         related: list[Related] = []
         nested: ast.stmt | None = None
         inner_kind = ""

@@ -30,7 +30,10 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
     if len(bws) < 2:
         return
     deps = {id(b.call): g.deps(b.loss, b.stmt.lineno) for b in bws}  # type: ignore[arg-type]
-    keys = {k: {_graph_key(x, f) for x in d.bindings} for k, d in deps.items()}
+    # a name unpacked from one call whose element carries no history (the int64 code indices
+    # beside a VQ layer's loss) does not put the reader on that call's graph
+    keys = {k: {_graph_key(x, f) for x in d.bindings
+                if _graph_key(x, f) == id(x) or not g.plain_result(x)} for k, d in deps.items()}
     sharing: dict[int, list[int]] = {}  # graph key -> the backward passes reading it, in order
     for i, b in enumerate(bws):
         for key in keys[id(b.call)]:
