@@ -197,5 +197,11 @@ class VqCommitmentWeightSwapped(Rule):
         yield self.report(stmt, ctx, related=[Related(
             ctx.path, st.lineno, f"the straight-through line gives the gradient to `{enc}`: "
             "it is the encoder output", ctx.column(st))],
-            weight=ctx.source(weighted[0]), codebook=ctx.source(weighted[2])[:60],
-            enc=enc, commit=ctx.source(plain[2])[:60])
+            weight=_line(ctx, weighted[0]), codebook=_line(ctx, weighted[2]),
+            enc=enc, commit=_line(ctx, plain[2]))
+
+
+def _line(ctx: Context, node: ast.AST, limit: int = 60) -> str:
+    """``node``'s source on one line, cut to ``limit`` characters (terms span lines)."""
+    text = " ".join(ctx.source(node).split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
