@@ -287,8 +287,9 @@ class Analysis(FunctionFacts):
         if fn is not None and not local:
             return self._through(fn, e, scope, line, depth)
         if not local and fn is None and isinstance(f, (ast.Name, ast.Attribute)) and \
+                self.class_of(scope.node) is None and \
                 (k := foreign_module_kind(self.ctx, e, scope, line)) is not None:
-            return k  # NOTE [foreign module kinds]
+            return k  # NOTE [foreign module kinds] (a script's or a function's code only)
         if isinstance(f, ast.Name) and (e.args or e.keywords) and scope.node is not \
                 self.ctx.tree and self._is_param(scope.node, f.id) and not local and \
                 (over := self._param_owners(e, scope, line, depth)):

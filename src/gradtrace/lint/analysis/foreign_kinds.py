@@ -11,7 +11,10 @@ name of the imported class, or the factory's module path and the class name) so 
 of this file is taken for it; a torch class keeps its own name (``torch.nn.Linear``). Only
 modules are carried across files: an optimizer's owners or a tensor's origin are spelt in the
 other file's names. Unknown (the class is no module, returns disagree, a name cannot be
-resolved): None, as before (NOTE [project index]). The project index registers its
+resolved): None, as before (NOTE [project index]). Read in the code of a script or a
+function, not in a class's methods: a model file's methods building its parts from imported
+classes (a library's attention and embedding layers) would make every such file parse the
+files it imports, for rules that already know those parts through their own class facts. The project index registers its
 look-up in :data:`DEFINITIONS` when it is imported (every rule set imports it): the kinds
 layer is below the index, which makes contexts, so it cannot import it.
 """
