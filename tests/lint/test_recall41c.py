@@ -49,6 +49,16 @@ def frozen_stem(width=5):
 
 def new_knobs():
     return Knobs()
+
+
+class Noisy(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.drop(self.proj(x))
 '''
 
 # GT407 through a factory of another file: `stem.requires_grad = False` on what `new_stem()`
@@ -63,6 +73,59 @@ thing = {factory}()
 thing.requires_grad = False
 FROZEN = {frozen}
 '''
+
+# GT438 through a factory of another file: the stem built by `new_stem()` runs in the
+# backward-and-step loop, the optimizer holds the head only: the stem never changes.
+# Look-alikes: the optimizer holds both; the factory freezes what it builds
+TRAIN = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import parts
+
+stem = parts.{factory}(5)
+head = nn.Linear(5, 2)
+opt = torch.optim.SGD({params}, lr=0.1)
+before = [p.detach().clone() for p in stem.parameters()]
+for _ in range(3):
+    x, y = torch.randn(6, 3), torch.randn(6, 2)
+    loss = F.mse_loss(head(stem(x)), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+MOVED = not all(torch.equal(a, b) for a, b in zip(before, stem.parameters()))
+'''
+
+
+# GT516 with a module class of another file (known as a module now): the loop trains the
+# noisy block, then puts it in eval mode for a scored pass and never back: from the second
+# pass on it trains with dropout off. Look-alike: the loop trains the head only and runs the
+# block only under `no_grad` for scoring: its mode is never a training mode (the GT516 forward
+# site is a call with grad on)
+MODES = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from parts import Noisy
+
+noisy = Noisy(dropout=0.5)
+head = nn.Linear(4, 1)
+opt = torch.optim.SGD([*noisy.parameters(), *head.parameters()], lr=0.1)
+SEEN = []
+for epoch in range(2):
+    x, y = torch.randn(5, 4), torch.randn(5, 1)
+    SEEN.append(noisy.training)
+    loss = F.mse_loss(head({feed}), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    noisy.eval()
+    with torch.no_grad():
+        score = head(noisy(torch.randn(3, 4))).mean()
+'''
+
 
 def _project(root, main: str):  # type: ignore[no-untyped-def]
     (root / "parts.py").write_text(PARTS.lstrip("\n"))
@@ -97,3 +160,32 @@ def test_flag_set_on_a_module_from_a_factory_is_reported(tmp_path, monkeypatch) 
         factory="new_stem", frozen="not any(p.requires_grad for p in thing.parameters())"))
     assert _lines(path, "GT407") == [6]
     assert not _run(path, monkeypatch)["FROZEN"]  # nothing was frozen
+
+
+@pytest.mark.parametrize("factory,params,moved", [
+    ("new_stem", "[*stem.parameters(), *head.parameters()]", True),
+    ("frozen_stem", "head.parameters()", False),
+])
+def test_factory_module_trained_or_kept_fixed_on_purpose_is_silent(
+        tmp_path, monkeypatch, factory: str, params: str, moved: bool) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, TRAIN.format(factory=factory, params=params))
+    assert _lines(path, "GT438") == []
+    assert _run(path, monkeypatch)["MOVED"] is moved
+
+
+def test_factory_module_left_out_of_the_optimizer_is_reported(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, TRAIN.format(factory="new_stem", params="head.parameters()"))
+    assert _lines(path, "GT438") == [9]
+    assert not _run(path, monkeypatch)["MOVED"]
+
+
+def test_block_only_scored_under_no_grad_after_eval_is_silent(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, MODES.format(feed="x"))
+    assert _lines(path, "GT516") == []
+    assert _run(path, monkeypatch)["SEEN"] == [True, False]  # never trained: no matter
+
+
+def test_block_trained_after_eval_left_on_is_reported(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, MODES.format(feed="noisy(x)"))
+    assert _lines(path, "GT516") == [18]
+    assert _run(path, monkeypatch)["SEEN"] == [True, False]  # trained in eval mode
