@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import param_kind, unpacked_return
 from gradtrace.lint.analysis.elements import layer_element, loop_kind, unwrapped_kind
+from gradtrace.lint.analysis.foreign_kinds import foreign_module_kind
 from gradtrace.lint.analysis.function_facts import FunctionFacts
 from gradtrace.lint.analysis.kinds import (
     BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
@@ -285,6 +286,10 @@ class Analysis(FunctionFacts):
         fn = self.callee(e, scope.node)
         if fn is not None and not local:
             return self._through(fn, e, scope, line, depth)
+        if not local and fn is None and isinstance(f, (ast.Name, ast.Attribute)) and \
+                self.class_of(scope.node) is None and \
+                (k := foreign_module_kind(self.ctx, e, scope, line)) is not None:
+            return k  # NOTE [foreign module kinds] (a script's or a function's code only)
         if isinstance(f, ast.Name) and (e.args or e.keywords) and scope.node is not \
                 self.ctx.tree and self._is_param(scope.node, f.id) and not local and \
                 (over := self._param_owners(e, scope, line, depth)):

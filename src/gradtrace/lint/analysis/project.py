@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.foreign_kinds import DEFINITIONS
 from gradtrace.lint.analysis.owners import home, shown_path  # noqa: F401 - the index's API
 from gradtrace.lint.analysis.project_files import (
     FILES, TOUCHED, imported_mentioning, imports_of, module_context, use)
@@ -175,6 +176,9 @@ def foreign_def(ctx: Context, func: ast.expr) -> tuple[Context, ast.AST] | None:
         spec = imports_of(octx).get(p)
         got = imported(octx, p) if spec is not None else None
     return got if isinstance(got, tuple) else None
+
+
+DEFINITIONS[:] = [foreign_def]  # the kinds layer's look-up (NOTE [foreign module kinds])
 
 
 def foreign_function(ctx: Context, call: ast.Call) -> Def | None:

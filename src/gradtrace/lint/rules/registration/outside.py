@@ -19,6 +19,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
+from gradtrace.lint.rules.registration._factory import factory_built
 from gradtrace.lint.rules.registration._handed import handed_training, measured
 from gradtrace.lint.rules.registration._modules import (
     covers, module_ctor, optimizer_builds, owns_params, step_lines,
@@ -250,8 +251,11 @@ class ModuleOutsideOptimizer(Rule):
                 continue
             b = bs[0]
             v = b.value
-            if not module_ctor(v, ctx) or not _surely_owns_params(v, ctx) \
-                    or _class_keeps_fixed(v, ctx) or scope.loops_of(b.stmt) \
+            # a constructor, or a factory of the project (NOTE [module built by a factory])
+            built = (ctx, v) if module_ctor(v, ctx) else \
+                factory_built(v, ctx, scope, b.line, KEEPS_FIXED)
+            if built is None or not _surely_owns_params(built[1], built[0]) \
+                    or _class_keeps_fixed(built[1], built[0]) or scope.loops_of(b.stmt) \
                     or any(covers(name, s) or covers(s, name) for o in opts for s in o.sources):
                 continue
             handoffs: list[ast.Call] = []

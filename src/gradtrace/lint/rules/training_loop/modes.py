@@ -173,7 +173,10 @@ class ModelLeftInEvalMode(LoopRule):
                 if got is None or not _has_mode_layers(f, ctx, model, loop.lineno):
                     continue
                 ev = got[0]
-                fwd, remedy = _forward_site(f, ctx, loop, model) or (
+                site = _forward_site(f, ctx, loop, model)
+                if site is None and _only_run_grad_off(f, loop, model):
+                    continue  # it only runs for evaluation here (under no_grad)
+                fwd, remedy = site or (
                     ev, f"`{model}.train()` at the start of each training pass")
                 yield self.report(ev, ctx, related=(  # the switch leads, as GT516 at run time
                     related_at(ctx, fwd, "from the second pass on it trains in eval mode "
@@ -236,6 +239,8 @@ def _forward_site(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str
     for s in f.within(loop):
         for call in f.calls_of(s) if s is not loop else ():
             if dotted(call.func) == model:
+                if f.scope.grad_off_at(call) is not None:
+                    continue  # an evaluation pass, not the training forward
                 return call, f"`{model}.train()` at the start of each training pass"
             target = resolve(ctx, f.node, call)
             if target is None or not _trains(ctx, target[0]):
@@ -245,6 +250,13 @@ def _forward_site(f: LoopFacts, ctx: Context, loop: ast.stmt, model: str
                 return node, f"`{dotted(node.func)}.train()` at the start of " \
                     f"`{target[0].name}()`"  # type: ignore[attr-defined]
     return None
+
+
+def _only_run_grad_off(f: LoopFacts, loop: ast.stmt, model: str) -> bool:
+    """``model`` is called in ``loop``, and only with grad off (``with torch.no_grad():``)."""
+    calls = [c for s in f.within(loop) if s is not loop for c in f.calls_of(s)
+             if dotted(c.func) == model]
+    return bool(calls) and all(f.scope.grad_off_at(c) is not None for c in calls)
 
 
 def _runs(target: tuple[ast.AST, dict[str, str]], model: str) -> ast.Call | None:

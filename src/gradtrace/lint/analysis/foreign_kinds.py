@@ -1,0 +1,68 @@
+"""What a call of another file of the project builds: a module of a known class.
+
+# NOTE [foreign module kinds]
+``model = Net(cfg)`` with ``Net`` an ``nn.Module`` class of another file of the project, and
+``model = build_model(args)`` / ``net = models.get_model(cfg)`` with a factory function of
+another file whose every ``return`` is a module of one class (read by that file's own
+:meth:`~.facts.Analysis.returns`, so a factory that calls a further factory or class of its
+own file or project is followed the same way, up to the project index's depth): the result is
+a module (:data:`~.kinds.MODULE`). Its ``cls`` is spelt in this file's terms (the qualified
+name of the imported class, or the factory's module path and the class name) so that no class
+of this file is taken for it; a torch class keeps its own name (``torch.nn.Linear``). Only
+modules are carried across files: an optimizer's owners or a tensor's origin are spelt in the
+other file's names. Unknown (the class is no module, returns disagree, a name cannot be
+resolved): None, as before (NOTE [project index]). Read in the code of a script or a
+function, not in a class's methods: a model file's methods building its parts from imported
+classes (a library's attention and embedding layers) would make every such file parse the
+files it imports, for rules that already know those parts through their own class facts. The project index registers its
+look-up in :data:`DEFINITIONS` when it is imported (every rule set imports it): the kinds
+layer is below the index, which makes contexts, so it cannot import it.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Callable
+
+from gradtrace.lint.analysis.kinds import MODULE, Kind
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
+
+# the project index's ``foreign_def`` (the definition of another file a call names), set by
+# :mod:`.project` when imported; empty: no file is read, no foreign kind is known
+DEFINITIONS: list[Callable[[Context, ast.expr], tuple[Context, ast.AST] | None]] = []
+
+
+def foreign_module_kind(ctx: Context, call: ast.Call, scope: Scope, line: int
+                        ) -> Kind | None:
+    """The module kind of ``call`` when it builds one through a class or a factory function
+    of another file of the project (NOTE [foreign module kinds]); None otherwise."""
+    root = call.func
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if not isinstance(root, ast.Name) or root.id == "self":
+        return None
+    b = scope.binding_before(root.id, line)
+    if b is not None and not isinstance(b.stmt, (ast.Import, ast.ImportFrom)):
+        return None  # a local name: not the import
+    got = DEFINITIONS[0](ctx, call.func) if DEFINITIONS else None
+    if got is None:
+        return None
+    octx, node = got
+    q = ctx.qualified_name(call.func) or ""
+    if isinstance(node, ast.ClassDef):
+        cls = octx.analysis.classes.get(node.name)
+        if cls is None or cls.node is not node or not cls.is_module:
+            return None
+        return Kind(MODULE, cls=q or None, node=call)
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    k = octx.analysis.returns(node)
+    if k is None or k.what != MODULE:
+        return None
+    name = k.cls
+    if name is not None and "." not in name:  # a class of the factory's file
+        prefix = q.rpartition(".")[0]
+        name = prefix + "." + name if prefix else None
+    return Kind(MODULE, cls=name, node=call)
