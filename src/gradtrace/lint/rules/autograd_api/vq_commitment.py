@@ -18,6 +18,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.excerpt import excerpt
 
 SQUARES = frozenset({"mse_loss"})
 
@@ -197,11 +198,5 @@ class VqCommitmentWeightSwapped(Rule):
         yield self.report(stmt, ctx, related=[Related(
             ctx.path, st.lineno, f"the straight-through line gives the gradient to `{enc}`: "
             "it is the encoder output", ctx.column(st))],
-            weight=_line(ctx, weighted[0]), codebook=_line(ctx, weighted[2]),
-            enc=enc, commit=_line(ctx, plain[2]))
-
-
-def _line(ctx: Context, node: ast.AST, limit: int = 60) -> str:
-    """``node``'s source on one line, cut to ``limit`` characters (terms span lines)."""
-    text = " ".join(ctx.source(node).split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+            weight=excerpt(ctx.source(weighted[0])), codebook=excerpt(ctx.source(weighted[2])),
+            enc=enc, commit=excerpt(ctx.source(plain[2])))

@@ -26,6 +26,7 @@ from gradtrace.lint.analysis.cuts import is_functional_loss, is_loss_class
 from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.helper_cuts import cut_away, helper_band_aid
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.excerpt import excerpt as short  # noqa: F401  (re-exported)
 
 ELEMENT0 = ("`RuntimeError: element 0 of tensors does not require grad and does not have a "
             "grad_fn`")
@@ -35,12 +36,6 @@ ZERO_GRAD_OPS = frozenset({"round", "sign", "floor", "ceil", "trunc"})
 # `__call__` let the forward of a `*Loss` class in even when its body never says "loss")
 SINK_WORDS = ("backward", "loss", "Loss", "criterion", "Criterion", "training_step",
               "forward", "__call__")
-
-
-def short(text: str, limit: int = 60) -> str:
-    """One line of source, cut to ``limit`` characters."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _op_name(c: Cut) -> str:

@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.graph_breaks.rebuilt_params import REBUILDERS, own_parameter
+from gradtrace.lint.excerpt import excerpt
 
 MAX_DEPTH = 6
 
@@ -84,9 +85,8 @@ class ParametersCopiedIntoTensor(Rule):
         rel = [Related(ctx.path, kind_node.lineno, f"`{ctx.source(elt)}` is a Parameter made "
                        "here", ctx.column(kind_node))] if kind_node is not None \
             and hasattr(kind_node, "lineno") and kind_node.lineno != node.lineno else []
-        src = " ".join(ctx.source(node).split())
         yield self.report(node, ctx, related=rel, param=ctx.source(elt),
-                          call=src if len(src) <= 60 else src[:57] + "...")
+                          call=excerpt(ctx.source(node)))
 
 
 def _parameter(e: ast.AST, where: ast.AST, line: int, ctx: Context,

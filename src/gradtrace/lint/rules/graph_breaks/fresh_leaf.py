@@ -15,6 +15,7 @@ from gradtrace.lint.nodes import parent_map, scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.graph_breaks._param_leaf import parameter_mid_forward
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
+from gradtrace.lint.excerpt import excerpt
 
 # what takes the values of a tensor without its history
 CUTS = frozenset({"detach", "detach_", "data"})
@@ -283,9 +284,9 @@ class FreshLeafBandAid(Rule):
             if fwd is not None:
                 yield self.report(node, ctx, related=[Related(
                     ctx.path, fwd.lineno, "the function runs this forward with it and returns "
-                    "its result", ctx.column(fwd))], expr=_short(ctx.source(node)),
-                    cut=_short(ctx.source(node.args[0])),
-                    where=f" (`{_short(ctx.source(fwd))}` is run with it, line {fwd.lineno})")
+                    "its result", ctx.column(fwd))], expr=excerpt(ctx.source(node)),
+                    cut=excerpt(ctx.source(node.args[0])),
+                    where=f" (`{excerpt(ctx.source(fwd))}` is run with it, line {fwd.lineno})")
             return
         cut = _fresh_leaf(node, ctx)
         if cut is None or not ctx.mentions(".backward("):
@@ -311,10 +312,6 @@ class FreshLeafBandAid(Rule):
                      "gradient)")
         else:
             return
-        yield self.report(node, ctx, related=related, expr=_short(ctx.source(node)),
-                          cut=_short(ctx.source(cut.value if isinstance(cut, ast.Attribute)
+        yield self.report(node, ctx, related=related, expr=excerpt(ctx.source(node)),
+                          cut=excerpt(ctx.source(cut.value if isinstance(cut, ast.Attribute)
                                                 else cut)), where=where)
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -11,6 +11,7 @@ from gradtrace.lint.analysis.grad_values import (
 )
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.excerpt import excerpt
 
 # NumPy functions that read a tensor through ``Tensor.__array__`` (``.numpy()``)
 NUMPY_READS = frozenset({"numpy." + f for f in (
@@ -111,8 +112,8 @@ class NumpyOfTensorRequiringGrad(Rule):
             found = _origin(ctx, ctx.function or ctx.tree, value, node.lineno)
             if found is not None and not _gt114(value, ctx):
                 src, rel = found
-                yield self.report(node, ctx, related=rel, call=_short(ctx.source(node)),
-                                  value=_short(ctx.source(value)), why=_why(src, ctx))
+                yield self.report(node, ctx, related=rel, call=excerpt(ctx.source(node)),
+                                  value=excerpt(ctx.source(value)), why=_why(src, ctx))
                 return
 
 
@@ -217,10 +218,6 @@ def _root(e: ast.AST) -> str | None:
     while isinstance(e, (ast.Subscript, ast.Attribute, ast.Call)):
         e = e.func if isinstance(e, ast.Call) else e.value
     return e.id if isinstance(e, ast.Name) else None
-
-
-def _short(text: str) -> str:
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _why(src: ast.AST, ctx: Context) -> str:

@@ -11,6 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.excerpt import excerpt
 
 # constructors that copy their data into a new leaf without history
 REBUILDERS = frozenset({"torch.tensor", "torch.Tensor", "torch.as_tensor", "torch.FloatTensor",
@@ -95,7 +96,7 @@ class ParameterRebuiltInForward(Rule):
             return
         param = own_parameter(node.args[0], cls, ctx)
         if param is not None and param[5:] not in _set_from_outside(cls, ctx):
-            yield self.report(node, ctx, call=_clip(ctx.source(node)), param=param)
+            yield self.report(node, ctx, call=excerpt(ctx.source(node)), param=param)
 
 
 def _set_from_outside(cls: object, ctx: Context) -> frozenset[str]:
@@ -196,8 +197,8 @@ class PassedTensorsRebuilt(Rule):
                     continue
                 yield self.report(node, ctx, related=[Related(
                     ctx.path, v.lineno, f"`{ctx.source(e)}` requires grad and is passed here",
-                    ctx.column(v))], call=_clip(ctx.source(node)), param=param,
-                    passed=_clip(ctx.source(v)), line=v.lineno, elt=ctx.source(e))
+                    ctx.column(v))], call=excerpt(ctx.source(node)), param=param,
+                    passed=excerpt(ctx.source(v)), line=v.lineno, elt=ctx.source(e))
                 return
 
 
@@ -264,8 +265,3 @@ def _registered_by_name(cls: object, ctx: Context) -> frozenset[str]:
                 out.add(name.value)
         return frozenset(out)
     return ctx.memo("gt110-registered", node, make)
-
-
-def _clip(src: str) -> str:
-    src = " ".join(src.split())
-    return src if len(src) <= 60 else src[:57] + "..."

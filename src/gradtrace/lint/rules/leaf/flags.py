@@ -15,6 +15,7 @@ from gradtrace.lint.rules.leaf._tensors import (
     non_leaf_origin,
 )
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.excerpt import excerpt
 
 
 def freezes_flag(scope: Scope, out: Binding) -> bool:
@@ -352,13 +353,13 @@ class RequiresGradOnIntegerTensor(Rule):
                 rel = [Related(ctx.path, where.lineno, "the integer tensor is made here",
                                ctx.column(where))] if where is not node.args[0] else []
                 yield self.report(node, ctx, related=rel,
-                                  expr=_short(ctx.source(node.args[0])), dtype=dtype)
+                                  expr=excerpt(ctx.source(node.args[0])), dtype=dtype)
             return
         if is_true(keyword(node, "requires_grad")) and (
                 (ctx.call_name(node) or "") in GRAD_FACTORIES or keyword(node, "dtype")):
             dtype = int_dtype(node, ctx)
             if dtype:
-                yield self.report(node, ctx, expr=_short(ctx.source(node)), dtype=dtype)
+                yield self.report(node, ctx, expr=excerpt(ctx.source(node)), dtype=dtype)
             return
         if isinstance(func, ast.Attribute) and func.attr == "requires_grad_" and (
                 not node.args or is_true(node.args[0])):
@@ -369,7 +370,7 @@ class RequiresGradOnIntegerTensor(Rule):
                 if b is not None and b.value is not None and not isinstance(b.stmt, ast.AugAssign):
                     dtype = int_dtype(b.value, ctx)
             if dtype:
-                yield self.report(node, ctx, expr=_short(ctx.source(recv)), dtype=dtype)
+                yield self.report(node, ctx, expr=excerpt(ctx.source(recv)), dtype=dtype)
 
 
 def _int_data(e: ast.expr, line: int, ctx: Context) -> tuple[str, ast.expr] | None:
@@ -415,8 +416,3 @@ def _field(v: ast.expr, attr: str | None) -> ast.expr | None:
     if attr is None:
         return v
     return keyword(v, attr) if isinstance(v, ast.Call) else None
-
-
-def _short(src: str) -> str:
-    src = " ".join(src.split())
-    return src if len(src) <= 60 else src[:57] + "..."

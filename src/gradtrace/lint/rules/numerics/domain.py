@@ -16,6 +16,7 @@ from gradtrace.lint.rules.numerics._zeros import (
 )
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.excerpt import excerpt
 
 ARC = frozenset({"acos", "arccos", "asin", "arcsin"})
 ROOTS = frozenset({"sqrt"})
@@ -273,12 +274,7 @@ class SqrtOfPossibleZero(Rule):
                 "add an epsilon inside the sqrt: `torch.sqrt(var + 1e-8)`" if what == VARIANCE else \
                 "clamp it first: `(1 - c**2).clamp(min=1e-7)`" if what == SINE else \
                 "clamp at an epsilon instead: `.clamp(min=1e-12).sqrt()`"
-            yield self.report(node, ctx, call=_clip(ctx.source(node)), what=what, remedy=remedy)
-
-
-def _clip(src: str) -> str:
-    src = " ".join(src.split())
-    return src if len(src) <= 60 else src[:57] + "..."
+            yield self.report(node, ctx, call=excerpt(ctx.source(node)), what=what, remedy=remedy)
 
 
 class GuardOnSingularOutput(Rule):
@@ -368,7 +364,7 @@ class GuardOnSingularOutput(Rule):
             seen.add(id(op_node))
             related = [] if op_node.lineno == node.lineno else [  # type: ignore[attr-defined]
                 Related(ctx.path, node.lineno, "the value is bounded here", ctx.column(node))]
-            yield self.report(op_node, ctx, related=related, op_src=_clip(ctx.source(op_node)),
+            yield self.report(op_node, ctx, related=related, op_src=excerpt(ctx.source(op_node)),
                               guard=_guard_name(node, ctx), line=node.lineno, op=op)
 
 

@@ -16,6 +16,7 @@ from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 from gradtrace.lint.rules.numerics._ops import (
     carries_graph, has_positive_shift, in_training, resolve, strip, torch_op)
 from gradtrace.lint.rules.numerics._zeros import _square_of, zero_at_coincidence
+from gradtrace.lint.excerpt import excerpt
 
 REDUCTIONS = frozenset({"sum", "mean", "nansum", "nanmean"})
 LOWER_CLAMPS = CLAMPS | {"clamp_min", "clamp_min_"}
@@ -162,9 +163,8 @@ class EpsilonAfterRootOfSquares(Rule):
         line = guard.lineno  # type: ignore[attr-defined]
         related = [] if root.lineno == line else [  # type: ignore[attr-defined]
             Related(ctx.path, line, "the epsilon is applied here", ctx.column(guard))]
-        src = " ".join(ctx.source(root).split())
-        yield self.report(root, ctx, related=related, root=src if len(src) <= 60
-                          else src[:57] + "...", guard=text, line=line)
+        yield self.report(root, ctx, related=related, root=excerpt(ctx.source(root)),
+                          guard=text, line=line)
 
     def _guard(self, root: ast.AST, ctx: Context) -> tuple[ast.AST, str] | None:
         """Where the root's value is kept off 0: ``root + eps`` or ``root.clamp(min=eps)``

@@ -15,6 +15,7 @@ from gradtrace.lint.rules.numerics._ops import has_positive_shift, in_training, 
     torch_op
 from gradtrace.lint.rules.numerics._values import UNIT_RANGE
 from gradtrace.lint.rules.numerics.softmax import _from_model
+from gradtrace.lint.excerpt import excerpt
 
 SIGMOID_MODULES = frozenset({"torch.nn.Sigmoid", "torch.nn.modules.activation.Sigmoid"})
 LOGS = ("log", "log2", "log10")
@@ -223,7 +224,7 @@ class LogOfSigmoid(Rule):
         if via_model:  # the sigmoid ends the model's forward: its input is not read here
             inner = "the logits the model returns without the sigmoid"
         yield self.report(node, ctx, related=related,
-                          src=src if len(src) <= 60 else src[:57] + "...",
+                          src=excerpt(src),
                           what="one minus a sigmoid" if minus else "a sigmoid",
                           edge="1" if minus else "0",
                           where="inputs above about 17" if minus else "inputs below about -88",

@@ -16,14 +16,10 @@ from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.rules.numerics._ops import torch_op
 from gradtrace.lint.analysis.dims import (SEQUENTIAL, SOFTMAX_MODULES, Dims,
                                                    ShapeReader, arg, int_value)
+from gradtrace.lint.excerpt import excerpt
 
 CROSS_ENTROPY = frozenset({"torch.nn.CrossEntropyLoss", "torch.nn.modules.loss.CrossEntropyLoss"})
 SOFTMAX_OPS = ("softmax", "log_softmax", "softmin")
-
-
-def _short(ctx: Context, node: ast.AST) -> str:
-    s = ctx.source(node)
-    return s if len(s) <= 60 else s[:57] + "..."
 
 
 def softmax_call(node: ast.Call, ctx: Context, scope: Scope
@@ -250,9 +246,9 @@ class SoftmaxOverSingletonDim(Rule):
         if dims is None or not dims.has_one(d):
             return
         if ctor is None or ctor is node.func:
-            yield self.report(node, ctx, src=_short(ctx, node), dim=d)
+            yield self.report(node, ctx, src=excerpt(ctx.source(node)), dim=d)
         else:  # the module's dim was chosen where it was built
-            yield self.report(ctor, ctx, src=_short(ctx, ctor), dim=d, related=[Related(
+            yield self.report(ctor, ctx, src=excerpt(ctx.source(ctor)), dim=d, related=[Related(
                 ctx.path, node.lineno, "it is called here on an input whose dimension "
                 f"{d} has size 1", ctx.column(node))])
 
@@ -277,7 +273,7 @@ class SoftmaxOverSingletonDim(Rule):
                 given = _callers_input(ctx, seq)
                 base = _prefix(reader, seq, layer, given, scope) if given else None
             if base is not None and base.has_one(d):
-                yield self.report(layer, ctx, src=_short(ctx, layer), dim=d)
+                yield self.report(layer, ctx, src=excerpt(ctx.source(layer)), dim=d)
             return
 
 
@@ -379,4 +375,4 @@ class CrossEntropyOverOneLogit(Rule):
         if dims is None or dims.rank is None or dims.rank == 0:
             return
         if dims.has_one(1 if dims.rank >= 2 else 0):
-            yield self.report(node, ctx, src=_short(ctx, node))
+            yield self.report(node, ctx, src=excerpt(ctx.source(node)))

@@ -14,6 +14,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import (
     has_positive_shift, in_training, resolve, strip, torch_op)
+from gradtrace.lint.excerpt import excerpt
 
 BUILTINS = frozenset(dir(builtins))
 SOFTMAX_MODULES = frozenset({"torch.nn.Softmax", "torch.nn.modules.activation.Softmax"})
@@ -168,4 +169,4 @@ class LogOfSoftmax(Rule):
             Related(ctx.path, sm.lineno, "the softmax is computed here", ctx.column(sm))]
         src = ctx.source(node)
         yield self.report(node, ctx, related=related,
-                          src=src if len(src) <= 60 else src[:57] + "...")
+                          src=excerpt(src))
