@@ -81,7 +81,7 @@ class IterativeTrainer:
 
     def dump_image(self, imageTensor, path, force_grayscale=False):
         image_n = imageTensor.permute(1, 2, 0)
-        plt.figure(figsize=(2, 2))
+        plt.figure(figsize=(1, 1), dpi=32)
         plt.imshow(image_n)  # ROOT
         if force_grayscale:
             plt.gray()
@@ -89,19 +89,19 @@ class IterativeTrainer:
         plt.close()
 
 
-images = torch.rand(64, 1, 16, 16)
-labels = torch.randint(0, 10, (64,))
+images = torch.rand(48, 1, 16, 16)
+labels = torch.randint(0, 10, (48,))
 model = ConvAutoencoder()
 config = types.SimpleNamespace(
     model=model, criterion=nn.BCELoss(), optim=torch.optim.Adam(model.parameters(), lr=1e-3), autoencoder_target=True,
-    phases={"train": {"dataset": DataLoader(TensorDataset(images[:48], labels[:48]), batch_size=16, shuffle=True),
+    phases={"train": {"dataset": DataLoader(TensorDataset(images[:32], labels[:32]), batch_size=16, shuffle=True),
                       "backward": True},
-            "test": {"dataset": DataLoader(TensorDataset(images[48:], labels[48:]), batch_size=16),
+            "test": {"dataset": DataLoader(TensorDataset(images[32:], labels[32:]), batch_size=16),
                      "backward": False}})
 with tempfile.TemporaryDirectory() as home:
     args = types.SimpleNamespace(device="cpu", dump_images=True, home_path=home)
     trainer = IterativeTrainer(config, args)
-    for epoch in range(2):
+    for epoch in range(1):
         trainer.run_epoch(epoch, "train")
         trainer.run_epoch(epoch, "test")
     print(f"dumped images: {len(os.listdir(os.path.join(home, 'dump')))}")
