@@ -90,7 +90,7 @@ teacher.eval()
 teacher.requires_grad_(False)
 student = make_cnn(8)
 distiller = LayerwiseKD(teacher, student)
-optimizer = torch.optim.SGD(student.parameters(), lr=0.05, momentum=0.9)
+optimizer = torch.optim.SGD(student.parameters(), lr=0.01, momentum=0.9)
 
 for step in range(5):
     x = torch.randn(16, 3, 16, 16)
