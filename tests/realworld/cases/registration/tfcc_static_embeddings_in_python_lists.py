@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 torch.manual_seed(0)
+torch.set_num_threads(1)
 
 
 class GatedResidualNetwork(nn.Module):
@@ -113,7 +114,7 @@ before = [p.detach().clone() for p in static_tensors]
 in_optimizer = {id(p) for group in optimizer.param_groups for p in group["params"]}
 
 model.train()
-for epoch in range(30):
+for epoch in range(6):
     for idx in torch.randperm(N).split(64):
         loss = nn.functional.cross_entropy(model(sequences[idx], static[idx]), labels[idx])
         optimizer.zero_grad()
