@@ -29,6 +29,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.callees import function_sites, module_sites
+from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.cuts import INTEGER_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.param_attrs import asks_no_grad, file_freezes
@@ -76,12 +77,19 @@ def requires_grad(ctx: Context, where: ast.AST, e: ast.AST, line: int) -> ast.AS
 def read_without_grad(ctx: Context, e: ast.AST) -> bool:
     """``e`` is read only on the arm of a test saying the tensor it starts from does not
     require grad: the ``else`` of ``t.detach().numpy() if t.requires_grad else t.numpy()``
-    (PyTorch's ONNX tutorial's ``to_numpy``), the body of ``if not t.requires_grad:``."""
+    (PyTorch's ONNX tutorial's ``to_numpy``), the body of ``if not t.requires_grad:``.
+
+    # NOTE [test unspelt]
+    Only a test reading the attribute ``requires_grad`` says so, and an attribute's name is
+    code (NOTE [code text]): in a file whose code never spells ``requires_grad``, nothing is
+    read on such an arm, known before the file's parent map is built (a walk of the whole
+    tree; GT605 asked it in model files that never test the flag). In ASCII code only: a name
+    may be spelt with other characters that Python reads as the same (NFKC)."""
     root = e
     while isinstance(root, (ast.Subscript, ast.Attribute, ast.Call)):
         root = root.func if isinstance(root, ast.Call) else root.value
-    if not isinstance(root, ast.Name):
-        return False
+    if not isinstance(root, ast.Name) or not ctx.mentions("requires_grad") and ascii_code(ctx):
+        return False  # no test can say so: the file's parents are not mapped (NOTE [test unspelt])
     parents = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
     child, up = e, parents.get(id(e))
     while up is not None and not isinstance(up, FUNCTION_TYPES + (ast.ClassDef,)):
