@@ -146,6 +146,119 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         critic_step(d, halves, torch.optim.SGD(d.parameters(), lr=0.1), torch.randn(4, 3),
                     torch.randn(4, 3))
         """, "GT509", line=9, raises=(RuntimeError, "second time"))),
+    # gauthambekal93/query-only-attention-for-continual-learning (`deep_ffnn.py`): hidden
+    # `Layer` modules kept in a plain list, each one's `layers` (an `nn.ModuleList`) added to
+    # the model's own `self.layers = nn.ModuleList()` by `self.layers.extend(...)`: every weight
+    # is registered. Look-alike: the entries' layers extend a registered container; twin: they
+    # are appended to a plain list (missed by `parameters()`)
+    "entries-whose-layers-extend-a-registered-list": (Shape("""
+        class Unit(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+                self.parts = nn.ModuleList([self.fc, nn.ReLU()])
+        class Deep(nn.Module):
+            def __init__(self, d, n):
+                super().__init__()
+                self.parts = nn.ModuleList()
+                self.hidden = []
+                for i in range(n):
+                    self.hidden.append(Unit(d))
+                    self.parts.extend(self.hidden[i].parts)
+        net = Deep(4, 2)
+        """, "GT401", holds="len(list(net.parameters())) == 4"), Shape("""
+        class Unit(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+                self.parts = nn.ModuleList([self.fc, nn.ReLU()])
+        class Deep(nn.Module):
+            def __init__(self, d, n):
+                super().__init__()
+                self.pieces = []
+                self.hidden = []
+                for i in range(n):
+                    self.hidden.append(Unit(d))
+                    self.pieces.extend(self.hidden[i].parts)
+        net = Deep(4, 2)
+        """, "GT401", line=10, holds="len(list(net.parameters())) == 0")),
+    # LSX-UniWue/recsys-22-user-attributes-recommender (`markov_module.py`): a transition
+    # matrix kept as `Parameter(..., requires_grad=False)` so that checkpoints save it,
+    # normalised by `F.normalize(m, p=1, dim=1, out=m)`; GT604 took every Parameter for one
+    # that requires grad. Look-alike: the frozen Parameter (runs); twin: a trainable one
+    # (raises)
+    "out-write-into-a-frozen-parameter": (Shape("""
+        class Markov(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.table = nn.Parameter(torch.full((n, n), 1.0 / n), requires_grad=False)
+            def normalise(self):
+                F.normalize(self.table, p=1, dim=1, out=self.table)
+        m = Markov(3)
+        m.normalise()
+        """, "GT604", holds="torch.allclose(m.table.sum(1), torch.ones(3))"), Shape("""
+        class Markov(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.table = nn.Parameter(torch.full((n, n), 1.0 / n))
+            def normalise(self):
+                F.normalize(self.table, p=1, dim=1, out=self.table)
+        m = Markov(3)
+        m.normalise()
+        """, "GT604", line=6, raises=(RuntimeError, "out="))),
+    # NadavFireman/Deep-Learning-HW2-Convolutional-Networks (`convolutional_networks.ipynb`):
+    # `model.train()` opens each pass of the outer loop; `evaluate(model, ...)` (which calls
+    # `model.eval()`) runs when `iter_count % len(train_loader) == 0`, the inner loop's last
+    # batch. GT516 read it as an evaluation in the middle of the epoch. Look-alike: the
+    # evaluation on the epoch's last batch (no step follows in eval mode); twin: every second
+    # batch (the next batch trains with dropout off)
+    "evaluation-on-the-epochs-last-batch": (Shape("""
+        model = nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = [(torch.randn(2, 3), torch.randn(2, 1)) for _ in range(4)]
+        modes = []
+        def evaluate(m):
+            m.eval()
+            with torch.no_grad():
+                return sum(F.mse_loss(m(x), y).item() for x, y in loader)
+        step, limit = 0, 10
+        while step < limit:
+            model.train()
+            for x, y in loader:
+                if step >= limit:
+                    break
+                modes.append(model.training)
+                loss = F.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                step += 1
+                if step % len(loader) == 0 or step == limit:
+                    evaluate(model)
+        """, "GT516", holds="all(modes)"), Shape("""
+        model = nn.Sequential(nn.Linear(3, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = [(torch.randn(2, 3), torch.randn(2, 1)) for _ in range(4)]
+        modes = []
+        def evaluate(m):
+            m.eval()
+            with torch.no_grad():
+                return sum(F.mse_loss(m(x), y).item() for x, y in loader)
+        step, limit = 0, 10
+        while step < limit:
+            model.train()
+            for x, y in loader:
+                if step >= limit:
+                    break
+                modes.append(model.training)
+                loss = F.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                step += 1
+                if step % 2 == 0:
+                    evaluate(model)
+        """, "GT516", line=22, holds="not all(modes)")),
 }
 
 
