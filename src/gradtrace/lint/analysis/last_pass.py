@@ -106,11 +106,50 @@ def only_on_last_pass(loop: ast.stmt, s: ast.stmt) -> bool:
     if not isinstance(first, ast.Name):
         return False
     index, bound = _index_and_bound(loop)  # type: ignore[arg-type]
-    for x in loop.body:
-        if isinstance(x, ast.If) and _encloses(x.body, s) and _true_last(
-                x.test, first.id, bound if index == first.id else None):
+    for k, x in enumerate(loop.body):
+        if isinstance(x, ast.If) and _encloses(x.body, s) and (_true_last(
+                x.test, first.id, bound if index == first.id else None)
+                or _epoch_end(x.test, loop, k)):
             return True
     return False
+
+
+def _epoch_end(test: ast.expr, loop: ast.For | ast.AsyncFor, k: int) -> bool:
+    """``step % len(loader) == 0`` in ``for batch in loader:`` whose body counts ``step += 1``
+    on every pass before the test (no ``continue`` before it): with the count starting at a
+    multiple, the test holds on the loop's last pass. Also ``... or step == limit`` when the
+    body opens with ``if step >= limit: break``: that pass is the last one too."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return all(_epoch_end(v, loop, k) or _limit_breaks(v, loop) for v in test.values) \
+            and any(_epoch_end(v, loop, k) for v in test.values)
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq) and isinstance(test.comparators[0], ast.Constant)
+            and test.comparators[0].value == 0 and isinstance(test.left, ast.BinOp)
+            and isinstance(test.left.op, ast.Mod) and isinstance(test.left.left, ast.Name)):
+        return False
+    n, m = test.left.left.id, test.left.right
+    seq = loop.iter.args[0] if isinstance(loop.iter, ast.Call) and isinstance(
+        loop.iter.func, ast.Name) and loop.iter.func.id in ("enumerate", "tqdm") and \
+        loop.iter.args else loop.iter
+    if not (isinstance(m, ast.Call) and isinstance(m.func, ast.Name) and m.func.id == "len"
+            and len(m.args) == 1 and _same(m.args[0], seq)):
+        return False
+    before = loop.body[:k]
+    return any(isinstance(b, ast.AugAssign) and isinstance(b.op, ast.Add)
+               and isinstance(b.target, ast.Name) and b.target.id == n
+               and isinstance(b.value, ast.Constant) and b.value.value == 1 for b in before) \
+        and not any(isinstance(x, ast.Continue) for b in before for x in bfs_walk(b))
+
+
+def _limit_breaks(test: ast.expr, loop: ast.For | ast.AsyncFor) -> bool:
+    """``step == limit`` where the loop's first statement is ``if step >= limit: break``."""
+    first = loop.body[0] if loop.body else None
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 \
+        and isinstance(test.ops[0], ast.Eq) and isinstance(first, ast.If) \
+        and any(isinstance(b, ast.Break) for b in first.body) \
+        and isinstance(first.test, ast.Compare) and len(first.test.ops) == 1 \
+        and isinstance(first.test.ops[0], ast.GtE) and _same(first.test.left, test.left) \
+        and _same(first.test.comparators[0], test.comparators[0])
 
 
 def _true_last(test: ast.expr, index: str, bound: ast.expr | None) -> bool:

@@ -304,3 +304,11 @@ def torch_base(ctx: Context, classes: dict[str, ClassInfo], node: ast.ClassDef,
                 return got
     return None
 
+
+
+def plain_class(name: str, ctx: Context) -> bool:
+    """``name`` is a class of the file with no base but ``object`` (a ``@dataclass`` record,
+    a plain holder): whatever it is called (``Block``, ``Layer``), it is no ``nn.Module``."""
+    info = ctx.analysis.classes.get(name)
+    return info is not None and all(isinstance(b, ast.Name) and b.id == "object"
+                                    for b in info.node.bases) and not info.node.keywords

@@ -282,6 +282,8 @@ class NumpyRoundTripInLoss(LossCutRule):
         if _returns_the_array(c, v, lp):
             return None
         qual = ctx.qualified_name(c.node.func) if isinstance(c.node, ast.Call) else None
+        if qual in NUMPY_READERS:
+            return None  # `np.load(path)`: NumPy is handed a file name, never a tensor
         if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS or _converted(c.node):
             return super().finding(c, v, lp, ctx)  # (`np.abs(t.detach().numpy())` raises not)
         if v.sink.how == "return" and isinstance(c.operand, ast.Name) and \
@@ -324,6 +326,8 @@ def _returns_the_array(c: Cut, v: Verdict, lp: LossPaths) -> bool:
         c.node.func.attr in ("numpy", "tolist")
 
 
+NUMPY_READERS = frozenset({"numpy.load", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile",
+                           "numpy.memmap", "numpy.lib.format.open_memmap"})
 NUMPY_MAKERS = frozenset({"numpy.array", "numpy.asarray", "numpy.stack", "numpy.concatenate"})
 
 

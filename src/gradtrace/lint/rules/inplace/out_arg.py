@@ -14,7 +14,21 @@ from gradtrace.lint.rule import Bad, Good, Rule
 
 def _needs_grad(e: ast.expr, ctx: Context) -> bool:
     k = ctx.analysis.kind(e, None, e.lineno)
-    return k is not None and (k.what == PARAMETER or k.what == TENSOR and bool(k.requires_grad))
+    return k is not None and (k.what == PARAMETER and not _made_frozen(k.node, e, ctx)
+                              or k.what == TENSOR and bool(k.requires_grad))
+
+
+def _made_frozen(made: ast.AST | None, e: ast.expr, ctx: Context) -> bool:
+    """``Parameter(t, requires_grad=False)``, a buffer kept as a Parameter for checkpoints,
+    never switched on in the file (no ``<name>.requires_grad_(`` or ``.requires_grad = True``):
+    an ``out=`` write into it is no autograd write."""
+    if not isinstance(made, ast.Call) or not any(
+            k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is False
+            for k in made.keywords):
+        return False
+    name = ctx.source(e)
+    return f"{name}.requires_grad_(" not in ctx.code and f"{name}.requires_grad = True" \
+        not in ctx.code
 
 
 def _callers_all_grad_off(ctx: Context, fn: ast.AST | None) -> bool:

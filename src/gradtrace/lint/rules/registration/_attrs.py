@@ -12,6 +12,7 @@ from gradtrace.lint.rules.registration._modules import CONTAINERS
 
 REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
                                "register_buffer", "setattr"})
+FILLS = frozenset({"append", "extend", "insert"})
 
 
 def _self_attr(node: ast.AST) -> str | None:
@@ -25,15 +26,22 @@ def _self_attr(node: ast.AST) -> str | None:
 def _wrapped_attrs(ctx: Context) -> frozenset[str]:
     """Attribute names passed (or starred) to an ``nn`` container or ``nn.Parameter`` anywhere,
     and ``self.X`` handed whole to the constructor of another class (``Decoder(self.blocks)``:
-    a child module that may register the entries itself)."""
+    a child module that may register the entries itself); also what is appended to, or extends,
+    a ``self.Y`` the file makes an ``nn`` container (``self.layers.extend(self.hidden[i].layers)``:
+    the entries' layers are registered through ``self.layers``)."""
     def make() -> frozenset[str]:
         out: set[str] = set()
+        held = {a for n in walk(ctx.tree) if isinstance(n, ast.Assign) and len(n.targets) == 1
+                and (a := _self_attr(n.targets[0])) and isinstance(n.value, ast.Call)
+                and (ctx.call_name(n.value) or "") in CONTAINERS}
         for n in walk(ctx.tree):
             if isinstance(n, ast.Call):
                 args = [*n.args, *(k.value for k in n.keywords)]
                 qual = ctx.call_name(n) or ""
                 if qual in CONTAINERS or (
-                        isinstance(n.func, ast.Attribute) and n.func.attr in REGISTERING_CALLS):
+                        isinstance(n.func, ast.Attribute) and n.func.attr in REGISTERING_CALLS) \
+                        or (isinstance(n.func, ast.Attribute) and n.func.attr in FILLS
+                            and _self_attr(n.func.value) in held):
                     for a in args:
                         out.update(x.attr for x in walk(a) if isinstance(x, ast.Attribute))
                 elif qual.rpartition(".")[2][:1].isupper() and not qual.startswith("torch."):

@@ -8,7 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.analysis.modules import is_module_class
+from gradtrace.lint.analysis.modules import is_module_class, plain_class
 from gradtrace.lint.analysis.vocabulary import OTHER_FRAMEWORKS
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
@@ -55,7 +55,7 @@ def _learnable(e: ast.AST, ctx: Context) -> str | None:
         q = ctx.call_name(e) or dotted(e.func) or ""
         last = q.rpartition(".")[2]
         if not q.startswith("torch.") and last not in module_classes(ctx) and \
-                LAYER_CLASS_RE.match(last):
+                LAYER_CLASS_RE.match(last) and not plain_class(last, ctx):
             return "module"
     if is_parameter_call(e, ctx) or grad_factory(e, ctx) is not None:
         return "parameter"

@@ -67,6 +67,26 @@ def _never_rebound(name: str, fn: ast.AST) -> bool:
                    for n in bfs_walk(fn))
 
 
+def _per_position_in_other_arm(ctor: ast.AST, ctx: Context) -> bool:
+    """The other arm of an enclosing ``if`` builds the same class once per position (a
+    comprehension or a loop calling it): ``[Linear(...) for _ in range(n)] if per_layer else
+    [Linear(...)] * n``; sharing one layer is then the option the flag chooses."""
+    name = dotted(ctor.func) if isinstance(ctor, ast.Call) else None
+    stmts = ctx.stmts
+    for i in range(len(stmts) - 1, 0, -1):
+        s, inner = stmts[i - 1], stmts[i]
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+        if not isinstance(s, ast.If) or name is None:
+            continue
+        other = s.orelse if any(inner is x for x in s.body) else s.body
+        for n in (m for x in other for m in bfs_walk(x)):
+            if isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.For)):
+                if any(isinstance(c, ast.Call) and dotted(c.func) == name for c in bfs_walk(n)):
+                    return True
+    return False
+
+
 def _bound_by(comp: ast.ListComp | ast.GeneratorExp) -> set[str]:
     return {n.id for g in comp.generators for n in bfs_walk(g.target) if isinstance(n, ast.Name)}
 
@@ -126,7 +146,7 @@ class ModuleRepeatedInList(Rule):
             if isinstance(seq, (ast.List, ast.Tuple)) and _count(n, ctx):
                 elt = next((e for e in seq.elts if isinstance(_strip(e), ast.Call)
                             and _module_with_params(e, ctx)), None)
-                if elt is not None:
+                if elt is not None and not _per_position_in_other_arm(_strip(elt), ctx):
                     yield self.report(node, ctx, expr=ctx.source(node),
                                       elt=_name(_strip(elt), ctx), how="by list multiplication",
                                       remedy="a comprehension that calls the constructor")

@@ -18,6 +18,8 @@ from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._unstepped import _read_into_unstepped
 from gradtrace.lint.rules.training_loop._selector import switched_passes
+from gradtrace.lint.rules.training_loop._unknown_pair import (
+    disjoint_arguments, handed_in, unknown_split)
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.nodes import bfs_walk, child_nodes
 
@@ -53,6 +55,7 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
             shared = [t for t in d1.bindings if _graph_key(t, f) in ids2 and g.carries(t)
                       and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)
                       and not switched_passes(f, t, b1, b2, d1, d2)
+                      and not unknown_split(f, t, d1, d2)  # NOTE [unknown pair]
                       and known_reach(g, b1.loss, b1.stmt.lineno, t)]  # type: ignore[arg-type]
             if shared:
                 yield b1, b2, shared[0], d1, d2
@@ -168,9 +171,9 @@ def _separate_results(f: LoopFacts, call: ast.Call) -> bool:
     whose every ``return`` is a tuple of names that depend on no common graph-carrying value
     (two critics' losses against a target computed under ``no_grad``): each unpacked name
     holds its own graph. False when unknown (a module's forward, a library call)."""
-    fn = f.ctx.analysis.callee(call, f.node)
+    fn = None if handed_in(f, call) else f.ctx.analysis.callee(call, f.node)
     if fn is None:
-        return False
+        return disjoint_arguments(f, call)  # NOTE [unknown pair]
     memo: dict[int, bool] = f.ctx.memo("gt509-separate-results", f.ctx.tree, dict)
     if id(fn) not in memo:
         memo[id(fn)] = False  # (recursion guard)
