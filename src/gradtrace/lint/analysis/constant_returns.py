@@ -74,6 +74,8 @@ def _constant(ctx: Context, scope: Scope, e: ast.expr, line: int, depth: int, ho
         if b is None or not isinstance(b.stmt, ast.Assign) or len(b.stmt.targets) != 1:
             return None
         target, value = b.stmt.targets[0], b.stmt.value
+        if _written(scope, e.id):
+            return None
         if isinstance(target, ast.Name):
             return _constant(ctx, scope, value, b.line, depth + 1, hops)
         if isinstance(target, ast.Tuple) and isinstance(value, ast.Call) \
@@ -99,6 +101,36 @@ def _constant(ctx: Context, scope: Scope, e: ast.expr, line: int, depth: int, ho
     if isinstance(f, ast.Attribute) and f.attr in KEEPS_CONSTANT and not qual.startswith("torch."):
         return _constant(ctx, scope, f.value, line, depth + 1, hops)
     return _returned(ctx, scope, e, line, None, None, hops)
+
+
+def _written(scope: Scope, name: str) -> bool:
+    """Whether ``scope`` writes into ``name`` in place (``t[i] = v``, ``t += v``, ``t.add_(v)``,
+    ``out=t``): a value written so may take a graph from what is written."""
+    memo: dict[str, bool] = scope.ctx.memo("constant-written", scope.node, dict)
+    if name not in memo:
+        memo[name] = any(_writes(n, name) for n in walk(scope.node))
+    return memo[name]
+
+
+def _writes(n: ast.AST, name: str) -> bool:
+    if isinstance(n, ast.AugAssign):
+        return _root(n.target) == name
+    if isinstance(n, (ast.Assign, ast.AnnAssign)):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+        return any(isinstance(t, (ast.Subscript, ast.Attribute)) and _root(t) == name
+                   for t in targets)
+    if isinstance(n, ast.Call):
+        f = n.func
+        if isinstance(f, ast.Attribute) and f.attr.endswith("_") and _root(f.value) == name:
+            return True
+        return any(k.arg == "out" and _root(k.value) == name for k in n.keywords)
+    return False
+
+
+def _root(e: ast.expr) -> str | None:
+    while isinstance(e, (ast.Subscript, ast.Attribute)):
+        e = e.value
+    return e.id if isinstance(e, ast.Name) else None
 
 
 def _number(e: ast.expr) -> bool:

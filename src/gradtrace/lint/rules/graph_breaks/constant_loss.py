@@ -73,7 +73,7 @@ class BackwardOfConstantLoss(Rule):
                 total = sum(terms) / len(terms)
                 total.backward()
                 opt.step()
-            """, at=(11, 16)),
+            """, at=(10, 16)),
         Bad("""
             import torch
 

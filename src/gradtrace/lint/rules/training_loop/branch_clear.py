@@ -126,7 +126,7 @@ class ZeroGradOnOneBranch(LoopRule):
                         loss = model(x, y)
                     loss.backward()
                     opt.step()
-            """, at=(7, 12)),
+            """, at=(6, 12)),
         Good("""
             def fit(model, opt, batches, probe, every):
                 for i, (x, y) in enumerate(batches):
