@@ -164,3 +164,63 @@ def test_zero_grad_on_one_branch_before_a_shared_backward():
 @pytest.mark.parametrize("src", BRANCH_LOOKALIKES)
 def test_zero_grad_on_one_branch_lookalikes_are_silent(src):
     assert _found(src, "GT523") == []
+
+
+# GT481: an optimizer class differentiates `.grad` once per probe in a loop, without keeping
+# the graph; the caller built it with `backward(create_graph=True)`
+PROBE_TWIN = '''
+import torch
+from torch import nn
+
+
+class CurvatureAdam(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.01, draws=3):
+        self.draws = draws
+        super().__init__(params, dict(lr=lr))
+
+    def diag(self, ws):
+        gs = [w.grad for w in ws]
+        acc = [torch.zeros_like(w) for w in ws]
+        for k in range(self.draws):
+            rs = [torch.randint(0, 2, w.shape).float() * 2 - 1 for w in ws]
+            hr = torch.autograd.grad(gs, ws, grad_outputs=rs)
+            for a, h, r in zip(acc, hr, rs):
+                a.add_(h * r / self.draws)
+        return acc
+
+    @torch.no_grad()
+    def step(self):
+        ws = [w for g in self.param_groups for w in g["params"]]
+        with torch.enable_grad():
+            acc = self.diag(ws)
+        for w, a in zip(ws, acc):
+            w.sub_(self.param_groups[0]["lr"] * w.grad / (a.abs() + 1e-3))
+
+
+net = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1))
+opt = CurvatureAdam(net.parameters())
+xs = torch.randn(16, 3)
+for it in range(3):
+    opt.zero_grad()
+    net(xs).pow(2).mean().backward(create_graph=True)
+    opt.step()
+'''
+PROBE_TWIN_LINE = 16
+PROBE_LOOKALIKES = [
+    PROBE_TWIN.replace("grad_outputs=rs)", "grad_outputs=rs, retain_graph=k + 1 < self.draws)"),
+    # one draw only: the loop runs once
+    PROBE_TWIN.replace("for k in range(self.draws):", "for k in range(1):"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_probe_loop_frees_the_graph():
+    assert _found(PROBE_TWIN, "GT481") == [PROBE_TWIN_LINE]
+    with pytest.raises(RuntimeError, match="second time"):
+        exec(compile(PROBE_TWIN, "<twin>", "exec"), {})
+    exec(compile(PROBE_LOOKALIKES[0], "<lookalike>", "exec"), {})
+
+
+@pytest.mark.parametrize("src", PROBE_LOOKALIKES)
+def test_probe_loop_lookalikes_are_silent(src):
+    assert _found(src, "GT481") == []
