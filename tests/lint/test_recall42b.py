@@ -108,9 +108,49 @@ def fit(net, opt, rows):
 ]
 
 
+# a list made empty and filled only by appends of the method's value, stacked and averaged
+APPEND_TWIN = '''import torch
+from torch import nn
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 1)
+
+    def hinge(self, pos, neg):
+        gap = (self.fc(neg) - self.fc(pos)).sum()
+        if float(gap) < -1.0:
+            return torch.zeros(())
+        return gap + 1.0
+
+
+scorer = Scorer()
+opt = torch.optim.SGD(scorer.parameters(), lr=0.1)
+pairs = [(torch.randn(3), torch.randn(3)) for _ in range(4)]
+for ep in range(3):
+    opt.zero_grad()
+    parts = []
+    for pos, neg in pairs:
+        parts.append(scorer.hinge(pos, neg))
+    torch.stack(parts).mean().backward()
+    opt.step()
+'''
+APPEND_TWIN_LINE = 13
+HELPER_LOOKALIKES += [
+    # another append gives every pass a term with a graph
+    APPEND_TWIN.replace("        parts.append(scorer.hinge(pos, neg))",
+                        "        parts.append(scorer.hinge(pos, neg))\n"
+                        "        parts.append(0.01 * scorer.fc(pos).sum())"),
+    # the early return is built from the graph
+    APPEND_TWIN.replace("return torch.zeros(())", "return gap * 0.0"),
+]
+
+
 def test_constant_returned_by_method_is_named_at_the_constant():
     assert _found(METHOD_TWIN, "GT122") == [METHOD_TWIN_LINE]
     assert _found(HELPER_TWIN, "GT122") == [HELPER_TWIN_LINE]
+    assert _found(APPEND_TWIN, "GT122") == [APPEND_TWIN_LINE]
 
 
 @pytest.mark.parametrize("src", [METHOD_LOOKALIKE] + HELPER_LOOKALIKES)

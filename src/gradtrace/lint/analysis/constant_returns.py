@@ -150,12 +150,31 @@ def _element(ctx: Context, scope: Scope, seq: ast.expr, line: int, depth: int, h
                 or not isinstance(b.stmt.targets[0], ast.Name):
             return None
         seq, line = b.stmt.value, b.line
-        if any(isinstance(n, ast.Attribute) and n.attr in ("append", "extend", "insert")
-               and dotted(n.value) == b.name for n in walk(scope.node)):
+        fills = [n for n in walk(scope.node) if isinstance(n, ast.Call) and isinstance(
+            n.func, ast.Attribute) and dotted(n.func.value) == b.name]
+        if isinstance(seq, ast.List) and not seq.elts:
+            return _appended(ctx, scope, b.name, fills, depth, hops)
+        if fills:
             return None  # filled later with other values
     if not isinstance(seq, (ast.ListComp, ast.GeneratorExp)):
         return None
     return _constant(ctx, scope, seq.elt, line, depth + 1, hops)
+
+
+def _appended(ctx: Context, scope: Scope, name: str, fills: list[ast.Call], depth: int,
+              hops: int) -> ast.Call | None:
+    """The constant every element of a list made empty (``parts = []``) may be: each call on
+    it is an ``append`` of a value that may be the constant, and nothing else writes into it."""
+    got = None
+    if not fills or _written(scope, name):
+        return None
+    for c in fills:
+        if c.func.attr != "append" or len(c.args) != 1:  # type: ignore[attr-defined]
+            return None
+        got = got or _constant(ctx, scope, c.args[0], c.lineno, depth + 1, hops)
+        if _constant(ctx, scope, c.args[0], c.lineno, depth + 1, hops) is None:
+            return None
+    return got
 
 
 def _returned(ctx: Context, scope: Scope, call: ast.Call, line: int, j: int | None,

@@ -123,7 +123,7 @@ class BackwardOfConstantLoss(Rule):
             return
         scope = ctx.scope()
         const = may_be_constant(ctx, scope, recv, node.lineno)
-        if const is None or _looked_at(scope.node, recv, node):
+        if const is None or _looked_at(scope.node, recv, node, ctx):
             return
         call = short(ctx.source(node))
         yield self.report(const, ctx, related=(
@@ -132,11 +132,12 @@ class BackwardOfConstantLoss(Rule):
             line=node.lineno)
 
 
-def _looked_at(fn: ast.AST, recv: ast.expr, backward: ast.Call) -> bool:
+def _looked_at(fn: ast.AST, recv: ast.expr, backward: ast.Call, ctx: Context) -> bool:
     """Whether ``fn`` tests the loss (or a name computed from it) before backpropagating it,
     sets its grad flag, or runs the backward inside a ``try`` (NOTE [backward of a
     maybe-constant loss])."""
-    names = {n.id for n in walk(recv) if isinstance(n, ast.Name)}
+    names = {n.id for n in walk(recv) if isinstance(n, ast.Name)
+             and not (ctx.qualified_name(n) or "").startswith("torch")}
     if not names:
         return False
     for _ in range(3):  # names computed from the loss: `v = loss.item()`
