@@ -39,8 +39,8 @@ class BackwardOfConstantLoss(Rule):
     `sum(...) / len(...)` of a list comprehension, and the returns of functions and methods of
     the file, two calls deep (NOTE [constant on one path]).
     Known limits: a loss tested before its backward (`if loss > 0:`, `if v:` with `v =
-    loss.item()`, `loss.requires_grad`) is not reported (NOTE [backward of a maybe-constant
-    loss]); a list filled by `append` is not followed.
+    loss.item()`, `loss.requires_grad`) is not reported; a list filled by anything but
+    `append` of such values is not followed.
     """
 
     code = "GT122"
@@ -123,6 +123,7 @@ class BackwardOfConstantLoss(Rule):
             return
         scope = ctx.scope()
         const = may_be_constant(ctx, scope, recv, node.lineno)
+        # (NOTE [backward of a maybe-constant loss])
         if const is None or _looked_at(scope.node, recv, node, ctx):
             return
         call = short(ctx.source(node))
@@ -134,8 +135,7 @@ class BackwardOfConstantLoss(Rule):
 
 def _looked_at(fn: ast.AST, recv: ast.expr, backward: ast.Call, ctx: Context) -> bool:
     """Whether ``fn`` tests the loss (or a name computed from it) before backpropagating it,
-    sets its grad flag, or runs the backward inside a ``try`` (NOTE [backward of a
-    maybe-constant loss])."""
+    sets its grad flag, or runs the backward inside a ``try``."""
     names = {n.id for n in walk(recv) if isinstance(n, ast.Name)
              and not (ctx.qualified_name(n) or "").startswith("torch")}
     if not names:
