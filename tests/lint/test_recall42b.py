@@ -197,8 +197,44 @@ BRANCH_LOOKALIKES = [
 ]
 
 
+# the clear is a method of the class, one call away
+HELPER_BRANCH_TWIN = '''
+import torch
+from torch import nn
+
+
+class Runner:
+    def __init__(self):
+        self.body = nn.Linear(4, 4)
+        self.opt = torch.optim.Adam(self.body.parameters(), lr=1e-2)
+
+    def clear(self):
+        self.opt.zero_grad()
+
+    def fit(self, data):
+        for it in range(12):
+            if it % 3 == 0:
+                objective = self.body(data[:8]).pow(2).mean()
+            else:
+                self.clear()
+                objective = (self.body(data) - data).pow(2).mean()
+            objective.backward()
+            self.opt.step()
+'''
+HELPER_BRANCH_TWIN_LINE = 19
+BRANCH_LOOKALIKES += [
+    # the helper is called before the `if`
+    HELPER_BRANCH_TWIN.replace("                self.clear()\n", "").replace(
+        "            if it % 3 == 0:", "            self.clear()\n            if it % 3 == 0:"),
+    # the helper also steps: it is a step wrapper, not a clear
+    HELPER_BRANCH_TWIN.replace("        self.opt.zero_grad()\n",
+                               "        self.opt.step()\n        self.opt.zero_grad()\n"),
+]
+
+
 def test_zero_grad_on_one_branch_before_a_shared_backward():
     assert _found(BRANCH_TWIN, "GT523") == [BRANCH_TWIN_LINE]
+    assert _found(HELPER_BRANCH_TWIN, "GT523") == [HELPER_BRANCH_TWIN_LINE]
 
 
 @pytest.mark.parametrize("src", BRANCH_LOOKALIKES)

@@ -13,6 +13,8 @@ The other branch may instead build the loss that one accumulating ``backward()``
 ...; loss = neg_elbo``, then ``loss.backward(); opt.step()``): the loss is a name bound on both
 branches, the ``if`` has both, the backward and the step follow it in the same block, and the
 step is not under an ``if`` of its own (gradient accumulation steps only on some passes).
+A call of a function of the file whose own top-level statements clear gradients, and that
+neither backpropagates nor steps (``def clear(self): self.opt.zero_grad()``), is a clear too.
 """
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.analysis.callees import resolve
+from gradtrace.lint.analysis.steps import Named
 
 
 def _branch(f: LoopFacts, s: ast.stmt, stmts: dict[int, ast.stmt]
@@ -71,6 +75,39 @@ def _same_block(f: LoopFacts, a: ast.stmt, b: ast.stmt) -> bool:
         pa[-1][:2] == pb[-1][:2]
 
 
+def _clearing_helpers(ctx: Context) -> frozenset[int]:
+    """The functions of the file whose own body clears gradients as a statement at its top
+    (``def clear(self): self.opt.zero_grad()``) and that neither backpropagate nor step."""
+    def make() -> frozenset[int]:
+        out = set()
+        for fn in bfs_walk(ctx.tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            if any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(
+                    s.value.func, ast.Attribute) and s.value.func.attr == "zero_grad"
+                    for s in fn.body) and not any(
+                    isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                    and c.func.attr in ("backward", "step") for c in bfs_walk(fn)):
+                out.add(id(fn))
+        return frozenset(out)
+    return ctx.memo("gt523-clearing-helpers", ctx.tree, make)
+
+
+def _helper_clears(f: LoopFacts, ctx: Context) -> list[Named]:
+    """Statements calling a clearing helper of the file (NOTE [clearing on one path])."""
+    helpers = _clearing_helpers(ctx)
+    if not helpers:
+        return []
+    out = []
+    for s in f.scope.stmts:
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(
+                s.value.func, (ast.Name, ast.Attribute)):
+            got = resolve(ctx, f.node, s.value)
+            if got is not None and id(got[0]) in helpers:
+                out.append(Named(s.value, s, ctx.source(s.value.func)))
+    return out
+
+
 def _caller_clears(ctx: Context, name: str) -> bool:
     """Whether every loop of the file calling ``name`` also clears gradients (True when no
     loop of the file calls it: its callers are unknown)."""
@@ -104,7 +141,8 @@ class ZeroGradOnOneBranch(LoopRule):
                "and `step()` follows on both paths, so there gradients add up "
                "across steps; clear them once, before the `if`")
     triggers = ("zero_grad",)
-    function_needs = ("backward", "step", "zero_grad")
+    statement_triggers = ("backward",)  # the clear may be a helper's (NOTE [clearing on one path])
+    function_needs = ("backward", "step")
     examples = [
         Bad("""
             def fit(model, opt, batches, use_amp, scaler):
@@ -169,17 +207,18 @@ class ZeroGradOnOneBranch(LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         # (NOTE [clearing on one path])
-        if len(f.zero_grads) > 2:
+        clears = list(f.zero_grads) + _helper_clears(f, ctx)
+        if not clears or len(clears) > 2:
             return
         stmts = {id(s): s for s in f.scope.stmts}
         stmts[id(f.node)] = f.node  # type: ignore[assignment]
-        for z in f.zero_grads:
+        for z in clears:
             got = _branch(f, z.stmt, stmts)
             if got is None:
                 continue
             node, field = got
             other = "orelse" if field == "body" else "body"
-            if any(not _in(f, o.stmt, node, field) for o in f.zero_grads):
+            if any(not _in(f, o.stmt, node, field) for o in clears):
                 continue  # cleared elsewhere too
             mine = [b for b in f.backwards if b.accumulates and _in(f, b.stmt, node, field)]
             theirs = [b for b in f.backwards if b.accumulates and _in(f, b.stmt, node, other)]
