@@ -4,7 +4,8 @@
 A value *may be a constant* where it is read when one path makes it a new tensor with no
 history and no request for a gradient: a constant factory (``torch.zeros(1)``,
 ``torch.tensor(0.)``, ``x.new_zeros(())``, ``torch.zeros_like(t)``, without
-``requires_grad=True``), moved or reshaped by a method that keeps its kind (``.to(dev)``,
+``requires_grad=True``; ``torch.tensor``/``new_tensor`` only of literal numbers: a copy of
+values that may carry a graph is GT104's), moved or reshaped by a method that keeps its kind (``.to(dev)``,
 ``.view(1)``, ``.sum()``), chosen by one arm of a conditional expression (``torch.zeros(1) if
 correct else margin``), bound to a name (its last binding before the read: a straight-line
 reading, so ``loss = torch.zeros(()); for t in terms: loss = loss + t`` is not one), divided or
@@ -37,6 +38,8 @@ MAX_HOPS = 2
 CONSTANT_FUNCS = frozenset({"torch." + f for f in (
     "zeros", "ones", "full", "tensor", "Tensor", "FloatTensor", "zeros_like", "ones_like",
     "full_like", "scalar_tensor")})
+# constructors that copy their data argument: constants only when that data is a literal
+COPIES = frozenset({"torch.tensor", "torch.Tensor", "torch.FloatTensor", "torch.scalar_tensor"})
 CONSTANT_METHODS = frozenset({"new_zeros", "new_ones", "new_full", "new_tensor"})
 # tensor methods whose result is as constant as the receiver
 KEEPS_CONSTANT = frozenset({
@@ -92,6 +95,9 @@ def _constant(ctx: Context, scope: Scope, e: ast.expr, line: int, depth: int, ho
     f = e.func
     qual = ctx.qualified_name(f) or ""
     if qual in CONSTANT_FUNCS or (isinstance(f, ast.Attribute) and f.attr in CONSTANT_METHODS):
+        if (qual in COPIES or getattr(f, "attr", None) == "new_tensor") and not (
+                e.args and _literal(e.args[0])):
+            return None  # a copy of values that may hold a graph: GT104's
         return None if _asks_grad(e) else e
     if isinstance(f, ast.Name) and f.id == "sum" and e.args:
         return _element(ctx, scope, e.args[0], line, depth, hops)
@@ -131,6 +137,16 @@ def _root(e: ast.expr) -> str | None:
     while isinstance(e, (ast.Subscript, ast.Attribute)):
         e = e.value
     return e.id if isinstance(e, ast.Name) else None
+
+
+def _literal(e: ast.expr) -> bool:
+    """A number, or a list/tuple of them, written in the code."""
+    if isinstance(e, ast.UnaryOp):
+        return _literal(e.operand)
+    if isinstance(e, (ast.List, ast.Tuple)):
+        return all(_literal(x) for x in e.elts)
+    return isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) \
+        and not isinstance(e.value, bool)
 
 
 def _number(e: ast.expr) -> bool:
