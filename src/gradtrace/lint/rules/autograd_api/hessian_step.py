@@ -129,3 +129,126 @@ def _reads_grad(e: ast.AST) -> bool:
 def _short(ctx: Context, call: ast.Call) -> str:
     out = call.args[0] if call.args else None
     return f"{ctx.source(call.func)}({ctx.source(out) if out is not None else ''}, ...)"
+
+
+class HessianProbeFreesGraph(Rule):
+    """An optimizer class of the file differentiates the gradients in a loop (several
+    Hutchinson probes: `for _ in range(self.n_samples)`) with `torch.autograd.grad(grads,
+    params, grad_outputs=z)` over gradients read before the loop, without `retain_graph=True`.
+
+    Why: `torch.autograd.grad` frees the graph it runs through unless `retain_graph=True`
+    (its default is `create_graph`, False here): the first probe frees the double-backward
+    graph that `loss.backward(create_graph=True)` built, and the second raises `RuntimeError:
+    Trying to backward through the graph a second time` (davda54/ada-hessian with
+    `n_samples=2`; pytorch-facts.md#backward-twice). Keep the graph for every probe but the
+    last (`retain_graph=i < n - 1`), or draw all probes in one call.
+    Known limits: the call must be the one GT713 finds (outputs read from `.grad` in `step`
+    or a method it calls through `self`); a loop over a literal `range(1)` is not reported.
+    """
+
+    code = "GT481"
+    name = "hessian-probe-frees-graph"
+    message = ("`{grad}` runs on every pass of this loop through the graph of gradients read "
+               "before it, without `retain_graph=True`: the first pass frees that graph and "
+               "the second raises `Trying to backward through the graph a second time`; pass "
+               "`retain_graph=` true for every pass but the last")
+    triggers = ("autograd",)
+    examples = [
+        Bad("""
+            import torch
+
+            class CurvatureSGD(torch.optim.Optimizer):
+                def __init__(self, params, lr=0.1, probes=2):
+                    super().__init__(params, dict(lr=lr))
+                    self.probes = probes
+
+                def curvature(self, params):
+                    grads = [p.grad for p in params]
+                    est = [torch.zeros_like(p) for p in params]
+                    for _ in range(self.probes):
+                        vs = [torch.randn_like(p) for p in params]
+                        hv = torch.autograd.grad(grads, params, grad_outputs=vs)
+                        for e, h, v in zip(est, hv, vs):
+                            e.add_(h * v / self.probes)
+                    return est
+
+                def step(self):
+                    params = [p for g in self.param_groups for p in g['params']]
+                    est = self.curvature(params)
+                    with torch.no_grad():
+                        for p, e in zip(params, est):
+                            p.sub_(p.grad / (e.abs() + 1))
+            """, at=(13, 17)),
+        Good("""
+            import torch
+
+            class CurvatureSGD(torch.optim.Optimizer):
+                def __init__(self, params, lr=0.1, probes=2):
+                    super().__init__(params, dict(lr=lr))
+                    self.probes = probes
+
+                def curvature(self, params):
+                    grads = [p.grad for p in params]
+                    est = [torch.zeros_like(p) for p in params]
+                    for i in range(self.probes):
+                        vs = [torch.randn_like(p) for p in params]
+                        hv = torch.autograd.grad(grads, params, grad_outputs=vs,
+                                                 retain_graph=i < self.probes - 1)
+                        for e, h, v in zip(est, hv, vs):
+                            e.add_(h * v / self.probes)
+                    return est
+
+                def step(self):
+                    params = [p for g in self.param_groups for p in g['params']]
+                    est = self.curvature(params)
+                    with torch.no_grad():
+                        for p, e in zip(params, est):
+                            p.sub_(p.grad / (e.abs() + 1))
+            """),
+    ]
+
+    def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        fn = ctx.function
+        if fn is None or ctx.qualified_name(node.func) not in GRAD_CALLS or any(
+                k.arg in ("retain_graph", "create_graph") and not (
+                    isinstance(k.value, ast.Constant) and k.value.value in (False, None))
+                for k in node.keywords) or any(k.arg is None for k in node.keywords) \
+                or len(node.args) > 4:
+            return
+        calls = ctx.memo("gt481-calls", ctx.tree, lambda: {
+            id(g) for c in ctx.analysis.classes.values()
+            if (g := differentiated_grads(ctx, c)) is not None})
+        if id(node) not in calls:
+            return
+        out = node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg == "outputs"), None)
+        names = {n.id for n in walk(out) if isinstance(n, ast.Name)} if out is not None else set()
+        loop = _probe_loop(fn, node)
+        if loop is None or not names or _bound_in(loop, names):
+            return
+        yield self.report(node, ctx, related=[Related(
+            ctx.path, loop.lineno, "this loop runs it more than once", ctx.column(loop))],
+            grad=_short(ctx, node))
+
+
+def _probe_loop(fn: ast.AST, call: ast.Call) -> ast.For | ast.While | None:
+    """The innermost loop of ``fn`` holding ``call``, unless it is ``range(1)``/``range(0)``."""
+    found = None
+    for n in walk(fn):
+        if isinstance(n, (ast.For, ast.While)) and n is not fn and any(
+                c is call for s in n.body for c in walk(s)):
+            if found is None or n.lineno > found.lineno:
+                found = n
+    if isinstance(found, ast.For) and isinstance(found.iter, ast.Call) and \
+            dotted(found.iter.func) == "range" and len(found.iter.args) == 1 and isinstance(
+                found.iter.args[0], ast.Constant) and found.iter.args[0].value in (0, 1):
+        return None
+    return found
+
+
+def _bound_in(loop: ast.AST, names: set[str]) -> bool:
+    """Whether the loop (its target included) binds one of ``names``."""
+    for n in walk(loop):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in names:
+            return True
+    return False
