@@ -1,0 +1,137 @@
+"""The facts of docs/triage/recall42a.md (session 42): a module built by a class or a factory
+of another file of the project is known as a module in class methods too (a trainer's
+``self.x = make_x(...)``, a module class's ``__init__``: NOTE [foreign module kinds]), and
+GT438 follows a module stored on ``self`` and trained in another method (NOTE [module kept on
+self]). Each pair is a correct project the checker must leave alone and a buggy twin it must
+report on its line, in other names and shapes than the real-world cases; every project runs
+on real torch."""
+from __future__ import annotations
+
+import runpy
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+# a project's library file: a module class, a plain class, and factories of both
+BLOCKS = '''
+from torch import nn
+
+
+class Mixer(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.lin = nn.Linear(4, width)
+
+    def forward(self, x):
+        return self.lin(x).tanh()
+
+
+class Settings:
+    def __init__(self):
+        self.requires_grad = True
+        self.rate = 0.5
+
+
+def make_mixer(width=4):
+    mixer = Mixer(width)
+    return mixer
+
+
+def make_settings():
+    return Settings()
+'''
+
+# GT407 in a plain class's method: `self.<x>.requires_grad = False` on what a factory of
+# another file built in `__init__` (a module: freezes nothing). Look-alike: the same flag set
+# on a plain object of the project, which holds it
+WORKER = '''
+import torch
+
+from blocks import make_mixer, make_settings
+
+
+class Worker:
+    def __init__(self):
+        self.held = {factory}()
+
+    def prepare(self):
+        self.held.requires_grad = False
+        return self
+
+
+w = Worker().prepare()
+FROZEN = {frozen}
+'''
+
+# GT407 through a module class's `__init__` (`self.<x> = make_mixer()`), the flag set on the
+# attribute chain in the script. Look-alike: a plain object stored the same way
+CHAIN = '''
+import torch
+
+import blocks
+
+
+class Pipeline(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stage = blocks.make_mixer(4)
+        self.opts = blocks.make_settings()
+
+    def forward(self, x):
+        return self.stage(x)
+
+
+pipe = Pipeline()
+pipe.{attr}.requires_grad = False
+FROZEN = {frozen}
+'''
+
+
+def _project(root, main: str):  # type: ignore[no-untyped-def]
+    (root / "blocks.py").write_text(BLOCKS.lstrip("\n"))
+    (root / "main.py").write_text(main.lstrip("\n"))
+    return root / "main.py"
+
+
+def _lines(path, code: str) -> list[int]:  # type: ignore[no-untyped-def]
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    return [f.line for f in check_paths([str(path.parent)], Settings()).findings
+            if f.code == code]
+
+
+def _run(path, monkeypatch) -> dict:  # type: ignore[no-untyped-def]
+    monkeypatch.syspath_prepend(str(path.parent))
+    try:
+        return runpy.run_path(str(path))
+    finally:  # the project's `blocks` must not stay imported for the next test
+        sys.modules.pop("blocks", None)
+
+
+def test_flag_on_a_plain_object_kept_by_a_worker_is_silent(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, WORKER.format(factory="make_settings",
+                                            frozen="w.held.requires_grad is False"))
+    assert _lines(path, "GT407") == []
+    assert _run(path, monkeypatch)["FROZEN"]
+
+
+def test_flag_on_a_module_kept_by_a_worker_is_reported(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, WORKER.format(
+        factory="make_mixer", frozen="not any(p.requires_grad for p in w.held.parameters())"))
+    assert _lines(path, "GT407") == [11]
+    assert not _run(path, monkeypatch)["FROZEN"]  # nothing was frozen
+
+
+def test_flag_on_a_plain_part_of_a_module_class_is_silent(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, CHAIN.format(attr="opts", frozen="pipe.opts.requires_grad is False"))
+    assert _lines(path, "GT407") == []
+    assert _run(path, monkeypatch)["FROZEN"]
+
+
+def test_flag_on_a_factory_part_of_a_module_class_is_reported(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, CHAIN.format(
+        attr="stage", frozen="not any(p.requires_grad for p in pipe.stage.parameters())"))
+    assert _lines(path, "GT407") == [17]
+    assert not _run(path, monkeypatch)["FROZEN"]
