@@ -135,3 +135,104 @@ def test_flag_on_a_factory_part_of_a_module_class_is_reported(tmp_path, monkeypa
         attr="stage", frozen="not any(p.requires_grad for p in pipe.stage.parameters())"))
     assert _lines(path, "GT407") == [17]
     assert not _run(path, monkeypatch)["FROZEN"]
+
+
+# GT438 through a class: the module kept on `self` in `__init__` (a factory or a class of
+# another file of the project) runs in the method's backward-and-step loop, the class's
+# optimizer holds the top layer only: the core never changes. Look-alikes: the optimizer
+# holds both; the core is a fixed feature extractor run under `no_grad`
+FITTER = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import blocks
+
+
+class Fitter:
+    def __init__(self):
+        self.core = {build}
+        self.top = nn.Linear(4, 1)
+        self.opt = torch.optim.SGD({params}, lr=0.1)
+
+    def run(self, steps):
+        for _ in range(steps):
+            x, y = torch.randn(6, 4), torch.randn(6, 1)
+            {feats}
+            loss = F.mse_loss(self.top(feats), y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+
+
+f = Fitter()
+before = [p.detach().clone() for p in f.core.parameters()]
+f.run(3)
+MOVED = not all(torch.equal(a, b) for a, b in zip(before, f.core.parameters()))
+'''
+
+# the per-batch step as a method (no loop of its own), the loop in the script
+STEPPER = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from blocks import Mixer
+
+
+class Solver:
+    def __init__(self):
+        self.encode = Mixer(4)
+        self.score = nn.Linear(4, 1)
+        self.optim = torch.optim.Adam({params}, lr=0.01)
+
+    def update(self, x, y):
+        loss = F.mse_loss(self.score(self.encode(x)), y)
+        self.optim.zero_grad()
+        loss.backward()
+        self.optim.step()
+        return loss.item()
+
+
+s = Solver()
+before = [p.detach().clone() for p in s.encode.parameters()]
+for _ in range(3):
+    s.update(torch.randn(5, 4), torch.randn(5, 1))
+MOVED = not all(torch.equal(a, b) for a, b in zip(before, s.encode.parameters()))
+'''
+
+OWN = "[*self.core.parameters(), *self.top.parameters()]"
+
+
+@pytest.mark.parametrize("build,params,feats,moved", [
+    ("blocks.make_mixer(4)", OWN, "feats = self.core(x)", True),
+    ("blocks.Mixer(4)", "self.top.parameters()",
+     "with torch.no_grad():\n                feats = self.core(x)", False),
+])
+def test_module_kept_on_self_trained_or_fixed_on_purpose_is_silent(
+        tmp_path, monkeypatch, build: str, params: str, feats: str, moved: bool) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, FITTER.format(build=build, params=params, feats=feats))
+    assert _lines(path, "GT438") == []
+    assert _run(path, monkeypatch)["MOVED"] is moved
+
+
+@pytest.mark.parametrize("build", ["blocks.make_mixer(4)", "blocks.Mixer(4)", "nn.Linear(4, 4)"])
+def test_module_kept_on_self_left_out_of_the_optimizer_is_reported(
+        tmp_path, monkeypatch, build: str) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, FITTER.format(build=build, params="self.top.parameters()",
+                                            feats="feats = self.core(x)"))
+    assert _lines(path, "GT438") == [12]
+    assert not _run(path, monkeypatch)["MOVED"]
+
+
+def test_step_method_over_both_modules_is_silent(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, STEPPER.format(
+        params="list(self.encode.parameters()) + list(self.score.parameters())"))
+    assert _lines(path, "GT438") == []
+    assert _run(path, monkeypatch)["MOVED"]
+
+
+def test_step_method_over_the_score_layer_only_is_reported(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, STEPPER.format(params="self.score.parameters()"))
+    assert _lines(path, "GT438") == [12]
+    assert not _run(path, monkeypatch)["MOVED"]

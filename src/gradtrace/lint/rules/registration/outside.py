@@ -21,6 +21,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._factory import factory_built
 from gradtrace.lint.rules.registration._handed import handed_training, measured
+from gradtrace.lint.rules.registration._on_self import kept_on_self
 from gradtrace.lint.rules.registration._modules import (
     covers, module_ctor, optimizer_builds, owns_params, step_lines,
 )
@@ -237,6 +238,22 @@ class ModuleOutsideOptimizer(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         if _backward_near(ctx):
             yield from self._scan(ctx.scope(node), ctx)
+        if ctx.mentions("backward"):  # NOTE [module kept on self]
+            yield from self._on_self(ctx)
+
+    def _on_self(self, ctx: Context) -> Iterator[Finding]:
+        for cls in ctx.analysis.classes.values():
+            if not all(node_mentions(ctx, cls.node, w) for w in ("backward", ".step(", "optim")):
+                continue
+            for opt, srcs, ostmt, mod, mstmt, call, fn in kept_on_self(
+                    ctx, cls, KEEPS_FIXED, _surely_owns_params, _class_keeps_fixed, HANDLED):
+                yield self.report(ostmt, ctx, related=[
+                    Related(ctx.path, mstmt.lineno, f"`self.{mod}` is built here",
+                            ctx.column(mstmt)),
+                    Related(ctx.path, call.lineno, f"`self.{mod}` runs here (in "
+                            f"`{getattr(fn, 'name', '?')}()`)", ctx.column(call))],
+                    opt="self." + opt, srcs=", ".join(f"`{s}`" for s in sorted(srcs)),
+                    mod="self." + mod, line=mstmt.lineno)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if node_mentions(ctx, node, "optim") and _backward_near(ctx):

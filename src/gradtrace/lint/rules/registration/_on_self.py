@@ -1,0 +1,193 @@
+"""GT438 for a module kept on ``self`` and trained in another method (NOTE [module kept on self]).
+
+# NOTE [module kept on self]
+A class (a trainer, a runner, a solver) builds a module in ``__init__`` and keeps it:
+``self.encoder = Encoder(cfg)`` / ``self.encoder = make_encoder(cfg)`` (a constructor of torch,
+of the file or of another file of the project, or a factory of the project:
+NOTE [module built by a factory], NOTE [foreign module kinds]), builds its optimizers there
+over other modules only (``self.opt = Adam(self.head.parameters())``, every optimizer of the
+class known over named parameters, none assigned again), and a method calls
+``self.encoder(...)`` with grad on, runs ``backward()`` and steps exactly one of those
+optimizers after the call (in the loop around the call, or in the method itself when the
+method is the per-batch step): the encoder's parameters get gradients and never change. As
+for a module of a script, anything else done to ``self.encoder`` anywhere in the file (handed
+to something, its parameters or state read (a comprehension that only measures or snapshots
+them aside), frozen, loaded, put in eval mode, assigned again,
+``x.encoder`` read through another object) keeps it silent, and so does a class that freezes,
+loads or evaluates itself, a factory that does, and a call whose output the loss climbs.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from gradtrace.lint.analysis.built_classes import built_class
+from gradtrace.lint.analysis.kinds import OPTIMIZER
+from gradtrace.lint.analysis.maximized import maximized
+from gradtrace.lint.analysis.params import module_ctor
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import child_nodes, walk
+from gradtrace.lint.rules.registration._factory import factory_built
+from gradtrace.lint.rules.registration._handed import measured
+from gradtrace.lint.rules.registration._modules import covers, step_lines
+
+if TYPE_CHECKING:
+    from gradtrace.lint.analysis.modules import AttrInfo, ClassInfo
+    from gradtrace.lint.context import Context
+
+Built = tuple["Context", ast.Call]
+# (optimizer attribute, its sources, its statement, module attribute, its statement, the
+# trained call, the method holding it)
+COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)
+Kept = tuple[str, frozenset[str], ast.stmt, str, ast.stmt, ast.Call, ast.AST]
+
+
+def kept_on_self(ctx: Context, cls: ClassInfo, keeps_fixed: tuple[str, ...],
+                 owns: Callable[[ast.Call, Context], bool],
+                 fixed: Callable[[ast.Call, Context], bool],
+                 handled: frozenset[str]) -> Iterator[Kept]:
+    """The modules of ``cls`` kept on ``self``, in no optimizer of the class, and run in a
+    method that backpropagates and steps one of them (NOTE [module kept on self])."""
+    init = cls.methods.get("__init__")
+    if init is None:
+        return
+    opts: dict[str, tuple[frozenset[str], AttrInfo]] = {}
+    for name, info in cls.attrs.items():
+        k = cls.attr_kind(name)
+        if k is None or k.what != OPTIMIZER:
+            continue
+        if not k.over or info.later or info.method is not init:
+            return  # an optimizer over unknown parameters, or built again: not known
+        opts[name] = (k.over, info)
+    if not opts:
+        return
+    iscope = ctx.scope(init)
+    for name, info in cls.init_attrs.items():
+        v = info.value
+        me = "self." + name
+        if not isinstance(v, ast.Call) or info.later or info.buffer \
+                or any(covers(s, me) or covers(me, s) for o, _ in opts.values() for s in o):
+            continue
+        built = _built(ctx, v, iscope, info.stmt.lineno, keeps_fixed)
+        if built is None or not owns(built[1], built[0]) or fixed(built[1], built[0]):
+            continue
+        calls = _only_called(ctx, cls, name, info.stmt, handled)
+        if not calls:
+            continue
+        hit = _trained(ctx, calls, opts)
+        if hit is not None:
+            o, call, fn = hit
+            yield o, opts[o][0], opts[o][1].stmt, name, info.stmt, call, fn
+
+
+def _built(ctx: Context, v: ast.Call, scope, line: int,  # type: ignore[no-untyped-def]
+           keeps_fixed: tuple[str, ...]) -> Built | None:
+    """(the class's file context, a bare constructor call of it) for a module built by
+    ``v``: a constructor of torch or the file, a factory of the project, a module class of
+    another file of the project."""
+    if module_ctor(v, ctx):
+        return ctx, v
+    got = factory_built(v, ctx, scope, line, keeps_fixed)
+    if got is not None:
+        return got
+    f = v.func
+    if isinstance(f, ast.Name) and scope.binding_before(f.id, line) is not None and not \
+            isinstance(scope.binding_before(f.id, line).stmt, (ast.Import, ast.ImportFrom)):
+        return None  # a local name: not the import
+    b = built_class(ctx, v) if isinstance(f, (ast.Name, ast.Attribute)) else None
+    if b is None or b[0] is ctx or not b[1].is_module:
+        return None
+    return b[0], ast.Call(func=ast.Name(b[1].node.name, ast.Load()), args=[], keywords=[])
+
+
+def _only_called(ctx: Context, cls: ClassInfo, name: str, bind: ast.stmt,
+                 handled: frozenset[str]) -> list[tuple[ast.Call, ast.AST]] | None:
+    """(call, method) of every ``self.<name>(...)`` in the class's own methods when every
+    other reading of ``<name>`` in the file (``bind``, its first assignment, aside) is
+    ``self.<name>.<attr>`` there with no handling attribute (None: it is handed over, stored,
+    assigned, frozen, loaded, read through another object or in another class)."""
+    out: list[tuple[ast.Call, ast.AST]] = []
+    methods = {id(m) for m in cls.node.body if isinstance(m, (ast.FunctionDef,
+                                                                  ast.AsyncFunctionDef))}
+    owner: list[ast.AST] = []
+
+    def method() -> ast.AST | None:
+        return next((o for o in owner if id(o) in methods), None)
+
+    skip: set[int] = set()
+
+    def visit(n: ast.AST) -> bool:
+        if id(n) in skip:
+            return True
+        if isinstance(n, COMPREHENSIONS):  # `[p.clone() for p in t.<name>.parameters()]`
+            for g in n.generators:
+                for c in walk(g.iter):
+                    if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and \
+                            isinstance(c.func.value, ast.Attribute) and c.func.value.attr == name:
+                        skip.update(id(x) for x in measured(n, dotted(c.func.value) or ""))
+        if n is bind:
+            return visit(bind.value) if isinstance(bind, (ast.Assign, ast.AnnAssign)) \
+                and bind.value is not None else False
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            owner.append(n)
+            try:
+                return all(visit(c) for c in child_nodes(n))
+            finally:
+                owner.pop()
+        if isinstance(n, ast.Call) and _is_self_attr(n.func, name):
+            m = method()
+            if m is None:
+                return False
+            out.append((n, m))
+            return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)])
+        if isinstance(n, ast.Attribute) and n.attr == name:
+            return False  # a bare `self.<name>` (stored, handed over) or `x.<name>`
+        if isinstance(n, ast.Attribute):
+            parts = (dotted(n) or "").split(".")
+            if len(parts) > 2 and parts[0] == "self" and parts[1] == name:
+                return not (set(parts[2:]) & handled) and isinstance(n.ctx, ast.Load) \
+                    and method() is not None
+        return all(visit(c) for c in child_nodes(n))
+
+    return out if visit(ctx.tree) else None
+
+
+def _is_self_attr(e: ast.AST, name: str) -> bool:
+    return isinstance(e, ast.Attribute) and e.attr == name and isinstance(e.value, ast.Name) \
+        and e.value.id == "self"
+
+
+def _trained(ctx: Context, calls: list[tuple[ast.Call, ast.AST]],
+             opts: dict[str, tuple[frozenset[str], AttrInfo]]
+             ) -> tuple[str, ast.Call, ast.AST] | None:
+    """(optimizer attribute, call, method): a call with grad on, after which its loop (or,
+    outside a loop, its method) runs ``backward()`` and steps exactly one optimizer."""
+    for c, fn in calls:
+        scope = ctx.scope(fn)
+        if scope.grad_off_at(c) is not None or _detached(c, scope):
+            continue
+        loops = scope.loops_of(c)
+        region: ast.AST = loops[-1] if loops else fn
+        stmt = scope.statement_of(c)
+        if stmt is None or maximized(c, stmt, region):
+            continue
+        start = region.lineno if loops else c.lineno
+        end = region.end_lineno or region.lineno
+        if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr == "backward" and start <= n.lineno <= end
+                   for n in walk(region)):
+            continue
+        stepped = [o for o in opts if any(start <= ln <= end
+                                          for ln in step_lines(scope, "self." + o))]
+        if len(stepped) == 1:
+            return stepped[0], c, fn
+    return None
+
+
+def _detached(call: ast.Call, scope) -> bool:  # type: ignore[no-untyped-def]
+    """``self.m(x).detach()``: the module gets no gradient."""
+    stmt = scope.statement_of(call)
+    return stmt is not None and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+        and n.func.attr in ("detach", "detach_", "item", "tolist") and n.func.value is call
+        for n in walk(stmt))
