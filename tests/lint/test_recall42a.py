@@ -236,3 +236,58 @@ def test_step_method_over_the_score_layer_only_is_reported(tmp_path, monkeypatch
     path = _project(tmp_path, STEPPER.format(params="self.score.parameters()"))
     assert _lines(path, "GT438") == [12]
     assert not _run(path, monkeypatch)["MOVED"]
+
+
+# GT438 through a constructor: the script builds the core, the top layer and an optimizer,
+# hands the three to a loop class that keeps them on `self` and trains in a method. Twin:
+# the optimizer holds the top layer only (reported at the optimizer). Look-alikes: it holds
+# both; the script freezes the core before handing it over
+LOOP = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from blocks import make_mixer
+
+
+class Loop:
+    def __init__(self, core, top, opt):
+        self.core = core
+        self.top = top
+        self.opt = opt
+
+    def go(self, steps):
+        for _ in range(steps):
+            x, y = torch.randn(6, 4), torch.randn(6, 1)
+            loss = F.mse_loss(self.top(self.core(x)), y)
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+
+
+core = make_mixer(4)
+top = nn.Linear(4, 1)
+{freeze}
+opt = torch.optim.SGD({params}, lr=0.1)
+before = [p.detach().clone() for p in core.parameters()]
+Loop(core, top, opt).go(3)
+MOVED = not all(torch.equal(a, b) for a, b in zip(before, core.parameters()))
+'''
+
+
+@pytest.mark.parametrize("freeze,params,moved", [
+    ("", "[*core.parameters(), *top.parameters()]", True),
+    ("core.requires_grad_(False)", "top.parameters()", False),
+])
+def test_module_handed_to_a_loop_class_trained_or_frozen_is_silent(
+        tmp_path, monkeypatch, freeze: str, params: str, moved: bool) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, LOOP.format(freeze=freeze, params=params))
+    assert _lines(path, "GT438") == []
+    assert _run(path, monkeypatch)["MOVED"] is moved
+
+
+def test_module_handed_to_a_loop_class_outside_the_optimizer_is_reported(
+        tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, LOOP.format(freeze="", params="top.parameters()"))
+    assert _lines(path, "GT438") == [26]
+    assert not _run(path, monkeypatch)["MOVED"]

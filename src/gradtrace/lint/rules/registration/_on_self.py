@@ -15,6 +15,13 @@ to something, its parameters or state read (a comprehension that only measures o
 them aside), frozen, loaded, put in eval mode, assigned again,
 ``x.encoder`` read through another object) keeps it silent, and so does a class that freezes,
 loads or evaluates itself, a factory that does, and a call whose output the loss climbs.
+
+The module and the optimizer may also be handed to the constructor (``Loop(core, top,
+opt).go()``, ``__init__`` keeping ``self.core = core``): the class built by exactly one call
+of the file and named nowhere else, the module built once by the caller before that call and
+only handed to it (or measured), the optimizer built by the caller before it; its sources
+are read through the same hand-off (``top`` given as ``self.top``). Reported at the
+caller's optimizer, as for a module of a script.
 """
 from __future__ import annotations
 
@@ -29,15 +36,18 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rules.registration._factory import factory_built
 from gradtrace.lint.rules.registration._handed import measured
-from gradtrace.lint.rules.registration._modules import covers, step_lines
+from gradtrace.lint.rules.registration._modules import covers, optimizer_builds, step_lines
 
 if TYPE_CHECKING:
-    from gradtrace.lint.analysis.modules import AttrInfo, ClassInfo
+    from gradtrace.lint.analysis.modules import ClassInfo
     from gradtrace.lint.context import Context
+    from gradtrace.lint.flow import Scope
 
 Built = tuple["Context", ast.Call]
-# (optimizer attribute, its sources, its statement, module attribute, its statement, the
-# trained call, the method holding it)
+# (the optimizer's name, its sources, its statement, the module's name, its statement, the
+# trained call, the method holding it); names as the code that built them spells them
+# an optimizer: (its sources in `self`'s terms, its statement, its name, its sources as named)
+Opt = tuple[frozenset[str], ast.stmt, str, frozenset[str]]
 COMPREHENSIONS = (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)
 Kept = tuple[str, frozenset[str], ast.stmt, str, ast.stmt, ast.Call, ast.AST]
 
@@ -49,26 +59,49 @@ def kept_on_self(ctx: Context, cls: ClassInfo, keeps_fixed: tuple[str, ...],
     """The modules of ``cls`` kept on ``self``, in no optimizer of the class, and run in a
     method that backpropagates and steps one of them (NOTE [module kept on self])."""
     init = cls.methods.get("__init__")
-    if init is None:
+    if init is None or init not in cls.node.body:
         return
-    opts: dict[str, tuple[frozenset[str], AttrInfo]] = {}
+    params = {a.arg for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)}
+    given = {n: i.value.id for n, i in cls.init_attrs.items()
+             if isinstance(i.value, ast.Name) and i.value.id in params}
+    made = _construction(ctx, cls, init) if given else None
+    # what the caller names each parameter kept on `self` (NOTE [module kept on self])
+    alias = {made[2][p].id: "self." + n for n, p in given.items() if made is not None
+             and isinstance(made[2].get(p), ast.Name)}  # type: ignore[union-attr]
+    opts: dict[str, Opt] = {}
     for name, info in cls.attrs.items():
+        if info.later or info.method is not init and name in given:
+            continue
+        if name in given:
+            got = _handed_optimizer(ctx, made, given[name], alias)
+            if got is not None:
+                opts[name] = got
+            continue
         k = cls.attr_kind(name)
         if k is None or k.what != OPTIMIZER:
             continue
-        if not k.over or info.later or info.method is not init:
+        if not k.over or info.method is not init:
             return  # an optimizer over unknown parameters, or built again: not known
-        opts[name] = (k.over, info)
-    if not opts:
+        opts[name] = (k.over, info.stmt, "self." + name, k.over)
+    if not opts or any(i.later for n, i in cls.attrs.items() if n in opts):
         return
     iscope = ctx.scope(init)
     for name, info in cls.init_attrs.items():
-        v = info.value
         me = "self." + name
-        if not isinstance(v, ast.Call) or info.later or info.buffer \
-                or any(covers(s, me) or covers(me, s) for o, _ in opts.values() for s in o):
+        if info.later or info.buffer \
+                or any(covers(s, me) or covers(me, s) for o in opts.values() for s in o[0]):
             continue
-        built = _built(ctx, v, iscope, info.stmt.lineno, keeps_fixed)
+        if name in given:  # handed to the constructor: built by the caller
+            site = _handed_module(ctx, made, given[name], keeps_fixed, handled)
+            if site is None:
+                continue
+            v, label, where = site
+        elif isinstance(info.value, ast.Call):
+            v, label, where = info.value, me, info.stmt
+        else:
+            continue
+        scope = made[0] if name in given else iscope  # type: ignore[index]
+        built = _built(ctx, v, scope, where.lineno, keeps_fixed)
         if built is None or not owns(built[1], built[0]) or fixed(built[1], built[0]):
             continue
         calls = _only_called(ctx, cls, name, info.stmt, handled)
@@ -77,7 +110,97 @@ def kept_on_self(ctx: Context, cls: ClassInfo, keeps_fixed: tuple[str, ...],
         hit = _trained(ctx, calls, opts)
         if hit is not None:
             o, call, fn = hit
-            yield o, opts[o][0], opts[o][1].stmt, name, info.stmt, call, fn
+            yield opts[o][2], opts[o][3], opts[o][1], label, where, call, fn
+
+
+Made = tuple["Scope", ast.Call, dict[str, ast.expr]]
+
+
+def _construction(ctx: Context, cls: ClassInfo, init: ast.AST) -> Made | None:
+    """(the caller's scope, the call, the argument given for each parameter of
+    ``__init__``) of the one construction of ``cls`` in the file, the class named nowhere
+    else (a base, a callback, another file may build it otherwise: None)."""
+    calls: list[tuple[ast.Call, ast.AST]] = []
+    named = 0
+    todo: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
+    while todo:
+        n, owner = todo.pop()
+        if isinstance(n, ast.Name) and n.id == cls.node.name:
+            named += 1
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) \
+                and n.func.id == cls.node.name:
+            calls.append((n, owner))
+        inner = n if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else owner
+        todo.extend((c, inner) for c in child_nodes(n))
+    if len(calls) != 1 or named != 1:
+        return None
+    call, owner = calls[0]
+    a = init.args  # type: ignore[attr-defined]
+    names = [x.arg for x in (*a.posonlyargs, *a.args)][1:]
+    if len(call.args) > len(names) or any(isinstance(x, ast.Starred) for x in call.args) \
+            or any(k.arg is None for k in call.keywords):
+        return None
+    got: dict[str, ast.expr] = dict(zip(names, call.args))
+    got.update((k.arg, k.value) for k in call.keywords if k.arg)
+    return ctx.scope(owner), call, got
+
+
+def _handed_optimizer(ctx: Context, made: Made | None, param: str, alias: dict[str, str]
+                      ) -> Opt | None:
+    """(sources in ``self``'s terms, its statement, its caller's name, the sources as the
+    caller names them) of the optimizer the caller built before the construction and handed
+    to ``param``; None: not such."""
+    if made is None or not isinstance(made[2].get(param), ast.Name):
+        return None
+    scope, call, got = made
+    name = got[param].id  # type: ignore[attr-defined]
+    builds = [o for o in optimizer_builds(scope) if o.name == name]
+    if len(builds) != 1 or builds[0].stmt.lineno >= call.lineno or not builds[0].sources:
+        return None
+    o = builds[0]
+    srcs = frozenset(next((alias[c] + s[len(c):] for c in alias if covers(c, s)), s)
+                     for s in o.sources)
+    return srcs, o.stmt, name, o.sources
+
+
+def _handed_module(ctx: Context, made: Made | None, param: str, keeps_fixed: tuple[str, ...],
+                   handled: frozenset[str]) -> tuple[ast.Call, str, ast.stmt] | None:
+    """(the call that built it, its caller's name, the statement) of the module the caller
+    built once and only handed to ``param`` of the construction (or measured); None: not
+    such."""
+    if made is None or not isinstance(made[2].get(param), ast.Name):
+        return None
+    scope, call, got = made
+    name = got[param].id  # type: ignore[attr-defined]
+    bs = scope.bindings.get(name, [])
+    if len(bs) != 1 or not isinstance(bs[0].value, ast.Call) or scope.loops_of(bs[0].stmt) \
+            or bs[0].line >= call.lineno:
+        return None
+    skip: set[int] = {id(got[param])}
+    for s in scope.stmts:
+        for n in walk(s):
+            skip.update(id(x) for x in measured(n, name))
+    for s in scope.stmts:
+        if s is bs[0].stmt or isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                              ast.ClassDef)):
+            continue
+        if not _plain_reads(s, name, skip, handled):
+            return None
+    return bs[0].value, name, bs[0].stmt
+
+
+def _plain_reads(n: ast.AST, name: str, skip: set[int], handled: frozenset[str]) -> bool:
+    """Every reading of ``name`` in ``n`` is skipped or a non-handling attribute read."""
+    if id(n) in skip:
+        return True
+    if isinstance(n, ast.Attribute) and (dotted(n) or "").partition(".")[0] == name:
+        parts = (dotted(n) or "").split(".")[1:]
+        return not (set(parts) & handled) and isinstance(n.ctx, ast.Load)
+    if isinstance(n, ast.Name) and n.id == name:
+        return False
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return True
+    return all(_plain_reads(c, name, skip, handled) for c in child_nodes(n))
 
 
 def _built(ctx: Context, v: ast.Call, scope, line: int,  # type: ignore[no-untyped-def]
@@ -158,7 +281,7 @@ def _is_self_attr(e: ast.AST, name: str) -> bool:
 
 
 def _trained(ctx: Context, calls: list[tuple[ast.Call, ast.AST]],
-             opts: dict[str, tuple[frozenset[str], AttrInfo]]
+             opts: dict[str, Opt]
              ) -> tuple[str, ast.Call, ast.AST] | None:
     """(optimizer attribute, call, method): a call with grad on, after which its loop (or,
     outside a loop, its method) runs ``backward()`` and steps exactly one optimizer."""
