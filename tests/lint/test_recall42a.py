@@ -41,6 +41,11 @@ def make_mixer(width=4):
 
 def make_settings():
     return Settings()
+
+
+class Grouped:
+    def begin(self):
+        self.opt.add_param_group({"params": list(self.core.parameters())})
 '''
 
 # GT407 in a plain class's method: `self.<x>.requires_grad = False` on what a factory of
@@ -149,13 +154,14 @@ from torch import nn
 import blocks
 
 
-class Fitter:
+class Fitter{base}:
     def __init__(self):
         self.core = {build}
         self.top = nn.Linear(4, 1)
         self.opt = torch.optim.SGD({params}, lr=0.1)
 
     def run(self, steps):
+        {prep}
         for _ in range(steps):
             x, y = torch.randn(6, 4), torch.randn(6, 1)
             {feats}
@@ -204,14 +210,19 @@ MOVED = not all(torch.equal(a, b) for a, b in zip(before, s.encode.parameters())
 OWN = "[*self.core.parameters(), *self.top.parameters()]"
 
 
-@pytest.mark.parametrize("build,params,feats,moved", [
-    ("blocks.make_mixer(4)", OWN, "feats = self.core(x)", True),
-    ("blocks.Mixer(4)", "self.top.parameters()",
+@pytest.mark.parametrize("base,build,params,prep,feats,moved", [
+    ("", "blocks.make_mixer(4)", OWN, "", "feats = self.core(x)", True),
+    ("", "blocks.Mixer(4)", "self.top.parameters()", "",
      "with torch.no_grad():\n                feats = self.core(x)", False),
+    # a base class of another file adds the core to the optimizer: code not read here
+    ("(blocks.Grouped)", "blocks.make_mixer(4)", "self.top.parameters()", "self.begin()",
+     "feats = self.core(x)", True),
 ])
 def test_module_kept_on_self_trained_or_fixed_on_purpose_is_silent(
-        tmp_path, monkeypatch, build: str, params: str, feats: str, moved: bool) -> None:  # type: ignore[no-untyped-def]
-    path = _project(tmp_path, FITTER.format(build=build, params=params, feats=feats))
+        tmp_path, monkeypatch, base: str, build: str, params: str, prep: str, feats: str,
+        moved: bool) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, FITTER.format(base=base, build=build, params=params, prep=prep,
+                                            feats=feats))
     assert _lines(path, "GT438") == []
     assert _run(path, monkeypatch)["MOVED"] is moved
 
@@ -219,7 +230,8 @@ def test_module_kept_on_self_trained_or_fixed_on_purpose_is_silent(
 @pytest.mark.parametrize("build", ["blocks.make_mixer(4)", "blocks.Mixer(4)", "nn.Linear(4, 4)"])
 def test_module_kept_on_self_left_out_of_the_optimizer_is_reported(
         tmp_path, monkeypatch, build: str) -> None:  # type: ignore[no-untyped-def]
-    path = _project(tmp_path, FITTER.format(build=build, params="self.top.parameters()",
+    path = _project(tmp_path, FITTER.format(base="", build=build, prep="pass",
+                                            params="self.top.parameters()",
                                             feats="feats = self.core(x)"))
     assert _lines(path, "GT438") == [12]
     assert not _run(path, monkeypatch)["MOVED"]

@@ -14,7 +14,10 @@ for a module of a script, anything else done to ``self.encoder`` anywhere in the
 to something, its parameters or state read (a comprehension that only measures or snapshots
 them aside), frozen, loaded, put in eval mode, assigned again,
 ``x.encoder`` read through another object) keeps it silent, and so does a class that freezes,
-loads or evaluates itself, a factory that does, and a call whose output the loss climbs.
+loads or evaluates itself, a factory that does, and a call whose output the loss climbs. The
+class's bases must all be shown (``object``, a torch module class, classes of the file with
+such bases): a trainer base of a library or of another file may build optimizers or handle
+the module in code not read here.
 
 The module and the optimizer may also be handed to the constructor (``Loop(core, top,
 opt).go()``, ``__init__`` keeping ``self.core = core``): the class built by exactly one call
@@ -59,7 +62,7 @@ def kept_on_self(ctx: Context, cls: ClassInfo, keeps_fixed: tuple[str, ...],
     """The modules of ``cls`` kept on ``self``, in no optimizer of the class, and run in a
     method that backpropagates and steps one of them (NOTE [module kept on self])."""
     init = cls.methods.get("__init__")
-    if init is None or init not in cls.node.body:
+    if init is None or init not in cls.node.body or not _whole(ctx, cls, 0):
         return
     params = {a.arg for a in (*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs)}
     given = {n: i.value.id for n, i in cls.init_attrs.items()
@@ -114,6 +117,20 @@ def kept_on_self(ctx: Context, cls: ClassInfo, keeps_fixed: tuple[str, ...],
 
 
 Made = tuple["Scope", ast.Call, dict[str, ast.expr]]
+
+
+def _whole(ctx: Context, cls: ClassInfo, depth: int) -> bool:
+    """Every base of ``cls`` is ``object``, a torch module class or a class of the file with
+    the same property: no code the file does not show (a trainer base of a library or of
+    another file building optimizers, hooks, callbacks) runs on ``self``."""
+    for b in cls.node.bases:
+        q = ctx.qualified_name(b) or ""
+        own = ctx.analysis.classes.get(b.id) if isinstance(b, ast.Name) else None
+        if q == "object" or q.startswith("torch.nn.") and q.count(".") == 2:
+            continue
+        if own is None or own is cls or depth > 4 or not _whole(ctx, own, depth + 1):
+            return False
+    return not cls.node.keywords
 
 
 def _construction(ctx: Context, cls: ClassInfo, init: ast.AST) -> Made | None:
