@@ -303,3 +303,38 @@ def test_module_handed_to_a_loop_class_outside_the_optimizer_is_reported(
     path = _project(tmp_path, LOOP.format(freeze="", params="top.parameters()"))
     assert _lines(path, "GT438") == [26]
     assert not _run(path, monkeypatch)["MOVED"]
+
+
+# the optimizer built in `__init__` over the parameter the module came in by
+# (`self.core = core`, `SGD(core.parameters())`): the same module, it moves. Silent
+KEEPER = '''
+import torch
+import torch.nn.functional as F
+
+from blocks import make_mixer
+
+
+class Keeper:
+    def __init__(self, core):
+        self.core = core
+        self.opt = torch.optim.SGD(core.parameters(), lr=0.1)
+
+    def go(self, steps):
+        for _ in range(steps):
+            loss = F.mse_loss(self.core(torch.randn(6, 4)), torch.randn(6, 4))
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+
+
+core = make_mixer(4)
+before = [p.detach().clone() for p in core.parameters()]
+Keeper(core).go(3)
+MOVED = not all(torch.equal(a, b) for a, b in zip(before, core.parameters()))
+'''
+
+
+def test_optimizer_over_the_constructor_parameter_is_silent(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    path = _project(tmp_path, KEEPER)
+    assert _lines(path, "GT438") == []
+    assert _run(path, monkeypatch)["MOVED"]

@@ -83,9 +83,10 @@ def kept_on_self(ctx: Context, cls: ClassInfo, keeps_fixed: tuple[str, ...],
         k = cls.attr_kind(name)
         if k is None or k.what != OPTIMIZER:
             continue
-        if not k.over or info.method is not init:
+        over = frozenset(_in_self_terms(x, given) for x in k.over)
+        if not k.over or info.method is not init or "" in over:
             return  # an optimizer over unknown parameters, or built again: not known
-        opts[name] = (k.over, info.stmt, "self." + name, k.over)
+        opts[name] = (over, info.stmt, "self." + name, k.over)
     if not opts or any(i.later for n, i in cls.attrs.items() if n in opts):
         return
     iscope = ctx.scope(init)
@@ -117,6 +118,17 @@ def kept_on_self(ctx: Context, cls: ClassInfo, keeps_fixed: tuple[str, ...],
 
 
 Made = tuple["Scope", ast.Call, dict[str, ast.expr]]
+
+
+def _in_self_terms(source: str, given: dict[str, str]) -> str:
+    """An optimizer source of ``__init__`` in ``self``'s terms: ``model.head`` where
+    ``self.net = model`` is ``self.net.head``; "" when not known (a parameter of ``__init__``
+    or another name not kept on ``self`` as it is)."""
+    root = source.partition(".")[0]
+    if root == "self":
+        return source
+    attr = next((a for a, p in given.items() if p == root), None)
+    return "self." + attr + source[len(root):] if attr is not None else ""
 
 
 def _whole(ctx: Context, cls: ClassInfo, depth: int) -> bool:
