@@ -232,7 +232,7 @@ def _plain_reads(n: ast.AST, name: str, skip: set[int], handled: frozenset[str])
     return all(_plain_reads(c, name, skip, handled) for c in child_nodes(n))
 
 
-def _built(ctx: Context, v: ast.Call, scope, line: int,  # type: ignore[no-untyped-def]
+def _built(ctx: Context, v: ast.Call, scope: Scope, line: int,
            keeps_fixed: tuple[str, ...]) -> Built | None:
     """(the class's file context, a bare constructor call of it) for a module built by
     ``v``: a constructor of torch or the file, a factory of the project, a module class of
@@ -243,13 +243,14 @@ def _built(ctx: Context, v: ast.Call, scope, line: int,  # type: ignore[no-untyp
     if got is not None:
         return got
     f = v.func
-    if isinstance(f, ast.Name) and scope.binding_before(f.id, line) is not None and not \
-            isinstance(scope.binding_before(f.id, line).stmt, (ast.Import, ast.ImportFrom)):
+    b = scope.binding_before(f.id, line) if isinstance(f, ast.Name) else None
+    if b is not None and not isinstance(b.stmt, (ast.Import, ast.ImportFrom)):
         return None  # a local name: not the import
-    b = built_class(ctx, v) if isinstance(f, (ast.Name, ast.Attribute)) else None
-    if b is None or b[0] is ctx or not b[1].is_module:
+    got_cls = built_class(ctx, v) if isinstance(f, (ast.Name, ast.Attribute)) else None
+    if got_cls is None or got_cls[0] is ctx or not got_cls[1].is_module:
         return None
-    return b[0], ast.Call(func=ast.Name(b[1].node.name, ast.Load()), args=[], keywords=[])
+    return got_cls[0], ast.Call(func=ast.Name(got_cls[1].node.name, ast.Load()), args=[],
+                                keywords=[])
 
 
 def _only_called(ctx: Context, cls: ClassInfo, name: str, bind: ast.stmt,
