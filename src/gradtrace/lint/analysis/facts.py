@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import param_kind, unpacked_return
 from gradtrace.lint.analysis.elements import layer_element, loop_kind, unwrapped_kind
-from gradtrace.lint.analysis.foreign_kinds import foreign_module_kind
+from gradtrace.lint.analysis.foreign_kinds import foreign_asked, foreign_module_kind
 from gradtrace.lint.analysis.function_facts import FunctionFacts
 from gradtrace.lint.analysis.kinds import (
     BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
@@ -287,9 +287,9 @@ class Analysis(FunctionFacts):
         if fn is not None and not local:
             return self._through(fn, e, scope, line, depth)
         if not local and fn is None and isinstance(f, (ast.Name, ast.Attribute)) and \
-                self.class_of(scope.node) is None and \
+                foreign_asked(self.class_of(scope.node), e) and \
                 (k := foreign_module_kind(self.ctx, e, scope, line)) is not None:
-            return k  # NOTE [foreign module kinds] (a script's or a function's code only)
+            return k  # NOTE [foreign module kinds]
         if isinstance(f, ast.Name) and (e.args or e.keywords) and scope.node is not \
                 self.ctx.tree and self._is_param(scope.node, f.id) and not local and \
                 (over := self._param_owners(e, scope, line, depth)):

@@ -11,10 +11,15 @@ name of the imported class, or the factory's module path and the class name) so 
 of this file is taken for it; a torch class keeps its own name (``torch.nn.Linear``). Only
 modules are carried across files: an optimizer's owners or a tensor's origin are spelt in the
 other file's names. Unknown (the class is no module, returns disagree, a name cannot be
-resolved): None, as before (NOTE [project index]). Read in the code of a script or a
-function, not in a class's methods: a model file's methods building its parts from imported
-classes (a library's attention and embedding layers) would make every such file parse the
-files it imports, for rules that already know those parts through their own class facts. The project index registers its
+resolved): None, as before (NOTE [project index]). Read in the code of a script, a
+function and the methods of a class that is no module (a trainer or runner: ``self.model =
+get_model(args)``, ``model = Net(cfg)`` in any method); in a module class only as the whole
+value of a ``self.<x> = ...`` of its ``__init__`` (``self.backbone = build_backbone(cfg)``,
+read when a rule asks about ``self.backbone``): a model file's methods call imported classes
+everywhere, and a rule asking about each call would make the file parse what it imports. A
+method of an imported class (``AutoModel.from_config(...)``) is no definition of another
+file: the index answers None before parsing the class's file (its ``foreign_def``). The
+project index registers its
 look-up in :data:`DEFINITIONS` when it is imported (every rule set imports it): the kinds
 layer is below the index, which makes contexts, so it cannot import it.
 """
@@ -27,11 +32,24 @@ from gradtrace.lint.analysis.kinds import MODULE, Kind
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
+    from gradtrace.lint.analysis.modules import ClassInfo
     from gradtrace.lint.flow import Scope
 
 # the project index's ``foreign_def`` (the definition of another file a call names), set by
 # :mod:`.project` when imported; empty: no file is read, no foreign kind is known
 DEFINITIONS: list[Callable[[Context, ast.expr], tuple[Context, ast.AST] | None]] = []
+
+
+def foreign_asked(cls: ClassInfo | None, call: ast.Call) -> bool:
+    """Whether ``call``, read in a method of ``cls`` (None: a script's or a function's code),
+    may be looked up in another file (NOTE [foreign module kinds]): outside classes, in the
+    methods of a class that is no module (a trainer, a runner), and in a module class only as
+    the whole value of a ``self.<x> = ...`` of its ``__init__``."""
+    if cls is None or not cls.is_module:
+        return True
+    f = call.func
+    last = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+    return any(i.value is call for i in cls.init_attrs.values())
 
 
 def foreign_module_kind(ctx: Context, call: ast.Call, scope: Scope, line: int

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.foreign_kinds import DEFINITIONS
 from gradtrace.lint.analysis.owners import home, shown_path  # noqa: F401 - the index's API
 from gradtrace.lint.analysis.project_files import (
-    FILES, TOUCHED, imported_mentioning, imports_of, module_context, use)
+    FILES, TOUCHED, _find_module, imported_mentioning, imports_of, module_context, use)
 from gradtrace.lint.analysis.module_names import (
     EVERY_PUBLIC, bound_names, module_names, public_names, stars_of)
 
@@ -164,6 +164,10 @@ def foreign_def(ctx: Context, func: ast.expr) -> tuple[Context, ast.AST] | None:
         n = n.value
     if not isinstance(n, ast.Name) or len(parts) > 3:
         return None
+    spec = imports_of(ctx).get(n.id)
+    if parts and spec is not None and spec[2] is not None and _find_module(
+            ctx, spec[0], (spec[1] + "." + spec[2]).strip(".")) is None:
+        return None  # `AutoModel.from_config`: a method of an imported class, no module's
     got = imported(ctx, n.id)
     for p in reversed(parts):
         if got is None or isinstance(got, tuple):

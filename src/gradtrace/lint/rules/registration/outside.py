@@ -21,6 +21,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._factory import factory_built
 from gradtrace.lint.rules.registration._handed import handed_training, measured
+from gradtrace.lint.rules.registration._on_self import kept_on_self
 from gradtrace.lint.rules.registration._modules import (
     covers, module_ctor, optimizer_builds, owns_params, step_lines,
 )
@@ -168,7 +169,9 @@ class ModuleOutsideOptimizer(Rule):
     The module may also be handed to a function of the file that runs it: `train(model,
     predictor, optimizer)` calling it in its own backward-and-step loop with the optimizer it
     was given, or a `step_loss(model, x)` helper called in the caller's loop (two calls down;
-    NOTE [module handed to a training function]).
+    NOTE [module handed to a training function]); or kept on `self` by a trainer class, built in
+    its `__init__` or handed to its constructor, and run in a method that backpropagates and
+    steps the class's optimizer (NOTE [module kept on self]).
     Known limits: the module must be built and left out of the optimizer in one function
     (or script), and used only by calling it or handing it to such functions (a comprehension
     that only measures its parameters is allowed); a module class that freezes, loads or evaluates
@@ -195,6 +198,20 @@ class ModuleOutsideOptimizer(Rule):
                 loss.backward()
                 optimizer.step()
             """, at=(4, 0)),
+        Bad("""
+            import torch
+            class Trainer:
+                def __init__(self):
+                    self.encoder = torch.nn.Linear(8, 8)
+                    self.head = torch.nn.Linear(8, 2)
+                    self.opt = torch.optim.SGD(self.head.parameters(), lr=0.1)
+                def fit(self, loader):
+                    for x, y in loader:
+                        loss = torch.nn.functional.cross_entropy(self.head(self.encoder(x)), y)
+                        self.opt.zero_grad()
+                        loss.backward()
+                        self.opt.step()
+            """, at=(6, 8)),
         Good("""
             import torch
             model = Backbone()
@@ -237,6 +254,21 @@ class ModuleOutsideOptimizer(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         if _backward_near(ctx):
             yield from self._scan(ctx.scope(node), ctx)
+        if ctx.mentions("backward"):  # NOTE [module kept on self]
+            yield from self._on_self(ctx)
+
+    def _on_self(self, ctx: Context) -> Iterator[Finding]:
+        for cls in ctx.analysis.classes.values():
+            if not all(node_mentions(ctx, cls.node, w) for w in ("backward", ".step(")):
+                continue
+            for opt, srcs, ostmt, mod, mstmt, call, fn in kept_on_self(
+                    ctx, cls, KEEPS_FIXED, _surely_owns_params, _class_keeps_fixed, HANDLED):
+                yield self.report(ostmt, ctx, related=[
+                    Related(ctx.path, mstmt.lineno, f"`{mod}` is built here", ctx.column(mstmt)),
+                    Related(ctx.path, call.lineno, f"`{mod}` runs here (as `{dotted(call.func)}` "
+                            f"in `{getattr(fn, 'name', '?')}()`)", ctx.column(call))],
+                    opt=opt, srcs=", ".join(f"`{s}`" for s in sorted(srcs)), mod=mod,
+                    line=mstmt.lineno)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if node_mentions(ctx, node, "optim") and _backward_near(ctx):
