@@ -12,6 +12,7 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.calls import call_sites
+from gradtrace.lint.analysis.callees import resolve as resolve_call
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -190,12 +191,32 @@ def _enclosing_function(ctx: Context, node: ast.AST,
 def _callers(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
              ) -> Iterator[tuple[ast.Call, ast.AST]]:
     """(call, the def around it) for the calls ``name(...)`` / ``self.name(...)`` of ``fn``'s
-    name anywhere in the file (NOTE [call sites])."""
+    name anywhere in the file (NOTE [call sites]), and for a method, ``obj.name(...)`` on an
+    instance of its class (NOTE [method called on an instance])."""
+    cls = None
     for call, s, outer in call_sites(ctx, fn.name):
         f = call.func
         if isinstance(f, ast.Name) or isinstance(f.value, ast.Name) \
                 and f.value.id == "self":  # type: ignore[attr-defined]
             yield call, _enclosing_function(ctx, call, (*outer, s))
+            continue
+        if cls is None:
+            cls = ctx.analysis.class_of(fn) or False
+        if cls and _made_here(ctx, cls.node.name):
+            where = _enclosing_function(ctx, call, (*outer, s))
+            got = resolve_call(ctx, where, call)
+            if got is not None and got[0] is fn:
+                yield call, where
+
+
+def _made_here(ctx: Context, cls: str) -> bool:
+    """# NOTE [method called on an instance]
+    ``q = VonMisesFisher(mu, kappa)`` then ``z = q.rsample()`` in a ``forward``: the method
+    runs where its instance calls it, so what makes a caller of a function differentiated
+    (a ``forward``, a loss, a ``backward()`` after the call) makes the method differentiated
+    too. The receiver's kind says which class's method runs (:func:`callees.resolve`); asked
+    only when the file constructs the class somewhere (else no receiver can hold one)."""
+    return bool(call_sites(ctx, cls))
 
 
 def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST,

@@ -1,0 +1,117 @@
+"""The facts of docs/triage/recall42c.md (session 42). Each pair is a correct shape the checker
+must leave alone and a buggy twin it must report on its line, written in other names and shapes
+than the real-world cases; every snippet runs on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # NOTE [method called on an instance]: a plain class of the file whose method takes
+    # `sqrt(1 - c ** 2)`, run by a module's forward through an instance made there
+    # (`arc = Arc(...)`, then `arc.chord()`): the method is differentiated where its instance
+    # calls it. Look-alike: the same class, its method called only by a helper that runs
+    # after the step on detached values (nothing differentiates it)
+    "method-of-an-instance-made-in-forward": (Shape("""
+        class Arc:
+            def __init__(self, angle, radius):
+                self.angle, self.radius = angle, radius
+            def chord(self):
+                c = torch.tanh(self.angle)
+                return torch.sqrt(1 - c ** 2) * self.radius
+        def preview(h):
+            arc = Arc(h[:, :1], h[:, 1:])
+            return arc.chord().tolist()
+        proj = nn.Linear(3, 2)
+        opt = torch.optim.SGD(proj.parameters(), lr=0.1)
+        x = torch.randn(4, 3)
+        loss = proj(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        points = preview(proj(x).detach())
+        """, "GT753", holds="len(points) == 4"), Shape("""
+        class Arc:
+            def __init__(self, angle, radius):
+                self.angle, self.radius = angle, radius
+            def chord(self):
+                c = torch.tanh(self.angle)
+                return torch.sqrt(1 - c ** 2) * self.radius
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(3, 2)
+            def forward(self, x):
+                h = self.proj(x)
+                arc = Arc(h[:, :1], h[:, 1:])
+                return arc.chord()
+        head = Head()
+        with torch.no_grad():
+            head.proj.bias[0] = 40.0
+        head(torch.zeros(2, 3)).sum().backward()
+        """, "GT753", line=6, holds="torch.isnan(head.proj.bias.grad).any()")),
+    # The same through torch.distributions' reparameterised sample: `rsample` is where the
+    # gradient flows (no inference name: NOTE [method called on an instance]), the sampler
+    # kept on the module (`self.prior = Ring(...)` style is not needed: made in forward).
+    # Look-alike: the root clamped at an epsilon
+    "rsample-of-a-distribution-of-the-file": (Shape("""
+        class Ring(torch.distributions.Distribution):
+            has_rsample = True
+            def __init__(self, mean, spread):
+                self.centre, self.spread = mean, spread
+                super().__init__(mean.size(), validate_args=False)
+            def rsample(self, shape=torch.Size()):
+                w = torch.tanh(self.spread)
+                return torch.cat((w, torch.sqrt((1 - w ** 2).clamp(min=1e-6)) * self.centre), -1)
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+            def forward(self, x):
+                h = self.fc(x)
+                return Ring(h[:, :1], h[:, 1:]).rsample()
+        enc = Encoder()
+        with torch.no_grad():
+            enc.fc.bias[1] = 40.0
+        enc(torch.zeros(3, 4)).sum().backward()
+        """, "GT753", holds="torch.isfinite(enc.fc.bias.grad).all()"), Shape("""
+        class Ring(torch.distributions.Distribution):
+            has_rsample = True
+            def __init__(self, mean, spread):
+                self.centre, self.spread = mean, spread
+                super().__init__(mean.size(), validate_args=False)
+            def rsample(self, shape=torch.Size()):
+                w = torch.tanh(self.spread)
+                return torch.cat((w, torch.sqrt(1 - w ** 2) * self.centre), -1)
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+            def forward(self, x):
+                h = self.fc(x)
+                q = Ring(h[:, :1], h[:, 1:])
+                return q.rsample()
+        enc = Encoder()
+        with torch.no_grad():
+            enc.fc.bias[1] = 40.0
+        enc(torch.zeros(3, 4)).sum().backward()
+        """, "GT753", line=8, holds="torch.isnan(enc.fc.bias.grad).any()")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.parametrize("twin", [0, 1], ids=["look-alike", "bug"])
+def test_shape(name: str, twin: int) -> None:
+    judge(PRELUDE, SHAPES[name][twin])
