@@ -108,6 +108,57 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             enc.fc.bias[1] = 40.0
         enc(torch.zeros(3, 4)).sum().backward()
         """, "GT753", line=8, holds="torch.isnan(enc.fc.bias.grad).any()")),
+    # GT538 (NOTE in training_loop/repeated_grad.py): Jacobian rows taken one output at a time
+    # from one forward made before the loop; the first `autograd.grad` frees the graph.
+    # Look-alike: `retain_graph=True` on every pass but the last
+    "jacobian-rows-over-one-forward": (Shape("""
+        net = nn.Linear(3, 2)
+        inp = torch.randn(5, 3)
+        out = net(inp).tanh()
+        rows = []
+        for k in range(2):
+            seed = torch.zeros_like(out)
+            seed[:, k] = 1.0
+            rows.append(torch.autograd.grad(out, net.weight, grad_outputs=seed, retain_graph=k < 1)[0])
+        """, "GT538", holds="len(rows) == 2"), Shape("""
+        net = nn.Linear(3, 2)
+        inp = torch.randn(5, 3)
+        out = net(inp).tanh()
+        rows = []
+        for k in range(2):
+            seed = torch.zeros_like(out)
+            seed[:, k] = 1.0
+            rows.append(torch.autograd.grad(out, net.weight, grad_outputs=seed)[0])
+        """, "GT538", line=8, raises=(RuntimeError, "second time"))),
+    # In a method, the count an attribute: a saliency probe takes the input gradient of one
+    # score once per "repeat". Look-alike: the score is recomputed on each pass
+    "input-gradient-taken-once-per-repeat": (Shape("""
+        class Probe:
+            def __init__(self, student, repeats):
+                self.student, self.repeats = student, repeats
+            def saliency(self, batch):
+                maps = []
+                for _ in range(self.repeats):
+                    score = self.student(batch).sigmoid().sum()
+                    (g,) = torch.autograd.grad(score, batch)
+                    maps.append(g)
+                return maps
+        p = Probe(nn.Linear(4, 1), repeats=3)
+        maps = p.saliency(torch.randn(6, 4, requires_grad=True))
+        """, "GT538", holds="len(maps) == 3"), Shape("""
+        class Probe:
+            def __init__(self, student, repeats):
+                self.student, self.repeats = student, repeats
+            def saliency(self, batch):
+                maps = []
+                score = self.student(batch).sigmoid().sum()
+                for _ in range(self.repeats):
+                    (g,) = torch.autograd.grad(score, batch)
+                    maps.append(g)
+                return maps
+        p = Probe(nn.Linear(4, 1), repeats=3)
+        maps = p.saliency(torch.randn(6, 4, requires_grad=True))
+        """, "GT538", line=8, raises=(RuntimeError, "second time"))),
 }
 
 
