@@ -159,6 +159,67 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         p = Probe(nn.Linear(4, 1), repeats=3)
         maps = p.saliency(torch.randn(6, 4, requires_grad=True))
         """, "GT538", line=8, raises=(RuntimeError, "second time"))),
+    # GT622 through the block itself (NOTE [block saves what it wrote]): a block adds an
+    # offset into its input in place and hands it to its norm layer; one stem output goes to
+    # two such blocks, and the second write changes what the first block's norm saved.
+    # Look-alike: the block's forward writes its input but feeds it to no layer after
+    "two-writing-blocks-on-one-tensor": (Shape("""
+        class Stamp(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.offset = nn.Parameter(torch.zeros(5))
+            def forward(self, h):
+                h += self.offset
+                return h * 2.0
+        stem = nn.Linear(3, 5)
+        left = Stamp()
+        right = Stamp()
+        code = stem(torch.randn(4, 3))
+        total = left(code).sum() + right(code).sum()
+        total.backward()
+        """, "GT622", holds="stem.weight.grad is not None"), Shape("""
+        class Stamp(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.offset = nn.Parameter(torch.zeros(5))
+                self.norm = nn.LayerNorm(5)
+            def forward(self, h):
+                h += self.offset
+                return self.norm(h)
+        stem = nn.Linear(3, 5)
+        left = Stamp()
+        right = Stamp()
+        code = stem(torch.randn(4, 3))
+        total = left(code).sum() + right(code).sum()
+        total.backward()
+        """, "GT622", line=7, raises=(RuntimeError, "modified by an inplace operation"))),
+    # GT753's `1 - c**2` when `c` is picked element by element by `torch.where` (the
+    # safe-input idiom: each branch gets only the inputs valid for it), reached now that a
+    # method called on an instance is differentiated. Look-alike: the where-picked input;
+    # bug: the raw ratio, which reaches 1
+    "root-of-one-minus-square-of-where-picked-input": (Shape("""
+        class Lens(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.log_r = nn.Parameter(torch.tensor(0.0))
+            def bend(self, rho):
+                u = rho / self.log_r.exp()
+                inside = u < 1
+                u_in = torch.where(inside, u, torch.full_like(u, 0.5))
+                return torch.where(inside, torch.sqrt(1 - u_in ** 2), u)
+        lens = Lens()
+        lens.bend(torch.tensor([0.5, 1.0, 2.0])).sum().backward()
+        """, "GT753", holds="torch.isfinite(lens.log_r.grad)"), Shape("""
+        class Lens(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.log_r = nn.Parameter(torch.tensor(0.0))
+            def bend(self, rho):
+                u = (rho / self.log_r.exp()).clamp(max=1.0)
+                return torch.sqrt(1 - u ** 2)
+        lens = Lens()
+        lens.bend(torch.tensor([0.5, 1.0, 2.0])).sum().backward()
+        """, "GT753", line=7, holds="not torch.isfinite(lens.log_r.grad)")),
 }
 
 
