@@ -204,9 +204,23 @@ def _callers(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
             cls = ctx.analysis.class_of(fn) or False
         if cls and _made_here(ctx, cls.node.name):
             where = _enclosing_function(ctx, call, (*outer, s))
+            if not _built_for_the_call(ctx, f.value, cls.node.name, where, call.lineno):
+                continue
             got = resolve_call(ctx, where, call)
             if got is not None and got[0] is fn:
                 yield call, where
+
+
+def _built_for_the_call(ctx: Context, recv: ast.AST, cls: str, where: ast.AST,
+                        line: int) -> bool:
+    """The receiver is made in the calling function by the class's constructor
+    (``Ring(mu, k).rsample()``, or ``q = Ring(mu, k)`` bound there): its state is the values of
+    that function. An instance kept on ``self`` (a detector built in ``__init__``) is a tool
+    whose inputs are the call's arguments, whose graphs are not known here."""
+    if isinstance(recv, ast.Name):
+        b = ctx.scope(where).binding_before(recv.id, line)
+        recv = b.value if b is not None and isinstance(b.stmt, ast.Assign) else None
+    return isinstance(recv, ast.Call) and (dotted(recv.func) or "").rpartition(".")[2] == cls
 
 
 def _made_here(ctx: Context, cls: str) -> bool:
@@ -215,7 +229,10 @@ def _made_here(ctx: Context, cls: str) -> bool:
     runs where its instance calls it, so what makes a caller of a function differentiated
     (a ``forward``, a loss, a ``backward()`` after the call) makes the method differentiated
     too. The receiver's kind says which class's method runs (:func:`callees.resolve`); asked
-    only when the file constructs the class somewhere (else no receiver can hold one)."""
+    only when the file constructs the class somewhere (else no receiver can hold one), and
+    followed only for an instance made in the calling function (:func:`_built_for_the_call`:
+    kornia's SOLD2 ``self.line_detector.detect(junctions, heatmap)`` gets integer junctions
+    from its caller, and a tool kept on ``self`` says nothing of its inputs' graphs)."""
     return bool(call_sites(ctx, cls))
 
 
