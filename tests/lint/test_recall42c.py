@@ -220,6 +220,46 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         lens = Lens()
         lens.bend(torch.tensor([0.5, 1.0, 2.0])).sum().backward()
         """, "GT753", line=7, holds="not torch.isfinite(lens.log_r.grad)")),
+    # NOTE [method called on an instance] follows only an instance made in the calling
+    # function. Look-alike: a measuring tool kept on `self`, handed integer positions (from
+    # `torch.where` over a mask: no graph) by `forward`, takes a root of their squared
+    # differences; bug: the tool is made in `forward` from the layer's output
+    "tool-kept-on-self-versus-made-in-forward": (Shape("""
+        class Ruler:
+            def __init__(self, pts=None):
+                self.pts = pts
+            def spans(self, pts=None):
+                pts = self.pts if pts is None else pts
+                return torch.sqrt(((pts[1:] - pts[:-1]) ** 2).sum(-1))
+        class Finder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(1, 1, 3, padding=1)
+                self.ruler = Ruler()
+            def forward(self, img):
+                heat = self.conv(img)[0, 0]
+                peaks = torch.stack(torch.where(heat > 0), -1).float()
+                return heat.mean(), self.ruler.spans(peaks)
+        finder = Finder()
+        score, spans = finder(torch.randn(1, 1, 8, 8))
+        score.backward()
+        """, "GT753", holds="finder.conv.weight.grad is not None"), Shape("""
+        class Ruler:
+            def __init__(self, pts=None):
+                self.pts = pts
+            def spans(self, pts=None):
+                pts = self.pts if pts is None else pts
+                return torch.sqrt(((pts[1:] - pts[:-1]) ** 2).sum(-1))
+        class Finder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 2)
+            def forward(self, pts):
+                moved = self.fc(pts)
+                return Ruler(moved).spans()
+        finder = Finder()
+        finder(torch.zeros(4, 3)).sum().backward()
+        """, "GT753", line=6, holds="torch.isnan(finder.fc.weight.grad).any()")),
 }
 
 

@@ -12,7 +12,6 @@ import ast
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.calls import call_sites
-from gradtrace.lint.analysis.callees import resolve as resolve_call
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -204,10 +203,8 @@ def _callers(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
             cls = ctx.analysis.class_of(fn) or False
         if cls and _made_here(ctx, cls.node.name):
             where = _enclosing_function(ctx, call, (*outer, s))
-            if not _built_for_the_call(ctx, f.value, cls.node.name, where, call.lineno):
-                continue
-            got = resolve_call(ctx, where, call)
-            if got is not None and got[0] is fn:
+            if cls.methods.get(f.attr) is fn and _built_for_the_call(  # type: ignore[attr-defined]
+                    ctx, f.value, cls.node.name, where, call.lineno):
                 yield call, where
 
 
@@ -228,9 +225,9 @@ def _made_here(ctx: Context, cls: str) -> bool:
     ``q = VonMisesFisher(mu, kappa)`` then ``z = q.rsample()`` in a ``forward``: the method
     runs where its instance calls it, so what makes a caller of a function differentiated
     (a ``forward``, a loss, a ``backward()`` after the call) makes the method differentiated
-    too. The receiver's kind says which class's method runs (:func:`callees.resolve`); asked
-    only when the file constructs the class somewhere (else no receiver can hold one), and
-    followed only for an instance made in the calling function (:func:`_built_for_the_call`:
+    too. Asked only when the file constructs the class somewhere (else no receiver can hold
+    one), and followed only for an instance made in the calling function by the class's own
+    constructor (so the method that runs is the class's) (:func:`_built_for_the_call`:
     kornia's SOLD2 ``self.line_detector.detect(junctions, heatmap)`` gets integer junctions
     from its caller, and a tool kept on ``self`` says nothing of its inputs' graphs)."""
     return bool(call_sites(ctx, cls))
