@@ -242,8 +242,9 @@ def test_zero_grad_on_one_branch_lookalikes_are_silent(src):
     assert _found(src, "GT523") == []
 
 
-# GT481: an optimizer class differentiates `.grad` once per probe in a loop, without keeping
-# the graph; the caller built it with `backward(create_graph=True)`
+# GT538 (the lead folded this helper's GT481 into recall42c's more general GT538 at the merge):
+# an optimizer class differentiates `.grad` once per probe in a loop, without keeping the graph;
+# the caller built it with `backward(create_graph=True)`
 PROBE_TWIN = '''
 import torch
 from torch import nn
@@ -291,7 +292,7 @@ PROBE_LOOKALIKES = [
 
 @pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
 def test_probe_loop_frees_the_graph():
-    assert _found(PROBE_TWIN, "GT481") == [PROBE_TWIN_LINE]
+    assert _found(PROBE_TWIN, "GT538") == [PROBE_TWIN_LINE]
     with pytest.raises(RuntimeError, match="second time"):
         exec(compile(PROBE_TWIN, "<twin>", "exec"), {})
     exec(compile(PROBE_LOOKALIKES[0], "<lookalike>", "exec"), {})
@@ -299,4 +300,4 @@ def test_probe_loop_frees_the_graph():
 
 @pytest.mark.parametrize("src", PROBE_LOOKALIKES)
 def test_probe_loop_lookalikes_are_silent(src):
-    assert _found(src, "GT481") == []
+    assert _found(src, "GT538") == []

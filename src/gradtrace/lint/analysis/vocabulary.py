@@ -109,8 +109,10 @@ STEP_METHOD = "training_step"
 # `torch.no_grad()` / `torch.inference_mode()`)
 EVAL_STEP_METHODS = frozenset({"validation_step", "test_step", "predict_step"})
 LOSS_NAME_RE = re.compile(r"(loss|criterion|crit)s?$|^(loss|criterion)", re.IGNORECASE)
+# (`rsample` is no inference: torch.distributions' reparameterised sample, the one a gradient
+# flows through; `sample`, `resample`, `sampler` stay)
 INFERENCE_NAME_RE = re.compile(
-    r"(predict|evaluat|validat|generat|sampl|infer|(^|_)test|(^|_)eval|inference|decode|"
+    r"(predict|evaluat|validat|generat|(?<!_r)(?<!^r)sampl|infer|(^|_)test|(^|_)eval|inference|decode|"
     r"visuali|score|metric|beam|search)", re.IGNORECASE)
 
 # keyword switches by which a context manager of another file turns grad off, with the value

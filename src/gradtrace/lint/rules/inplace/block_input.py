@@ -102,6 +102,9 @@ class BlockWritesSavedInput(Rule):
     needed for gradient computation has been modified by an inplace operation` (TSAN's CSB
     block writes its quadrants back into its input after the parallel branch's convolution
     read it; checked on torch 2.13). Copy first (`out = x.clone()`) or write out of place.
+    The layer that saved it may be the block itself: the tensor handed to a writing block
+    whose `forward` then passes it to one of its layers, and handed to a writing block
+    again (two decoders on one code: NOTE [block saves what it wrote]); reported at the write.
     Known limits: the block must be a module class of the file called on a plain name, and
     the saving layer (a torch.nn layer of the file's classes, an attribute or a local) must
     read the same name earlier in the same function, with no rebinding in between.
@@ -169,6 +172,8 @@ class BlockWritesSavedInput(Rule):
                 stmt = scope.statement_of(call)
                 arg = call.args[0].id
                 saver = _saved_before(arg, stmt, scope, ctx) if stmt is not None else None
+                if saver is None and stmt is not None:  # NOTE [block saves what it wrote]
+                    saver = _written_before(arg, call, stmt, scope, ctx, fn, writers)
                 if saver is None or scope.grad_off_at(stmt) is not None \
                         or not _trained_at(fn, call, ctx):
                     continue
@@ -249,3 +254,58 @@ def _saved_before(name: str, stmt: ast.stmt, scope: object, ctx: Context) -> ast
                 if k is not None and k.what == MODULE and (k.cls or "") in SAVING_MODULES:
                     return n
     return None
+
+
+def _written_before(name: str, call: ast.Call, stmt: ast.stmt, scope: object, ctx: Context,
+                    fn: ast.AST, writers: dict[str, BlockWrite]) -> ast.Call | None:
+    """# NOTE [block saves what it wrote]
+    An earlier call, in the same function, of an instance of a writing block (the same one or
+    another) on ``name``, whose ``forward`` hands the tensor it wrote to one of its layers
+    (``token += self.pos; x = self.transformer(token)``): that layer saved the caller's tensor,
+    and the second block's write changes it (two decoders run on one quantized code; checked
+    on torch 2.13). ``name`` is not rebound between the two calls (the first may sit earlier in
+    the same statement: ``left(code).sum() + right(code).sum()``)."""
+    b = scope.binding_before(name, stmt.lineno)  # type: ignore[attr-defined]
+    start = b.line if b is not None else 0
+    spelt = {t: c for f, t, c in _uses(ctx, writers) if f is fn and _feeds_layer(ctx, c)}
+    if not spelt:
+        return None
+    here = (call.lineno, call.col_offset)
+    for s in scope.stmts:  # type: ignore[attr-defined]
+        if s.lineno > stmt.lineno:
+            break
+        if s.lineno <= start and s is not stmt \
+                or scope.grad_off_at(s) is not None:  # type: ignore[attr-defined]
+            continue
+        for n in ast.walk(s):
+            if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) \
+                    and n.args[0].id == name and dotted(n.func) in spelt \
+                    and (n.lineno, n.col_offset) < here:
+                return n
+    return None
+
+
+def _feeds_layer(ctx: Context, cls: str) -> bool:
+    """``cls.forward`` passes the tensor it wrote in place to a layer (``self.<attr>(x)``
+    whose kind is a module), before binding that name anew."""
+    def make() -> bool:
+        w = _writers(ctx)[cls]
+        fwd = ctx.analysis.classes[cls].methods["forward"]
+        scope = ctx.scope(fwd)
+        after = False
+        for s in _statements(fwd.body):
+            if s is w.write:
+                after = True
+                continue
+            if not after:
+                continue
+            for n in ast.walk(s):
+                if isinstance(n, ast.Call) and n.args and isinstance(n.args[0], ast.Name) \
+                        and n.args[0].id == w.name:
+                    k = ctx.analysis.kind(n.func, scope, n.lineno)
+                    if k is not None and k.what == MODULE:
+                        return True
+            if _rebinds(s, w.name):
+                return False
+        return False
+    return ctx.memo("gt622-feeds:" + cls, ctx.tree, make)

@@ -190,12 +190,47 @@ def _enclosing_function(ctx: Context, node: ast.AST,
 def _callers(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef
              ) -> Iterator[tuple[ast.Call, ast.AST]]:
     """(call, the def around it) for the calls ``name(...)`` / ``self.name(...)`` of ``fn``'s
-    name anywhere in the file (NOTE [call sites])."""
+    name anywhere in the file (NOTE [call sites]), and for a method, ``obj.name(...)`` on an
+    instance of its class (NOTE [method called on an instance])."""
+    cls = None
     for call, s, outer in call_sites(ctx, fn.name):
         f = call.func
         if isinstance(f, ast.Name) or isinstance(f.value, ast.Name) \
                 and f.value.id == "self":  # type: ignore[attr-defined]
             yield call, _enclosing_function(ctx, call, (*outer, s))
+            continue
+        if cls is None:
+            cls = ctx.analysis.class_of(fn) or False
+        if cls and _made_here(ctx, cls.node.name):
+            where = _enclosing_function(ctx, call, (*outer, s))
+            if cls.methods.get(f.attr) is fn and _built_for_the_call(  # type: ignore[attr-defined]
+                    ctx, f.value, cls.node.name, where, call.lineno):
+                yield call, where
+
+
+def _built_for_the_call(ctx: Context, recv: ast.AST, cls: str, where: ast.AST,
+                        line: int) -> bool:
+    """The receiver is made in the calling function by the class's constructor
+    (``Ring(mu, k).rsample()``, or ``q = Ring(mu, k)`` bound there): its state is the values of
+    that function. An instance kept on ``self`` (a detector built in ``__init__``) is a tool
+    whose inputs are the call's arguments, whose graphs are not known here."""
+    if isinstance(recv, ast.Name):
+        b = ctx.scope(where).binding_before(recv.id, line)
+        recv = b.value if b is not None and isinstance(b.stmt, ast.Assign) else None
+    return isinstance(recv, ast.Call) and (dotted(recv.func) or "").rpartition(".")[2] == cls
+
+
+def _made_here(ctx: Context, cls: str) -> bool:
+    """# NOTE [method called on an instance]
+    ``q = VonMisesFisher(mu, kappa)`` then ``z = q.rsample()`` in a ``forward``: the method
+    runs where its instance calls it, so what makes a caller of a function differentiated
+    (a ``forward``, a loss, a ``backward()`` after the call) makes the method differentiated
+    too. Asked only when the file constructs the class somewhere (else no receiver can hold
+    one), and followed only for an instance made in the calling function by the class's own
+    constructor (so the method that runs is the class's) (:func:`_built_for_the_call`:
+    kornia's SOLD2 ``self.line_detector.detect(junctions, heatmap)`` gets integer junctions
+    from its caller, and a tool kept on ``self`` says nothing of its inputs' graphs)."""
+    return bool(call_sites(ctx, cls))
 
 
 def carries_graph(ctx: Context, operand: ast.expr, node: ast.AST,

@@ -15,7 +15,7 @@ from gradtrace.lint.rules.numerics._zeros import (
     DISTANCE, FLOOR, MSE, SINE, VARIANCE, zero_at_coincidence,
 )
 from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.excerpt import excerpt
 
 ARC = frozenset({"acos", "arccos", "asin", "arcsin"})
@@ -264,6 +264,8 @@ class SqrtOfPossibleZero(Rule):
         floor = bool(what) and what.startswith(FLOOR[:20])
         if what == VARIANCE and getattr(ctx.function, "name", None) != "forward":
             return  # statistics of data in a helper (an advantage's standardisation): no graph
+        if what == SINE and _picked_by_where(operand, node, ctx):
+            return
         if what and in_training(ctx, node, forward=what not in (DISTANCE, MSE),
                                 through_forward=not floor and not input_feature(ctx)) \
                 and carries_graph(ctx, operand, node, numeric=True) \
@@ -275,6 +277,21 @@ class SqrtOfPossibleZero(Rule):
                 "clamp it first: `(1 - c**2).clamp(min=1e-7)`" if what == SINE else \
                 "clamp at an epsilon instead: `.clamp(min=1e-12).sqrt()`"
             yield self.report(node, ctx, call=excerpt(ctx.source(node)), what=what, remedy=remedy)
+
+
+def _picked_by_where(operand: ast.AST, node: ast.AST, ctx: Context) -> bool:
+    """``x_in = torch.where(x < 1, x, torch.full_like(x, 0.5))`` then ``torch.sqrt(1 - x_in
+    ** 2)``: the squared name is chosen element by element by a ``torch.where`` (the safe-input
+    idiom of pytorch#52248: each branch gets only the inputs valid for it), so the code keeps it
+    off the root's singular point on purpose."""
+    for n in walk(operand):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) \
+                and isinstance(n.left, ast.Name):
+            v = resolve(n.left, ctx, node.lineno)  # type: ignore[attr-defined]
+            got = torch_op(v, ctx) if isinstance(v, ast.Call) else None
+            if got is not None and got[0] == "where":
+                return True
+    return False
 
 
 class GuardOnSingularOutput(Rule):
