@@ -97,6 +97,9 @@ class HookState:
     train_evals: dict[int, Any] = field(default_factory=dict)
     drops: Any = None  # eval_dropped.Drops: NOTE [dropout left on in evaluation]
     loaded_drops: dict[int, Any] = field(default_factory=dict)  # NOTE [evaluated as loaded, in train mode]
+    # id(extractor) -> (ref, call site, dropout class); dropout layers examined: NOTE [frozen extractor dropping]
+    frozen_drops: dict[int, Any] = field(default_factory=dict)
+    frozen_drop_seen: dict[int, tuple[int, int]] = field(default_factory=dict)
     train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen

@@ -137,7 +137,7 @@ class Hooks:
                 if rec.off is not None:
                     rec.off = None
                 if id(module) in self.data.train_evals or isinstance(module, DROPOUT):
-                    train_run(self, module)  # NOTE [evaluated in train mode] (and dropout)
+                    train_run(self, module, args)  # NOTE [evaluated in train mode] (and dropout)
             else:
                 rec.eval_runs += 1  # NOTE [eval is no freeze]
                 self.data.eval_calls += 1  # NOTE [evaluation gradients applied]
