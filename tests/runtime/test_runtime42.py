@@ -201,3 +201,44 @@ def test_float_copy_of_output_still_a_dead_term(run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert "GT844" in res.codes(), res.findings
+
+
+BRANCHES = """
+model = nn.Linear(4, 1)
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for step in range(1, 9):
+    PRE
+    if step % 3 == 0:
+        loss = model(torch.randn(5, 4)).pow(2).mean()
+    else:
+        opt.zero_grad()  # <- cause
+        loss = (model(torch.randn(5, 4)) - 1).pow(2).mean()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_clear_in_one_branch_named(run_script):
+    """NOTE [clear on some passes only]: eve's loop clears only in the `else` branch."""
+    src = HEAD + BRANCHES.replace("PRE", "pass")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT501", marked_line(src))], \
+        res.findings
+
+
+def test_clear_on_every_pass_silent(run_script):
+    res = run_script(HEAD + BRANCHES.replace("PRE", "opt.zero_grad()"))
+    assert res.code == 0, res.err
+    assert "GT501" not in res.codes(), res.findings
+
+
+def test_clear_before_the_loop_keeps_its_finding(run_script):
+    """A clear that is in no branch is not this NOTE's: GT502 as before."""
+    src = HEAD + BRANCHES.replace("PRE", "pass").replace(
+        "        opt.zero_grad()  # <- cause\n", "        pass\n").replace(
+        "for step in range(1, 9):", "opt.zero_grad()  # <- cause\nfor step in range(1, 9):")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT502", marked_line(src))], \
+        res.findings

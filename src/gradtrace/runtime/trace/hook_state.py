@@ -24,6 +24,7 @@ class OptimizerRecord:
     rep: tuple[int, int, int, int] | None = None  # (param id, grad id, grad version, backwards)
     accumulate_site: Site | None = None  # the backward() that added into last step's .grad
     accumulate_step: Site | None = None  # the step() that then applied the sum
+    accumulate_clear: Site | None = None  # where its gradients were cleared on an earlier pass
     nonfinite: tuple[str, int, Site | None] | None = None
     before: list[tuple[float, float]] | None = None  # checksums of the parameters with grads
     checks: int = 0  # steps whose effect was checked

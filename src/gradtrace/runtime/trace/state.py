@@ -100,6 +100,10 @@ class TraceState(GradEvents):
         self._grad_none_seq = -1
         self._grad_none_site: Site | None = None
         self.zero_seen = False
+        # a parameter (or gradient) id of each optimizer -> that parameter's id, and where the
+        # parameter's gradient was last cleared: NOTE [clear on some passes only]
+        self.clear_watch: dict[int, int] = {}
+        self.clear_sites: dict[int, Site | None] = {}
         self.fresh_grads = False  # a backward() ran since the last optimizer step
         self.wiped_at: Site | None = None  # gradients cleared after that backward(), here
         self.wiped_ids: set[int] = set()  # ids of the parameters/gradients cleared there
