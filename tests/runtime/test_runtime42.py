@@ -242,3 +242,37 @@ def test_clear_before_the_loop_keeps_its_finding(run_script):
     assert res.code == 0, res.err
     assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT502", marked_line(src))], \
         res.findings
+
+
+KL_TARGET = """
+model = nn.Linear(6, 5)
+with torch.no_grad():
+    model.weight.mul_(400.0)  # confident: clean probabilities underflow to 0
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.rand(8, 6)
+for _ in range(2):
+    x_adv = x.clone().requires_grad_(True)
+    g, = torch.autograd.grad(model(x_adv).logsumexp(1).sum(), x_adv)  # an attack's gradient first
+    logits_adv, logits_clean = model(x + 0.01 * g.sign()), model(x)
+    target = TARGET
+    loss = nn.KLDivLoss(reduction="batchmean")(F.log_softmax(logits_adv, 1), target)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_kl_target_underflow_named_at_the_target(run_script):
+    """NOTE [NaN born in a library op], hunted on the first backward() after autograd.grad."""
+    src = HEAD + KL_TARGET.replace("TARGET", "F.softmax(logits_clean, 1)  # <- cause")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT825", marked_line(src))], \
+        res.findings
+
+
+def test_kl_target_clamped_silent(run_script):
+    res = run_script(HEAD + KL_TARGET.replace(
+        "TARGET", "torch.clamp(F.softmax(logits_clean, 1), min=1e-12)"))
+    assert res.code == 0, res.err
+    assert "GT825" not in res.codes(), res.findings

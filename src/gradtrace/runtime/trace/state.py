@@ -137,6 +137,7 @@ class TraceState(GradEvents):
         self.where_checks: dict[RawSite, int] = {}  # torch.where line -> branches checked
         self.softmax_ones: dict[Any, list[Any]] = {}  # NOTE [softmax over a singleton dim]
         self.nan_hunt_next = False  # hunt the next backward for a NaN's origin (nan_origin.py)
+        self.backward_hunted = False  # the session's first backward() was hunted (nan_origin.py)
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
         self.blowup: tuple[Site, str, str, float, float] | None = None  # NOTE [gradient blown up]
         # NOTE [forward NaN origin] (fwd_nan.py): hunting in the first forward, infs made
