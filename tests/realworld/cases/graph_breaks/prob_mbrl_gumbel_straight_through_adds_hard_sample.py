@@ -1,7 +1,5 @@
-"""prob_mbrl's `GaussianMixtureDensity.forward` picks a mixture component with a straight-through Gumbel-softmax, but writes `k = ((k_hard - k_soft).detach() + k_hard)`: the expression's value is the hard one-hot and its only differentiable term is `k_hard` (a scatter of constants), so no gradient reaches the mixture logits; policy optimisation through sampled model rollouts silently ignores how the policy's actions change which dynamics mode is selected.
+"""prob_mbrl's `GaussianMixtureDensity.forward` picks a mixture component with a straight-through Gumbel-softmax, but writes `k = ((k_hard - k_soft).detach() + k_hard)`: the expression's value is the hard one-hot and its only differentiable term is `k_hard` (a scatter of constants), so no gradient reaches the mixture logits; policy optimisation through sampled model rollouts silently ignores how the policy's actions change which dynamics mode is selected. As upstream (examples/deep_pilco_*.py: `opt1 = torch.optim.Adam(dyn.parameters(), ...)`, fitted by `utils.train_regressor` before each `mc_pilco`), the dynamics model has its own optimizer and a fitting step each iteration (added in session 42: the cut-down case had left it out, so the rollout's gradients into the dynamics model were in no optimizer).
 
-
-As upstream (examples/deep_pilco_*.py: `opt1 = torch.optim.Adam(dyn.parameters(), ...)`, fitted by `utils.train_regressor` before each `mc_pilco`), the dynamics model has its own optimizer and a fitting step each iteration (added in session 42: the cut-down case had left it out, so the rollout's gradients into the dynamics model were in no optimizer).
 source: https://github.com/mcgillmrl/prob_mbrl/commit/294e963839699363ee9a101d8b97eff1e62a8c8f
 kind: bug
 symptom: silent

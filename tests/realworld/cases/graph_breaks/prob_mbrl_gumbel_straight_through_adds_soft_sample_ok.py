@@ -1,7 +1,5 @@
-"""prob_mbrl's `GaussianMixtureDensity.forward` after "fix of gaussian mixture sampling": `k = ((k_hard - k_soft).detach() + k_soft)` has the hard one-hot as its value and the Gumbel-softmax `k_soft` as its differentiable term, so the rollout cost backpropagates into the mixture logits (straight-through estimator).
+"""prob_mbrl's `GaussianMixtureDensity.forward` after "fix of gaussian mixture sampling": `k = ((k_hard - k_soft).detach() + k_soft)` has the hard one-hot as its value and the Gumbel-softmax `k_soft` as its differentiable term, so the rollout cost backpropagates into the mixture logits (straight-through estimator). As upstream (examples/deep_pilco_*.py: `opt1 = torch.optim.Adam(dyn.parameters(), ...)`, fitted by `utils.train_regressor` before each `mc_pilco`), the dynamics model has its own optimizer and a fitting step each iteration (added in session 42: the cut-down case had left it out, so the rollout's gradients into the dynamics model were in no optimizer).
 
-
-As upstream (examples/deep_pilco_*.py: `opt1 = torch.optim.Adam(dyn.parameters(), ...)`, fitted by `utils.train_regressor` before each `mc_pilco`), the dynamics model has its own optimizer and a fitting step each iteration (added in session 42: the cut-down case had left it out, so the rollout's gradients into the dynamics model were in no optimizer).
 source: https://github.com/mcgillmrl/prob_mbrl/commit/294e963839699363ee9a101d8b97eff1e62a8c8f
 kind: lookalike
 """
