@@ -9,9 +9,9 @@ every call (and the eval-mode features the head meets later are not the ones it 
 Nothing fails. NOTE [probe statistics] reads the same mistake through BatchNorm statistics;
 this reads it through dropout.
 
-Run-time facts, at a train-mode run with grad on of a dropout layer (``p > 0``; NOTE [dropout
-left on in evaluation] sees those runs already), its first and then the first after each new
-backward(), at most four times (a freeze that comes after a warm-up forward is still seen):
+Run-time facts, at a train-mode run with grad on of a dropout layer (``p > 0``;
+NOTE [dropout left on in evaluation] sees those runs already), its first and then the first
+after each new backward(), at most four times (a freeze after a warm-up forward is still seen):
 
 - the layer's input does not require grad: no gradient flows through the part that holds it
   (a frozen middle that the loss backpropagates through, a frozen transformer under a trained

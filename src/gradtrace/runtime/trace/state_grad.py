@@ -96,8 +96,8 @@ class GradEvents:
             self.wiped_at = None if raw is None else self.site(raw)
 
     def note_clear(self, key: int) -> None:
-        """The watched gradient ``key`` is being cleared: where (NOTE [clear on some passes
-        only] in extra_step.py)."""
+        """The watched gradient ``key`` is being cleared: where
+        (NOTE [clear on some passes only] in extra_step.py)."""
         from gradtrace.runtime.frames import raw_site
 
         raw = raw_site()
