@@ -276,3 +276,14 @@ def test_kl_target_clamped_silent(run_script):
         "TARGET", "torch.clamp(F.softmax(logits_clean, 1), min=1e-12)"))
     assert res.code == 0, res.err
     assert "GT825" not in res.codes(), res.findings
+
+
+def test_frozen_parameters_held_by_the_optimizer_not_an_extractor(run_script):
+    """BYOL-A's shape: the frozen encoder's parameters are in the optimizer (a freeze the
+    program meant to undo, or a freeze for a while): not GT859."""
+    src = _extractor().replace(
+        "opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)",
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert "GT859" not in res.codes(), res.findings

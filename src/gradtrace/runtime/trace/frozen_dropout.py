@@ -24,8 +24,11 @@ after each new backward(), at most four times (a freeze after a warm-up forward 
 - a module in eval mode on that path means the layer was switched back on by itself
   (Monte-Carlo dropout): left alone.
 
-Reported when the program ends, if an optimizer applied gradients and the extractor's
-parameters are all still frozen: the line named is the call of the extractor in the first
+Reported when the program ends, if an optimizer applied gradients, the extractor's parameters
+are all still frozen and no optimizer holds any of them (an extractor meant to stay fixed is
+left out of the optimizer, as s3prl's is; frozen parameters handed to the optimizer are a
+freeze for a while, or a freeze the program meant to undo: BYOL-A's ``set_trainable(True)``
+that skipped every parameter, whose cause is the unfreeze): the line named is the call of the extractor in the first
 user frame outside its forward (the parent's forward that runs it), where the fix puts it in
 eval mode. One finding per extractor.
 """
@@ -110,10 +113,12 @@ def frozen_dropout_findings(data: Any, state: Any) -> list[Finding]:
         return []
     from gradtrace.runtime.build import make
 
+    held = {id(p) for r in list(data.optimizers.values()) for o in [r.ref()] if o is not None
+            for g in o.param_groups for p in g["params"]}
     out = []
     for ref, site, layer in found:
         m = ref()
-        if m is None or any(p.requires_grad for p in m.parameters()):
+        if m is None or any(p.requires_grad or id(p) in held for p in m.parameters()):
             continue
         name = type(m).__name__
         out.append(make("GT859", site,
