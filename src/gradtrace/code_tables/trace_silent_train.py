@@ -1,4 +1,4 @@
-"""GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT895: the silent bugs
+"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT895: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages, a gradient blown up by one op);
@@ -115,6 +115,32 @@ TRAIN_CODES = (
          """,
          "Call `model.eval()` before evaluating and `model.train()` before training again.",
          "gradtrace.runtime.trace.eval_in_train", severity="warning"),
+    Code("GT859", "frozen-extractor-dropout-active",
+         "a module frozen by requires_grad runs in train mode with its dropout active",
+         "`requires_grad_(False)` stops a pretrained feature extractor's weights, not its "
+         "mode: the training loop's `model.train()` switches every submodule on, so the frozen "
+         "part's dropout layers keep thinning its output at random. The trained head learns "
+         "from features that change on every call for the same input, and meets different "
+         "(eval-mode) ones later. The run sees a dropout layer run in train mode, with grad on, "
+         "on an input that does not require grad, inside modules that are all in train mode and "
+         "hold only parameters the program froze, while an optimizer trains other parameters, "
+         "and names the call of the frozen module.",
+         """
+         self.upstream.requires_grad_(False)
+         ...
+         model.train()
+         feats = self.upstream(wav)
+         """,
+         """
+         self.upstream.requires_grad_(False)
+         ...
+         model.train()
+         self.upstream.eval()
+         feats = self.upstream(wav)
+         """,
+         "Put the frozen module in eval mode after every `model.train()` (or override `train()` "
+         "to keep it in eval).",
+         "gradtrace.runtime.trace.frozen_dropout", severity="warning"),
     Code("GT875", "functional-dropout-in-eval",
          "a functional dropout without `training=` keeps dropping after model.eval()",
          "`F.dropout(x, p)` (and dropout1d/2d/3d, feature_alpha_dropout) defaults to "

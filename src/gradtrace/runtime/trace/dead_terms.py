@@ -17,6 +17,15 @@ A stop-gradient target inside one term (``mse(pred, target_from_no_grad)``) keep
 live and is never seen here; a sum made in a library's code (a solver's time plus its no-grad
 step size) is not a term of the user's loss; a constant from a module no optimizer trains (a
 frozen teacher) is not the model's own output and is left alone.
+
+# NOTE [integer term is a count]
+``score = scores.gather(1, tree[:, None]).sum() + (tree != gold).sum()`` (self-attentive-parser's
+loss-augmented decoding: the Hamming distance of the predicted tree to the gold one added to its
+score): the constant operand is an integer tensor, a count of comparisons or of indices. An
+integer (or bool) tensor can never require grad, so such a term is a margin added on purpose
+(a cost, a number of errors), not a copy of the model's output that lost its graph, which is
+floating point (``pred.detach()``, a term under ``no_grad``, ``(pred != y).float().mean()``).
+Only floating (or complex) one-element operands are dead-term candidates.
 """
 from __future__ import annotations
 
@@ -56,7 +65,7 @@ def check_combine(state: Any, args: tuple[Any, ...]) -> Any:
         if isinstance(a, Tensor):
             if a.requires_grad:
                 live = a
-            else:
+            elif a.is_floating_point() or a.is_complex():  # NOTE [integer term is a count]
                 hit = cuts.get(id(a))
                 if hit is not None and hit[0]() is a and (hit[1].reason in DEAD or (
                         hit[1].reason == "detach" and _computed_from_detached(state, a))):

@@ -273,7 +273,8 @@ def _inf_before(hunt: Any, made: Site) -> tuple[Site, str] | None:
     origin = getattr(hunt, "origin", None)
     if origin is None or not getattr(hunt, "entered_inf", False) or origin[0] == made:
         return None
-    return origin[0], origin[1].replace("Backward0", "").replace("Backward", "").lower()
+    return origin[0], origin[1].removeprefix("received:").replace("Backward0", "").replace(
+        "Backward", "").lower()
 
 
 def _nodes_named(roots: list[Any], name: str, limit: int = 20000) -> list[Site]:

@@ -53,6 +53,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.loaded_in_train import loaded_in_train_findings
+from gradtrace.runtime.trace.frozen_dropout import frozen_dropout_findings, note_frozen_dropout
 from gradtrace.runtime.trace.eval_dropped import DROPOUT, dropout_findings, note_dropout, \
     settle_drops
 
@@ -185,11 +186,12 @@ def _stored(obj: Any, name: str) -> Any:
     return mods.get(name) if isinstance(mods, dict) else None
 
 
-def train_run(hooks: Any, module: torch.nn.Module) -> None:
+def train_run(hooks: Any, module: torch.nn.Module, args: Any = ()) -> None:
     """A train-mode call with grad on of a norm layer with a candidate, or of a dropout layer
-    (NOTE [dropout left on in evaluation])."""
+    (NOTE [dropout left on in evaluation], NOTE [frozen extractor dropping])."""
     if isinstance(module, DROPOUT):
         note_dropout(hooks, module)
+        note_frozen_dropout(hooks, module, args)
     else:
         settle(hooks.data, hooks.state, id(module))
 
@@ -248,7 +250,8 @@ def train_eval_findings(data: Any, state: Any) -> list[Finding]:
                             "training again)",
                         related=[(c.switch, "grad mode is turned off here")],
                         severity="warning"))
-    return out + dropout_findings(data) + loaded_in_train_findings(data, state)
+    return out + dropout_findings(data) + loaded_in_train_findings(data, state) \
+        + frozen_dropout_findings(data, state)
 
 
 __all__ = ["DROPOUT", "TrainEval", "note_train_eval", "settle", "train_eval_findings",

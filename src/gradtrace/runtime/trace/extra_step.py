@@ -54,6 +54,50 @@ EXTRA_STEP = ("this optimizer.step() runs on every iteration, outside the condit
               "accumulation becomes a per-batch update")
 
 
+def watch_clears(state: Any, old: Any, rep: Any) -> None:
+    """# NOTE [clear on some passes only]
+    eve's training loop clears the gradients in the ``else`` branch of ``if step % k == 0:``
+    (the unsupervised pass) and runs ``backward()`` and ``step()`` after the ``if`` on both
+    paths: on the supervised pass the backward() adds into the gradients the previous step
+    applied. The run sees the accumulation (NOTE [discarded gradients]' sibling in
+    ``accumulation_findings``); the line that accounts for it is the clear that ran on earlier
+    passes and not on this one. Each optimizer's representative parameter (the one its
+    accumulation check follows) and its gradient are watched: a ``.grad = None`` or a
+    ``zero_()``/``_foreach_zero_`` on them records the user's line (one dict lookup per
+    cleared gradient, a frame walk only for the watched ones). When a step finds its
+    gradients accumulated and the parameter was cleared on an earlier pass at a line that sits
+    inside an ``if`` (or ``else``) branch not holding the step, that clear is named; a clear
+    that runs on every pass (after the step, before the loop) keeps the backward()'s line."""
+    watch = state.clear_watch
+    if old is not None:
+        for key in old[:2]:
+            watch.pop(key, None)
+        if rep is None or rep[0] != old[0]:
+            state.clear_sites.pop(old[0], None)
+    if rep is not None and len(watch) < 512:
+        watch[rep[0]] = watch[rep[1]] = rep[0]
+
+
+def branch_clear(clear: Site | None, step: Site | None) -> Site | None:
+    """``clear`` when it sits in one branch of an ``if`` (of its function) that does not hold
+    ``step`` (NOTE [clear on some passes only]), else None."""
+    from gradtrace.runtime.trace.diagnose_args import _scope
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(clear.path) if clear is not None else None
+    if tree is None or step is None:
+        return None
+    for node in ast.walk(_scope(tree, clear.line)):
+        if not isinstance(node, ast.If):
+            continue
+        for branch in (node.body, node.orelse):
+            if branch and branch[0].lineno <= clear.line <= (branch[-1].end_lineno or 0) and \
+                    not (step.path == clear.path and node.lineno <= step.line
+                         <= (node.end_lineno or 0)):
+                return clear
+    return None
+
+
 def accumulation_findings(rec: Any) -> list[Finding]:
     """GT501 at run time for one optimizer's record: the backward() that added into gradients
     a step already applied, or (NOTE [extra step outside the accumulation condition]) the
@@ -66,6 +110,16 @@ def accumulation_findings(rec: Any) -> list[Finding]:
         return [make(code, extra, EXTRA_STEP, fix="remove this step (or move it inside the "
                      "condition)", related=[(rec.accumulate_site, "this backward() then adds "
                                              "into gradients already applied")],
+                     severity="warning")]
+    clear = branch_clear(rec.accumulate_clear, rec.accumulate_step)
+    if clear is not None:
+        return [make(code, clear, "the gradients are cleared here on some passes only: on the "
+                     "pass before this optimizer's step the program took the other path, so "
+                     "backward() added into the gradients the previous step had applied, and "
+                     "the step used their sum", fix="clear the gradients on every path, before "
+                     "the if (once per step, before backward())", related=[
+                         (rec.accumulate_site, "this backward() added into the old gradients"),
+                         (rec.accumulate_step, "the optimizer steps here with the sum")],
                      severity="warning")]
     return [make(code, rec.accumulate_site, "gradients keep accumulating across optimizer "
                  "steps: this backward() adds into .grad that still holds the previous step's "

@@ -15,10 +15,14 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+import torch
+
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
+
+Parameter = torch.nn.Parameter
 
 def _handed_over(made: Site | None, site: Site, name: str) -> Site | None:
     """``adv = attack.perturb(x)`` then ``adv.grad``: the non-leaf was made inside a function
@@ -59,6 +63,13 @@ def why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str) 
                         "create the tensor with its final dtype/device", related=rel)
     if not t.requires_grad:
         frozen = state.frozen_at(t) if state is not None else None
+        made = None if frozen is not None or isinstance(t, Parameter) else \
+            _made_without_grad(site, name)
+        if made is not None:  # NOTE [input read for its gradient, made without one]
+            return make(pat.code, made, f"`{name}` was made here ({src(made)}) without "
+                        "requires_grad=True, so backward() never fills its .grad",
+                        related=rel, fix=f"call `{name}.requires_grad_()` before the forward "
+                        "pass (or create it with requires_grad=True)")
         # a loop over every parameter that forgets the frozen ones: the loop's line; one
         # tensor named on purpose: its freeze
         lead = site if _loop_variable(site, name) or frozen is None else frozen
@@ -135,4 +146,52 @@ def _non_leaf_kind(t: Any, made: Site | None, name: str) -> str:
     return "non-leaf-grad"
 
 
+
+
+
+def _made_without_grad(site: Site, name: str) -> Site | None:
+    """# NOTE [input read for its gradient, made without one]
+    ``images = torch.from_numpy(image[None])``, ``model(images)``, ``loss.backward()``, then
+    ``grad = images.grad`` (foolbox's input gradient, a saliency map): the tensor is a plain
+    leaf that never required grad and was never frozen (no ``requires_grad_(False)`` seen, not a
+    Parameter), so its ``.grad`` stays None. The line to change is the statement of the reading
+    function that bound the name, not the read: the last assignment of ``name`` before the read
+    in the same function. An assignment that itself asks for a gradient (a ``requires_grad=True``
+    keyword, a ``.requires_grad_()`` call: an old-API branch not taken, ``Variable(x,
+    requires_grad=True)``) did not make this tensor, which does not require grad, and is passed
+    over. A name that is the function's parameter (bound by the caller) or a loop's target, an
+    attribute or a subscript keeps the read's line."""
+    from gradtrace.runtime.trace.diagnose_args import _scope
+    from gradtrace.runtime.trace.locate import tree_of
+
+    tree = tree_of(site.path)
+    if tree is None or not name.isidentifier():
+        return None
+    scope = _scope(tree, site.line)
+    found: list[ast.Assign] = []
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+                isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)):
+            return None  # bound by a loop: not one statement's tensor
+        if isinstance(node, ast.Assign) and node.lineno < site.line and any(
+                isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            found.append(node)
+    for node in sorted(found, key=lambda n: -n.lineno):
+        if not _asks_for_grad(node.value):
+            if not any(isinstance(n, ast.Call) for n in ast.walk(node.value)):
+                return None  # an alias of another name: not where the tensor was made
+            return Site(site.path, node.lineno, site.function, node.col_offset)
+    return None
+
+
+def _asks_for_grad(value: ast.AST) -> bool:
+    return any(isinstance(n, ast.keyword) and n.arg == "requires_grad"
+               and not (isinstance(n.value, ast.Constant) and not n.value.value)
+               or isinstance(n, ast.Attribute) and n.attr == "requires_grad_"
+               for n in ast.walk(value))
 

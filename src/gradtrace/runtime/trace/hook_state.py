@@ -24,6 +24,7 @@ class OptimizerRecord:
     rep: tuple[int, int, int, int] | None = None  # (param id, grad id, grad version, backwards)
     accumulate_site: Site | None = None  # the backward() that added into last step's .grad
     accumulate_step: Site | None = None  # the step() that then applied the sum
+    accumulate_clear: Site | None = None  # where its gradients were cleared on an earlier pass
     nonfinite: tuple[str, int, Site | None] | None = None
     before: list[tuple[float, float]] | None = None  # checksums of the parameters with grads
     checks: int = 0  # steps whose effect was checked
@@ -97,6 +98,9 @@ class HookState:
     train_evals: dict[int, Any] = field(default_factory=dict)
     drops: Any = None  # eval_dropped.Drops: NOTE [dropout left on in evaluation]
     loaded_drops: dict[int, Any] = field(default_factory=dict)  # NOTE [evaluated as loaded, in train mode]
+    # id(extractor) -> (ref, call site, dropout class); dropout layers examined: NOTE [frozen extractor dropping]
+    frozen_drops: dict[int, Any] = field(default_factory=dict)
+    frozen_drop_seen: dict[int, tuple[int, int]] = field(default_factory=dict)
     train_evals_seen: dict[Site, tuple[Any, list[str]]] = field(default_factory=dict)
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen

@@ -16,6 +16,7 @@ from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.attribute_site import attribute_site  # noqa: F401 - re-exported
 from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.clip_target import on_step
+from gradtrace.runtime.trace.extra_step import watch_clears
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
@@ -137,7 +138,7 @@ class Hooks:
                 if rec.off is not None:
                     rec.off = None
                 if id(module) in self.data.train_evals or isinstance(module, DROPOUT):
-                    train_run(self, module)  # NOTE [evaluated in train mode] (and dropout)
+                    train_run(self, module, args)  # NOTE [evaluated in train mode] (and dropout)
             else:
                 rec.eval_runs += 1  # NOTE [eval is no freeze]
                 self.data.eval_calls += 1  # NOTE [evaluation gradients applied]
@@ -263,6 +264,7 @@ class Hooks:
                     rec.closure = getattr(fn, "__code__", None)
             else:
                 self._empty(rec, opt)
+        watch_clears(st, rec.rep, rep)  # NOTE [clear on some passes only]
         rec.rep = rep
         if not rec.changed and _due(rec.steps) and grads:
             rec.before = _checksums(opt)
@@ -298,6 +300,7 @@ class Hooks:
             site = site or self._site()
             rec.accumulate_site = st.backward_sites[-1] if st.backward_sites else site
             rec.accumulate_step = site
+            rec.accumulate_clear = st.clear_sites.get(rep[0])
 
     def _check_finite(self, opt: torch.optim.Optimizer, rec: OptimizerRecord,
                       grads: list[Tensor], site: Site | None) -> None:

@@ -3,8 +3,10 @@ NaN/Inf (``acos`` at 1, ``sqrt`` at 0, ``logsumexp`` of an all ``-inf`` row, ``0
 
 # NOTE [NaN origin]
 Checking every gradient of every backward for NaN would cost as much as the backward itself, so
-the hunt runs on few backward passes only: the first one of the session (short scripts often
-have no other) and the one after an optimizer step saw a non-finite gradient
+the hunt runs on few backward passes only: the first ``backward()`` of the session (short
+scripts often have no other; ``torch.autograd.grad`` calls before it, an attack's input
+gradient or a penalty's, are not hunted and do not use it up: MAIR's MART runs a PGD attack
+before its loss's backward) and the one after an optimizer step saw a non-finite gradient
 (NOTE [NaN replay] in watch/nan_replay.py does the same for ``watch``). For that pass, every node of the graph gets
 a post-hook (``Node.register_hook``, one handle each, all removed when the backward returns)
 that compares the gradients flowing in and out: the first node whose incoming gradients are
@@ -77,6 +79,24 @@ def _finite(grads: Any) -> bool:
     return True
 
 
+def _receiver_site(node: Any, grad_inputs: Any) -> tuple[Site, str] | None:
+    """# NOTE [NaN born in a library op]
+    The node that turned finite gradients into NaN/Inf has no line of the user's: the op ran
+    inside a library's module (``nn.KLDivLoss()(log_p, target)``: with a softmax ``target``
+    that underflowed to 0, the gradient it sends to the target is ``log 0 = -inf``). The
+    user's line is then the one that made the input receiving the non-finite gradient (the
+    softmax target: MAIR's MART): the next node along the first non-finite output, when it
+    has a creation site."""
+    try:
+        for g, (nxt, _) in zip(grad_inputs, node.next_functions):
+            if nxt is not None and isinstance(g, torch.Tensor) and not _finite((g,)):
+                site, _ = created_site(nxt)
+                return None if site is None else (site, "received:" + node_name(node))
+    except (RuntimeError, AttributeError, TypeError):
+        pass
+    return None
+
+
 class Hunt:
     """The hooks of one hunted backward pass; :meth:`remove` takes them out."""
 
@@ -126,6 +146,8 @@ class Hunt:
                         elif hasattr(node, "_forward_cls"):  # NOTE [NaN born in a custom backward]
                             self.origin = custom_backward_site(node, next(
                                 i for i, g in enumerate(grad_inputs) if not _finite((g,))))
+                        else:
+                            self.origin = _receiver_site(node, grad_inputs)
                     elif self.blowup is None and id(node) not in self.weighted:
                         size = _size(grad_inputs)  # NOTE [gradient blown up]
                         if size >= _HUGE:
@@ -178,9 +200,10 @@ class Hunt:
 def start_hunt(state: Any, func: Any, roots: list[torch.Tensor]) -> Hunt | None:
     """Hooks for the backward about to run if NOTE [NaN origin] hunts it, else None."""
     if func is torch.autograd.grad or state.nan_origin is not None or not roots or not (
-            state.backward_count == 0 or state.nan_hunt_next or torch.is_anomaly_enabled()):
+            not state.backward_hunted or state.nan_hunt_next or torch.is_anomaly_enabled()):
         return None
     state.nan_hunt_next = False
+    state.backward_hunted = True
     try:
         return Hunt(roots)
     except Exception as exc:

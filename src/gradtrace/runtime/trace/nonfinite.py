@@ -38,7 +38,14 @@ NAN_FIX = ("keep the op's input away from where its derivative is infinite (e.g.
             "the input before the op instead of its output after")
 
 
+RECEIVED = "received:"  # nan_origin._receiver_site's op prefix
+
+
 def nan_text(op: str) -> str:
+    if op.startswith(RECEIVED):  # NOTE [NaN born in a library op]
+        return (f"the backward of `{op[len(RECEIVED):]}`, inside a library call, sends a "
+                "NaN/Inf gradient to the tensor made here (its derivative is infinite or "
+                "undefined at this value: a probability that underflowed to 0, a log of 0)")
     return (f"the backward of `{op}` here receives a finite gradient and passes on NaN/Inf: "
             "its derivative is infinite or undefined at this input")
 

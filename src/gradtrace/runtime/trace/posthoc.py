@@ -111,6 +111,30 @@ def _grad_none(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, si
             from gradtrace.runtime.trace.grad_none import why_grad_none
 
             return [why_grad_none(pat, t, site, state, ast.unparse(recv.value))]
+    return _grad_read_before(pat, frame, site, state, attr)
+
+
+def _grad_read_before(pat: ErrorPattern, frame: types.FrameType, site: Site, state: Any,
+                      attr: str) -> list[Finding]:
+    """``grad = x.grad`` earlier, then ``grad.<attr>`` fails on None: why that ``.grad`` is
+    None (the read's line, as if the attribute had been used there)."""
+    from gradtrace.runtime.catalogue import pattern
+    from gradtrace.runtime.trace.diagnose_args import assignment_before
+    from gradtrace.runtime.trace.grad_none import why_grad_none
+
+    for recv in _receivers(_stmt(site), attr):
+        if not isinstance(recv, ast.Name) or frame.f_locals.get(
+                recv.id, frame.f_globals.get(recv.id, 0)) is not None:
+            continue
+        node = assignment_before(site, recv.id)
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.value, ast.Attribute) and node.value.attr == "grad"):
+            continue
+        ok, t = _eval_chain(node.value.value, frame)
+        if ok and isinstance(getattr(t, "is_leaf", None), bool):
+            read = Site(site.path, node.lineno, site.function, node.col_offset)
+            return [why_grad_none(pattern("grad-none-attr"), t, read, state,
+                                  ast.unparse(node.value.value))]
     return []
 
 
@@ -177,7 +201,7 @@ def _none_assigned(pat: ErrorPattern, exc: BaseException, frame: types.FrameType
                          f"`{recv.id}` was replaced by the return value of `.{where[1]}()` here "
                          f"({src(where[0])}), which is not the object", fix=pat.fix,
                          related=[(site, f"using `{recv.id}` failed here")])]
-    return []
+    return _grad_read_before(pat, frame, site, state, attr) if attr != "__call__" else []
 
 
 def _none_assignment(site: Site, name: str) -> tuple[Site, str] | None:

@@ -151,6 +151,8 @@ class SpecialHandlers:
             and args[0].is_leaf else None  # NOTE [cleared gradients already used by a step]
         out = self._call(func, args, kwargs)
         self.state.zero_seen = True
+        if args and id(args[0]) in self.state.clear_watch:
+            self.state.note_clear(id(args[0]))  # NOTE [clear on some passes only]
         if self.state.closure_watch is not None or self.state.closure_sum is not None:
             from gradtrace.runtime.trace.closure_sum import cleared
             cleared(self.state)  # NOTE [closure evaluations summed]
@@ -170,9 +172,13 @@ class SpecialHandlers:
             if self.state.closure_watch is not None or self.state.closure_sum is not None:
                 from gradtrace.runtime.trace.closure_sum import cleared
                 cleared(self.state)
-        if self.state.fresh_grads and args and call_name(func) in ("zero_", "_foreach_zero_"):
+        if args and call_name(func) in ("zero_", "_foreach_zero_"):
+            watch, fresh = self.state.clear_watch, self.state.fresh_grads
             for t in args[0] if isinstance(args[0], (list, tuple)) else args[:1]:
-                self.state.on_zero(t)
+                if fresh:
+                    self.state.on_zero(t)
+                if id(t) in watch:
+                    self.state.note_clear(id(t))  # NOTE [clear on some passes only]
         return self._inplace(func, args, kwargs)
 
     def _rg_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

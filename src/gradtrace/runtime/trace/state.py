@@ -100,6 +100,10 @@ class TraceState(GradEvents):
         self._grad_none_seq = -1
         self._grad_none_site: Site | None = None
         self.zero_seen = False
+        # a parameter (or gradient) id of each optimizer -> that parameter's id, and where the
+        # parameter's gradient was last cleared: NOTE [clear on some passes only]
+        self.clear_watch: dict[int, int] = {}
+        self.clear_sites: dict[int, Site | None] = {}
         self.fresh_grads = False  # a backward() ran since the last optimizer step
         self.wiped_at: Site | None = None  # gradients cleared after that backward(), here
         self.wiped_ids: set[int] = set()  # ids of the parameters/gradients cleared there
@@ -133,6 +137,7 @@ class TraceState(GradEvents):
         self.where_checks: dict[RawSite, int] = {}  # torch.where line -> branches checked
         self.softmax_ones: dict[Any, list[Any]] = {}  # NOTE [softmax over a singleton dim]
         self.nan_hunt_next = False  # hunt the next backward for a NaN's origin (nan_origin.py)
+        self.backward_hunted = False  # the session's first backward() was hunted (nan_origin.py)
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
         self.blowup: tuple[Site, str, str, float, float] | None = None  # NOTE [gradient blown up]
         # NOTE [forward NaN origin] (fwd_nan.py): hunting in the first forward, infs made

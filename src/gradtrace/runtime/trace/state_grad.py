@@ -95,6 +95,14 @@ class GradEvents:
             raw = raw_site()
             self.wiped_at = None if raw is None else self.site(raw)
 
+    def note_clear(self, key: int) -> None:
+        """The watched gradient ``key`` is being cleared: where
+        (NOTE [clear on some passes only] in extra_step.py)."""
+        from gradtrace.runtime.frames import raw_site
+
+        raw = raw_site()
+        self.clear_sites[self.clear_watch[key]] = None if raw is None else self.site(raw)
+
     def clear_wiped(self) -> None:
         self.wiped_at = None
         if self.wiped_ids:

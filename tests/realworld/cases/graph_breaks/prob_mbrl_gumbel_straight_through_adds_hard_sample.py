@@ -1,4 +1,4 @@
-"""prob_mbrl's `GaussianMixtureDensity.forward` picks a mixture component with a straight-through Gumbel-softmax, but writes `k = ((k_hard - k_soft).detach() + k_hard)`: the expression's value is the hard one-hot and its only differentiable term is `k_hard` (a scatter of constants), so no gradient reaches the mixture logits; policy optimisation through sampled model rollouts silently ignores how the policy's actions change which dynamics mode is selected.
+"""prob_mbrl's `GaussianMixtureDensity.forward` picks a mixture component with a straight-through Gumbel-softmax, but writes `k = ((k_hard - k_soft).detach() + k_hard)`: the expression's value is the hard one-hot and its only differentiable term is `k_hard` (a scatter of constants), so no gradient reaches the mixture logits; policy optimisation through sampled model rollouts silently ignores how the policy's actions change which dynamics mode is selected. As upstream (examples/deep_pilco_*.py: `opt1 = torch.optim.Adam(dyn.parameters(), ...)`, fitted by `utils.train_regressor` before each `mc_pilco`), the dynamics model has its own optimizer and a fitting step each iteration (added in session 42: the cut-down case had left it out, so the rollout's gradients into the dynamics model were in no optimizer).
 
 source: https://github.com/mcgillmrl/prob_mbrl/commit/294e963839699363ee9a101d8b97eff1e62a8c8f
 kind: bug
@@ -62,9 +62,15 @@ dyn_head = torch.nn.Linear(H, 2 * D * K + 2 * K)
 density = GaussianMixtureDensity(D, K)
 policy = torch.nn.Sequential(torch.nn.Linear(D, H), torch.nn.Tanh(), torch.nn.Linear(H, A), torch.nn.Tanh())
 policy_opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+dyn_opt = torch.optim.Adam([*dyn_body.parameters(), *dyn_head.parameters()], lr=1e-3)
 logit_rows = slice(2 * D * K, 2 * D * K + K)
 
 for it in range(4):
+    xu = torch.randn(64, D + A)  # fit the dynamics model to transitions (upstream's train_regressor with opt1)
+    dyn_opt.zero_grad()
+    fit = ((dyn_head(dyn_body(xu))[:, :D] - 0.1 * xu[:, :D]) ** 2).mean()
+    fit.backward()
+    dyn_opt.step()
     policy_opt.zero_grad()
     dyn_head.zero_grad()
     x = torch.randn(64, D) * 0.5
