@@ -202,6 +202,18 @@ def _independent_of_earlier_tests() -> Iterator[None]:
 _SHARED_SETUP = {"forkrun": "rank_server", "_warm_imports": "pytester_warm"}
 
 
+def _group_of(item: pytest.Item | None) -> str | None:
+    mark = item.get_closest_marker("xdist_group") if item is not None else None
+    return None if mark is None else mark.kwargs.get("name", (mark.args or (None,))[0])
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The trees of tests/src_trees.py are dropped once the next test is not of their group."""
+    trees = sys.modules.get("src_trees")
+    if trees is not None and _group_of(nextitem) != trees.GROUP:
+        trees.release()
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:

@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 
 from gradtrace import env
+from src_trees import GROUP, tree
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gradtrace"
+# one xdist worker for the tests that parse src/ with ast: each file parsed once (src_trees.py)
+pytestmark = pytest.mark.xdist_group(GROUP)
 
 
 @pytest.mark.parametrize("value, on", [("", False), ("0", False), ("false", False),
@@ -32,9 +35,8 @@ def test_only_env_module_spells_a_switch_name():
     for path in SRC.rglob("*.py"):
         if path.name == "env.py":
             continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings, spelled = set(), []  # one walk collects both
-        for n in ast.walk(tree):
+        for n in ast.walk(tree(path)):
             if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body \
                     and isinstance(n.body[0], ast.Expr):
                 docstrings.add(id(n.body[0].value))
@@ -63,6 +65,6 @@ def test_commands_never_import_the_cli_package():
     for path in (SRC / "cli").glob("*.py"):
         if path.name == "__init__.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree(path)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gradtrace.cli"):
                 assert node.module == "gradtrace.cli._common", (path.name, node.module)

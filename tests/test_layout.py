@@ -12,10 +12,15 @@ import ast
 import functools
 from pathlib import Path
 
+import pytest
+
 import gradtrace
+from src_trees import GROUP, tree
 
 SRC = Path(gradtrace.__file__).resolve().parent
 MAX_LINES = 500
+# one xdist worker for the tests that parse src/ with ast: each file parsed once (src_trees.py)
+pytestmark = pytest.mark.xdist_group(GROUP)
 
 
 def _modules() -> dict[str, Path]:
@@ -39,7 +44,7 @@ def _imported(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """gradtrace modules that module ``name`` imports (nearest enclosing module of a name)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: list[str] = []
-    stack: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"))]
+    stack: list[ast.AST] = [tree(path)]
     while stack:
         node = stack.pop()
         for child in ast.iter_child_nodes(node):

@@ -94,3 +94,22 @@ def forkrun(tmp_path: Path, _rank_server: subprocess.Popen):
         return TorchrunResult(max(codes, key=abs), out, doc)
 
     return run
+
+
+_ONCE: dict[str, TorchrunResult] = {}
+
+
+@pytest.fixture
+def forkrun_once(forkrun):
+    """``forkrun_once(script)`` -> ``forkrun(script, world=1)``, run once per test process and
+    kept: for a script of several parts, each read by its own test (spawn_silent.py: one
+    ``mp.spawn`` of two fresh interpreters instead of four). Through ``forkrun``, these tests
+    are in its xdist group, so under ``-n 2`` the script runs once. Its time limit is the sum of
+    the former scripts' (``parts`` x 120 s): the machine's load stretches each part."""
+
+    def run(script: str, parts: int) -> TorchrunResult:
+        if script not in _ONCE:  # a failed run is kept too: each test reads its code and output
+            _ONCE[script] = forkrun(script, world=1, timeout=120 * parts)
+        return _ONCE[script]
+
+    return run

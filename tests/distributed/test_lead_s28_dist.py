@@ -15,7 +15,8 @@ def test_gathered_buffers_lead_the_backward_crash(forkrun):
     assert any(r["message"].startswith("confirmed at run") for r in f["related"]), f
 
 
-def test_slot_written_back_is_silent(forkrun):
-    res = forkrun("spawn_gather_slot_ok.py", world=1)
-    assert res.code == 0, res.out
+def test_slot_written_back_is_silent(forkrun_once):
+    """spawn_silent.py's `gather_slot_ok` part (its four parts share one spawn)."""
+    res = forkrun_once("spawn_silent.py", parts=4)
+    assert res.code == 0 and "gather_slot_ok: done True" in res.out, res.out
     assert res.findings == [], res.findings

@@ -303,10 +303,12 @@ def test_rank_1_with_nothing_to_say_stays_silent(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("text, code", [(UNUSED, "GT880"), (TWICE, "GT882"), (TIMEOUT, "GT885"),
                                         (PEER, "GT885")], ids=["unused", "twice", "timeout",
                                                                "peer"])
-def test_explain_cli_knows_distributed_messages(text, code):
-    out = subprocess.run([sys.executable, "-m", "gradtrace", "explain", f"RuntimeError: {text}"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert re.search(rf"\b{code}\b", out.stdout), out.stdout
+def test_explain_cli_knows_distributed_messages(text, code, cli_inproc):
+    """`gradtrace explain` through `gradtrace.cli.main` in this process (tests/conftest.py's
+    cli_inproc; `python -m gradtrace` itself is run as a subprocess in tests/test_cli.py)."""
+    res = cli_inproc("explain", f"RuntimeError: {text}")
+    out, err = res.stdout.decode(), res.stderr.decode()
+    assert res.returncode == 0, err
+    assert re.search(rf"\b{code}\b", out), out
     if text is UNUSED:
-        assert "parameter indices 4 5 on rank 1" in out.stdout
+        assert "parameter indices 4 5 on rank 1" in out

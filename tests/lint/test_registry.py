@@ -5,19 +5,23 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
+
 from gradtrace.lint import registry
 from gradtrace.lint.registry import all_rules, select_rules, validate_rule
 from gradtrace.lint.rule import Bad, Good, Rule
+from src_trees import GROUP, tree
 
 RULES = Path(registry.__file__).parent / "rules"
+# one xdist worker for the tests that parse src/ with ast: each file parsed once (src_trees.py)
+pytestmark = pytest.mark.xdist_group(GROUP)
 
 
 def _codes_in_source() -> set[str]:
     """Codes of the rule classes written in lint/rules, read with ast (no import)."""
     found = set()
     for path in RULES.rglob("*.py"):
-        for cls in (n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                    if isinstance(n, ast.ClassDef)):
+        for cls in (n for n in ast.walk(tree(path)) if isinstance(n, ast.ClassDef)):
             for node in cls.body:
                 if isinstance(node, ast.Assign) and any(
                         isinstance(t, ast.Name) and t.id == "code" for t in node.targets) and \

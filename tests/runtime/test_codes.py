@@ -10,10 +10,11 @@ import pytest
 
 from gradtrace.codes import TABLE
 from gradtrace.runtime.catalogue import STATIC_TWINS
+from src_trees import GROUP, tree
 
 RULES = Path(__file__).resolve().parents[2] / "src" / "gradtrace" / "lint" / "rules"
-# one xdist worker for both tests, so that lint/rules is parsed once (_read_static_rules)
-pytestmark = pytest.mark.xdist_group("runtime_codes")
+# one xdist worker for the tests that parse src/ with ast: each file parsed once (src_trees.py)
+pytestmark = pytest.mark.xdist_group(GROUP)
 
 
 def _static_rules() -> dict[str, str]:
@@ -25,8 +26,7 @@ def _static_rules() -> dict[str, str]:
 def _read_static_rules() -> dict[str, str]:
     found: dict[str, str] = {}
     for path in RULES.rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for cls in (n for n in ast.walk(tree(path)) if isinstance(n, ast.ClassDef)):
             attrs = {t.id: node.value.value for node in cls.body
                      if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
                      for t in node.targets if isinstance(t, ast.Name)}

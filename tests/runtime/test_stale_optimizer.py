@@ -162,7 +162,7 @@ def test_model_re_created_is_left_to_gt821(run_script):
 
 
 def test_head_output_thrown_away_without_ddp_is_silent(run_script):
-    # the twin of tests/distributed/scripts/spawn_declared_unused.py: no DDP, nothing declared;
+    # the twin of tests/distributed/scripts/spawn_silent.py (declared_unused): no DDP, nothing declared;
     # a head that ran and whose output the program drops (BERT's pooler unpacked into `_`) is
     # never graded by design, no cut (NOTE [never graded by design] in runtime/build.py)
     res = run_script("""
