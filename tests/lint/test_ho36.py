@@ -1,0 +1,56 @@
+"""The facts widened for held-out batch 36 (docs/triage/ho36.md), each as a buggy twin that is
+reported on its line and a silent look-alike, in other spellings than the cases'. Every snippet
+runs on real torch, and ``holds`` / ``raises`` check what the finding claims."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # GT401: a layer bound once to a local as `nn.X(...).to(device)` (`Module.to` returns the
+    # module itself) and appended to a plain list is as unregistered as the bare layer; the
+    # look-alike moves layers that own no parameter
+    "moved-layer-appended-to-plain-list": (Shape("""
+        class Towers(nn.Module):
+            def __init__(self, widths, device="cpu"):
+                super().__init__()
+                self.towers = []
+                for w in widths:
+                    tower = nn.Linear(3, w).to(device)
+                    self.towers.append(tower)
+            def forward(self, x):
+                return [t(x) for t in self.towers]
+        net = Towers([2, 5])
+        """, "GT401", line=4, holds="len(list(net.parameters())) == 0"), Shape("""
+        class Towers(nn.Module):
+            def __init__(self, rates, device="cpu"):
+                super().__init__()
+                self.drops = []
+                for r in rates:
+                    drop = nn.Dropout(r).to(device)
+                    self.drops.append(drop)
+            def forward(self, x):
+                return [d(x) for d in self.drops]
+        net = Towers([0.1, 0.2])
+        """, "GT401", holds="len(net(torch.ones(2, 3))) == 2")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_twin_reported(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_lookalike_silent(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
