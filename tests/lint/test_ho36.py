@@ -43,6 +43,42 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return [d(x) for d in self.drops]
         net = Towers([0.1, 0.2])
         """, "GT401", holds="len(net(torch.ones(2, 3))) == 2")),
+    # GT503: the step a clearing erases runs in a method of the same class (`self.apply()`
+    # steps `self.opt` in its own body): backward, clear, then the call; the look-alike
+    # clears after the call
+    "clear-before-a-method-that-steps": (Shape("""
+        class Critic:
+            def __init__(self, net):
+                self.net = net
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.5)
+            def learn(self, x, target):
+                loss = F.mse_loss(self.net(x), target)
+                loss.backward()
+                self.opt.zero_grad()
+                self.apply()
+            def apply(self):
+                nn.utils.clip_grad_norm_(self.net.parameters(), 5.0)
+                self.opt.step()
+        net = nn.Linear(3, 1)
+        before = net.weight.detach().clone()
+        Critic(net).learn(torch.randn(8, 3), torch.randn(8, 1))
+        """, "GT503", line=8, holds="torch.equal(before, net.weight)"), Shape("""
+        class Critic:
+            def __init__(self, net):
+                self.net = net
+                self.opt = torch.optim.SGD(net.parameters(), lr=0.5)
+            def learn(self, x, target):
+                loss = F.mse_loss(self.net(x), target)
+                loss.backward()
+                self.apply()
+                self.opt.zero_grad()
+            def apply(self):
+                nn.utils.clip_grad_norm_(self.net.parameters(), 5.0)
+                self.opt.step()
+        net = nn.Linear(3, 1)
+        before = net.weight.detach().clone()
+        Critic(net).learn(torch.randn(8, 3), torch.randn(8, 1))
+        """, "GT503", holds="not torch.equal(before, net.weight)")),
 }
 
 
