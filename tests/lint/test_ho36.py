@@ -79,6 +79,22 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         before = net.weight.detach().clone()
         Critic(net).learn(torch.randn(8, 3), torch.randn(8, 1))
         """, "GT503", holds="not torch.equal(before, net.weight)")),
+    # GT602: the name holds a view of the saved output (`.view(...)`, `.reshape(...)` of the
+    # op's fresh result), so a write into it bumps the saved tensor's version; the look-alike
+    # clones after the reshape
+    "write-into-reshaped-saved-output": (Shape("""
+        proj = nn.Linear(6, 8)
+        x = torch.randn(3, 6)
+        gates = torch.sigmoid(proj(x)).reshape(3, 2, 4)
+        gates[:, 1] = 1.0
+        gates.sum().backward()
+        """, "GT602", line=4, raises=(RuntimeError, "modified by an inplace operation")), Shape("""
+        proj = nn.Linear(6, 8)
+        x = torch.randn(3, 6)
+        gates = torch.sigmoid(proj(x)).reshape(3, 2, 4).clone()
+        gates[:, 1] = 1.0
+        gates.sum().backward()
+        """, "GT602", holds="proj.weight.grad is not None")),
 }
 
 
