@@ -95,6 +95,25 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         gates[:, 1] = 1.0
         gates.sum().backward()
         """, "GT602", holds="proj.weight.grad is not None")),
+    # GT602: a local Sequential ending in a ReLU, trained by an optimizer, called on a plain
+    # input: its output still has a graph (its Linear), and the ReLU saved it; the look-alike
+    # freezes the block, so nothing is saved (NOTE [trained local module])
+    "local-trained-block-output-written": (Shape("""
+        block = nn.Sequential(nn.Linear(5, 6), nn.ReLU())
+        head = nn.Linear(6, 1)
+        sgd = torch.optim.SGD(list(block.parameters()) + list(head.parameters()), lr=0.1)
+        feats = block(torch.randn(4, 5))
+        feats[:, 0] = 0.0
+        head(feats).sum().backward()
+        """, "GT602", line=5, raises=(RuntimeError, "modified by an inplace operation")), Shape("""
+        block = nn.Sequential(nn.Linear(5, 6), nn.ReLU())
+        block.requires_grad_(False)
+        head = nn.Linear(6, 1)
+        sgd = torch.optim.SGD(head.parameters(), lr=0.1)
+        feats = block(torch.randn(4, 5))
+        feats[:, 0] = 0.0
+        head(feats).sum().backward()
+        """, "GT602", holds="head.weight.grad is not None")),
 }
 
 
