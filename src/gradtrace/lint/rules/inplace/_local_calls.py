@@ -9,6 +9,7 @@ from typing import Any, Iterator
 
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
+from gradtrace.lint.rules.registration._modules import owns_params
 from gradtrace.lint.rules.inplace._ops import SAVED_OUT, _LazyModules, local_module_op
 from gradtrace.lint.rules.inplace._saved import (
     Producer, _after, _in_training, _other_arm, _rebinds, _rebound_to_itself, _shared,
@@ -51,11 +52,15 @@ def _writes(node: ast.Call, stmt: ast.Assign, ctx: Context, modules: _LazyModule
     if op is None:
         return
     memo = _shared(ctx)
+    trained = None
     for call, use in calls:
         b = scope.binding_before(name, use.lineno)
-        if b is None or b.stmt is not stmt or scope.grad_off_at(call) is not None \
-                or (call.args and scope.kind(call.args[0], use.lineno) in NO_GRAPH):
+        if b is None or b.stmt is not stmt or scope.grad_off_at(call) is not None:
             continue
+        if call.args and scope.kind(call.args[0], use.lineno) in NO_GRAPH:
+            trained = _optimized(name, node, ctx) if trained is None else trained
+            if not trained:  # NOTE [trained local module]
+                continue
         out = use.targets[0].id  # type: ignore[attr-defined]
         prod = Producer(call, op.rstrip("_"), SAVED_OUT.get(op, "relu"))
         for s in _after(fn, use, memo):
@@ -88,3 +93,31 @@ def _builds_module(call: ast.Call, ctx: Context) -> bool:
         return True
     info = ctx.analysis.classes.get(call.func.id) if isinstance(call.func, ast.Name) else None
     return info is not None and info.is_module
+
+
+# NOTE [trained local module]
+# A local module called on an input with no graph (`trunk(torch.randn(...))`) still gives an
+# output with one when its own layers train: `trunk = nn.Sequential(nn.Linear(8, 16),
+# nn.ReLU())` handed to an optimizer (`SGD(trunk.parameters())`) saves the ReLU's output for
+# the Linear's weight gradient. Only a constructor that owns parameters, in a file that
+# freezes nothing, with an optimizer of the file built over `name.parameters()`.
+def _optimized(name: str, node: ast.Call, ctx: Context) -> bool:
+    if not owns_params(node, ctx):
+        return False
+    found = False
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "requires_grad_" and n.args \
+                and isinstance(n.args[0], ast.Constant) and n.args[0].value is False:
+            return False  # the file freezes something
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) \
+                and n.value.value is False and any(isinstance(t, ast.Attribute)
+                                                   and t.attr == "requires_grad" for t in n.targets):
+            return False
+        if not found and isinstance(n, ast.Call) and (
+                ctx.qualified_name(n.func) or "").startswith("torch.optim.") and any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                and c.func.attr == "parameters" and isinstance(c.func.value, ast.Name)
+                and c.func.value.id == name for c in ast.walk(n)):
+            found = True
+    return found

@@ -249,6 +249,12 @@ def _shared(ctx: Context) -> dict[int, Any]:
     return d
 
 
+# a view of the op's output bound to the name (`z = relu(h).reshape(b, -1, d)`) shares its
+# version counter: a write into it is a write into the saved output (`reshape`, like
+# `flatten`, of an op's fresh contiguous result is a view)
+BOUND_VIEWS = VIEW_METHODS | {"reshape", "reshape_as"}
+
+
 def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tuple]:
     """(producer, write stmt, kind, target, fn) for each in-place write into the name that the
     saved-output call ``node`` is assigned to, until that name is rebound."""
@@ -256,8 +262,9 @@ def _candidate_writes(node: ast.Call, ctx: Context, modules_of: Any) -> list[tup
     if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
         return []
     top = stmt.value
-    while isinstance(top, ast.Subscript):
-        top = top.value
+    while isinstance(top, ast.Subscript) or isinstance(top, ast.Call) and isinstance(
+            top.func, ast.Attribute) and top.func.attr in BOUND_VIEWS:
+        top = top.value if isinstance(top, ast.Subscript) else top.func.value
     if node is not top:
         return []
     memo = _shared(ctx)

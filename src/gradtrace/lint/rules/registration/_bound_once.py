@@ -10,6 +10,10 @@ from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.rules.registration._modules import statements
 
 
+# `Module` methods that return the module itself (the layer moved or cast in place)
+MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16"})
+
+
 def bound_once(v: ast.AST, fill: ast.stmt, init: ast.FunctionDef | None, ctx: Context
                 ) -> ast.AST:
     """The value a fill hands over when it is a local of ``__init__`` bound there once to a
@@ -33,8 +37,13 @@ def bound_once(v: ast.AST, fill: ast.stmt, init: ast.FunctionDef | None, ctx: Co
         return v
     if handed_elsewhere(init, v.id, fill):
         return v
-    made = binds[0].value
-    q = ctx.call_name(made) or ""
+    made = built = binds[0].value
+    while isinstance(built.func, ast.Attribute) and built.func.attr in MOVES \
+            and isinstance(built.func.value, ast.Call):
+        built = built.func.value  # `nn.Embedding(...).to(device)`: `Module.to` returns itself
+    q = ctx.call_name(built) or ""
+    if built is not made:  # (a moved Parameter is a plain tensor: only a torch layer counts)
+        return made if q.startswith("torch.nn.") and not is_parameter_call(built, ctx) else v
     return made if q.startswith("torch.nn.") or is_parameter_call(made, ctx) else v
 
 

@@ -8,8 +8,11 @@ from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.callees import resolve
+from gradtrace.lint.analysis.steps import calls_in, step_calls
 from gradtrace.lint.analysis.unobserved import unobserved_training
 from gradtrace.lint.code_text import block_end, commented_out_call
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
@@ -295,6 +298,9 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
     `model.parameters()` in this file, or when the function steps one optimizer and clears one
     module named like `model` / `net`; a clear under an `if` (skipping a bad batch) is not
     reported, nor one followed, before the step, by gradients written by hand (`p.grad = g`).
+    The step may run one call away, in a method of the class or a function of the file whose
+    body steps the optimizer unconditionally and neither backpropagates nor writes `.grad`
+    itself (NOTE [step one call away]).
     """
 
     code = "GT503"
@@ -304,7 +310,7 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                "{backward_line}) before `{opt}.step()` (line {step_line}) uses them: the step "
                "{effect}; clear the gradients before `backward()` or after `step()`")
     triggers = ("zero_grad",)
-    function_needs = ("backward", "step", "zero_grad")
+    function_needs = ("backward", "zero_grad")  # the step may be one call away
     examples = [
         Bad("""
             for x, y in loader:
@@ -313,6 +319,16 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                 optimizer.zero_grad()
                 optimizer.step()
             """, at=(4, 4)),
+        Bad("""
+            class Learner:
+                def update(self, loss):
+                    loss.backward()
+                    self.opt.zero_grad()
+                    self.apply()
+
+                def apply(self):
+                    self.opt.step()
+            """, at=(4, 8)),
         Good("""
             for x, y in loader:
                 out = model(x)
@@ -342,7 +358,8 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
         lines = [t.stmt.lineno for t in by_line]
         for z in f.zero_grads:
             end = f.block_end(z.stmt)  # a step it dominates lies after it in its block
-            for s in f.between(f.steps, z.stmt.lineno, end) if end is not None else ():
+            for s in [*f.between(f.steps, z.stmt.lineno, end),
+                      *_called_steps(f, ctx, z, end)] if end is not None else ():
                 if not (covers(f, z, s) and f.dominates(z.stmt, s.stmt)) or part_of(f, z, s):
                     continue
                 floor = _applied_floor(f, z, s, by_line, lines)  # (lines: see _applied)
@@ -360,6 +377,41 @@ class ZeroGradBetweenBackwardAndStep(LoopRule):
                     call=ctx.source(z.call), opt=s.optimizer, backward_line=b.call.lineno,
                     step_line=s.call.lineno, effect=_effect(z.call))
                 break
+
+
+def _called_steps(f: LoopFacts, ctx: Context, z: Named, end: int) -> list[Step]:
+    """The calls after ``z`` (to line ``end``) of a function of the file or a method of the
+    class (``self.step()``) that steps an optimizer in its own body, unconditionally, after
+    no backward or gradient write of its own: for the caller, a step of that optimizer
+    (spelled with the caller's names) at the call (NOTE [step one call away])."""
+    out: list[Step] = []
+    for st in f.scope.stmts:
+        if not z.stmt.lineno <= st.lineno <= end or st is z.stmt:
+            continue
+        for call in calls_in(st):
+            got = resolve(ctx, f.node, call) if isinstance(call.func, (ast.Name, ast.Attribute)) \
+                and not f.ctx.code_of(call.func).endswith(("zero_grad", "backward")) else None
+            if got is None:
+                continue
+            fn, names = got
+            inner = step_calls(ctx, fn)
+            if inner.backwards or any(isinstance(n, ast.Assign) and any(
+                    isinstance(t, ast.Attribute) and t.attr == "grad" for t in n.targets)
+                    for n in walk(fn)):
+                continue
+            for t in inner.steps:
+                head, dot, rest = t.optimizer.partition(".")
+                if t.closure or t.stmt not in fn.body or head not in names:
+                    continue
+                out.append(Step(call, st, names[head] + dot + rest, False))
+    return out
+
+
+# NOTE [step one call away]: the step a clearing erases may run in a helper: pytorch-rl-il's
+# `reinforce` runs `loss.backward()`, `self._optimizer.zero_grad()`, then `self.step()`,
+# whose body clips and calls `self._optimizer.step()`. Only a top-level step of the callee
+# counts (one under an `if` may not run), and not in a callee that backpropagates or writes
+# `.grad` itself (an update helper computes the gradients it applies).
 
 
 def _grads_written(f: LoopFacts, z: Named, s: Step) -> bool:
