@@ -173,6 +173,8 @@ class TraceState(GradEvents):
         self.ema_reads: dict[int, list[Any]] = {}  # NOTE [EMA between steps]
         self.nograd_writes: dict[int, Site] = {}  # NOTE [average that skips the statistics]
         self.eval_backward: Site | None = None
+        self.eval_filled: Any = None  # (its line, the gradients' marks at its start)
+        self.eval_checks = 0
 
     # -- sites and cuts ----------------------------------------------------------------------
     def site(self, raw: RawSite) -> Site:
@@ -444,6 +446,9 @@ class TraceState(GradEvents):
             backward_ends(self, self.backward_sites[-1] if raw is not None else None)
         self.fresh_count = self.fresh_count + 1 if self.fresh_grads else 1
         self.backward_count += 1
+        if self.eval_filled is not None:  # NOTE [evaluation gradients applied]
+            from gradtrace.runtime.trace.windows import eval_backward_done
+            eval_backward_done(self)
         self.cuts_by_last_backward = len(self.cut_upstream)
         if self.meet_watch:
             watch_after_backward(self)

@@ -22,7 +22,9 @@ step, not before) and the first training step of the next epoch applies them. Th
 module calls with grad on in eval mode and calls of layers with parameters in train mode (the
 global pre-hook; a loss module is never put in eval mode); a backward() after calls in eval
 mode only is an evaluation backward (a model whose frozen part stays in eval while the rest
-trains also makes calls in train mode). An optimizer step whose window mixes evaluation backward()
+trains also makes calls in train mode) when it fills the gradient of a parameter an optimizer
+holds (a Grad-CAM backward through a frozen teacher in eval mode writes none: no step applies
+it). An optimizer step whose window mixes evaluation backward()
 calls with others, and sums more backward() calls than its steps usually do (at least two other
 steps agree on the usual count), is reported at the line of the evaluation backward(). A model
 trained in eval mode throughout (every backward() of the window after eval-mode calls) and
@@ -48,6 +50,8 @@ from __future__ import annotations
 import ast
 from collections import Counter
 from typing import Any
+
+import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import make, src
@@ -77,11 +81,40 @@ def note_backward(state: Any, data: Any) -> None:
     if not state.fresh_grads or state.fresh_count == 0:  # a new window
         state.window_evals = 0
     seen = (data.eval_calls, data.train_calls)
+    state.eval_filled = None
     if seen[0] != state.evals_seen[0] and seen[1] == state.evals_seen[1] \
-            and state.backward_sites:
-        state.window_evals += 1
-        state.eval_backward = state.backward_sites[-1]
+            and state.backward_sites and state.eval_checks < 256:
+        state.eval_checks += 1  # (settled at its end: eval_backward_done)
+        state.eval_filled = (state.backward_sites[-1], _grad_marks(data))
     state.evals_seen = seen
+
+
+def _grad_marks(data: Any) -> list[tuple[Any, int, int]]:
+    """The optimizers' parameters with, for each, its gradient's id and version (-1, -1: none)."""
+    out: list[tuple[Any, int, int]] = []
+    with torch._C.DisableTorchFunction():  # (not the program's `.grad` reads)
+        for rec in list(data.optimizers.values()):
+            opt = rec.ref()
+            for g in (opt.param_groups if opt is not None else ()):
+                for p in g["params"]:
+                    grad = p.grad
+                    out.append((p, -1, -1) if grad is None else (p, id(grad), grad._version))
+    return out
+
+
+def eval_backward_done(state: Any) -> None:
+    """At the end of a backward() begun after eval-mode calls only: it is an evaluation backward
+    only if it filled a gradient of a parameter an optimizer holds (a Grad-CAM backward through a
+    frozen teacher in eval mode writes none, and no step applies it)."""
+    site, marks = state.eval_filled
+    state.eval_filled = None
+    with torch._C.DisableTorchFunction():
+        for p, gid, version in marks:
+            grad = p.grad
+            if grad is not None and (id(grad) != gid or grad._version != version):
+                state.window_evals += 1
+                state.eval_backward = site
+                return
 
 
 def _early(windows: list[int]) -> int:
