@@ -10,7 +10,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
                             "GT207", "GT407", "GT408", "GT431", "GT111", "GT208", "GT209",
                             "GT210", "GT112", "GT213", "GT214", "GT445", "GT113",
                             "GT215", "GT216", "GT230", "GT720", "GT220", "GT580",
-                            "GT611", "GT119"}),
+                            "GT611", "GT119", "GT122"}),
     "not-optimized": frozenset({"GT401", "GT402", "GT403", "GT404", "GT406", "GT409", "GT410",
                                 "GT420", "GT421", "GT435", "GT437", "GT438", "GT439", "GT440",
                                 "GT109", "GT413", "GT442", "GT444", "GT445", "GT446",
