@@ -342,13 +342,15 @@ def _body_fields(t: type) -> tuple[str, ...]:
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
-def scope_nodes(fn: ast.AST) -> Iterator[ast.AST]:
+def scope_nodes(fn: ast.AST, defs: bool = False) -> Iterator[ast.AST]:
     """The nodes of ``fn`` (a function or the module) outside nested functions, lambdas and
-    classes (in no set order)."""
+    classes (in no set order); with ``defs``, those nested definitions too, not entered."""
     todo = list(child_nodes(fn))
     while todo:
         n = todo.pop()
         if isinstance(n, _NESTED):
+            if defs:
+                yield n
             continue
         yield n
         todo.extend(child_nodes(n))

@@ -39,6 +39,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.nodes import scope_nodes
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -73,7 +74,7 @@ def _unobserved(ctx: Context, fn: ast.AST, opt: str) -> bool:
     outer: set[str] = set()
     binds: dict[str, list[ast.expr | None]] = {}
     nested: list[ast.AST] = []
-    for n in _own_nodes(fn):
+    for n in scope_nodes(fn, defs=True):
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             outer.update(n.names)
         elif isinstance(n, (*Def, ast.Lambda, ast.ClassDef)):
@@ -117,7 +118,7 @@ def _unobserved(ctx: Context, fn: ast.AST, opt: str) -> bool:
     calls = step_calls(ctx, fn)
     own = {id(x.stmt) for group in (calls.backwards, calls.steps, calls.zero_grads,
                                     calls.clips, calls.unscales, calls.updates) for x in group}
-    stmts = [n for n in _own_nodes(fn) if isinstance(n, ast.stmt) and n is not fn]
+    stmts = [n for n in scope_nodes(fn, defs=True) if isinstance(n, ast.stmt) and n is not fn]
     grew = True
     while grew:  # the values computed from them, until no statement adds one
         grew = False
@@ -131,16 +132,6 @@ def _unobserved(ctx: Context, fn: ast.AST, opt: str) -> bool:
                 held |= got
                 grew = True
     return True
-
-
-def _own_nodes(fn: ast.AST):
-    """The nodes of ``fn``'s body, nested definitions given but not entered."""
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        n = todo.pop()
-        yield n
-        if not isinstance(n, (*Def, ast.Lambda, ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(n))
 
 
 def _bound(t: ast.expr, value: ast.expr | None):

@@ -20,6 +20,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
+from gradtrace.lint.nodes import scope_nodes
 from gradtrace.runtime.frames import Site
 
 Parameter = torch.nn.Parameter
@@ -169,12 +170,7 @@ def _made_without_grad(site: Site, name: str) -> Site | None:
         return None
     scope = _scope(tree, site.line)
     found: list[ast.Assign] = []
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+    for node in scope_nodes(scope):
         if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
                 isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)):
             return None  # bound by a loop: not one statement's tensor

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import types
 
+from gradtrace.lint.nodes import scope_nodes
 from gradtrace.runtime.frames import Site, is_internal
 
 
@@ -28,12 +29,7 @@ def _argument(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
 
 def _rebound(fn: ast.AST, name: str, line: int) -> bool:
     """True if ``fn``'s own body binds ``name`` before ``line`` (not a nested function's)."""
-    stack = list(ast.iter_child_nodes(fn))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+    for node in scope_nodes(fn):
         if isinstance(node, ast.Name) and node.id == name and \
                 isinstance(node.ctx, (ast.Store, ast.Del)) and node.lineno < line:
             return True

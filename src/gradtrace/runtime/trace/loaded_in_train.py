@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from gradtrace.lint.nodes import scope_nodes
 from gradtrace.runtime.frames import Site, is_internal
 
 _LAYERS = 16  # dropout layers followed
@@ -87,20 +88,9 @@ def _scope(tree: ast.Module, site: Site) -> ast.AST:
     return best
 
 
-def _own_nodes(scope: ast.AST) -> list[ast.AST]:
-    """The nodes of ``scope``, not those of the functions and classes defined in it."""
-    out, todo = [], list(ast.iter_child_nodes(scope))
-    while todo:
-        n = todo.pop()
-        out.append(n)
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(n))
-    return out
-
-
 def _bound_at(tree: ast.Module, site: Site, name: str) -> Site:
     """The last assignment of ``name`` before ``site`` in its scope, else ``site``."""
-    lines = [n.lineno for n in _own_nodes(_scope(tree, site))
+    lines = [n.lineno for n in scope_nodes(_scope(tree, site))
              if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.lineno < site.line
              and any(isinstance(t, ast.Name) and t.id == name
                      for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))]

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.context import FUNCTION_TYPES, Context
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 
@@ -113,7 +113,7 @@ class LastZeroPartsAreAll(Rule):
         zeros = _zero_defaults(fn)
         if not zeros:  # the count must be a parameter defaulting to 0: nothing to walk
             return
-        for node in _own_nodes(fn):
+        for node in scope_nodes(fn):
             if not isinstance(node, ast.Subscript):
                 continue
             s = node.slice
@@ -132,16 +132,6 @@ class LastZeroPartsAreAll(Rule):
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
-
-def _own_nodes(fn: ast.AST) -> Iterator[ast.AST]:
-    """The nodes of ``fn``'s body, not those of the functions and classes it defines."""
-    todo = list(ast.iter_child_nodes(fn))
-    while todo:
-        n = todo.pop()
-        if isinstance(n, (*FUNCTION_TYPES, ast.ClassDef, ast.Lambda)):
-            continue
-        yield n
-        todo.extend(ast.iter_child_nodes(n))
 
 
 def _unlocks(fn: ast.AST) -> bool:
