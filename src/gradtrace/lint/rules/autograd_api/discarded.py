@@ -209,8 +209,8 @@ def _top_level_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
     reads: nothing could see an update of it, so none is lost; the line shows a value, as a
     notebook cell's last line does (``x.add(y)`` after ``x = x.to(device)``, ``torch.sqrt(tm)``;
     ``torch.add(x, y)``, then ``torch.sub(x, y)`` and ``x.dtype`` in the next cells)."""
-    while isinstance(target, ast.Attribute):  # `torch.abs(ae.l1_strength)`: `ae` unread
-        target = target.value
+    while isinstance(target, ast.Attribute) and _shows(node.value, ctx):  # type: ignore
+        target = target.value  # `torch.abs(ae.l1_strength)` shown, `ae` never read again
     if not isinstance(target, ast.Name) or len(ctx.stmts) != 1 \
             or node not in getattr(ctx.tree, "body", ()):
         return False
