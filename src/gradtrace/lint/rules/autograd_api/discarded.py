@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.analysis.project import foreign_method
 from gradtrace.lint.flow import DETACHED, GRAPH, LEAF, MODULE, NONE, NUMBER, NUMPY, OPTIMIZER, \
     PARAMETER, PARAMS
 from gradtrace.lint.names import dotted
@@ -208,6 +209,8 @@ def _top_level_unread(node: ast.stmt, target: ast.AST, ctx: Context) -> bool:
     reads: nothing could see an update of it, so none is lost; the line shows a value, as a
     notebook cell's last line does (``x.add(y)`` after ``x = x.to(device)``, ``torch.sqrt(tm)``;
     ``torch.add(x, y)``, then ``torch.sub(x, y)`` and ``x.dtype`` in the next cells)."""
+    while isinstance(target, ast.Attribute) and _shows(node.value, ctx):  # type: ignore
+        target = target.value  # `torch.abs(ae.l1_strength)` shown, `ae` never read again
     if not isinstance(target, ast.Name) or len(ctx.stmts) != 1 \
             or node not in getattr(ctx.tree, "body", ()):
         return False
@@ -394,6 +397,8 @@ class TensorOpResultDiscarded(Rule):
         elif not qual.startswith("torch.") and (
                 _tensor_receiver(call.func.value, method, ctx)
                 or method == "detach" and _member_detached(call, ctx)):
+            if foreign_method(ctx, call, ctx.scope(), call.lineno) is not None:
+                return  # `model_s.lerp(model, b)`: a method of the project's class, not Tensor's
             target = call.func.value
         else:
             return

@@ -190,8 +190,9 @@ def _calls_wrapper(fn: ast.AST, ctx: Context) -> bool:
     """``fn`` calls a DDP wrapper itself (``model(x)``, ``self.model(x)``): DDP's reducer is
     armed, and the gradients of a method of the inner module in the same backward are
     averaged with the rest."""
-    return any(isinstance(n, ast.Call) and held_wrapper(n.func, fn, n.lineno, ctx) is not None
-               for n in walk(fn))
+    return any(isinstance(n, ast.Call) and held_wrapper(  # `model.forward(x)` runs DDP's too
+        n.func.value if isinstance(n.func, ast.Attribute) and n.func.attr == "forward"
+        else n.func, fn, n.lineno, ctx) is not None for n in walk(fn))
 
 
 def _sum_reduce(call: ast.Call, ctx: Context) -> bool:

@@ -11,6 +11,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.analysis.grad_off_calls import _targets, computed, made_names, off_list
 from gradtrace.lint.analysis.reach import disables_grad
@@ -123,6 +124,9 @@ def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
     test, arm = guard
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, arm = test.operand, not arm
+    if arm and (isinstance(test, ast.Attribute) and test.attr == "requires_grad" or isinstance(
+            test, ast.Call) and (dotted(test.func) or "").endswith("is_grad_enabled")):
+        return True  # `if loss.requires_grad: loss.backward()`: grad is off at ``call``
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And if arm else ast.Or):
         # `if is_train and optimizer is not None:` never runs when one part is known false
         return any(_switched_off((v, arm), fn, call) for v in test.values)

@@ -289,8 +289,8 @@ class FreshLeafBandAid(Rule):
                     where=f" (`{excerpt(ctx.source(fwd))}` is run with it, line {fwd.lineno})")
             return
         cut = _fresh_leaf(node, ctx)
-        if cut is None or not ctx.mentions(".backward("):
-            return
+        if cut is None or not ctx.mentions(".backward(") or ctx.scope().grad_off_at(node):
+            return  # made under `torch.no_grad()`: no gradient was meant to flow through it
         parents = _parents(ctx)
         up = parents.get(id(node))
         while isinstance(up, ast.Attribute) and isinstance(parents.get(id(up)), ast.Call):

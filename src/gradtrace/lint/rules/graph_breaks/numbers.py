@@ -286,12 +286,25 @@ class NumpyRoundTripInLoss(LossCutRule):
             return None  # `np.load(path)`: NumPy is handed a file name, never a tensor
         if not qual or not qual.startswith("numpy.") or qual in CUT_FUNCS or _converted(c.node):
             return super().finding(c, v, lp, ctx)  # (`np.abs(t.detach().numpy())` raises not)
+        if _fed_numpy(c.operand, lp):
+            return None
         if v.sink.how == "return" and isinstance(c.operand, ast.Name) and \
                 c.operand.id in lp.params and not lp.scope.bindings.get(c.operand.id):
             return None  # `np.zeros_like(history)` of an argument: what it holds is unknown
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
                            expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
                            consequence=NUMPY_CALL)
+
+
+def _fed_numpy(o: ast.expr, lp: LossPaths) -> bool:
+    """``out = mine.forward(x.detach().numpy())``: the operand is what a call given NumPy
+    arrays returned (a NumPy re-implementation of a layer checked against torch's); a torch
+    module cannot take them, so it holds no graph and NumPy reads no tensor."""
+    b = lp.scope.binding_before(o.id, o.lineno) if isinstance(o, ast.Name) else None
+    v = getattr(b, "value", None)
+    return isinstance(v, ast.Call) and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy"
+        for a in v.args for n in ast.walk(a))
 
 
 def _converted(call: ast.AST) -> bool:

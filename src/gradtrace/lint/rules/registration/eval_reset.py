@@ -396,6 +396,15 @@ class _Index:
         return self._steps
 
 
+def _held(e: ast.expr) -> bool:
+    """``e`` may be a parameter or a module (``p``, ``model.enc``), not a tensor computed
+    right there (``torch.min(d, 0)[0].detach()``: its flag freezes nothing)."""
+    return not any(isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and
+                                                n.func.attr in ("detach", "clone")
+                                                or (dotted(n.func) or "").startswith("torch."))
+                   for n in walk(e))
+
+
 def _index(scope: Scope, ctx: Context) -> _Index:
     def make() -> _Index:
         idx = _Index()
@@ -403,9 +412,9 @@ def _index(scope: Scope, ctx: Context) -> _Index:
             for n in of_types(s, (ast.Assign, ast.Call)):
                 if isinstance(n, ast.Assign) and any(
                         isinstance(t, ast.Attribute) and t.attr == "requires_grad"
-                        for t in n.targets) or isinstance(n, ast.Call) \
+                        and _held(t.value) for t in n.targets) or isinstance(n, ast.Call) \
                         and isinstance(n.func, ast.Attribute) \
-                        and n.func.attr == "requires_grad_":
+                        and n.func.attr == "requires_grad_" and _held(n.func.value):
                     idx.flags.append(s.lineno)
                 if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
                     continue

@@ -24,6 +24,8 @@ from gradtrace.lint.rules.training_loop._modes import MAX_DEPTH, covers, effects
 MODE_LAYERS_RE = re.compile(r"\b(Dropout\w*|BatchNorm\w*|SyncBatchNorm|"
                             r"AlphaDropout|dropout\w*)\b|self\.training\b")
 _INSTANCE_NORM_RE = re.compile(r"\bInstanceNorm\w*")
+# a dropout argument or attribute set to nothing (`TorchMLP(..., dropout=None)`) builds no layer
+_NO_DROPOUT_RE = re.compile(r"\b\w*dropout\w*\s*=\s*(?:None|False|0(?:\.0*)?)(?![\w.])")
 
 
 def _tracking_instance_norm(node: ast.AST) -> bool:
@@ -400,7 +402,7 @@ def _kind_has_mode_layers(ctx: Context, k: Kind, depth: int = 0) -> bool:
         texts.append(ctx.code_of(cls.node))
     nodes = [n for n in (k.node, cls.node if cls is not None else None) if n is not None]
     for text, node in zip(texts, nodes):
-        if MODE_LAYERS_RE.search(text) or (
+        if MODE_LAYERS_RE.search(_NO_DROPOUT_RE.sub("", text)) or (
                 _INSTANCE_NORM_RE.search(text) and _tracking_instance_norm(node)):
             return True
         called: frozenset[str] | None = None  # the text's `name(` words, found once
