@@ -1,8 +1,10 @@
 """torch.multiprocessing.spawn of two gloo ranks running three wrong trainings that end without
 an error, one after the other in one process group (one spawn instead of three: each spawn
 starts two fresh interpreters that import torch and torch._dynamo). Each part is one of the
-former scripts, unchanged but for the process group the parts share; each prints its own
-result line, read by its own test:
+former scripts, unchanged but for the process group the parts share and the models kept alive
+to the end of the worker (as in each script: a later part's object at a freed object's address
+would meet gradtrace's tables keyed by id(), layout.py's registration sites among them); each
+prints its own result line, read by its own test:
 
 - ``bypass``: training runs the forward through the module inside DDP (a helper picks it), so
   DDP never all-reduces: the replicas drift apart (tests/distributed/test_spawn.py);
@@ -41,6 +43,7 @@ def bypass(rank, world_size, results):
     with torch.no_grad():  # evaluation through the inner module is fine
         net(torch.randn(2, 4))
     results["bypass", rank] = model.module[0].weight.detach().clone()
+    return model
 
 
 class Regressor(nn.Module):
@@ -80,6 +83,7 @@ def bypass_method(rank, world_size, results):
     trainer = Trainer(rank)
     trainer.fit()
     results["bypass_method", rank] = trainer.ddp.module.body.weight.detach().clone()
+    return trainer
 
 
 class MultiTask(nn.Module):
@@ -107,6 +111,7 @@ def order(rank, world_size, results):
         loss.backward()
         opt.step()
     results["order", rank] = True
+    return model
 
 
 PARTS = (bypass, bypass_method, order)
@@ -115,9 +120,11 @@ PARTS = (bypass, bypass_method, order)
 def worker(rank, world_size, results):
     dist.init_process_group("gloo", rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=20))
-    for part in PARTS:
-        part(rank, world_size, results)
+    # each part's model lives until the worker ends, as it did in the part's own script: no later
+    # part's module, parameter or wrapper can take the address (id) of an earlier part's
+    kept = [part(rank, world_size, results) for part in PARTS]
     dist.destroy_process_group()
+    del kept
 
 
 if __name__ == "__main__":
