@@ -197,9 +197,13 @@ def _independent_of_earlier_tests() -> Iterator[None]:
 
 # Tests sharing a costly per-process set-up run in one worker under `-n 2 --dist loadgroup`
 # (pyproject.toml): the rank server of tests/distributed/conftest.py (torch, torch._dynamo and
-# gradtrace imported in one more process) and test_pytest_plugin.py's module-scoped warm-up
-# (every gradtrace module imported) are then paid once instead of once per worker.
-_SHARED_SETUP = {"forkrun": "rank_server", "_warm_imports": "pytester_warm"}
+# gradtrace imported in one more process), test_pytest_plugin.py's module-scoped warm-up
+# (every gradtrace module imported) and the in-process Lightning and transformers tests
+# (tests/integrations/test_lightning.py, test_transformers.py: lightning and pytorch_lightning,
+# ~5 s of CPU, and transformers' Trainer imported by their first test) are then paid once
+# instead of once per worker.
+_SHARED_SETUP = {"forkrun": "rank_server", "_warm_imports": "pytester_warm",
+                 "_lightning_loaded": "frameworks", "_transformers_loaded": "frameworks"}
 
 
 def _group_of(item: pytest.Item | None) -> str | None:

@@ -51,3 +51,17 @@ def marked(script: str, marker: str) -> int:
     """1-based line of the line carrying ``# <- marker`` in a bundled script."""
     lines = (SCRIPTS / script).read_text().splitlines()
     return next(i for i, line in enumerate(lines, 1) if f"# <- {marker}" in line)
+
+
+SILENT_BUGS = "spawn_silent_bugs.py"
+
+
+def silent_bugs_expected() -> list[tuple[str, int]]:
+    """The (code, line) list each test of a spawn_silent_bugs.py part asserts over the whole run:
+    every part's findings and nothing else, in the report's order (each part's GT887 before the
+    static twin GT453 attached to it, as when each part was a script of its own)."""
+    def at(marker: str) -> int:
+        return marked(SILENT_BUGS, marker)
+
+    return [("GT888", at("registered")), ("GT887", at("bypass")), ("GT887", at("method_bypass")),
+            ("GT453", at("bypass")), ("GT453", at("method_bypass"))]

@@ -5,7 +5,11 @@ CPU each on the CI machine), most of the distributed tests' time. This server im
 gradtrace once, then for each request forks one process per rank, gives it the environment
 torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR...), runs
 ``gradtrace run ...`` in it and, like torchrun's agent, sends SIGTERM to the other ranks when one
-fails. The server itself never runs a torch operation, so forking it is safe.
+fails or the time limit passes. As under torchrun's agent (``start_new_session`` and
+``os.killpg``), each rank leads a session of its own and the signal goes to its whole process
+group: the processes a rank started (``mp.spawn``'s children, an ``mp.Manager()`` server) end
+with it instead of being left behind. The server itself never runs a torch operation, so forking
+it is safe.
 
 Protocol: one JSON request per line on stdin, ``{"argv", "cwd", "env", "out", "world",
 "timeout"}``; one JSON line back, ``{"codes": [exit code per rank]}``. A few tests keep launching
@@ -25,6 +29,7 @@ def _rank(rank: int, req: dict) -> None:
     """In the forked child: become rank ``rank`` and run gradtrace; never returns."""
     code = 1
     try:
+        os.setsid()  # torchrun's start_new_session: the rank's children are signalled with it
         os.environ.update(req["env"])
         world = req["world"]
         if world > 1:
@@ -52,6 +57,16 @@ def _rank(rank: int, req: dict) -> None:
         os._exit(code or 0)
 
 
+def _signal(pid: int, sig: int) -> None:
+    """``sig`` to the process group of a rank not yet waited for (so ``pid`` is still that rank's
+    and leads its group), as torchrun's agent does; the rank alone if it has not yet called
+    ``setsid``."""
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:
+        os.kill(pid, sig)
+
+
 def _launch(req: dict) -> list[int]:
     pids = []
     for rank in range(req["world"]):
@@ -74,12 +89,12 @@ def _launch(req: dict) -> list[int]:
             stopping = True  # torchrun's agent: the first failure stops the others
             for pid in pids:
                 if pid not in codes:
-                    os.kill(pid, signal.SIGTERM)
+                    _signal(pid, signal.SIGTERM)
             deadline = time.monotonic() + 30
         elif stopping and time.monotonic() > deadline:
             for pid in pids:
                 if pid not in codes:
-                    os.kill(pid, signal.SIGKILL)
+                    _signal(pid, signal.SIGKILL)
         time.sleep(0.02)
     return [codes[pid] for pid in pids]
 

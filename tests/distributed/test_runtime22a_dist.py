@@ -3,18 +3,22 @@ module inside DDP from outside it, not the module's own ``self(x)`` in one of it
 (NOTE [steps without all-reduce]); OpenTSLM's ``self._get_model().compute_loss(batch)``.
 The real-world case's spelling is a trainer with ``_get_model()``; the twins here are a
 trainer calling ``self.ddp.module.loss`` (two method frames deep) and bundled
-``spawn_bypass.py`` (a plain call, unchanged); the look-alike trains through the wrapper."""
+the `bypass` part of spawn_silent_bugs.py (a plain call, unchanged); the look-alike trains
+through the wrapper."""
 from __future__ import annotations
 
-from dist_helpers import marked
+from dist_helpers import SILENT_BUGS, marked, silent_bugs_expected
 
 
-def test_bypass_through_a_method_of_the_inner_module(forkrun):
-    res = forkrun("spawn_bypass_method.py", world=1)
+def test_bypass_through_a_method_of_the_inner_module(forkrun_once):
+    """spawn_silent_bugs.py's `bypass_method` part (its three parts share one spawn): its GT887
+    at the call of the inner module's method, ahead of its static twin GT453."""
+    res = forkrun_once(SILENT_BUGS, parts=3)
     assert res.code == 0, res.out
-    assert "replicas equal: False" in res.out
-    assert res.codes()[:1] == ["GT887"], res.out
-    assert res.findings[0]["line"] == marked("spawn_bypass_method.py", "bypass")
+    assert "bypass_method: replicas equal: False" in res.out
+    assert [(f["code"], f["line"]) for f in res.findings] == silent_bugs_expected(), res.out
+    assert (res.findings[2]["code"], res.findings[2]["line"]) \
+        == ("GT887", marked(SILENT_BUGS, "method_bypass"))
 
 
 def test_method_of_the_inner_module_under_no_grad_is_silent(forkrun_once):

@@ -2,7 +2,7 @@
 child traced, one report in the parent (NOTE [spawned ranks] in gradtrace.runtime.distributed.spawn)."""
 from __future__ import annotations
 
-from dist_helpers import marked
+from dist_helpers import SILENT_BUGS, marked, silent_bugs_expected
 
 
 def test_spawned_ranks_name_the_unused_layer(forkrun):
@@ -27,32 +27,36 @@ def test_spawned_correct_training_gives_no_finding(forkrun_once):
     assert "gradtrace:" not in res.out
 
 
-def test_spawned_ranks_stepping_gradients_ddp_never_reduced(forkrun):
+def test_spawned_ranks_stepping_gradients_ddp_never_reduced(forkrun_once):
     """The forward through `model.module` (picked by a helper): every step applies the rank's
-    own gradients (GT887, NOTE [steps without all-reduce]); torch confirms the drift."""
-    res = forkrun("spawn_bypass.py", world=1)
+    own gradients (GT887, NOTE [steps without all-reduce]); torch confirms the drift.
+    spawn_silent_bugs.py's `bypass` part (its three parts share one spawn)."""
+    res = forkrun_once(SILENT_BUGS, parts=3)
     assert res.code == 0, res.out
-    assert "replicas equal: False" in res.out
-    assert res.codes()[:1] == ["GT887"], res.out
-    f = res.findings[0]
-    assert f["line"] == marked("spawn_bypass.py", "bypass")
+    assert "bypass: replicas equal: False" in res.out
+    assert [(f["code"], f["line"]) for f in res.findings] == silent_bugs_expected(), res.out
+    f = res.findings[1]  # the part's GT887, ahead of its static twin GT453
+    assert f["line"] == marked(SILENT_BUGS, "bypass")
     assert "optimizer step 1 (and 2 later step(s)) on ranks 0, 1" in f["message"]
     assert "through the module inside DistributedDataParallel" in f["message"]
-    assert [r["line"] for r in f["related"]][:1] == [marked("spawn_bypass.py", "step")]
+    assert [r["line"] for r in f["related"]][:1] == [marked(SILENT_BUGS, "step")]
 
 
-def test_spawned_ranks_with_parameters_in_another_order(forkrun):
+def test_spawned_ranks_with_parameters_in_another_order(forkrun_once):
     """Heads registered in another order on rank 1: same shapes, so DDP averages one head's
-    gradient into the other's without an error (GT888, NOTE [parameter layout across ranks])."""
-    res = forkrun("spawn_order.py", world=1)
-    assert res.code == 0, res.out
-    assert res.codes() == ["GT888"], res.out
+    gradient into the other's without an error (GT888, NOTE [parameter layout across ranks]).
+    spawn_silent_bugs.py's `order` part: its one finding is GT888 (the others are the two
+    bypass parts')."""
+    res = forkrun_once(SILENT_BUGS, parts=3)
+    assert res.code == 0 and "order: done True" in res.out, res.out
+    assert [(f["code"], f["line"]) for f in res.findings] == silent_bugs_expected(), res.out
+    assert [f["code"] for f in res.findings].count("GT888") == 1
     f = res.findings[0]
-    assert f["line"] == marked("spawn_order.py", "registered")
+    assert f["line"] == marked(SILENT_BUGS, "registered")
     assert "position 2 is `heads.depth.weight` on rank 0 but `heads.normals.weight` on rank 1" \
         in f["message"], f["message"]
     assert "same shape: no error" in f["message"]
-    assert [r["line"] for r in f["related"]] == [marked("spawn_order.py", "wrapped")]
+    assert [r["line"] for r in f["related"]] == [marked(SILENT_BUGS, "wrapped")]
 
 
 def test_output_left_out_under_find_unused_parameters_is_silent(forkrun_once):

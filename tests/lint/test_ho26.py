@@ -261,8 +261,8 @@ def rank(r, world, path, out):
     dist.destroy_process_group()
 
 
-if __name__ == "__main__":
-    mp.spawn(rank, args=(2, sys.argv[1], sys.argv[2]), nprocs=2)
+if __name__ == "__main__":  # forked: torch imported once, not in two fresh interpreters
+    mp.start_processes(rank, args=(2, sys.argv[1], sys.argv[2]), nprocs=2, start_method="fork")
 '''
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 from gradtrace.findings import Edit
 from gradtrace.lint.code_text import LINE_END, code_text, identifiers, may_hold
-from gradtrace.lint.grad_modes import (FUNCTION_TYPES, GRAD_CONTEXTS, LOOP_TYPES,  # noqa: F401
+from gradtrace.lint.grad_modes import (FUNCTION_TYPES, LOOP_TYPES,  # noqa: F401
                                         disabling_node, grad_mode_of)
 from gradtrace.lint.names import Imports
 from gradtrace.lint.nodes import begin_file, end_file

@@ -26,8 +26,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import BODY_FIELDS, walk
 from gradtrace.lint.flow_kinds import (  # noqa: F401 - re-exported: the kinds and their tables
     GRAPH, NUMBER, NUMPY, DETACHED, LEAF, MODULE, PARAMETER, PARAMS, OPTIMIZER, NONE, KINDS,
-    METHOD_KINDS, SAME_KIND, MODULE_SELF_RETURNING, CASTS_TO_NUMBER, NUMPY_FUNCS, FACTORY_FUNCS,
-    COPY_FUNCS, NEW_TENSOR_FUNCS, NOT_MODULES, ScopeKinds)
+    SAME_KIND, NUMPY_FUNCS, FACTORY_FUNCS, COPY_FUNCS, NEW_TENSOR_FUNCS, ScopeKinds)
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context

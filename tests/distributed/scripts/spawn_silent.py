@@ -1,8 +1,9 @@
 """torch.multiprocessing.spawn of two gloo ranks running four correct trainings one after the
 other in one process group, each silent under ``gradtrace run`` (one spawn instead of four: each
 spawn starts two fresh interpreters that import torch and torch._dynamo). Each part is one of
-the former scripts, unchanged but for the process group the parts share; each prints its own
-result line, read by its own test:
+the former scripts, unchanged but for the process group the parts share and the models kept
+alive to the end of the worker (as in each script); each prints its own result line, read by its
+own test:
 
 - ``correct``: a DDP model trained correctly (tests/distributed/test_spawn.py);
 - ``declared_unused``: a two-output model whose auxiliary output this stage ignores, wrapped
@@ -34,6 +35,7 @@ def correct(rank, world_size, results):
         loss.backward()
         opt.step()
     results["correct", rank] = model.module[0].weight.detach().clone()
+    return model
 
 
 class TwoOutputs(nn.Module):
@@ -60,6 +62,7 @@ def declared_unused(rank, world_size, results):
         loss.backward()
         opt.step()
     results["declared_unused", rank] = True
+    return model
 
 
 class Regressor(nn.Module):
@@ -88,6 +91,7 @@ def method_ok(rank, world_size, results):
         with torch.no_grad():
             ddp.module.loss(x, y)
     results["method_ok", rank] = ddp.module.body.weight.detach().clone()
+    return ddp
 
 
 class GatheredContrast(nn.Module):
@@ -115,6 +119,7 @@ def gather_slot_ok(rank, world_size, results):
         loss.backward()
         opt.step()
     results["gather_slot_ok", rank] = True
+    return model
 
 
 PARTS = (correct, declared_unused, method_ok, gather_slot_ok)
@@ -123,9 +128,12 @@ PARTS = (correct, declared_unused, method_ok, gather_slot_ok)
 def worker(rank, world_size, results):
     dist.init_process_group("gloo", rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=20))
-    for part in PARTS:
-        part(rank, world_size, results)
+    # each part's model lives until the worker ends, as it did in the part's own script: no later
+    # part's module, parameter or wrapper can take the address (id) of an earlier part's
+    # (gradtrace keys some of its tables by id(): spawn_silent_bugs.py's docstring)
+    kept = [part(rank, world_size, results) for part in PARTS]
     dist.destroy_process_group()
+    del kept
 
 
 if __name__ == "__main__":

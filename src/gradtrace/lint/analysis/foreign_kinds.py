@@ -47,8 +47,6 @@ def foreign_asked(cls: ClassInfo | None, call: ast.Call) -> bool:
     the whole value of a ``self.<x> = ...`` of its ``__init__``."""
     if cls is None or not cls.is_module:
         return True
-    f = call.func
-    last = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
     return any(i.value is call for i in cls.init_attrs.values())
 
 

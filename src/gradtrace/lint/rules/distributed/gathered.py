@@ -6,7 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.steps import step_calls
-from gradtrace.lint.context import FUNCTION_TYPES, Context
+from gradtrace.lint.context import Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace._ops import _statements

@@ -20,7 +20,6 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 FLAG = "require_backward_grad_sync"

@@ -24,8 +24,8 @@ from gradtrace.lint.analysis.grad_sources import is_inference_function
 from gradtrace.lint.analysis.last_pass import after_loop_of, skipped_on_last_pass
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
-    SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _inplace_flag, _LazyModules,
-    _op_of_call, _statements, _writes_input, built_op, inplace_local, module_call_op,
+    SAVED_OUT, VIEW_METHODS, _has_module_word, _first_layer, _LazyModules, _op_of_call,
+    _statements, _writes_input, built_op, inplace_local,
 )
 
 NOT_WRITES = frozenset({"requires_grad_", "share_memory_", "retain_grad", "record_stream"})

@@ -16,7 +16,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import is_false, is_true, node_mentions
 from gradtrace.lint.rules.registration._frozen import _inner_flag_stmt
 from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
-from gradtrace.lint.rules.registration._modules import covers, owns_params
+from gradtrace.lint.rules.registration._modules import owns_params
 
 # calls that give back a whole pickled module (its parameters keep the flags they were saved
 # with), unlike a constructor or a `from_pretrained`, whose parameters all require grad

@@ -22,7 +22,7 @@ from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.training_loop._loop import LoopFacts, Named, Step, facts
+from gradtrace.lint.rules.training_loop._loop import LoopFacts, Named, facts
 
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
 DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)

@@ -10,7 +10,7 @@ from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts
+from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
 
 SCALING_OPS = (ast.Div, ast.Mult, ast.FloorDiv)
 SCALING_METHODS = frozenset({"div", "div_", "mul", "mul_", "true_divide", "divide",
