@@ -14,6 +14,7 @@ compares them (:func:`gradtrace.runtime.distributed.merge.layout_findings`).
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 CAP = 4096  # names kept per wrapper
@@ -24,12 +25,17 @@ class Layouts:
     """Where submodules were registered, and the parameter layout of each DDP wrapper."""
 
     def __init__(self) -> None:
-        self.sites: dict[int, Any] = {}  # id(submodule) -> [path, line] where it was set
+        # submodule -> [path, line] where it was set; weak, so that a module freed and another
+        # made at its address never inherits its line (an ``id()`` key would)
+        self.sites: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
         self.found: list[dict[str, Any]] = []
 
     def registered(self, submodule: Any, site: Any) -> None:
         if site is not None and len(self.sites) < SITES_CAP:
-            self.sites.setdefault(id(submodule), [site[0], site[1]])
+            try:
+                self.sites.setdefault(submodule, [site[0], site[1]])
+            except TypeError:  # a module class that cannot be weakly referenced or hashed
+                pass
 
     def wrapped(self, module: Any, site: Any) -> None:
         """``module`` is being wrapped by DDP (built at ``site``)."""
@@ -45,7 +51,14 @@ class Layouts:
                 if len(names) < CAP:
                     names.append(f"{mname}.{pname}" if mname else pname)
                     shapes.append(list(p.shape))
-                    where.append(self.sites.get(id(mod)))
+                    where.append(_site_of(self.sites, mod))
         if len(self.found) < 8:
             self.found.append({"names": names, "shapes": shapes, "sites": where,
                                "count": len(seen), "site": list(site) if site else None})
+
+
+def _site_of(sites: weakref.WeakKeyDictionary[Any, list[Any]], mod: Any) -> Any:
+    try:
+        return sites.get(mod)
+    except TypeError:
+        return None
