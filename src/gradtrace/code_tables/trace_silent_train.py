@@ -1,4 +1,4 @@
-"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT895: the silent bugs
+"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT896: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages, a gradient blown up by one op);
@@ -418,4 +418,32 @@ TRAIN_CODES = (
          "Unfreeze before the steps that should train the part: check the counter the test "
          "compares (off by one, or a threshold the run never reaches).",
          "gradtrace.runtime.trace.late_thaw", severity="warning"),
+    Code("GT896", "derivative-skips-no-grad-path",
+         "autograd.grad differentiates an output that also uses values computed from the input "
+         "with grad mode off",
+         "Values computed inside `with torch.no_grad():` from a tensor that requires grad have "
+         "no graph. When they still feed an output that `torch.autograd.grad` then "
+         "differentiates with respect to that tensor (forces as `-dE/dpos`, an input "
+         "gradient), autograd treats them as constants: the result is not the derivative of "
+         "the output, every path through them is missing. Nothing fails. The run sees the "
+         "input of the call (not a Parameter, in no optimizer) reached by the output's graph "
+         "and, on the same graph, a value cut off by a grad-off block of user code from that "
+         "input, and names the block.",
+         """
+         bond_vec = pos[dst] - pos[src]
+         with torch.no_grad():
+             lg_vec = bond_vec[edge_ids]
+         energy = model(bond_vec, angles(lg_vec))
+         forces = -torch.autograd.grad(energy, pos)[0]
+         """,
+         """
+         bond_vec = pos[dst] - pos[src]
+         with torch.no_grad():
+             edge_ids = (bond_vec.norm(dim=1) < cutoff).nonzero().squeeze(1)
+         energy = model(bond_vec, angles(bond_vec[edge_ids]))
+         forces = -torch.autograd.grad(energy, pos)[0]
+         """,
+         "Compute the values outside the grad-off block; keep only integer work (indices, "
+         "masks) under no_grad.",
+         "gradtrace.runtime.trace.input_cut", severity="warning"),
 )
