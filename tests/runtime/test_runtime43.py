@@ -1,0 +1,77 @@
+"""runtime43 on real torch, one process, a few steps, tiny models.
+
+- NOTE [derivative through a no_grad copy of its input] (GT896): forces as
+  ``-autograd.grad(energy, pos)`` where part of the energy is built from values computed from
+  ``pos`` inside ``with torch.no_grad():`` (matgl's CHGNet line graph): named at the ``with``.
+  Silent: the values computed outside the block, only an index built under no_grad, a
+  stop-gradient target computed under no_grad from trained weights (autograd.grad over
+  parameters), a ``.detach()`` written on purpose.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.rt_helpers import marked_line
+
+torch = pytest.importorskip("torch")
+
+FORCES = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+mlp = nn.Sequential(nn.Linear(1, 8), nn.SiLU(), nn.Linear(8, 1))
+ang = nn.Linear(1, 1)
+pos = torch.randn(5, 3, requires_grad=True)
+src, dst = torch.tensor([0, 1, 2, 3]), torch.tensor([1, 2, 3, 4])
+first = torch.tensor([0, 1, 2])
+bond = pos[dst] - pos[src]
+BLOCK
+energy = mlp(bond.norm(dim=1, keepdim=True)).sum() + ang(cos[:, None]).sum()
+forces = -torch.autograd.grad(energy, pos)[0]
+print(forces.shape)
+"""
+
+CUT = """with torch.no_grad():  # <- cause
+    pair = bond[first]
+cos = (pair * bond[1:]).sum(1)"""
+LIVE = """pair = bond[first]
+cos = (pair * bond[1:]).sum(1)"""
+INDEX = """with torch.no_grad():
+    ids = (bond.norm(dim=1) < 9.0).nonzero().squeeze(1)[:3]
+cos = (bond[ids] * bond[1:]).sum(1)"""
+DETACH = """cos = (bond[first].detach() * bond[1:]).sum(1)"""
+
+TARGET = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+net = nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    s, s2 = torch.randn(6, 4), torch.randn(6, 4)
+    with torch.no_grad():
+        target = 1.0 + 0.9 * net(s2).max(1).values
+    loss = (net(s).max(1).values - target).pow(2).mean()
+    grads = torch.autograd.grad(loss, list(net.parameters()))
+    for p, g in zip(net.parameters(), grads):
+        p.grad = g
+    opt.step()
+"""
+
+
+def test_derivative_through_no_grad_values_named_at_the_block(run_script):
+    src = FORCES.replace("BLOCK", CUT)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT896", marked_line(src))], \
+        res.findings
+
+
+@pytest.mark.parametrize("src", [FORCES.replace("BLOCK", LIVE), FORCES.replace("BLOCK", INDEX),
+                                 FORCES.replace("BLOCK", DETACH), TARGET],
+                         ids=["computed_with_grad", "index_under_no_grad", "detach_on_purpose",
+                              "stop_gradient_target_over_parameters"])
+def test_derivative_look_alikes_silent(run_script, src):
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert "GT896" not in res.codes(), res.findings
