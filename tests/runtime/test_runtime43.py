@@ -6,6 +6,10 @@
   Silent: the values computed outside the block, only an index built under no_grad, a
   stop-gradient target computed under no_grad from trained weights (autograd.grad over
   parameters), a ``.detach()`` written on purpose.
+- NOTE [term detached from the model it should train] (GT821): a term summed into the
+  generator's loss is computed by an auxiliary net no optimizer holds on ``fake.detach()``
+  (joliGEN's semantic loss): named at the detach. Silent there: the term on the live output;
+  a discriminator step of its own on ``fake.detach()`` (its GT821 stays at its own line).
 """
 from __future__ import annotations
 
@@ -75,3 +79,46 @@ def test_derivative_look_alikes_silent(run_script, src):
     res = run_script(src)
     assert res.code == 0, res.err
     assert "GT896" not in res.codes(), res.findings
+
+
+GAN = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+G = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+D = nn.Linear(4, 1)
+aux = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+opt_G = torch.optim.Adam(G.parameters(), lr=1e-3)
+for _ in range(3):
+    fake = G(torch.randn(6, 4))
+    LOSS
+    opt_G.zero_grad()
+    loss.backward()
+    opt_G.step()
+"""
+DEAD_TERM = """sem = nn.functional.cross_entropy(aux(fake.detach()), torch.randint(0, 3, (6,)))  # <- cause
+    loss = (D(fake) - 1).pow(2).mean() + sem"""
+LIVE_TERM = """sem = nn.functional.cross_entropy(aux(fake), torch.randint(0, 3, (6,)))
+    loss = (D(fake) - 1).pow(2).mean() + sem"""
+D_STEP = """loss = (D(fake) - 1).pow(2).mean()
+    loss_D = aux(fake.detach()).pow(2).mean()
+    loss_D.backward()"""
+
+
+def test_term_detached_from_trained_model_named_at_the_detach(run_script):
+    src = GAN.replace("LOSS", DEAD_TERM)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT821", marked_line(src))], \
+        res.findings
+
+
+@pytest.mark.parametrize("body", [LIVE_TERM, D_STEP], ids=["live_term", "own_step_on_detached"])
+def test_detached_term_look_alikes_not_named_at_the_detach(run_script, body):
+    src = GAN.replace("LOSS", body)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    detach_line = next(i for i, line in enumerate(src.lstrip("\n").splitlines(), 1)
+                       if "fake" in line and ("aux(" in line))
+    assert ("GT821", detach_line) not in [(f["code"], f["line"]) for f in res.findings], \
+        res.findings

@@ -11,6 +11,7 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
+from gradtrace.runtime.trace.detached_feed import DETACHED, detached_feed
 from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
@@ -363,8 +364,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 other = None if late else other_stepped(data, missed)
                 if other is not None and _cut_first_pass(state, data):
                     continue
-                site, why, fix = late or other or (single_optimizer_built_at(data) or
-                                                   partial_optimizer_site(data, m), why, fix)
+                site, why, fix = late or other or detached_feed(state, missed, in_opt) or (
+                    single_optimizer_built_at(data) or partial_optimizer_site(data, m), why, fix)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
@@ -373,8 +374,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
     # NOTE [uncalled layers in a plain container] (plain_held.py)
     uncalled_in_plain_container(data, in_opt, groups)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
-    out = []
-    for (kind, site, why, fix), names in groups.items():
+    out = []  # a detach that made a term useless first: NOTE [term detached from the model it should train]
+    for (kind, site, why, fix), names in sorted(groups.items(),
+                                                key=lambda kv: DETACHED not in kv[0][2]):
         shown = listed(names)
         out.append(make(code_for(kind, "GT821"), site, f"{shown} receive gradients but no "
                         f"optimizer updates them: {why}", fix=fix,
