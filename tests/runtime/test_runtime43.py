@@ -10,6 +10,10 @@
   generator's loss is computed by an auxiliary net no optimizer holds on ``fake.detach()``
   (joliGEN's semantic loss): named at the detach. Silent there: the term on the live output;
   a discriminator step of its own on ``fake.detach()`` (its GT821 stays at its own line).
+- NOTE [random weight kept as a buffer] (GT897): a prior drawn by ``nn.init.xavier_uniform_``
+  and registered as a buffer beside trained layers (Slot Attention's ``slots_mu``): named at
+  the registration. Silent: the same as a Parameter, a codebook buffer refreshed in place, a
+  buffer loaded from a state dict, a buffer made by ``torch.randn`` (a fixed table).
 """
 from __future__ import annotations
 
@@ -122,3 +126,54 @@ def test_detached_term_look_alikes_not_named_at_the_detach(run_script, body):
                        if "fake" in line and ("aux(" in line))
     assert ("GT821", detach_line) not in [(f["code"], f["line"]) for f in res.findings], \
         res.findings
+
+
+SLOTS = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+
+class Slots(nn.Module):
+    def __init__(self, d=6):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+        PRIOR
+
+    def forward(self, x):
+        return self.proj(x + self.mu)
+
+model = Slots()
+LOAD
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for _ in range(3):
+    loss = model(torch.randn(4, 6)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    REFRESH
+"""
+BUFFER = 'self.register_buffer("mu", nn.init.xavier_uniform_(torch.zeros(1, d)))  # <- cause'
+
+
+def _slots(prior=BUFFER, load="", refresh=""):
+    return SLOTS.replace("PRIOR", prior).replace("LOAD", load).replace("REFRESH", refresh)
+
+
+def test_random_weight_registered_as_buffer_named_at_registration(run_script):
+    src = _slots()
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT897", marked_line(src))], \
+        res.findings
+
+
+@pytest.mark.parametrize("src", [
+    _slots('self.mu = nn.Parameter(nn.init.xavier_uniform_(torch.zeros(1, d)))'),
+    _slots(refresh="with torch.no_grad():\n        model.mu.mul_(0.9).add_(0.1)"),
+    _slots(load='model.load_state_dict({k: v + 1 for k, v in model.state_dict().items()})'),
+    _slots('self.register_buffer("mu", torch.randn(1, d))'),
+], ids=["parameter", "refreshed_in_place", "loaded", "factory_table"])
+def test_random_buffer_look_alikes_silent(run_script, src):
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert "GT897" not in res.codes(), res.findings

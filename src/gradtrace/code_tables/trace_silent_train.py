@@ -1,4 +1,4 @@
-"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT896: the silent bugs
+"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT897: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages, a gradient blown up by one op);
@@ -446,4 +446,22 @@ TRAIN_CODES = (
          "Compute the values outside the grad-off block; keep only integer work (indices, "
          "masks) under no_grad.",
          "gradtrace.runtime.trace.input_cut", severity="warning"),
+    Code("GT897", "random-weight-as-buffer",
+         "a tensor drawn by a random weight initialiser is registered as a buffer and never "
+         "changes while the module around it trains",
+         "`register_buffer` keeps a tensor with the module (saved, moved with `.to()`), but a "
+         "buffer is no parameter: `model.parameters()` leaves it out, so no optimizer ever "
+         "updates it. A prior or a projection drawn like a weight (`nn.init.xavier_uniform_`, "
+         "`normal_`) and registered as a buffer keeps its random initial values for the whole "
+         "training. Nothing fails. The run sees the random fill, the registration, the buffer "
+         "still unchanged at the end, in a module whose own parameters an optimizer stepped, "
+         "and names the registration.",
+         """
+         self.register_buffer("slots_mu", nn.init.xavier_uniform_(torch.zeros(1, 1, d)))
+         """,
+         """
+         self.slots_mu = nn.Parameter(nn.init.xavier_uniform_(torch.zeros(1, 1, d)))
+         """,
+         "Make it an `nn.Parameter` if it should be learned.",
+         "gradtrace.runtime.trace.random_buffer", severity="warning"),
 )

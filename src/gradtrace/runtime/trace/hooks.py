@@ -36,6 +36,7 @@ from gradtrace.runtime.trace.schedule import watch_lr
 from gradtrace.runtime.trace.shared_layers import note_shared
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.windows import note_window
+from gradtrace.runtime.trace.random_buffer import note_buffer
 from gradtrace.runtime.trace.hook_state import HookState, OptimizerRecord
 
 Tensor = torch.Tensor
@@ -74,6 +75,9 @@ class Hooks:
         self.handles.append(mm.register_module_parameter_registration_hook(
             _safe(self._registered)))
         self.handles.append(om.register_optimizer_step_post_hook(_safe(self._step_post)))
+        # NOTE [random weight kept as a buffer]
+        self.handles.append(mm.register_module_buffer_registration_hook(
+            _safe(lambda _m, _n, v: note_buffer(self.state, self._site(), v))))
 
     def module_hook(self, on: bool, final: bool = False) -> None:
         """Put the global forward pre-hook in or take it out (out between unarmed steps:

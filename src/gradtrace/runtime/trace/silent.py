@@ -12,6 +12,7 @@ from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.detached_feed import DETACHED, detached_feed
+from gradtrace.runtime.trace.random_buffer import random_buffer_findings
 from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
@@ -67,7 +68,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data, out) + \
         loss_input_findings(state, data) + soft_target_findings(state, data) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
-        inverted_decay_findings(data) + \
+        inverted_decay_findings(data) + random_buffer_findings(state, data) + \
         thrown_away_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]

@@ -62,6 +62,7 @@ class TraceState(GradEvents):
         self.watched: set[Cut] = set()
         self.walks = 0
         self.cut_feeds: dict[Cut, tuple[set[int], set[int]]] = {}  # detached_feed.py
+        self.random_fills: dict[int, Any] = {}  # NOTE [random weight kept as a buffer]
         self.forced_walks = 0  # (and the walks it made from a number's tensor)
         self.zero_ops: list[tuple[Site, str]] = []  # NOTE [zero-derivative ops]
         self._prune_at = _PRUNE_AT
