@@ -445,7 +445,7 @@ TRAIN_CODES = (
          """,
          "Compute the values outside the grad-off block; keep only integer work (indices, "
          "masks) under no_grad.",
-         "gradtrace.runtime.trace.input_cut", severity="warning"),
+         "gradtrace.runtime.trace.events", severity="warning"),
     Code("GT897", "random-weight-as-buffer",
          "a tensor drawn by a random weight initialiser is registered as a buffer and never "
          "changes while the module around it trains",

@@ -75,7 +75,7 @@ class Hooks:
         self.handles.append(mm.register_module_parameter_registration_hook(
             _safe(self._registered)))
         self.handles.append(om.register_optimizer_step_post_hook(_safe(self._step_post)))
-        # NOTE [random weight kept as a buffer]
+        # buffers registered: NOTE [random weight kept as a buffer]
         self.handles.append(mm.register_module_buffer_registration_hook(
             _safe(lambda _m, _n, v: note_buffer(self.state, self._site(), v))))
 
