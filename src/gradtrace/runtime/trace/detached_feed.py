@@ -9,14 +9,14 @@ its gradient reaches only the segmentation net, which no optimizer of that step 
 line that made the term useless is the detach: the generator was meant to learn from it.
 
 Run-time facts, from the loss-graph walks of the first backward() calls
-(NOTE [cut that reaches the loss]): a node marked with a ``.detach()`` cut of user code (an
-op handed the detached value) is met by a walk; the leaves that node feeds directly (its own
-weights, up to two nodes down) are recorded with the leaves the whole walk reached. When GT821 is made for a
-module's parameters and they are among the leaves a reached detach cut fed, and that same walk
-(the same backward) also reached a parameter an optimizer holds that lies upstream of the
-detach (the detached value was computed from the trained model, and the term is summed into
-its loss), the line named is the detach. A discriminator step on ``fake.detach()`` (its own
-backward, reaching no optimized parameter behind the detach) keeps GT821's own line.
+(NOTE [cut that reaches the loss]): a node marked with a ``.detach()`` cut of user code (an op
+handed the detached value) is met by a walk; the leaves that node feeds directly (its own
+weights, up to two nodes down) are recorded with the leaves the whole walk reached. When GT821
+is made for a module's parameters and they are among the leaves a reached detach cut fed, and
+that same walk (the same backward) also reached a parameter an optimizer holds that lies
+upstream of the detach (the detached value was computed from the trained model, and the term is
+summed into its loss), the line named is the detach. A discriminator step on ``fake.detach()``
+(its own backward, reaching no optimized parameter behind the detach) keeps GT821's own line.
 """
 from __future__ import annotations
 
