@@ -177,3 +177,45 @@ def test_random_buffer_look_alikes_silent(run_script, src):
     res = run_script(src)
     assert res.code == 0, res.err
     assert "GT897" not in res.codes(), res.findings
+
+
+def test_lazy_module_and_uninitialized_parameter_beside_random_buffer_under_trace(monkeypatch):
+    """A lazy layer next to a random buffer, and a lazy module never run (its
+    UninitializedParameter and UninitializedBuffer stay): under trace() in strict mode (our
+    errors raise) the run ends clean. (trace() arms its mode on sampled steps: the fill made
+    before them is not seen, so nothing is named here; `gradtrace run` sees it, below.)"""
+    import torch.nn as nn
+
+    import gradtrace
+
+    monkeypatch.setenv("GRADTRACE_STRICT", "1")
+    torch.manual_seed(0)
+    with gradtrace.trace() as tr:
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.LazyLinear(3)
+                self.idle = nn.LazyBatchNorm1d()
+                self.register_buffer("mu", nn.init.normal_(torch.zeros(1, 3)))
+
+            def forward(self, x):
+                return self.lin(x) + self.mu
+
+        model = M()
+        model(torch.randn(2, 4))
+        opt = torch.optim.SGD(model.lin.parameters(), lr=0.1)
+        for _ in range(3):
+            loss = model(torch.randn(5, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    assert model.lin.weight.shape == (3, 4)
+    assert "GT897" not in [f.code for f in tr.findings], [f.message for f in tr.findings]
+
+
+def test_random_buffer_beside_lazy_layer_named(run_script):
+    src = _slots(load="model(torch.randn(2, 6))").replace("nn.Linear(d, d)", "nn.LazyLinear(d)")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT897", marked_line(src))], \
+        res.findings
