@@ -14,6 +14,10 @@
   and registered as a buffer beside trained layers (Slot Attention's ``slots_mu``): named at
   the registration. Silent: the same as a Parameter, a codebook buffer refreshed in place, a
   buffer loaded from a state dict, a buffer made by ``torch.randn`` (a fixed table).
+- NOTE [reward weight not detached] (GT898): REINFORCE weighs a Categorical's log-probabilities
+  by a reward computed with a graph from a regression head (visdial-rl): named at the product.
+  Silent: the reward detached, an entropy bonus ``p * log p`` of the same logits, a soft target
+  (GT878's), a constant weight.
 """
 from __future__ import annotations
 
@@ -219,3 +223,46 @@ def test_random_buffer_beside_lazy_layer_named(run_script):
     assert res.code == 0, res.err
     assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT897", marked_line(src))], \
         res.findings
+
+
+REINFORCE = """
+import torch
+import torch.nn as nn
+from torch.distributions import Categorical
+torch.manual_seed(0)
+policy = nn.Linear(4, 3)
+regress = nn.Linear(4, 2)
+teacher = nn.Linear(4, 3)
+opt = torch.optim.Adam([*policy.parameters(), *regress.parameters()], lr=1e-2)
+for _ in range(3):
+    s = torch.randn(6, 4)
+    dist = Categorical(logits=policy(s))
+    a = dist.sample()
+    feat = (regress(s) - 1).pow(2).mean(1)
+    reward = -feat
+    LOSS
+    opt.zero_grad()
+    (loss + feat.mean()).backward()
+    opt.step()
+"""
+PG = "loss = -(dist.log_prob(a) * reward).mean()  # <- cause"
+
+
+def test_reward_weight_not_detached_named_at_the_product(run_script):
+    src = REINFORCE.replace("LOSS", PG)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT898", marked_line(src))], \
+        res.findings
+
+
+@pytest.mark.parametrize("loss", [
+    "loss = -(dist.log_prob(a) * reward.detach()).mean()",
+    "loss = -(dist.log_prob(a) * reward.detach()).mean() - 0.01 * (dist.probs * dist.logits).sum(-1).mean()",
+    "loss = -(torch.softmax(teacher(s), -1) * torch.log_softmax(policy(s), -1)).sum(-1).mean()",
+    "loss = -(dist.log_prob(a) * 0.5).mean()",
+], ids=["detached", "entropy_bonus", "soft_target", "constant"])
+def test_reward_weight_look_alikes_silent(run_script, loss):
+    res = run_script(REINFORCE.replace("LOSS", loss))
+    assert res.code == 0, res.err
+    assert "GT898" not in res.codes(), res.findings

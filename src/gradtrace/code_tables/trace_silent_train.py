@@ -1,4 +1,4 @@
-"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT897: the silent bugs
+"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT898: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages, a gradient blown up by one op);
@@ -464,4 +464,25 @@ TRAIN_CODES = (
          """,
          "Make it an `nn.Parameter` if it should be learned.",
          "gradtrace.runtime.trace.random_buffer", severity="warning"),
+    Code("GT898", "reward-weight-not-detached",
+         "a policy-gradient loss weighs log-probabilities by a reward computed with a graph "
+         "from another network",
+         "A score-function (REINFORCE) loss `-(log_prob * reward)` treats the reward (a return, "
+         "an advantage, a distance to a target) as a number. When it is computed with a graph "
+         "from another network (a regression head, a critic), backward() also sends the policy "
+         "loss into that network, which is pushed to change the reward instead of the policy, "
+         "and its own training is disturbed. Nothing fails. The run walks the first loss "
+         "graphs and sees a product of a log-probability (a log_softmax, a Categorical's "
+         "normalised logits) and a weight whose graph reaches parameters the log-probabilities "
+         "do not depend on, and names the product.",
+         """
+         reward = prev_dist - feat_dist          # from the feature regression
+         loss = -(dist.log_prob(action) * reward).mean()
+         """,
+         """
+         reward = (prev_dist - feat_dist).detach()
+         loss = -(dist.log_prob(action) * reward).mean()
+         """,
+         "Detach the reward (or compute it under torch.no_grad()).",
+         "gradtrace.runtime.trace.score_weight", severity="warning"),
 )

@@ -13,6 +13,7 @@ from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.detached_feed import DETACHED, detached_feed
 from gradtrace.runtime.trace.random_buffer import random_buffer_findings
+from gradtrace.runtime.trace.score_weight import score_weight_findings
 from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
@@ -67,6 +68,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data, out) + \
         loss_input_findings(state, data) + soft_target_findings(state, data) + \
+        score_weight_findings(state) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
         inverted_decay_findings(data) + random_buffer_findings(state, data) + \
         thrown_away_findings(data)
