@@ -98,15 +98,15 @@ D = nn.Linear(4, 1)
 aux = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
 opt_G = torch.optim.Adam(G.parameters(), lr=1e-3)
 for _ in range(3):
-    fake = G(torch.randn(6, 4))
+    fake, y = G(torch.randn(6, 4)), torch.randint(0, 3, (6,))
     LOSS
     opt_G.zero_grad()
     loss.backward()
     opt_G.step()
 """
-DEAD_TERM = """sem = nn.functional.cross_entropy(aux(fake.detach()), torch.randint(0, 3, (6,)))  # <- cause
+DEAD_TERM = """sem = nn.functional.cross_entropy(aux(fake.detach()), y)  # <- cause
     loss = (D(fake) - 1).pow(2).mean() + sem"""
-LIVE_TERM = """sem = nn.functional.cross_entropy(aux(fake), torch.randint(0, 3, (6,)))
+LIVE_TERM = """sem = nn.functional.cross_entropy(aux(fake), y)
     loss = (D(fake) - 1).pow(2).mean() + sem"""
 D_STEP = """loss = (D(fake) - 1).pow(2).mean()
     loss_D = aux(fake.detach()).pow(2).mean()
@@ -258,7 +258,8 @@ def test_reward_weight_not_detached_named_at_the_product(run_script):
 
 @pytest.mark.parametrize("loss", [
     "loss = -(dist.log_prob(a) * reward.detach()).mean()",
-    "loss = -(dist.log_prob(a) * reward.detach()).mean() - 0.01 * (dist.probs * dist.logits).sum(-1).mean()",
+    "loss = -(dist.log_prob(a) * reward.detach()).mean()"
+    " - 0.01 * (dist.probs * dist.logits).sum(-1).mean()",
     "loss = -(torch.softmax(teacher(s), -1) * torch.log_softmax(policy(s), -1)).sum(-1).mean()",
     "loss = -(dist.log_prob(a) * 0.5).mean()",
 ], ids=["detached", "entropy_bonus", "soft_target", "constant"])
