@@ -18,6 +18,10 @@
   by a reward computed with a graph from a regression head (visdial-rl): named at the product.
   Silent: the reward detached, an entropy bonus ``p * log p`` of the same logits, a soft target
   (GT878's), a constant weight.
+- NOTE [optimizer state holding the gradient] (GT899): a hand-written optimizer stores
+  ``state['prev'] = grad`` (``p.grad.data``) and the loop zeroes gradients in place (DiffGrad):
+  named at the assignment in ``step``. Silent: a copy stored, gradients set to None between
+  steps.
 """
 from __future__ import annotations
 
@@ -267,3 +271,51 @@ def test_reward_weight_look_alikes_silent(run_script, loss):
     res = run_script(REINFORCE.replace("LOSS", loss))
     assert res.code == 0, res.err
     assert "GT898" not in res.codes(), res.findings
+
+
+DIFF = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+
+class Diff(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad.data
+                state = self.state[p]
+                prev = state.get("prev", torch.zeros_like(p))
+                p.add_(grad + (grad - prev).abs(), alpha=-group["lr"])
+                STORE
+
+model = nn.Linear(4, 2)
+opt = Diff(model.parameters())
+for _ in range(4):
+    loss = model(torch.randn(5, 4)).pow(2).mean()
+    opt.zero_grad(set_to_none=NONE)
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_state_holding_the_gradient_named_at_the_assignment(run_script):
+    src = DIFF.replace("STORE", 'state["prev"] = grad  # <- cause').replace("NONE", "False")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT899", marked_line(src))], \
+        res.findings
+
+
+@pytest.mark.parametrize("store,none", [('state["prev"] = grad.clone()', "False"),
+                                        ('state["prev"] = grad', "True")],
+                         ids=["copy_stored", "set_to_none"])
+def test_state_holding_the_gradient_look_alikes_silent(run_script, store, none):
+    res = run_script(DIFF.replace("STORE", store).replace("NONE", none))
+    assert res.code == 0, res.err
+    assert "GT899" not in res.codes(), res.findings

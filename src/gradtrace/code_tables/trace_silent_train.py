@@ -1,4 +1,4 @@
-"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT898: the silent bugs
+"""GT859, GT870-GT879 (GT877: singleton.py; GT875, GT876: events.py), GT889-GT899: the silent bugs
 of :mod:`gradtrace.code_tables.trace_silent` about how training steps are set up (weight decay
 and per-group learning rates, evaluation gradients and train/eval modes, clipping, softmax over
 a singleton dim, soft targets, weight averages, a gradient blown up by one op);
@@ -485,4 +485,26 @@ TRAIN_CODES = (
          """,
          "Detach the reward (or compute it under torch.no_grad()).",
          "gradtrace.runtime.trace.score_weight", severity="warning"),
+    Code("GT899", "optimizer-state-aliases-gradient",
+         "an optimizer keeps the gradient tensor itself in its state, and the next backward "
+         "overwrites it",
+         "A hand-written optimizer that stores `state['previous_grad'] = grad` with `grad = "
+         "p.grad.data` keeps the gradient's own memory. When the loop clears gradients in place "
+         "(`zero_grad(set_to_none=False)`, the default before torch 2.0) the next backward() "
+         "writes the new gradient into it, so the stored 'previous' gradient is always the "
+         "current one (DiffGrad's friction term becomes a constant). Nothing fails. The run "
+         "sees, as a step starts, a state tensor of an optimizer class that is not torch's "
+         "sharing its memory with `p.grad`, and names the assignment in `step`.",
+         """
+         state['previous_grad'] = grad
+         ...
+         optimizer.zero_grad(set_to_none=False)
+         """,
+         """
+         state['previous_grad'] = grad.clone()
+         ...
+         optimizer.zero_grad(set_to_none=False)
+         """,
+         "Store a copy of the gradient, or set gradients to None between steps.",
+         "gradtrace.runtime.trace.events", severity="warning"),
 )

@@ -94,6 +94,13 @@ _EVENT_TEXT = {
         "path through them out (it is not the derivative of the output)",
         "compute those values outside the grad-off block (keep only integer work such as "
         "index building under no_grad)"),
+    "optimizer-state-aliases-gradient": (  # NOTE [optimizer state holding the gradient]
+        "GT899", "the optimizer stores the gradient tensor itself in its state here "
+        "(`state['{op}']`), not a copy, and the program writes the next gradient into the same "
+        "memory (gradients zeroed in place, or accumulated): at the next step the stored value "
+        "is the current gradient, so whatever the optimizer computes from the two is lost",
+        "store a copy (`state['{op}'] = grad.clone()`), or clear gradients with "
+        "`zero_grad(set_to_none=True)`"),
     "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
                    "step's graph alive (memory grows each step)",
                    "accumulate loss.item() (a float) or loss.detach() instead"),

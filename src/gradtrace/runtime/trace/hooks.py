@@ -37,6 +37,7 @@ from gradtrace.runtime.trace.shared_layers import note_shared
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.windows import note_window
 from gradtrace.runtime.trace.random_buffer import note_buffer
+from gradtrace.runtime.trace.state_alias import check_state_alias
 from gradtrace.runtime.trace.hook_state import HookState, OptimizerRecord
 
 Tensor = torch.Tensor
@@ -223,6 +224,7 @@ class Hooks:
             note_summed(d, st, rec, opt)  # summed_outside.py
         assert rec is not None
         rec.steps += 1
+        check_state_alias(self.state, opt, rec.steps)  # NOTE [optimizer state holding the gradient]
         note_window(st, rec)
         if not rec.schedule_checked:
             watch_lr(rec, opt, d)
