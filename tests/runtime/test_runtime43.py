@@ -18,7 +18,7 @@
   by a reward computed with a graph from a regression head (visdial-rl): named at the product.
   Silent: the reward detached, an entropy bonus ``p * log p`` of the same logits, a soft target
   (GT878's), a constant weight.
-- NOTE [optimizer state holding the gradient] (GT899): a hand-written optimizer stores
+- NOTE [optimizer state holding the gradient] (GT860): a hand-written optimizer stores
   ``state['prev'] = grad`` (``p.grad.data``) and the loop zeroes gradients in place (DiffGrad):
   named at the assignment in ``step``. Silent: a copy stored, gradients set to None between
   steps.
@@ -308,7 +308,7 @@ def test_state_holding_the_gradient_named_at_the_assignment(run_script):
     src = DIFF.replace("STORE", 'state["prev"] = grad  # <- cause').replace("NONE", "False")
     res = run_script(src)
     assert res.code == 0, res.err
-    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT899", marked_line(src))], \
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT860", marked_line(src))], \
         res.findings
 
 
@@ -318,4 +318,4 @@ def test_state_holding_the_gradient_named_at_the_assignment(run_script):
 def test_state_holding_the_gradient_look_alikes_silent(run_script, store, none):
     res = run_script(DIFF.replace("STORE", store).replace("NONE", none))
     assert res.code == 0, res.err
-    assert "GT899" not in res.codes(), res.findings
+    assert "GT860" not in res.codes(), res.findings

@@ -95,7 +95,7 @@ _EVENT_TEXT = {
         "compute those values outside the grad-off block (keep only integer work such as "
         "index building under no_grad)"),
     "optimizer-state-aliases-gradient": (  # NOTE [optimizer state holding the gradient]
-        "GT899", "the optimizer stores the gradient tensor itself in its state here "
+        "GT860", "the optimizer stores the gradient tensor itself in its state here "
         "(`state['{op}']`), not a copy, and the program writes the next gradient into the same "
         "memory (gradients zeroed in place, or accumulated): at the next step the stored value "
         "is the current gradient, so whatever the optimizer computes from the two is lost",

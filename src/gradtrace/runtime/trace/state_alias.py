@@ -15,7 +15,7 @@ to None between steps the gradient is a new tensor and nothing is shared: a stat
 keeps the previous step's tensor (a reference, never written in place) is not reported. The
 line named is, in the source of the optimizer's ``step``, the last assignment of that state key
 whose value is a plain name or attribute (no copy: ``state['previous_grad'] = grad``), else
-the step's ``def``. GT899.
+the step's ``def``. GT860.
 """
 from __future__ import annotations
 
