@@ -12,7 +12,8 @@ Adding a code touches one place plus the generated docs:
   (``code_tables/trace.py`` GT800-GT841, ``code_tables/trace_silent.py`` GT836-GT838, GT842-GT849,
   GT857, GT858, GT865, GT866, GT870-GT879, GT889-GT892 (the trace range is full: the next codes
   come after GT894 in ``code_tables/trace_silent_train.py``, which the distributed doctor leaves
-  free), ``code_tables/watch.py`` GT850-GT856, GT859-GT864 and GT867-GT869,
+  free; GT860 and GT896-GT898 in ``code_tables/trace_silent_across.py``),
+  ``code_tables/watch.py`` GT850-GT856, GT859, GT861-GT864 and GT867-GT869,
   ``code_tables/distributed.py`` GT880-GT899), naming the module that produces it;
 then ``gradtrace rules --markdown > docs/rules.md``. ``tests/test_catalogue_of_codes.py`` checks that codes
 and names are unique across all tables and that every entry is complete.

@@ -6,6 +6,7 @@ reported by ``gradtrace run`` / ``gradtrace.trace()`` when the trace ends (issue
 from __future__ import annotations
 
 from gradtrace.code_tables import Code
+from gradtrace.code_tables.trace_silent_across import ACROSS_CODES
 from gradtrace.code_tables.trace_silent_train import TRAIN_CODES
 
 _EVENTS = "gradtrace.runtime.trace.events"
@@ -302,4 +303,4 @@ CODES = (
          "Average (or copy) the buffers too: walk `buffers()` beside `parameters()`, or pair "
          "`state_dict()` entries.", "gradtrace.runtime.trace.average_stats",
          severity="warning"),
-) + TRAIN_CODES
+) + TRAIN_CODES + ACROSS_CODES

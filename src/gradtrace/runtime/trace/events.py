@@ -87,6 +87,20 @@ _EVENT_TEXT = {
         "grad_output (ones), not the derivative of `{op}`",
         "use the out-of-place op (`{op}(x)`) or differentiate with respect to a tensor the "
         "write does not rebind (`x0 = x.clone()` before it)"),
+    "derivative-skips-no-grad-path": (  # NOTE [derivative through a no_grad copy of its input]
+        "GT896", "grad mode is off here while `{op}` computes values from a tensor that "
+        "torch.autograd.grad later differentiates with respect to, and those values still "
+        "feed the output: autograd treats them as constants, so the derivative leaves every "
+        "path through them out (it is not the derivative of the output)",
+        "compute those values outside the grad-off block (keep only integer work such as "
+        "index building under no_grad)"),
+    "optimizer-state-aliases-gradient": (  # NOTE [optimizer state holding the gradient]
+        "GT860", "the optimizer stores the gradient tensor itself in its state here "
+        "(`state['{op}']`), not a copy, and the program writes the next gradient into the same "
+        "memory (gradients zeroed in place, or accumulated): at the next step the stored value "
+        "is the current gradient, so whatever the optimizer computes from the two is lost",
+        "store a copy (`state['{op}'] = grad.clone()`), or clear gradients with "
+        "`zero_grad(set_to_none=True)`"),
     "graph-kept": ("GT826", "a running total of a tensor that requires grad keeps every "
                    "step's graph alive (memory grows each step)",
                    "accumulate loss.item() (a float) or loss.detach() instead"),

@@ -54,10 +54,12 @@ from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.classify import first_grad_tensor
 from gradtrace.runtime.trace.constant_input import (apply_site, arg_positions,
                                                    constant_by_design, kept_inputs)
+from gradtrace.runtime.trace.detached_feed import note_walk
 from gradtrace.runtime.trace.fix_lines import ZERO_DERIVATIVE
 from gradtrace.runtime.trace.loose_leaves import note_leaf
 from gradtrace.runtime.trace.reached_cuts import seen_in_walk
 from gradtrace.runtime.trace.records import created_site, node_name
+from gradtrace.runtime.trace.score_weight import check_weight
 from gradtrace.runtime.trace.soft_target import check_product
 
 Tensor = torch.Tensor
@@ -71,6 +73,9 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
     found, cuts, met = state.zero_ops, state.cuts, state.met_nodes
     state.walks += 1
     uses: dict[int, list[Any]] = {}  # NOTE [sigmoid kept as probabilities] (loss_input.py)
+    # marked nodes met, and every leaf: NOTE [term detached from the model it should train]
+    hits: list[Any] = []
+    leaves: set[int] = set()
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
@@ -78,9 +83,11 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
         seen.add(id(node))
         if met and id(node) in met:  # NOTE [cut that reaches the loss]
             seen_in_walk(state, node)
+            hits.append(node)
         name = type(node).__name__
         if name == "AccumulateGrad":
             var = node.variable
+            leaves.add(id(var))
             if cuts:
                 _copied_leaf(state, var)
             note_leaf(state, var)  # NOTE [hand-made leaf left out of the optimizer]
@@ -93,6 +100,7 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
             _watch_function(state, node)
         elif name == "MulBackward0":
             check_product(state, node)  # NOTE [soft target not detached]
+            check_weight(state, node)  # NOTE [reward weight not detached]
         try:
             nxt = [n for n, _ in node.next_functions]
         except (AttributeError, RuntimeError):
@@ -101,6 +109,8 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
         for n in nxt:
             if n is not None and type(n).__name__ == "SigmoidBackward0":
                 uses.setdefault(id(n), [n, 0])[1] += 1
+    if hits:
+        note_walk(state, hits, leaves)
     for n, count in uses.values():
         site = created_site(n)[0]
         if site is not None:

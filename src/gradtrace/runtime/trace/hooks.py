@@ -36,6 +36,8 @@ from gradtrace.runtime.trace.schedule import watch_lr
 from gradtrace.runtime.trace.shared_layers import note_shared
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.windows import note_window
+from gradtrace.runtime.trace.random_buffer import note_buffer
+from gradtrace.runtime.trace.state_alias import check_state_alias
 from gradtrace.runtime.trace.hook_state import HookState, OptimizerRecord
 
 Tensor = torch.Tensor
@@ -74,6 +76,9 @@ class Hooks:
         self.handles.append(mm.register_module_parameter_registration_hook(
             _safe(self._registered)))
         self.handles.append(om.register_optimizer_step_post_hook(_safe(self._step_post)))
+        # buffers registered: NOTE [random weight kept as a buffer]
+        self.handles.append(mm.register_module_buffer_registration_hook(
+            _safe(lambda _m, _n, v: note_buffer(self.state, self._site(), v))))
 
     def module_hook(self, on: bool, final: bool = False) -> None:
         """Put the global forward pre-hook in or take it out (out between unarmed steps:
@@ -219,6 +224,7 @@ class Hooks:
             note_summed(d, st, rec, opt)  # summed_outside.py
         assert rec is not None
         rec.steps += 1
+        check_state_alias(self.state, opt, rec.steps)  # NOTE [optimizer state holding the gradient]
         note_window(st, rec)
         if not rec.schedule_checked:
             watch_lr(rec, opt, d)

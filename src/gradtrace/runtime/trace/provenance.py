@@ -33,6 +33,7 @@ from gradtrace.runtime.trace.dead_terms import (DEAD, block_statement, check_com
                                                 summed_by_user)
 from gradtrace.runtime.trace.dropped import DROP_AT, learn
 from gradtrace.runtime.trace.average_stats import note_nograd_write
+from gradtrace.runtime.trace.random_buffer import FILLS, note_fill
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.mode_checks import ModeChecks, _oops
 from gradtrace.runtime.trace.lr_groups import note_asked
@@ -195,7 +196,10 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
                 self._clip_before_step(func, args)
             if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
                 note_average(self.state, call_name(func), args)
-            note_nograd_write(self.state, call_name(func), args)  # NOTE [average that skips the statistics]
+            name = call_name(func)
+            note_nograd_write(self.state, name, args)  # NOTE [average that skips the statistics]
+            if name in FILLS:  # NOTE [random weight kept as a buffer]
+                note_fill(self.state, name, args)
             if self.state.data_aliases and args and id(args[0]) in self.state.data_aliases:
                 raw = raw_site()  # NOTE [values swapped under a saved graph]: under no_grad
                 note_alias_write(self.state, args[0], None if raw is None else

@@ -20,6 +20,7 @@ from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
 from gradtrace.runtime.trace.late_thaw import note_thaw
 from gradtrace.runtime.trace.mode_checks import _oops
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
+from gradtrace.runtime.trace.random_buffer import FILLS, note_fill
 from gradtrace.runtime.trace.records import META_CREATED
 from gradtrace.runtime.trace.root_leaf import forced_number_leaf, graphless_grads
 
@@ -43,6 +44,8 @@ class SpecialHandlers:
                 plain = None
         out = self._call(func, args, kwargs)
         self.seq += 1
+        if plain is not None and not self.state.backward_count and call_name(func) in FILLS:
+            note_fill(self.state, call_name(func), args)  # NOTE [random weight kept as a buffer]
         if len(args) > 1 and isinstance(args[1], Parameter):  # NOTE [EMA between steps]
             note_average(self.state, call_name(func), args)
         if not torch.is_grad_enabled():  # NOTE [average that skips the statistics]

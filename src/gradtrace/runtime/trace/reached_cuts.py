@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 META_CUT_IN = "gradtrace.cut_in"  # -> the Cut whose value this node's op was handed
+META_CUT_FLOAT = "gradtrace.cut_float"  # that value was floating point (input_cut.py)
 _MARKS = 256  # nodes marked at most, per session
 
 Tensor = torch.Tensor
@@ -55,6 +56,8 @@ def _mark(state: Any, cuts: Any, a: Any, gf: Any) -> bool:
         return False
     if hit[1] not in state.reached:
         gf.metadata[META_CUT_IN] = hit[1]
+        if a.is_floating_point():  # NOTE [derivative through a no_grad copy of its input]
+            gf.metadata[META_CUT_FLOAT] = True
         state.met_nodes[id(gf)] = hit[1]
         if len(state.met_nodes) >= _MARKS:  # enough marks: the watch ends (a program that
             state.meet_watch = False         # never calls backward() stops scanning here)
@@ -88,5 +91,5 @@ def watch_after_backward(state: Any) -> None:
         state.met_nodes.clear()
 
 
-__all__ = ["META_CUT_IN", "note_meet", "seen_in_walk", "unused_snapshot",
+__all__ = ["META_CUT_FLOAT", "META_CUT_IN", "note_meet", "seen_in_walk", "unused_snapshot",
            "watch_after_backward"]

@@ -48,6 +48,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.trace.grad_of_itself import rewritten_inputs
+from gradtrace.runtime.trace.input_cut import cut_paths
 from gradtrace.runtime.trace.leaves import upstream_leaves
 from gradtrace.runtime.trace.records import Cut
 
@@ -103,6 +104,7 @@ def graphless_grads(mode: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ro
                     out: Any) -> None:
     """NOTE [gradients taken without a graph]: the gradients ``autograd.grad`` returned."""
     rewritten_inputs(mode.state, args, kwargs, roots)  # NOTE [input rewritten into the output]
+    cut_paths(mode.state, args, kwargs, roots)  # NOTE [derivative through a no_grad copy of its input]
     create = kwargs.get("create_graph", args[4] if len(args) > 4 else False)
     if create or not torch.is_grad_enabled() or not isinstance(out, (tuple, list)):
         return

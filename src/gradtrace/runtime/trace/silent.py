@@ -11,6 +11,9 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
+from gradtrace.runtime.trace.detached_feed import DETACHED, detached_feed
+from gradtrace.runtime.trace.random_buffer import random_buffer_findings
+from gradtrace.runtime.trace.score_weight import score_weight_findings
 from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
@@ -65,8 +68,9 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     steps = any(r.steps for r in data.optimizers.values())
     out += shared_findings(data.shared, steps) + dead_term_findings(state, data, out) + \
         loss_input_findings(state, data) + soft_target_findings(state, data) + \
+        score_weight_findings(state) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
-        inverted_decay_findings(data) + \
+        inverted_decay_findings(data) + random_buffer_findings(state, data) + \
         thrown_away_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
@@ -363,8 +367,8 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 other = None if late else other_stepped(data, missed)
                 if other is not None and _cut_first_pass(state, data):
                     continue
-                site, why, fix = late or other or (single_optimizer_built_at(data) or
-                                                   partial_optimizer_site(data, m), why, fix)
+                site, why, fix = late or other or detached_feed(state, missed, in_opt) or (
+                    single_optimizer_built_at(data) or partial_optimizer_site(data, m), why, fix)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
@@ -373,8 +377,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
     # NOTE [uncalled layers in a plain container] (plain_held.py)
     uncalled_in_plain_container(data, in_opt, groups)
     step = next((r.site for r in data.optimizers.values() if r.steps), None)
-    out = []
-    for (kind, site, why, fix), names in groups.items():
+    out = []  # a detach that made a term useless first: NOTE [term detached from the model it should train]
+    for (kind, site, why, fix), names in sorted(groups.items(),
+                                                key=lambda kv: DETACHED not in kv[0][2]):
         shown = listed(names)
         out.append(make(code_for(kind, "GT821"), site, f"{shown} receive gradients but no "
                         f"optimizer updates them: {why}", fix=fix,

@@ -61,6 +61,9 @@ class TraceState(GradEvents):
         self.reached: set[Cut] = set()
         self.watched: set[Cut] = set()
         self.walks = 0
+        self.cut_feeds: dict[Cut, tuple[set[int], set[int]]] = {}  # detached_feed.py
+        self.random_fills: dict[int, Any] = {}  # NOTE [random weight kept as a buffer]
+        self.score_weights: dict[Site, int] = {}  # NOTE [reward weight not detached]
         self.forced_walks = 0  # (and the walks it made from a number's tensor)
         self.zero_ops: list[tuple[Site, str]] = []  # NOTE [zero-derivative ops]
         self._prune_at = _PRUNE_AT

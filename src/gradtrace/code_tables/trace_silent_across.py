@@ -1,0 +1,99 @@
+"""GT860, GT896-GT898: silent bugs of :mod:`gradtrace.code_tables.trace_silent` seen across calls
+and modules (a derivative that skips values computed under no_grad, a random weight kept as a
+buffer, a reward weight not detached, an optimizer state holding the gradient);
+``trace_silent.CODES`` ends with them."""
+from __future__ import annotations
+
+from gradtrace.code_tables import Code
+
+ACROSS_CODES = (
+    Code("GT896", "derivative-skips-no-grad-path",
+         "autograd.grad differentiates an output that also uses values computed from the input "
+         "with grad mode off",
+         "Values computed inside `with torch.no_grad():` from a tensor that requires grad have "
+         "no graph. When they still feed an output that `torch.autograd.grad` then "
+         "differentiates with respect to that tensor (forces as `-dE/dpos`, an input "
+         "gradient), autograd treats them as constants: the result is not the derivative of "
+         "the output, every path through them is missing. Nothing fails. The run sees the "
+         "input of the call (not a Parameter, in no optimizer) reached by the output's graph "
+         "and, on the same graph, a value cut off by a grad-off block of user code from that "
+         "input, and names the block.",
+         """
+         bond_vec = pos[dst] - pos[src]
+         with torch.no_grad():
+             lg_vec = bond_vec[edge_ids]
+         energy = model(bond_vec, angles(lg_vec))
+         forces = -torch.autograd.grad(energy, pos)[0]
+         """,
+         """
+         bond_vec = pos[dst] - pos[src]
+         with torch.no_grad():
+             edge_ids = (bond_vec.norm(dim=1) < cutoff).nonzero().squeeze(1)
+         energy = model(bond_vec, angles(bond_vec[edge_ids]))
+         forces = -torch.autograd.grad(energy, pos)[0]
+         """,
+         "Compute the values outside the grad-off block; keep only integer work (indices, "
+         "masks) under no_grad.",
+         "gradtrace.runtime.trace.events", severity="warning"),
+    Code("GT897", "random-weight-as-buffer",
+         "a tensor drawn by a random weight initialiser is registered as a buffer and never "
+         "changes while the module around it trains",
+         "`register_buffer` keeps a tensor with the module (saved, moved with `.to()`), but a "
+         "buffer is no parameter: `model.parameters()` leaves it out, so no optimizer ever "
+         "updates it. A prior or a projection drawn like a weight (`nn.init.xavier_uniform_`, "
+         "`normal_`) and registered as a buffer keeps its random initial values for the whole "
+         "training. Nothing fails. The run sees the random fill, the registration, the buffer "
+         "still unchanged at the end, in a module whose own parameters an optimizer stepped, "
+         "and names the registration.",
+         """
+         self.register_buffer("slots_mu", nn.init.xavier_uniform_(torch.zeros(1, 1, d)))
+         """,
+         """
+         self.slots_mu = nn.Parameter(nn.init.xavier_uniform_(torch.zeros(1, 1, d)))
+         """,
+         "Make it an `nn.Parameter` if it should be learned.",
+         "gradtrace.runtime.trace.random_buffer", severity="warning"),
+    Code("GT898", "reward-weight-not-detached",
+         "a policy-gradient loss weighs log-probabilities by a reward computed with a graph "
+         "from another network",
+         "A score-function (REINFORCE) loss `-(log_prob * reward)` treats the reward (a return, "
+         "an advantage, a distance to a target) as a number. When it is computed with a graph "
+         "from another network (a regression head, a critic), backward() also sends the policy "
+         "loss into that network, which is pushed to change the reward instead of the policy, "
+         "and its own training is disturbed. Nothing fails. The run walks the first loss "
+         "graphs and sees a product of a log-probability (a log_softmax, a Categorical's "
+         "normalised logits) and a weight whose graph reaches parameters the log-probabilities "
+         "do not depend on, and names the product.",
+         """
+         reward = prev_dist - feat_dist          # from the feature regression
+         loss = -(dist.log_prob(action) * reward).mean()
+         """,
+         """
+         reward = (prev_dist - feat_dist).detach()
+         loss = -(dist.log_prob(action) * reward).mean()
+         """,
+         "Detach the reward (or compute it under torch.no_grad()).",
+         "gradtrace.runtime.trace.score_weight", severity="warning"),
+    Code("GT860", "optimizer-state-aliases-gradient",
+         "an optimizer keeps the gradient tensor itself in its state, and the next backward "
+         "overwrites it",
+         "A hand-written optimizer that stores `state['previous_grad'] = grad` with `grad = "
+         "p.grad.data` keeps the gradient's own memory. When the loop clears gradients in place "
+         "(`zero_grad(set_to_none=False)`, the default before torch 2.0) the next backward() "
+         "writes the new gradient into it, so the stored 'previous' gradient is always the "
+         "current one (DiffGrad's friction term becomes a constant). Nothing fails. The run "
+         "sees, as a step starts, a state tensor of an optimizer class that is not torch's "
+         "sharing its memory with `p.grad`, and names the assignment in `step`.",
+         """
+         state['previous_grad'] = grad
+         ...
+         optimizer.zero_grad(set_to_none=False)
+         """,
+         """
+         state['previous_grad'] = grad.clone()
+         ...
+         optimizer.zero_grad(set_to_none=False)
+         """,
+         "Store a copy of the gradient, or set gradients to None between steps.",
+         "gradtrace.runtime.trace.events", severity="warning"),
+)
