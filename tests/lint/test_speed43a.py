@@ -3,6 +3,8 @@ findings each must keep and a test that fails when the cheap path is undone.
 
 - NOTE [stale optimizer first]: GT404's statement visitors ask whether the scope builds an
   optimizer before reading what a statement re-creates (a callee that may live in another file).
+- NOTE [optimizer over no parameters call]: GT447 reads a function's optimizers only when its
+  code spells ``parameters`` (in ASCII code).
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import textwrap
 import pytest
 
 from gradtrace.lint import check_source
-from gradtrace.lint.rules.registration import identity
+from gradtrace.lint.rules.registration import identity, other_instance
 
 
 def _found(src: str, code: str) -> list[tuple[str, int]]:
@@ -95,3 +97,67 @@ def test_no_optimizer_no_statement_read(asked: list[tuple[str, int]]) -> None:
 def test_optimizer_statements_read(asked: list[tuple[str, int]]) -> None:
     assert _found(STALE, "GT404") == [("GT404", 12), ("GT404", 18)]
     assert ("replaces", 17) in asked and ("new", 18) in asked
+
+
+# -- NOTE [optimizer over no parameters call] ---------------------------------------------------
+OTHER = """
+    import torch
+    import torch.nn as nn
+
+    def train(loader):
+        net = nn.Linear(4, 2)
+        model = nn.Linear(4, 2)
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+        for x, y in loader:
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    def fit(loader, w):
+        opt = torch.optim.Adam([w], lr=1e-3)
+        for x, y in loader:
+            opt.zero_grad()
+            ((x @ w - y) ** 2).mean().backward()
+            opt.step()
+"""
+SAME = OTHER.replace("Adam(net.parameters()", "Adam(model.parameters()")
+
+
+@pytest.fixture
+def builds_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The functions (or the module) whose optimizers GT447 reads."""
+    seen: list[str] = []
+    builds = other_instance.optimizer_builds
+
+    def counted(scope):  # type: ignore[no-untyped-def]
+        seen.append(getattr(scope.node, "name", "<module>"))
+        return builds(scope)
+    monkeypatch.setattr(other_instance, "optimizer_builds", counted)
+    return seen
+
+
+def test_other_instance_still_found(builds_read: list[str]) -> None:
+    assert _found(OTHER, "GT447") == [("GT447", 8)]
+    # `fit` never spells `parameters` (the module's lines are the file's: they do)
+    assert builds_read == ["<module>", "train"]
+
+
+def test_same_instance_silent() -> None:
+    assert _found(SAME, "GT447") == []
+
+
+def test_parameters_in_a_comment_or_string_only(builds_read: list[str]) -> None:
+    src = OTHER.replace("net.parameters()", "[net.weight]  # net.parameters()")
+    assert _found(src, "GT447") == []
+    assert builds_read == []
+    src = OTHER.replace("lr=1e-3)\n        for x, y in loader:\n            opt.zero_grad()\n"
+                        "            ((x", "lr=1e-3, name='parameters')\n        for x, y in "
+                        "loader:\n            opt.zero_grad()\n            ((x")
+    assert "name='parameters'" in src
+    _found(src, "GT447")
+    assert "fit" not in builds_read
+
+
+def test_non_ascii_code_reads_every_function(builds_read: list[str]) -> None:
+    assert _found(OTHER + "\n    é = 1\n", "GT447") == [("GT447", 8)]
+    assert sorted(builds_read) == ["<module>", "fit", "train"]
