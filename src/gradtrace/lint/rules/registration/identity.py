@@ -133,7 +133,7 @@ class ModelRecreatedAfterOptimizer(Rule):
         if len(node.targets) != 1 or not isinstance(node.value, ast.Call):
             return
         target = dotted(node.targets[0])
-        if target is None or not scope_mentions(ctx, "optim") \
+        if target is None or not _may_report(ctx) \
                 or not self._new_object(node.value, target, ctx):
             return
         yield from self._report(node, target, ctx)
@@ -145,7 +145,7 @@ class ModelRecreatedAfterOptimizer(Rule):
             target = dotted(call.func.value)
             if target:
                 yield from self._report(node, target, ctx)
-        elif isinstance(call, ast.Call) and scope_mentions(ctx, "optim"):
+        elif isinstance(call, ast.Call) and _may_report(ctx):  # NOTE [stale optimizer first]
             target = replaces_submodules_of(call, ctx.scope(), node.lineno)
             if target:
                 yield from self._report(node, target, ctx, _own_replacement(call, target, ctx))
@@ -180,7 +180,7 @@ class ModelRecreatedAfterOptimizer(Rule):
 
     def _report(self, node: ast.stmt, target: str, ctx: Context,
                 inside: ast.stmt | None = None) -> Iterator[Finding]:
-        if not scope_mentions(ctx, "optim") or not all_builds(ctx.scope()):
+        if not _may_report(ctx):
             return
         got = next((g for t in _same_module(ctx.scope(), target, node.lineno)
                     if (g := _stale_optimizer(ctx.scope(), t, node)) is not None), None)
@@ -253,6 +253,17 @@ class ModelRecreatedAfterOptimizer(Rule):
                            "parameters", ctx.column(step))]
         yield self.report(node, ctx, related=related, target=target, opt=build.name,
                           opt_line=build.stmt.lineno)
+
+
+def _may_report(ctx: Context) -> bool:
+    """# NOTE [stale optimizer first]
+    :meth:`ModelRecreatedAfterOptimizer._report` finds nothing in a scope (the function
+    being visited, or the module) that builds no optimizer (:func:`._recreated.all_builds`),
+    so the statement visitors ask that first, before what the statement re-creates: reading
+    that (``replaces_submodules_of``, ``_new_object``) may resolve a callee in another file of
+    the project (NOTE [project index]: a parse), and a package's ``__init__.py`` that imports
+    ``.optimization`` calls dozens of things at module level."""
+    return scope_mentions(ctx, "optim") and bool(all_builds(ctx.scope()))
 
 
 class OptimizersShareParameters(Rule):

@@ -5,15 +5,32 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import file_says
+from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._modules import (
     covers, optimizer_builds, rebound_between, step_lines,
 )
+
+
+def _spells_parameters(fn: ast.AST, ctx: Context) -> bool:
+    """# NOTE [optimizer over no parameters call]
+    GT447 names the module an optimizer is built over from a ``.parameters()`` or
+    ``.named_parameters()`` call inside the build (``SGD(net.parameters())``); a build
+    without one is passed over. A build is a binding of the function (or the module), so in
+    code (strings and comments out) whose lines never spell ``parameters`` there is nothing
+    to report, known before the function's optimizers are read (``optimizer_builds`` reads
+    the kind of each local callee, maybe through other files: ``generation/utils.py``).
+    In ASCII code only: Python reads names NFKC-normalised."""
+    if not ascii_code(ctx):
+        return True
+    return ctx.mentions("parameters") if isinstance(fn, ast.Module) \
+        else node_mentions(ctx, fn, "parameters")
 
 
 class OptimizerOverOtherInstance(Rule):
@@ -77,6 +94,8 @@ class OptimizerOverOtherInstance(Rule):
     def _check(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         if not file_says(ctx, "step"):
             return  # no `.step(...)` call in the file: no optimizer is stepped (step_lines)
+        if not _spells_parameters(fn, ctx):  # NOTE [optimizer over no parameters call]
+            return
         scope = ctx.scope(fn)
         builds = optimizer_builds(scope)
         if not builds:
