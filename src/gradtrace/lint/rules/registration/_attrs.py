@@ -8,7 +8,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, peel, walk
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
-from gradtrace.lint.rules.registration._modules import CONTAINERS
+from gradtrace.lint.rules.registration._stateless import CONTAINERS
 
 REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
                                "register_buffer", "setattr"})
