@@ -8,7 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.grad_mode.grad_in_helper import _own_gradient
+from gradtrace.lint.rules.grad_mode._helper_gradients import _own_gradient
 
 # NOTE [hooks run in the backward's grad mode]
 # The autograd engine runs a backward pass with grad mode set to its `create_graph`: a
