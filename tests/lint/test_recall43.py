@@ -182,3 +182,64 @@ def test_passed_loss_made_by_a_factory_twin():
 
 def test_passed_loss_made_by_a_factory_lookalike():
     assert _found(PASSED.replace("{OUT}", "net(feats)"), "GT105") == []
+
+
+# NOTE [container spellings] (GT401): layers kept in a plain list spelled through `list(...)`
+SPELLED = '''
+import torch.nn as nn
+
+
+class Tower(nn.Module):
+    def __init__(self, width, depth, sizes):
+        super().__init__()
+        self.stack = {STACK}
+        self.pools = list(nn.MaxPool1d(k) for k in sizes)
+
+    def forward(self, x):
+        for f in self.stack:
+            x = f(x)
+        return x
+'''
+
+
+def test_layers_in_list_of_generator_twin():
+    src = SPELLED.replace("{STACK}", "list(nn.Linear(width, width) for _ in range(depth))")
+    assert _found(src, "GT401") == [8]
+
+
+def test_layers_in_list_of_concatenation_twin():
+    src = SPELLED.replace("{STACK}", "list([nn.Linear(3, width)] + [nn.Linear(width, width) "
+                                     "for _ in range(depth)])")
+    assert _found(src, "GT401") == [8]
+
+
+def test_layers_in_list_spelled_lookalike():
+    # registered the same way, and a list of pooling layers (no weights to lose): silent
+    src = SPELLED.replace("{STACK}", "nn.ModuleList(nn.Linear(width, width) "
+                                     "for _ in range(depth))")
+    assert _found(src, "GT401") == []
+
+
+REWRAPPED = '''
+import torch.nn as nn
+
+
+class Bank(nn.Module):
+    def __init__(self, widths):
+        super().__init__()
+        self.cells = []
+        for w in widths:
+            self.cells.append(nn.Conv1d(4, 4, w))
+        self.cells = {WRAP}(self.cells)
+
+    def forward(self, x):
+        return sum(c(x) for c in self.cells)
+'''
+
+
+def test_filled_list_rewrapped_in_list_twin():
+    assert _found(REWRAPPED.replace("{WRAP}", "list"), "GT401") == [8]
+
+
+def test_filled_list_rewrapped_in_modulelist_lookalike():
+    assert _found(REWRAPPED.replace("{WRAP}", "nn.ModuleList"), "GT401") == []
