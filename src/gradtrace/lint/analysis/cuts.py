@@ -23,6 +23,7 @@ from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.kinds import is_torch_loss  # (other modules import it from here)
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
 from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
+from gradtrace.lint.analysis.weightless import weightless_parameter, weightless_value
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, statements, walk
@@ -357,7 +358,9 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
     learnable weights (ArcFace, uncertainty weighting): then it is not pure."""
     ctx = t.ctx
     values = [unpacked_value(b, name) for b in t.scope.bindings.get(name, ())]
+    where = t.scope  # (the scope the values are read in: NOTE [weightless callee])
     if not values:  # the module's, listed once per file (each function of a script asks)
+        where = ctx.scope(ctx.tree)
         module: dict[str, list[ast.expr | None]] = ctx.memo(
             "origins-module-values", ctx.tree, dict)
         values = module.get(name)  # type: ignore[assignment]
@@ -382,13 +385,15 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
             runs = passed_runs_model(ctx, t.scope.node, name)
             if runs is not None:
                 return not runs
+            if weightless_parameter(t, name):
+                return True
         return bool(LOSS_CALLABLE_RE.match(last))
     if all(isinstance(v, (ast.Name, ast.Attribute)) and dotted(v) not in (None, name)
            for v in values):  # `criterion = cal_loss`: an alias is the function it names
         t._pure[name] = False  # (while answering: a cycle of aliases is no loss)
         return all(pure_loss(t, v) for v in values)  # type: ignore[arg-type]
-    return all(isinstance(u := _unmoved(v), ast.Call)
-               and is_torch_loss(ctx.qualified_name(u.func)) for v in values)
+    return all(isinstance(u := _unmoved(v), ast.Call) and is_torch_loss(
+        ctx.qualified_name(u.func)) or weightless_value(t, v, where) for v in values)
 
 
 def _reads_self(cls: ast.ClassDef | None, method: str) -> bool:

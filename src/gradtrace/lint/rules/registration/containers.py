@@ -8,6 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.list_elements import container_elements as _elements, rewraps
 from gradtrace.lint.analysis.modules import is_module_class, plain_class
 from gradtrace.lint.analysis.vocabulary import OTHER_FRAMEWORKS
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
@@ -69,20 +70,6 @@ def _trains_itself(name: str, ctx: Context) -> bool:
     return cls is not None and any(
         isinstance(n, ast.Call) and (q := ctx.call_name(n) or "").startswith("torch.optim.")
         and not q.startswith("torch.optim.lr_scheduler.") for n in walk(cls.node))
-
-
-def _elements(value: ast.AST) -> tuple[str, list[ast.AST]] | None:
-    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):  # `[block] * 8`
-        value = value.left if isinstance(value.left, ast.List) else value.right
-    if isinstance(value, (ast.List, ast.Tuple)):
-        return "list", list(value.elts)
-    if isinstance(value, (ast.ListComp, ast.GeneratorExp)):
-        return "list", [value.elt]
-    if isinstance(value, ast.Dict):
-        return "dict", [v for v in value.values if v is not None]
-    if isinstance(value, ast.DictComp):
-        return "dict", [value.value]
-    return None
 
 
 def _present_arm(value: ast.AST) -> ast.AST:
@@ -289,6 +276,7 @@ class ModulesInPlainContainer(Rule):
             # `self.x = None` then `self.x = []` under `if layers is not None:`: one container
             stmts = [st for st in stmts if not (isinstance(st.value, ast.Constant)
                                                 and st.value.value is None)] or stmts
+            stmts = [st for st in stmts if not rewraps(st.value, attr)] or stmts  # `list(self.x)`
             # one per branch of an `if` in __init__ (`field_each` variant); with several
             # assignments, the appends may belong to another branch's container: only a
             # list with its layers in it (or a local list) is judged
