@@ -19,6 +19,7 @@ that model no gradient: that is the finding, on the first cut.
 from __future__ import annotations
 
 import ast
+import bisect
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Finding, Related
@@ -36,7 +37,7 @@ from gradtrace.lint.rules.graph_breaks._paths import LossPaths, loss_paths
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 
 if TYPE_CHECKING:
-    from gradtrace.lint.flow import Scope
+    from gradtrace.lint.flow import MethodCall, Scope
 
 
 class SteppedModelCutFromLoss(Rule):
@@ -127,7 +128,8 @@ class SteppedModelCutFromLoss(Rule):
             if id(sink.node) in judged:
                 continue  # the whole loss is cut: GT102-GT108 say so
             line = sink.node.lineno  # type: ignore[attr-defined]
-            nxt = next((ln for ln in lines if ln > line), 1 << 30)
+            k = bisect.bisect_right(lines, line)
+            nxt = lines[k] if k < len(lines) else 1 << 30
             steps = _stepped(lp.scope, ctx, line, nxt) or _stepped_by_callers(lp.scope, ctx)
             owners = frozenset().union(*(o for _, _, o in steps))
             if not owners:
@@ -285,10 +287,8 @@ def _stepped(scope: Scope, ctx: Context, start: int, end: int
     """``opt.step()`` / ``scaler.step(opt)`` calls between ``start`` and ``end``: (the call,
     the optimizer's spelling, the dotted owners of the parameters it updates)."""
     out = []
-    for m in scope.calls_to("step"):
+    for m in _steps_between(scope, ctx, start, end):
         ln = m.call.lineno
-        if not start < ln < end:
-            continue
         recv = m.call.func.value  # type: ignore[attr-defined]
         for e in (recv, *m.call.args[:1]):
             k = ctx.analysis.kind(e, scope, ln)
@@ -296,6 +296,21 @@ def _stepped(scope: Scope, ctx: Context, start: int, end: int
                 out.append((m.call, ctx.source(e), k.over))
                 break
     return out
+
+
+def _steps_between(scope: Scope, ctx: Context, start: int, end: int) -> list[MethodCall]:
+    """``scope.calls_to("step")`` on lines strictly between ``start`` and ``end``, in that
+    order: from one line index per scope, not a scan of every step of the scope per
+    ``backward`` (a script's module body holds one per training block)."""
+    index: dict[int, tuple] = ctx.memo("gt109-step-lines", ctx.tree, dict)
+    got = index.get(id(scope))
+    if got is None or got[0] is not scope:
+        calls = list(scope.calls_to("step"))
+        order = sorted((m.call.lineno, i) for i, m in enumerate(calls))
+        got = index[id(scope)] = (scope, calls, [ln for ln, _ in order], [i for _, i in order])
+    _, calls, lines, at = got
+    picked = at[bisect.bisect_right(lines, start):bisect.bisect_left(lines, end)]
+    return [calls[i] for i in sorted(picked)]
 
 
 class FocusTracer(LossPaths):

@@ -116,6 +116,19 @@ class LoopFacts:
         picked = at[bisect.bisect_left(lines, first):bisect.bisect_right(lines, last)]
         return [items[i] for i in sorted(picked)]
 
+    def stmts_between(self, first: int, last: int) -> list[ast.stmt]:
+        """The statements of ``scope.stmts`` that start on lines ``first`` to ``last``, in
+        their order (indexed by line once: a question per call over a script's whole module
+        body was quadratic)."""
+        got = self.__dict__.get("_stmt_lines")
+        if got is None:
+            order = sorted((x.lineno, i) for i, x in enumerate(self.scope.stmts))
+            got = self.__dict__["_stmt_lines"] = ([ln for ln, _ in order], [i for _, i in order])
+        lines, at = got
+        stmts = self.scope.stmts
+        picked = at[bisect.bisect_left(lines, first):bisect.bisect_right(lines, last)]
+        return [stmts[i] for i in sorted(picked)]
+
     def block_end(self, s: ast.stmt) -> int | None:
         """The last line of the block (body list) holding ``s`` (None: not placed)."""
         path = self.paths.get(id(s))

@@ -26,7 +26,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, of_types
 from gradtrace.lint.analysis.callees import resolve
 from gradtrace.lint.analysis.steps import Named
 
@@ -75,19 +75,21 @@ def _same_block(f: LoopFacts, a: ast.stmt, b: ast.stmt) -> bool:
         pa[-1][:2] == pb[-1][:2]
 
 
+FUNCTION_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+CALLS = (ast.Call,)
+
+
 def _clearing_helpers(ctx: Context) -> frozenset[int]:
     """The functions of the file whose own body clears gradients as a statement at its top
     (``def clear(self): self.opt.zero_grad()``) and that neither backpropagate nor step."""
     def make() -> frozenset[int]:
-        out = set()
-        for fn in bfs_walk(ctx.tree):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
+        out = set()  # a set: the file's type index, in any order, not a walk of every node
+        for fn in of_types(ctx.tree, FUNCTION_DEFS):
             if any(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(
                     s.value.func, ast.Attribute) and s.value.func.attr == "zero_grad"
                     for s in fn.body) and not any(
-                    isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                    and c.func.attr in ("backward", "step") for c in bfs_walk(fn)):
+                    isinstance(c.func, ast.Attribute) and c.func.attr in ("backward", "step")
+                    for c in of_types(fn, CALLS)):
                 out.add(id(fn))
         return frozenset(out)
     return ctx.memo("gt523-clearing-helpers", ctx.tree, make)

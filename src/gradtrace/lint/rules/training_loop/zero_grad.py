@@ -385,8 +385,8 @@ def _called_steps(f: LoopFacts, ctx: Context, z: Named, end: int) -> list[Step]:
     no backward or gradient write of its own: for the caller, a step of that optimizer
     (spelled with the caller's names) at the call (NOTE [step one call away])."""
     out: list[Step] = []
-    for st in f.scope.stmts:
-        if not z.stmt.lineno <= st.lineno <= end or st is z.stmt:
+    for st in f.stmts_between(z.stmt.lineno, end):
+        if st is z.stmt:
             continue
         for call in calls_in(st):
             got = resolve(ctx, f.node, call) if isinstance(call.func, (ast.Name, ast.Attribute)) \
@@ -419,8 +419,8 @@ def _grads_written(f: LoopFacts, z: Named, s: Step) -> bool:
     (``p.grad = g``, a value other than None): the step applies the gradients written after
     the clear, not the erased ones (pFedHN's hypernetwork: `optimizer.zero_grad()`, then
     `torch.autograd.grad(...)` written into each `p.grad` before `optimizer.step()`)."""
-    for st in f.scope.stmts:
-        if z.stmt.lineno < st.lineno < s.stmt.lineno and isinstance(st, ast.Assign) \
+    for st in f.stmts_between(z.stmt.lineno + 1, s.stmt.lineno - 1):
+        if isinstance(st, ast.Assign) \
                 and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in st.targets) \
                 and not (isinstance(st.value, ast.Constant) and st.value.value is None) \
                 and f.before(z.stmt, st) and f.before(st, s.stmt):
