@@ -187,6 +187,65 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         t = Trainer(["a"])
         """, "GT401", holds="not any(p.requires_grad for s in t.scorers.values() "
              "for p in s.parameters())")),
+    # GT562: a loop over `modules()` that walks each module's recursive `named_parameters()`
+    # and appends every one: the model (and each block with children) hands out its
+    # children's tensors, which the loop meets again; the groups come back through a local
+    # built from the lists. The look-alike asks for the module's own (`recurse=False`)
+    "nested-loop-over-recursive-named-parameters": (Shape("""
+        def split_decay(model):
+            plain, decayed = [], []
+            for m in model.modules():
+                for pname, w in m.named_parameters():
+                    if pname.endswith("bias"):
+                        plain.append(w)
+                    else:
+                        decayed.append(w)
+            groups = [{"params": plain, "weight_decay": 0.0}, {"params": decayed}]
+            return groups
+        net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+        sgd = torch.optim.SGD(split_decay(net), lr=0.1, weight_decay=1e-4)
+        """, "GT562", line=4, holds="len(sgd.param_groups[0]['params']) == 4"), Shape("""
+        def split_decay(model):
+            plain, decayed = [], []
+            for m in model.modules():
+                for pname, w in m.named_parameters(recurse=False):
+                    if pname.endswith("bias"):
+                        plain.append(w)
+                    else:
+                        decayed.append(w)
+            groups = [{"params": plain, "weight_decay": 0.0}, {"params": decayed}]
+            return groups
+        net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1))
+        sgd = torch.optim.SGD(split_decay(net), lr=0.1, weight_decay=1e-4)
+        """, "GT562", holds="len(sgd.param_groups[1]['params']) == 2")),
+    # GT562: the same nested loop beside a branch that sends normalisation layers to the
+    # other group: the model's recursive walk puts their weights in both groups (the crash);
+    # the look-alike walks the layers' own parameters only
+    "nested-loop-beside-a-norm-branch": (Shape("""
+        def wd_groups(model, wd):
+            no_wd, wd_params = [], []
+            for sub in model.modules():
+                if isinstance(sub, nn.LayerNorm):
+                    no_wd += list(sub.parameters())
+                    continue
+                for _, t in sub.named_parameters():
+                    wd_params.append(t)
+            return [{"params": wd_params, "weight_decay": wd}, {"params": no_wd}]
+        net = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Linear(4, 1))
+        opt = torch.optim.AdamW(wd_groups(net, 0.01), lr=1e-3)
+        """, "GT562", line=7, raises=(ValueError, "more than one parameter group")), Shape("""
+        def wd_groups(model, wd):
+            no_wd, wd_params = [], []
+            for sub in model.modules():
+                if isinstance(sub, nn.LayerNorm):
+                    no_wd += list(sub.parameters())
+                    continue
+                for _, t in sub.named_parameters(recurse=False):
+                    wd_params.append(t)
+            return [{"params": wd_params, "weight_decay": wd}, {"params": no_wd}]
+        net = nn.Sequential(nn.Linear(3, 4), nn.LayerNorm(4), nn.Linear(4, 1))
+        opt = torch.optim.AdamW(wd_groups(net, 0.01), lr=1e-3)
+        """, "GT562", holds="len(opt.param_groups[1]['params']) == 2")),
 }
 
 

@@ -75,3 +75,18 @@ def test_ddp_built_in_a_helper_is_named_there(tmp_path, one_rank_group, unused: 
     else:  # the buggy twin: named on the DDP(...) call in the helper, not on `wrap(...)`
         assert "finished reduction" in error
         assert [(f.code, f.line) for f in found] == [("GT880", 19)], found
+
+
+def test_two_groups_crash_is_explained_by_the_loop_that_gathers_twice() -> None:
+    """GT817 (a parameter in two groups, at the optimizer) in the file that holds GT562 (a loop
+    over `modules()` gathering the recursive parameters of the model): GT562's line leads,
+    confirmed; GT817 alone (nothing static explains it) stays on the optimizer."""
+    from gradtrace.findings import Finding
+    from gradtrace.runtime import fuse
+
+    static = [Finding("GT562", "module-parameters-gathered-twice", "m", "/x/opt.py", 35, 13)]
+    runtime = [Finding("GT817", "parameter-in-two-groups", "r", "/x/opt.py", 71, 13)]
+    out = fuse.fuse(runtime, static, {"/x/opt.py": [(1, 80)]})
+    assert (out[0].code, out[0].line, out[0].source) == ("GT562", 35, "static+runtime")
+    alone = fuse.fuse(runtime, [], {"/x/opt.py": [(1, 80)]})
+    assert (alone[0].code, alone[0].line) == ("GT817", 71)
