@@ -87,7 +87,9 @@ class FrozenEvalUndoneByTrain(Rule):
     default, `**cfg` of a dict literal read; NOTE [construction arms]); when the part put in
     eval mode was built from a class of the file with its own `train()` (mmdet's backbones
     re-apply `frozen_stages` there), the eval in `__init__` is the line named: the freeze
-    belongs to the part's own switch.
+    belongs to the part's own switch. It is silent when the part put in eval mode is known to
+    run the same in both modes (built from torch layers that read no `training` flag, or a class
+    of the file made only of them: NOTE [mode-free modules]).
     """
 
     code = "GT443"

@@ -227,7 +227,9 @@ class ModuleParametersGatheredTwice(Rule):
     model and containers out by structure (`if list(layer.children()): continue`) or use
     `layer.parameters(recurse=False)`.
     Known limits: the tests must be read (`isinstance`, `hasattr`, class-name tests); the list
-    must reach an optimizer in the function or through its return to a caller of the file.
+    must reach an optimizer in the function or through its return to a caller of the file. A
+    nested loop over the module's `named_parameters()` (or `parameters()`) with no arguments
+    that appends each tensor gathers the same way (`recurse=False` is the module's own).
     """
 
     code = "GT562"
