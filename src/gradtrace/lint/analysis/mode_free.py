@@ -4,12 +4,12 @@
 ``Module.train()``/``eval()`` only set ``training`` on every submodule; what changes is what
 reads it: Dropout (and ``RReLU``) draw in train mode only, BatchNorm (and InstanceNorm with
 ``track_running_stats=True``) update running statistics in train mode and use them in eval
-mode, and code that tests ``self.training`` (pytorch-facts.md#train-eval). A class of the file
-whose methods build only torch layers that read no ``training`` (``Linear``, ``Conv2d``,
-``Embedding``, ``LayerNorm``, activations, pooling, ``Flatten``, the containers), classes of the
-file that are themselves mode-free, and never read ``.training``, runs the same in both modes:
-putting it back in train mode changes nothing. Anything else it calls that could build a module
-is unknown and answers False: a layer class of torch not in that list, a function or class of
+mode (pytorch-facts.md#frozen-norm-statistics), and code that tests ``self.training``. A class
+of the file whose methods build only torch layers that read no ``training`` (``Linear``,
+``Conv2d``, ``Embedding``, ``LayerNorm``, activations, pooling, ``Flatten``, the containers),
+classes of the file that are themselves mode-free, never read ``.training`` and do not override
+``train()`` or ``eval()``, runs the same in both modes: putting it back in train mode changes
+nothing. Anything else it calls that could build a module is unknown and answers False: a layer class of torch not in that list, a function or class of
 another package (``torchvision.models.resnet18()``, ``clip.load(...)``), a function of the file
 (``make_layers(cfg)`` may add BatchNorm), a callable held in a variable (``norm_layer(c)``,
 ``for blk in self.blocks: x = blk(x)``), ``self.<attr>(...)`` of an attribute not built by a call
@@ -66,8 +66,8 @@ def mode_free_class(name: str, ctx: Context) -> bool:
 
 def _free(name: str, ctx: Context) -> bool:
     cls = ctx.analysis.classes.get(name)
-    if cls is None or not cls.is_module:
-        return False
+    if cls is None or not cls.is_module or "train" in cls.methods or "eval" in cls.methods:
+        return False  # its own `train()` may act on the mode (MobileSAM caches a table there)
     for b in cls.node.bases:
         q = ctx.qualified_name(b) or ""
         if q not in ("torch.nn.Module", "torch.nn.modules.module.Module") and not (

@@ -4,7 +4,7 @@
 A fixed loss network (a CLIP or VGG model wrapped by a perceptual loss) is frozen by its own
 ``__init__``: ``self.model.requires_grad_(False)``, ``self.requires_grad_(False)``, ``for p in
 self.parameters(): p.requires_grad = False``. Its weights then never receive a gradient
-(``requires_grad_(False)`` stops autograd from computing one; pytorch-facts.md#freezing) and
+(``requires_grad_(False)`` stops autograd from computing one) and
 belong in no optimizer: a holder that keeps such modules out of its own ``parameters()`` and
 ``state_dict()`` (a plain dict of loss networks) loses nothing it trains. :func:`freezes_itself`
 says so when ``__init__`` (or a method of the class it calls on ``self``), outside any ``if``,
