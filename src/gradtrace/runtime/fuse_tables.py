@@ -67,6 +67,9 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "needs-guard": frozenset({"GT718"}),  # a gradient computed under another input's flag
     "window-early": frozenset({"GT536"}),  # NOTE [window starts one pass early]
     "aliased": frozenset({"GT543"}),  # NOTE [parameters over one tensor]
+    # a tensor in two groups: a loop over modules() gathered it twice, the line named
+    # by NOTE [parameter gathered twice]
+    "two-groups": frozenset({"GT557", "GT562", "GT563"}),
 }
 # runtime finding code -> the symptom families it reports
 _FAMILY: dict[str, tuple[str, ...]] = {
@@ -113,6 +116,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT875": ("functional-dropout",), "GT876": ("clip-other",), "GT874": ("eval-in-train",),
     "GT843": ("shared-layer",), "GT845": ("needs-guard",), "GT879": ("window-early",),
     "GT891": ("accumulate",), "GT872": ("aliased",), "GT543": ("aliased",),
+    "GT817": ("two-groups",),
     "GT559": ("not-optimized",), "GT560": ("not-optimized",), "GT776": ("non-finite",),
 }
 # Runtime findings whose line is the exact operation that caused the symptom (the detach, the

@@ -67,7 +67,7 @@ def facts_for_error(session: Any, exc: BaseException) -> dict[str, Any]:
         facts["params"] = [_why_unused(session, ddp, n, p, runs) for n, p in
                            _unused_params(ddp, text, session.tracer.state)]
         facts["used"] = _used_sites(session, ddp, runs)
-        facts["built"] = _site_list(_built_at(exc, ddp))
+        facts["built"] = _site_list(_wrapped_at(session, ddp) or _built_at(exc, ddp))
     elif kind == "ready-twice" and ddp is not None:
         facts["params"] = _twice_params(session, ddp, text)
     elif kind in ("timeout", "peer-closed") and ddp is not None:
@@ -95,6 +95,19 @@ def _find_ddp(session: Any, exc: BaseException) -> Any:
         if isinstance(m, DDP):
             return m
     return None
+
+
+def _wrapped_at(session: Any, ddp: Any) -> Site | None:
+    """# NOTE [wrapper built here]
+    The line that called ``DistributedDataParallel(...)`` for ``ddp``, as the global
+    registration hook saw it register the wrapped module (``self.module = module`` in DDP's
+    ``__init__``): the call a missing ``find_unused_parameters=True`` belongs to, also when a
+    helper builds the wrapper and returns it (``Gen, Dis = prepare_parallel_training(...)``:
+    the assignment the traceback shows is the helper's call, not the construction)."""
+    from gradtrace.runtime.trace.layer_sites import built_site
+
+    hooks = getattr(getattr(session, "tracer", None), "hooks", None)
+    return built_site(getattr(getattr(hooks, "data", None), "built", None), ddp)
 
 
 def _built_at(exc: BaseException, ddp: Any) -> Site | None:

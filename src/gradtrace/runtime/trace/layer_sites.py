@@ -35,6 +35,7 @@ from gradtrace.runtime.trace.locate import tree_of
 
 _LIMIT = 8192  # layers remembered
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList)
+_DDP = torch.nn.parallel.DistributedDataParallel
 
 
 def _torch_layer(m: Any) -> bool:
@@ -44,8 +45,13 @@ def _torch_layer(m: Any) -> bool:
 
 def note_built(built: dict[int, Any], parent: torch.nn.Module, name: str, value: Any,
                site: Callable[[], Site | None]) -> None:
-    """Registration hook: remember where the torch layer ``value`` was registered."""
-    if not _torch_layer(value) or len(built) >= _LIMIT:
+    """Registration hook: remember where the torch layer ``value`` was registered, and where a
+    ``DistributedDataParallel`` was built (it registers the module it wraps as ``module`` in its
+    ``__init__``: the user line then running is the ``DDP(...)`` call, also inside a helper
+    that returns the wrapper; NOTE [wrapper built here])."""
+    if name == "module" and isinstance(parent, _DDP) and len(built) < _LIMIT:
+        value = parent
+    elif not _torch_layer(value) or len(built) >= _LIMIT:
         return
     at = site()
     if at is not None:

@@ -305,7 +305,32 @@ def _append(s: ast.stmt, var: str) -> tuple[str, str | None] | None:
     if isinstance(s, ast.AugAssign) and isinstance(s.op, ast.Add) and dotted(s.target) \
             and _recursive_params(s.value, var):
         return dotted(s.target), None
-    return None
+    lists = param_loop_lists(s, var)
+    return (lists[0], None) if lists else None
+
+
+def param_loop_lists(s: ast.stmt, var: str) -> list[str]:
+    """The lists ``for p in v.parameters(): L.append(p)`` (``for n, p in
+    v.named_parameters()``, recursive: no arguments) appends each parameter to, in order."""
+    if not isinstance(s, ast.For) or s.orelse:
+        return []
+    it, t = s.iter, s.target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
+            and it.func.attr == "named_parameters" and not it.args and not it.keywords \
+            and isinstance(t, ast.Tuple) and len(t.elts) == 2:
+        it, t = ast.Call(func=ast.Attribute(value=it.func.value, attr="parameters"), args=[],
+                         keywords=[]), t.elts[1]
+    if not (_recursive_params(it, var) and isinstance(t, ast.Name)):
+        return []
+    out: list[str] = []
+    for n in walk(s):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "append" and len(n.args) == 1 \
+                and isinstance(n.args[0], ast.Name) and n.args[0].id == t.id:
+            lst = dotted(n.func.value)
+            if lst and lst not in out:
+                out.append(lst)
+    return out
 
 
 def _recursive_params(e: ast.expr, var: str) -> bool:
@@ -352,10 +377,24 @@ def given_lists(fn: ast.AST, lists: set[str], ctx: Context) -> set[str]:
 
 
 def _returned(fn: ast.AST, lists: set[str]) -> list[str | None]:
+    """Which of ``lists`` each returned value is: itself, a value built from it, or a local the
+    function builds once from it (``groups = [{"params": g} for g in (decay, no_decay)]``)."""
+    built: dict[str, set[str]] = {}
+    for st in walk(fn):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+                and isinstance(st.targets[0], ast.Name):
+            name = st.targets[0].id
+            built[name] = set() if name in built else {
+                x.id for x in walk(st.value) if isinstance(x, ast.Name) and x.id in lists}
     for st in walk(fn):
         if isinstance(st, ast.Return) and st.value is not None:
             elts = st.value.elts if isinstance(st.value, ast.Tuple) else [st.value]
             order = [dotted(e) if dotted(e) in lists else None for e in elts]
+            if not any(order) and len(elts) == 1:  # `return [{"params": decay}, ...]` too
+                got = {x.id for x in walk(elts[0]) if isinstance(x, ast.Name)
+                       and x.id in lists} | (built.get(elts[0].id, set()) if isinstance(
+                           elts[0], ast.Name) else set())
+                order = list(got) if len(got) == 1 else order  # type: ignore[assignment]
             if any(order):
                 return order
     return []

@@ -15,13 +15,13 @@ from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
     is_true, grad_factory, is_parameter_call, made_non_leaf, nn_alias, single_assign_of)
 from gradtrace.lint.analysis.params import module_ctor
+from gradtrace.lint.analysis.self_frozen import freezes_itself
 from gradtrace.lint.rules.registration._modules import module_classes, owns_params, statements
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _grouped_elsewhere, _optimized_attrs, _registers_dynamically, _self_attr,
-    _wrapped_attrs, hand_listed, input_sized, per_call_input, picked_attrs,
-)
+    _wrapped_attrs, hand_listed, input_sized, per_call_input, picked_attrs)
 from gradtrace.lint.rules.registration._bound_once import bound_once
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
 from gradtrace.lint.rules.registration._helper_built import MAPPED_TEXT, mapped_entries
@@ -65,11 +65,11 @@ def _learnable(e: ast.AST, ctx: Context) -> str | None:
 
 def _trains_itself(name: str, ctx: Context) -> bool:
     """The class ``name`` of the file builds a ``torch.optim`` optimizer in one of its
-    methods (``torch.optim.SGD(self.model.parameters(), ...)`` in a client's ``update``)."""
+    methods, or freezes all its weights when built (NOTE [frozen when built])."""
     cls = ctx.analysis.classes.get(name)
-    return cls is not None and any(
+    return cls is not None and (freezes_itself(name, ctx) or any(
         isinstance(n, ast.Call) and (q := ctx.call_name(n) or "").startswith("torch.optim.")
-        and not q.startswith("torch.optim.lr_scheduler.") for n in walk(cls.node))
+        and not q.startswith("torch.optim.lr_scheduler.") for n in walk(cls.node)))
 
 
 def _present_arm(value: ast.AST) -> ast.AST:

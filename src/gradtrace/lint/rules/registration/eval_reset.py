@@ -4,11 +4,12 @@ from __future__ import annotations
 import ast
 import bisect
 from dataclasses import replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.build_arms import build_flags, decided_against
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.mode_free import mode_free_part
 from gradtrace.lint.analysis.objects import constructor_call
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
@@ -86,7 +87,9 @@ class FrozenEvalUndoneByTrain(Rule):
     default, `**cfg` of a dict literal read; NOTE [construction arms]); when the part put in
     eval mode was built from a class of the file with its own `train()` (mmdet's backbones
     re-apply `frozen_stages` there), the eval in `__init__` is the line named: the freeze
-    belongs to the part's own switch.
+    belongs to the part's own switch. It is silent when the part put in eval mode is known to
+    run the same in both modes (built from torch layers that read no `training` flag, or a class
+    of the file made only of them: NOTE [mode-free modules]).
     """
 
     code = "GT443"
@@ -214,7 +217,8 @@ class FrozenEvalUndoneByTrain(Rule):
         cls = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE \
             else None
         init = cls.methods.get("__init__") if cls is not None else None
-        ev = _eval_in(init, ctx) if init is not None else None
+        ev = _eval_in(init, ctx, lambda e: not mode_free_part(e, cls, scope, ctx)) \
+            if init is not None else None  # a part without Dropout/BatchNorm: no change
         if ev is None or _never_run(cls, init, recv, scope, node.lineno, ctx):  # type: ignore
             return
         own = cls.methods.get("train")  # type: ignore[union-attr]
@@ -270,7 +274,8 @@ class FrozenEvalUndoneByTrain(Rule):
                 fn = called_function(n, scope, n.lineno)  # type: ignore[arg-type]
                 if fn is not None and _freezes_with_eval(fn, ctx):
                     return n
-        found = next((n for line, n in idx.evals.get(model, ()) if lo <= line <= hi), None)
+        found = next((n for line, n in idx.evals.get(model, ()) if lo <= line <= hi and (
+            reapply or not mode_free_part(n, None, scope, ctx))), None)
         froze = reapply or _any_within(idx.sorted_flags(), lo, hi)
         return found if found is not None and froze else None
 
@@ -309,13 +314,14 @@ def _never_run(cls: object, init: ast.AST, recv: ast.expr, scope: Scope, line: i
     return bool(anchors) and all(decided_against(init, a, flags) for a in anchors)
 
 
-def _eval_in(fn: ast.AST | None, ctx: Context) -> ast.Call | None:
+def _eval_in(fn: ast.AST | None, ctx: Context, keep: Callable[[ast.Call], bool] | None = None
+             ) -> ast.Call | None:
     """The first ``x.eval()`` (``x`` not ``self``) that the method ``fn`` runs, itself or
-    through the methods it calls on ``self`` (two calls deep)."""
+    through the methods it calls on ``self`` (two calls deep), of those ``keep`` keeps."""
     if fn is None:
         return None
     return next((n for m in _run_through_self(fn, ctx) for n in walk(m)  # type: ignore[misc]
-                 if _eval_call(n)), None)
+                 if _eval_call(n) and (keep is None or keep(n))), None)
 
 
 def _reapplies(own: ast.AST, init: ast.AST, ev: ast.Call, ctx: Context) -> bool:

@@ -15,7 +15,7 @@ from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.registration._module_tests import (
     NAME, Run, Subject, _append, _prop_target, child_layer, given_lists, has_param,
-    module_loop_var, run)
+    module_loop_var, param_loop_lists, run)
 
 MAX_FILES = 24
 # packages never part of the checked project (skip the file lookup)
@@ -24,6 +24,8 @@ EXTERNAL = frozenset({"torch", "numpy", "os", "sys", "math", "typing", "collecti
                       "argparse", "json", "re", "pathlib", "yaml", "tqdm", "torchvision"})
 _TWO = ("and building the optimizer fails (ValueError: some parameters appear in more than one "
         "parameter group)")
+_EITHER = ("twice: in one group torch warns of duplicate parameters and steps that tensor twice, "
+           "in two building the optimizer fails")
 _ONE = ("twice in that group: torch warns of duplicate parameters and the optimizer updates "
         "that tensor twice per step")
 
@@ -225,7 +227,9 @@ class ModuleParametersGatheredTwice(Rule):
     model and containers out by structure (`if list(layer.children()): continue`) or use
     `layer.parameters(recurse=False)`.
     Known limits: the tests must be read (`isinstance`, `hasattr`, class-name tests); the list
-    must reach an optimizer in the function or through its return to a caller of the file.
+    must reach an optimizer in the function or through its return to a caller of the file. A
+    nested loop over the module's `named_parameters()` (or `parameters()`) with no arguments
+    that appends each tensor gathers the same way (`recurse=False` is the module's own).
     """
 
     code = "GT562"
@@ -285,13 +289,18 @@ class ModuleParametersGatheredTwice(Rule):
             return
         named = [s for s, r in root.tests if r == NAME]
         at = named[0] if named else stmt
-        others = {a[0] for s in collects for a in [_append(s, var)] if a and a[0] != lst}
+        mine = param_loop_lists(stmt, var) or [lst]  # a nested loop may split by name
+        theirs = {a for s in collects if s is not stmt for a in [
+            *(_append(s, var) or ("",))[:1], *param_loop_lists(s, var)] if a}
         group = isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) \
             and isinstance(stmt.value.args[0], ast.Dict)  # one group per module
-        effect = (_TWO.replace("and building", "building") if others or group
-                  else _ONE.replace("twice in that group", "twice in one group"))
+        effect = (_TWO.replace("and building", "building")
+                  if group or any(t != m for t in theirs for m in mine)
+                  else _ONE.replace("twice in that group", "twice in one group")
+                  if len(mine) == 1 else _EITHER)
         yield self.report(at, ctx, related=[Related(
             ctx.path, stmt.lineno, "the recursive `parameters()` gathered here",
-            ctx.column(stmt))], model=model, call=f"{var}.parameters()",
+            ctx.column(stmt))], model=model, call=ctx.source(stmt.iter) if isinstance(
+                stmt, ast.For) else f"{var}.parameters()",
             by_name=" (this test reads the class's name, not what the module holds)"
             if named else "", effect=effect)
