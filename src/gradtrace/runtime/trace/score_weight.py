@@ -29,12 +29,11 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import make
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.records import created_site, node_name
-from gradtrace.runtime.trace.soft_target import _VIEWS, _kind
+from gradtrace.runtime.trace.soft_target import _VIEWS, _kind, leaf_vars
 
 _THROUGH = frozenset(_VIEWS) | {"Gather", "Index", "Select", "IndexSelect", "Neg", "Squeeze",
                                 "Unsqueeze", "Slice", "Stack", "Cat"}
 _DEPTH = 8
-_LIMIT = 4000
 _KEPT = 4
 
 
@@ -65,21 +64,7 @@ def _log_prob(node: Any) -> bool:
 
 def _leaves(node: Any) -> dict[int, bool]:
     """id -> is a Parameter, for the leaves that require grad under ``node``."""
-    todo, seen, out = [node], set(), {}
-    while todo and len(seen) < _LIMIT:
-        n = todo.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        var = getattr(n, "variable", None) if type(n).__name__ == "AccumulateGrad" else None
-        if var is not None:
-            out[id(var)] = isinstance(var, torch.nn.Parameter)
-            continue
-        try:
-            todo.extend(m for m, _ in n.next_functions)
-        except (AttributeError, RuntimeError):
-            continue
-    return out
+    return {i: isinstance(v, torch.nn.Parameter) for i, v in leaf_vars(node).items()}
 
 
 def check_weight(state: Any, node: Any) -> None:

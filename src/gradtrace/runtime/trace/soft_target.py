@@ -57,9 +57,10 @@ def _kind(node: Any) -> str:
     return ""
 
 
-def _leaves(node: Any) -> set[int]:
-    """ids of the leaves that require grad under ``node`` (at most ``_LIMIT`` nodes)."""
-    todo, seen, out = [node], set(), set()
+def leaf_vars(node: Any) -> dict[int, Any]:
+    """id -> tensor, for the leaves that require grad under ``node`` (at most ``_LIMIT`` nodes
+    walked); shared with :mod:`.score_weight`."""
+    todo, seen, out = [node], set(), {}
     while todo and len(seen) < _LIMIT:
         n = todo.pop()
         if n is None or id(n) in seen:
@@ -67,7 +68,7 @@ def _leaves(node: Any) -> set[int]:
         seen.add(id(n))
         var = getattr(n, "variable", None) if type(n).__name__ == "AccumulateGrad" else None
         if var is not None:
-            out.add(id(var))
+            out[id(var)] = var
             continue
         try:
             todo.extend(m for m, _ in n.next_functions)
@@ -94,7 +95,7 @@ def check_product(state: Any, node: Any) -> None:
     site = created_site(soft)[0]
     if site is None or site in state.soft_targets:
         return
-    only = _leaves(soft) - _leaves(log)
+    only = leaf_vars(soft).keys() - leaf_vars(log).keys()
     if only:
         state.soft_targets[site] = (only, created_site(node)[0])
 
