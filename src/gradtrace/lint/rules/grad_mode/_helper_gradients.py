@@ -89,7 +89,6 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
                      _switched_off(g, fn, call) for g in guards))), None)
 
 
-
 def _given_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
                     binds: dict[str, ast.expr], made: set[str], where: ast.AST
                     ) -> ast.Call | None:
@@ -108,7 +107,6 @@ def _given_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
                 for test, _ in guards for x in ast.walk(test)):
             return c
     return None
-
 
 
 def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -134,7 +132,6 @@ def _switched_off(guard: Guard, fn: ast.FunctionDef | ast.AsyncFunctionDef,
     return isinstance(value, ast.Constant) and bool(value.value) != arm
 
 
-
 def _spread(call: ast.Call, where: ast.AST, ctx: Context) -> ast.Call:
     """``call`` with each ``**kw`` whose name is bound before it to a dict literal of constant
     string keys spelled out as keywords (``train_or_test_epoch(loader, **shared)`` with
@@ -157,7 +154,6 @@ def _spread(call: ast.Call, where: ast.AST, ctx: Context) -> ast.Call:
     return ast.copy_location(ast.Call(func=call.func, args=call.args, keywords=kws), call)
 
 
-
 def _literals(e: ast.expr) -> list[object] | None:
     """The constants ``e`` spells: one constant, or a list/tuple/set of constants."""
     if isinstance(e, ast.Constant):
@@ -166,7 +162,6 @@ def _literals(e: ast.expr) -> list[object] | None:
             isinstance(x, ast.Constant) for x in e.elts):
         return [x.value for x in e.elts]  # type: ignore[attr-defined]
     return None
-
 
 
 def _compared(test: ast.Compare, fn: ast.FunctionDef | ast.AsyncFunctionDef,
@@ -191,7 +186,6 @@ def _compared(test: ast.Compare, fn: ast.FunctionDef | ast.AsyncFunctionDef,
         # `if optim is not None: backward`, `if is_validation is False: backward`
         return (v is right[0]) == isinstance(op, ast.Is)
     return None
-
 
 
 def _argument(fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,

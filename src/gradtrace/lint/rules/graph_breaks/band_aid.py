@@ -1,4 +1,5 @@
-"""GT106: `requires_grad` forced on a loss that has lost its graph (the band-aid that hides the break)."""
+"""GT106: `requires_grad` forced on a loss that has lost its graph (the band-aid that hides the
+break)."""
 from __future__ import annotations
 
 import ast

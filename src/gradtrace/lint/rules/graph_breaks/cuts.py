@@ -408,5 +408,3 @@ class NonDifferentiableLossPath(LossCutRule):
         if st is not None and lp.scope.grad_off_at(st) is not None:
             return None  # computed under `torch.no_grad()`: a constant on purpose (a reward)
         return super().finding(c, v, lp, ctx)
-
-

@@ -29,7 +29,6 @@ def _built_here(v: ast.AST | None, ctx: Context) -> bool:
         v.func.id in ctx.analysis.classes
 
 
-
 def _made_of(b):  # type: ignore[no-untyped-def]
     """What ``b``'s value is made of: its value, or for a name bound by a ``for`` loop
     (``for epoch in range(self.epochs)``, no value of its own) the iterable it walks."""
@@ -37,7 +36,6 @@ def _made_of(b):  # type: ignore[no-untyped-def]
     if v is None and isinstance(b.stmt, (ast.For, ast.AsyncFor)):
         return b.stmt.iter
     return v
-
 
 
 def _bindings_of(e: ast.AST | None, line: int, scope, keep) -> dict:  # type: ignore[no-untyped-def]
@@ -57,7 +55,6 @@ def _bindings_of(e: ast.AST | None, line: int, scope, keep) -> dict:  # type: ig
     return out
 
 
-
 def _listed_tensors(made: ast.AST | None) -> frozenset[str]:
     """The dotted names of an optimizer built over a list of tensors (``[self.log_alpha]``):
     a loss reaches them only by reading them."""
@@ -66,7 +63,6 @@ def _listed_tensors(made: ast.AST | None) -> frozenset[str]:
         return frozenset()
     names = [dotted(e) for e in made.args[0].elts]
     return frozenset(n for n in names if n) if all(names) else frozenset()
-
 
 
 def _live_nodes(e: ast.AST) -> list[ast.AST]:
@@ -87,11 +83,9 @@ def _live_nodes(e: ast.AST) -> list[ast.AST]:
     return out
 
 
-
 def _retains(call: ast.Call) -> bool:
     return any(k.arg == "retain_graph" and isinstance(k.value, ast.Constant)
                and k.value.value is True for k in call.keywords)
-
 
 
 def _stale_graph_input(b, loop: ast.stmt, scope, depth: int = 0):  # type: ignore[no-untyped-def]
@@ -112,7 +106,6 @@ def _stale_graph_input(b, loop: ast.stmt, scope, depth: int = 0):  # type: ignor
                 if got is not None:
                     return got
     return None
-
 
 
 def _model_call(e: ast.AST | None, scope) -> bool:  # type: ignore[no-untyped-def]

@@ -392,5 +392,3 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
                         return first, (later.call, n.id)  # only; the backward is the use
                     return first, (n, n.id)
     return None
-
-

@@ -27,7 +27,6 @@ def _helper_origin(scope: Scope, name: str, line: int) -> tuple[Binding, str] | 
         if fn is not None else None
 
 
-
 class GradOfNonLeaf(Rule):
     """`.grad` is read from a non-leaf tensor (an intermediate or a model output).
 
@@ -158,12 +157,10 @@ class GradOfNonLeaf(Rule):
                 "requires grad"))
 
 
-
 def _rebound_why(why: str, name: str) -> str:
     if why.startswith("returned by"):
         return f"bound here to a value {why}"
     return f"`{name}` held a leaf that requires grad and is rebound here to a tensor computed from it"
-
 
 
 def _moved_where_it_may_be(b: Binding, scope: Scope, ctx: Context) -> bool:

@@ -1,5 +1,5 @@
-"""GT305-GT306: non-leaf tensors used where a leaf is needed (weights, the optimizer); GT307 (`.grad`)
-is in :mod:`.grad_of_nonleaf`."""
+"""GT305-GT306: non-leaf tensors used where a leaf is needed (weights, the optimizer); GT307
+(`.grad`) is in :mod:`.grad_of_nonleaf`."""
 from __future__ import annotations
 
 import ast
@@ -312,5 +312,3 @@ def _unpacked_parameters(e: ast.expr, ctx: Context, line: int) -> ast.Starred | 
     return next((a for a in e.args if isinstance(a, ast.Starred)
                  and isinstance(a.value, ast.Call) and isinstance(a.value.func, ast.Attribute)
                  and a.value.func.attr == "parameters"), None)
-
-

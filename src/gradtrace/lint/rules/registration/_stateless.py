@@ -35,10 +35,8 @@ def module_classes(ctx: Context) -> frozenset[str]:
 STATELESS_NAMESPACES = ("torchaudio.transforms.", "torchvision.transforms.")
 
 
-
 OWNING_CALLS = frozenset({"register_parameter", "register_buffer", "add_module",
                           "register_module", "setattr"})
-
 
 
 def stateless_classes(ctx: Context) -> frozenset[str]:
@@ -61,7 +59,6 @@ def stateless_classes(ctx: Context) -> frozenset[str]:
     return ctx.memo("gt4-stateless-classes", ctx.tree, make)
 
 
-
 def param_free_classes(ctx: Context) -> frozenset[str]:
     """Module classes of this file that create no parameter, though they may hold state that
     is no parameter: buffers (``register_buffer``), tensors, instances of the file's plain
@@ -82,7 +79,6 @@ def param_free_classes(ctx: Context) -> frozenset[str]:
     return ctx.memo("gt4-param-free-classes", ctx.tree, make)
 
 
-
 def _called_attrs(c: ast.ClassDef) -> set[str]:
     """``x`` of every ``self.x(...)`` call and ``self.x.<method>(...)`` in ``c``."""
     return {dotted(n.func if isinstance(n.func, ast.Attribute) and dotted(n.func.value) == "self"
@@ -90,7 +86,6 @@ def _called_attrs(c: ast.ClassDef) -> set[str]:
             for n in walk(c) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
             and dotted(n.func.value) is not None and (dotted(n.func.value) == "self" or isinstance(
                 n.func.value, ast.Attribute) and dotted(n.func.value.value) == "self")}
-
 
 
 def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
@@ -129,7 +124,6 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
     return True
 
 
-
 def _plain_module_base(b: ast.expr, ctx: Context) -> bool:
     """``torch.nn.Module`` itself, also when the file gets ``nn`` from a star import
     (``from torch_snippets import *``, which re-exports torch's ``nn``): ``nn.Module`` whose
@@ -142,7 +136,6 @@ def _plain_module_base(b: ast.expr, ctx: Context) -> bool:
         for s in ctx.tree.body)
 
 
-
 # methods a tensor has and an nn.Module has not: their result holds no module
 TENSOR_ONLY_METHODS = frozenset({"item", "tolist", "size", "numel", "dim", "sum", "mean",
                                  "long", "int", "bool", "nonzero", "view", "reshape",
@@ -150,14 +143,11 @@ TENSOR_ONLY_METHODS = frozenset({"item", "tolist", "size", "numel", "dim", "sum"
                                  "repeat_interleave", "argmax", "argmin"})
 
 
-
 NOT_TENSOR_OPS = ("torch.load", "torch.hub.", "torch.jit.", "torch.compile")
-
 
 
 PLAIN_BUILTINS = frozenset({"int", "float", "str", "bool", "len", "round", "list", "tuple",
                             "dict", "set", "min", "max", "abs", "sum", "range", "sorted"})
-
 
 
 def _plain_value_call(v: ast.Call, stateless: set[str], ctx: Context, depth: int = 0) -> bool:
@@ -178,7 +168,6 @@ def _plain_value_call(v: ast.Call, stateless: set[str], ctx: Context, depth: int
     return fn is not None and depth < 3 and _returns_plain(fn, stateless, ctx, depth + 1)
 
 
-
 def _tensor_receiver(e: ast.AST, stateless: set[str], ctx: Context, depth: int) -> bool:
     """``e`` is arithmetic, a torch op or a function of the file returning plain values: a
     tensor or a number, whose methods give tensors or numbers, never a module."""
@@ -195,7 +184,6 @@ def _tensor_receiver(e: ast.AST, stateless: set[str], ctx: Context, depth: int) 
             e.func.value, stateless, ctx, depth + 1)
     return isinstance(e.func, ast.Name) and e.func.id in ctx.analysis.functions and \
         _plain_value_call(e, stateless, ctx, depth)
-
 
 
 def _returns_plain(fn: ast.FunctionDef | ast.AsyncFunctionDef, stateless: set[str],
@@ -230,7 +218,6 @@ def _returns_plain(fn: ast.FunctionDef | ast.AsyncFunctionDef, stateless: set[st
     return bool(rets) and all(plain(r) for r in rets)
 
 
-
 def _owning_ctor(n: ast.Call, stateless: set[str], ctx: Context) -> bool:
     """A call that builds a module which has (or may have) parameters."""
     if not module_ctor(n, ctx):
@@ -242,7 +229,6 @@ def _owning_ctor(n: ast.Call, stateless: set[str], ctx: Context) -> bool:
         return True
     last = q.rpartition(".")[2]
     return bool(PARAM_LAYER_RE.match(last)) or last in ("Sequential", "ModuleList", "ModuleDict")
-
 
 
 def _value_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
@@ -262,7 +248,6 @@ def _value_args(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set
     return out
 
 
-
 def _passed_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> set[str]:
     """Arguments of a constructor that every ``Cls(...)`` of this file (at least one) passes a
     plain value: a constant, an f-string, arithmetic, or a config entry read by a constant key
@@ -278,7 +263,6 @@ def _passed_values(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> 
     return out
 
 
-
 def _plain_value(v: ast.AST) -> bool:
     if isinstance(v, (ast.Constant, ast.JoinedStr, ast.BinOp)):
         return True
@@ -286,7 +270,6 @@ def _plain_value(v: ast.AST) -> bool:
         return isinstance(v.operand, ast.Constant)
     return isinstance(v, ast.Subscript) and isinstance(v.value, ast.Name) and isinstance(
         v.slice, ast.Constant) and isinstance(v.slice.value, str)
-
 
 
 def _non_constant_args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
