@@ -29,7 +29,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import make
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.records import created_site, node_name
-from gradtrace.runtime.trace.soft_target import _VIEWS, _kind, leaf_vars
+from gradtrace.runtime.trace.soft_target import _VIEWS, _kind, leaf_vars, product_inputs
 
 _THROUGH = frozenset(_VIEWS) | {"Gather", "Index", "Select", "IndexSelect", "Neg", "Squeeze",
                                 "Unsqueeze", "Slice", "Stack", "Cat"}
@@ -69,13 +69,7 @@ def _leaves(node: Any) -> dict[int, bool]:
 
 def check_weight(state: Any, node: Any) -> None:
     """From the loss-graph walk, on a ``Mul`` node (see the NOTE)."""
-    if len(state.score_weights) >= _KEPT:
-        return
-    try:
-        pair = [n for n, _ in node.next_functions]
-    except (AttributeError, RuntimeError):
-        return
-    if len(pair) != 2 or pair[0] is None or pair[1] is None:
+    if len(state.score_weights) >= _KEPT or (pair := product_inputs(node)) is None:
         return
     if _log_prob(pair[0]):
         log, weight = pair

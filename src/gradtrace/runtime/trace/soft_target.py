@@ -77,15 +77,18 @@ def leaf_vars(node: Any) -> dict[int, Any]:
     return out
 
 
-def check_product(state: Any, node: Any) -> None:
-    """From the loss-graph walk, on a ``Mul`` node (NOTE [soft target not detached])."""
-    if len(state.soft_targets) >= 4:
-        return
+def product_inputs(node: Any) -> list[Any] | None:
+    """The two input nodes of a binary graph node (a ``Mul``), both present; else None."""
     try:
         pair = [n for n, _ in node.next_functions]
     except (AttributeError, RuntimeError):
-        return
-    if len(pair) != 2 or pair[0] is None or pair[1] is None:
+        return None
+    return pair if len(pair) == 2 and pair[0] is not None and pair[1] is not None else None
+
+
+def check_product(state: Any, node: Any) -> None:
+    """From the loss-graph walk, on a ``Mul`` node (NOTE [soft target not detached])."""
+    if len(state.soft_targets) >= 4 or (pair := product_inputs(node)) is None:
         return
     kinds = (_kind(pair[0]), _kind(pair[1]))
     if sorted(kinds) != ["log", "target"]:
