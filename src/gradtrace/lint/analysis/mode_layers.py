@@ -13,8 +13,8 @@ its text (a docstring, a comment or a parameter's name builds nothing):
 - ``dropout``: a call of or a reference to a Dropout class, a call of torch's functional
   dropout (``F.dropout``, ``torch.dropout``), or a call given a dropout argument with a value
   (``nn.LSTM(..., dropout=0.2)``, ``nn.TransformerEncoderLayer(d, h, dropout=p)``, a class of
-  another file built with ``dropout=0.1``: the callee builds one). ``dropout=None``, ``False``
-  or ``0`` builds none;
+  another file built with ``dropout=0.1``: the callee builds one; a class of this file is
+  read from its own code instead). ``dropout=None``, ``False`` or ``0`` builds none;
 - ``training``: ``self.training`` read.
 
 A class of another package (``torchvision.models.resnet18()``) is not read here; the callers
@@ -62,9 +62,10 @@ def _layers(node: ast.AST, ctx: Context) -> frozenset[str]:
             _named(n.attr, n, ctx, out)
         elif isinstance(n, ast.Name):
             _named(n.id, n, ctx, out)
-        elif isinstance(n, ast.Call):
+        elif isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name)
+                                              and n.func.id in ctx.analysis.classes):
             if any(k.arg is not None and DROPOUT_ARG_RE.search(k.arg) and not _nothing(k.value)
-                   for k in n.keywords):
+                   for k in n.keywords):  # (a class of the file: its own code is read)
                 out.add("dropout")
     return frozenset(out)
 
