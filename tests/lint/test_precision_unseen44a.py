@@ -410,3 +410,13 @@ def test_sequential_naming_itself_is_unknown(view: str, codes: list) -> None:
     in GT763). Twin: its output viewed as one logit per row, given to cross_entropy."""
     found = check_source(SELF_NAMED.format(view=view), select=["GT002", "GT763"])
     assert [(f.line, f.code) for f in found] == codes
+
+
+@pytest.mark.parametrize("word, builds", [
+    ("dropout", True), ("dropout_rate", True), ("dropout_p", True), ("lora_dropout", False),
+    ("p", False), ("drop", False)])
+def test_dropout_argument_words(word: str, builds: bool) -> None:
+    """The last-resort word for a call's argument that builds a dropout layer (NOTE [mode layers
+    built]); `lora_dropout=p`, handed to a base that builds one only when p > 0, is not one."""
+    from gradtrace.lint.analysis.vocabulary import DROPOUT_ARG_RE
+    assert bool(DROPOUT_ARG_RE.search(word)) is builds
