@@ -119,7 +119,8 @@ def _restored(fn: Fn) -> set[str]:
     saved: dict[str, str] = {}  # flag name -> receiver
     last: dict[str, tuple[int, bool]] = {}  # receiver -> (line, a restore) of its last switch
     for n in walk(fn):
-        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) \
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Name) \
                 and isinstance(n.value, ast.Attribute) and n.value.attr == "training":
             saved[n.targets[0].id] = dotted(n.value.value) or ""
     if not saved:
