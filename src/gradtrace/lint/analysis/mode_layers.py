@@ -93,10 +93,11 @@ MAX_DEPTH = 3
 
 def part_layers(ev: ast.Call, holder: object, scope: object, ctx: Context
                 ) -> frozenset[str] | None:
-    """What the module ``ev`` (``x.eval()``) switches holds that acts on the mode (NOTE [mode
-    layers built]), when everything it is built from is shown: torch layers and classes of the
-    file made of them (``self.<attr>`` built in ``holder`` by one call, or a value whose kind the
-    analysis layer knows). None: not known (a class of another package, a helper's return)."""
+    """What the module ``ev`` (``x.eval()``) switches holds that acts on the mode
+    (NOTE [mode layers built]), when everything it is built from is shown: torch layers and
+    classes of the file made of them (``self.<attr>`` built in ``holder`` by one call, or a
+    value whose kind the analysis layer knows). None: not known (a class of another package,
+    a helper's return)."""
     f = ev.func
     if not isinstance(f, ast.Attribute):
         return None

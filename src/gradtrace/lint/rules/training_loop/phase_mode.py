@@ -69,8 +69,8 @@ class PhaseSharedForwardInTrainMode(Rule):
     literal of phases, tested by `==`/`!=` against a string or as a flag; the model's class or
     constructor must show a dropout or batch-norm layer; a function or a caller that calls
     `.eval()` or `.train(<not True>)` anywhere is trusted, and so is a method of a base class
-    in another file of the project that calls the method and switches modes (NOTE [template
-    callers]).
+    in another file of the project that calls the method and switches modes
+    (NOTE [template callers]).
     """
 
     code = "GT541"
