@@ -146,7 +146,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         """, "GT708", line=8, holds="penalty.item() < 0")),
     # zk2275/IDL-HW4 (tests): a NumPy re-implementation of a layer is checked against torch's:
     # `out = mine.forward(X.detach().numpy())`, then `mine.backward(np.ones_like(out))`.
-    # Twin: `np.ones_like` of the torch layer's output (raises "requires grad")
+    # Twin: `np.ones_like` of the torch layer's output backwarded (raises "requires grad"; it
+    # was given to `mine.backward`, read as autograd's until unseen44a: NOTE [manual backward])
     "numpy-layer-output-read-by-numpy": (Shape("""
         class MyLinear:
             def init_weights(self, w):
@@ -175,7 +176,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         mine.init_weights(ref.weight.detach().numpy())
         X = torch.randn(4, 3, requires_grad=True)
         out = ref(X)
-        dX = mine.backward(np.ones_like(out))
+        np.ones_like(out).sum().backward()
         """, "GT103", line=11, raises=(RuntimeError, "requires grad"))),
 }
 

@@ -383,17 +383,19 @@ class ShapeReader:
         return self.through(ctor, base, scope, line)
 
     def through(self, ctor: ast.Call, base: Dims | None, scope: Scope,
-                line: int) -> Dims | None:
-        """``base`` through the layer (or ``nn.Sequential`` of layers) ``ctor`` builds."""
+                line: int, inside: tuple[ast.Call, ...] = ()) -> Dims | None:
+        """``base`` through the layer (or ``nn.Sequential`` of layers) ``ctor`` builds;
+        ``inside``: the containers being read (``model = nn.Sequential(norm, model)`` names
+        itself when read at a later line: unknown)."""
         q = self.ctx.qualified_name(ctor.func) or ""
         if q in SEQUENTIAL:
-            if ctor.keywords:
+            if ctor.keywords or ctor in inside:
                 return None
             for layer in ctor.args:
                 layer_ctor = self.ctor_of(layer, scope, line)
                 if layer_ctor is None:
                     return None
-                base = self.through(layer_ctor, base, scope, line)
+                base = self.through(layer_ctor, base, scope, line, (*inside, ctor))
             return base
         if q in SHAPE_KEEPING:
             return base

@@ -107,6 +107,7 @@ class Analysis(FunctionFacts):
                                                                self.ctx.qualified_name):
                         known.add(c.name)
                         changed = True
+            known -= _object_rooted(defs)  # NOTE [plain classes]
             self._classes = {}
             for c in defs:
                 info = self._classes[c.name] = ClassInfo(c, c.name in known, self)
@@ -387,3 +388,21 @@ def _in_caller_terms(k: Kind | None, receiver: ast.expr) -> Kind | None:
         return k
     over = frozenset(r + o[4:] if o == "self" or o.startswith("self.") else o for o in k.over)
     return k if over == k.over else replace(k, over=over)
+
+
+def _object_rooted(defs: list[ast.ClassDef]) -> set[str]:
+    """The classes whose every base is ``object`` or such a class of the file: ``class
+    Attack(object)`` with a ``forward`` of its own and ``class PGD(Attack)`` are no modules,
+    whatever their methods are called (NOTE [plain classes])."""
+    by_name = {c.name: c for c in defs}
+    out: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for c in defs:
+            if c.name not in out and c.bases and not c.keywords and all(
+                    isinstance(b, ast.Name) and (b.id == "object" or b.id in out
+                                                 and b.id in by_name) for b in c.bases):
+                out.add(c.name)
+                changed = True
+    return out

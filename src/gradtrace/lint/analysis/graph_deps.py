@@ -22,6 +22,7 @@ from gradtrace.lint.analysis.flag_arms import known_flags, plain_in_arm
 from gradtrace.lint.analysis.frozen_params import frozen_local
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
+from gradtrace.lint.analysis.plain_classes import module_method
 from gradtrace.lint.analysis.project import foreign_callee, foreign_method, home
 from gradtrace.lint.analysis.grad_inputs import (
     alias_chain, parameters_of, reads_module, reads_weights, weight_inputs)
@@ -234,12 +235,11 @@ class Graphs:
         return self._direct[id(b)]
 
     def _runs_model(self, callee: str, call: ast.Call, line: int) -> bool:
-        """A module-like call; a function of this file (not a module's ``forward``) that is
-        module-like by its spelling alone (pymarl2's ``self.train_critic_best(batch)``) runs
-        a model when what it returns carries a graph in its own scope
-        (NOTE [helper results]), or when it is handed a tensor made to require grad
-        (``conv1d_ref(sig, taps)`` with ``taps = torch.tensor(..., requires_grad=True)``): its
-        body is in sight, the spelling is the last resort."""
+        """A module-like call; a function of this file (not a module's ``forward``, nor a plain
+        class's: NOTE [plain classes]) that is module-like by its spelling alone (pymarl2's
+        ``self.train_critic_best(batch)``) runs a model when what it returns carries a graph in
+        its own scope (NOTE [helper results]), or when it is handed a tensor made to require
+        grad (``conv1d_ref(sig, taps)``, ``taps = torch.tensor(..., requires_grad=True)``)."""
         if any(k.arg in TEXT_DECODE_KWARGS for k in call.keywords):
             return False  # `model.decode(ids, skip_special_tokens=True)`: text
         if not runs_model(self.ctx, self.scope, callee, line) or _imported_no_input(
@@ -248,12 +248,12 @@ class Graphs:
             return False
         fn = called_function(call, self.scope, line) or foreign_callee(
             self.ctx, call, self.scope, line)  # NOTE [project index]
-        if fn is None or fn.name in ("forward", "__call__") or callee in ("self", "self.forward") \
+        if module_method(self.ctx, fn, callee, self.scope.node) \
                 or bound_module(self.ctx, self.scope, callee, line):
             return True
-        return returns_graph(home(self.ctx, fn), fn, None, 0) or any(
+        return fn is not None and (returns_graph(home(self.ctx, fn), fn, None, 0) or any(
             _grad_leaf(self.scope.binding_before(a.id, line)) for a in call.args
-            if isinstance(a, ast.Name))
+            if isinstance(a, ast.Name)))
 
     def backpropagated(self, b: Binding) -> bool:
         """``loss = loss_function(); loss.backward()``: the binding is what a ``backward()`` of

@@ -26,6 +26,10 @@ INPUT_RE = re.compile(r"^(x|xs|inputs?|images?|imgs?|obs|observations?|states?|"
 DATA_ITER_RE = re.compile(r"loader|dataset|batches|data_iter|dl\b|range\(|epoch")
 
 # -- what a callee probably is -----------------------------------------------------------------
+# a call's keyword argument that sets a dropout probability (`nn.LSTM(..., dropout=0.2)`,
+# `MLP(dims, dropout_rate=0.1)`): given a value, the callee builds a dropout layer (a prefixed
+# one, `lora_dropout=p` handed on to a base, may build none: p defaults to 0)
+DROPOUT_ARG_RE = re.compile(r"^dropout\w*$")
 # a loss function object (`criterion`, `loss_fn`)
 LOSS_CALLABLE_RE = re.compile(r"^(criterion\w*|\w*_criterion|\w*loss(_fn|_func|_fct|_function)?)$",
                               re.IGNORECASE)

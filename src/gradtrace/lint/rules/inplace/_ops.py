@@ -210,11 +210,11 @@ def _module_attr(cls: ast.ClassDef | None, attr_name: str,
     still to be read) for the module of
     ``self.<attr_name>`` (:func:`_init_value`, else NOTE [module given by the builder]),
     whose result an op that saves it makes (NOTE [module results])."""
-    init = ctx.analysis.classes[cls.name].methods.get("__init__") if cls is not None else None
+    info = ctx.analysis.classes.get(cls.name) if cls is not None else None  # None: nested
+    init = info.methods.get("__init__") if info is not None else None
     v: ast.AST | None = _init_value(cls, attr_name, ctx)
     where: ast.AST | None = init
-    if v is None and init is not None:
-        info = ctx.analysis.classes[cls.name]  # type: ignore[union-attr]
+    if v is None and info is not None and init is not None:
         attr = info.attrs.get(attr_name) if info.node is cls else None
         given = given_module(init, attr.value.id, ctx) if attr is not None \
             and attr.method is init and not attr.later and isinstance(attr.value, ast.Name) \

@@ -10,6 +10,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.build_arms import build_flags, decided_against
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.mode_free import mode_free_part
+from gradtrace.lint.rules.registration._part_effect import part_effect
 from gradtrace.lint.analysis.objects import constructor_call
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
@@ -95,18 +96,18 @@ class FrozenEvalUndoneByTrain(Rule):
     code = "GT443"
     name = "frozen-eval-undone-by-train"
     message = ("`{model}.train()` puts every submodule back in training mode, undoing the eval "
-               "mode `{freeze}` (line {line}) set on the frozen part: its BatchNorm statistics "
-               "keep updating; re-apply it after `{model}.train()`")
+               "mode `{freeze}` (line {line}) set on the frozen part: {effect}; re-apply it "
+               "after `{model}.train()`")
     message_override = (
         "`{cls}.train()` calls `nn.Module.train()`, which puts every submodule back in training "
         "mode, and does not re-apply the eval mode `{freeze}` (line {line}) set on the frozen "
-        "part: its BatchNorm statistics keep updating from the first `{model}.train()`; "
+        "part: {effect} from the first `{model}.train()`; "
         "re-apply the freeze after this call")
     message_part = (
         "`{freeze}` in `{cls}.__init__` is undone by `{model}.train()` (line {line}): "
         "`Module.train()` puts every submodule back in training mode, and `{part}` overrides "
-        "`train()` to keep only its own frozen parts in eval, so its BatchNorm statistics keep "
-        "updating; freeze the part through `{part}`'s own switch (what its `train()` "
+        "`train()` to keep only its own frozen parts in eval, so {effect}; freeze the part "
+        "through `{part}`'s own switch (what its `train()` "
         "re-applies) or re-apply the eval after `{model}.train()`")
     triggers = ("train(",)
     examples = [
@@ -206,7 +207,8 @@ class FrozenEvalUndoneByTrain(Rule):
             return
         yield self.report(node, ctx, related=[Related(
             ctx.path, freeze.lineno, "the frozen part is put in eval mode here",
-            ctx.column(freeze))], model=model, freeze=ctx.source(freeze), line=freeze.lineno)
+            ctx.column(freeze))], model=model, freeze=ctx.source(freeze), line=freeze.lineno,
+            effect=part_effect(freeze, None, scope, ctx))
 
     def _constructed(self, node: ast.Call, recv: ast.expr, model: str, scope: Scope,
                      ctx: Context) -> Iterator[Finding]:
@@ -222,6 +224,7 @@ class FrozenEvalUndoneByTrain(Rule):
         if ev is None or _never_run(cls, init, recv, scope, node.lineno, ctx):  # type: ignore
             return
         own = cls.methods.get("train")  # type: ignore[union-attr]
+        effect = part_effect(ev, cls, scope, ctx)
         if own is not None:  # the class keeps its own train(): the fix belongs there
             if not _reapplies(own, init, ev, ctx):  # type: ignore[arg-type]
                 at = next((n for n in walk(own) if isinstance(n, ast.Call)
@@ -232,10 +235,10 @@ class FrozenEvalUndoneByTrain(Rule):
                     ctx.path, ev.lineno, f"`{cls.name}` puts this part in eval mode when it is "
                     "built", ctx.column(ev)), Related(
                     ctx.path, node.lineno, "training mode is switched on here", ctx.column(node))],
-                    model=model, freeze=ctx.source(ev), line=ev.lineno)
+                    model=model, freeze=ctx.source(ev), line=ev.lineno, effect=effect)
                 yield replace(f, message=self.message_override.format(
                     cls=cls.name, model=model, freeze=ctx.source(ev),  # type: ignore[union-attr]
-                    line=ev.lineno))
+                    line=ev.lineno, effect=effect))
             return
         idx = _index(scope, ctx)
         steps = [ln for ln in idx.step_lines(scope) if ln > node.lineno]
@@ -252,14 +255,14 @@ class FrozenEvalUndoneByTrain(Rule):
         if part is not None:  # the part keeps its own eval switch: the outside eval is the root
             f = self.report(ev, ctx, related=[Related(
                 ctx.path, node.lineno, "training mode is switched on here", ctx.column(node))],
-                model=model, freeze=ctx.source(ev), line=ev.lineno)
+                model=model, freeze=ctx.source(ev), line=ev.lineno, effect=effect)
             yield replace(f, message=self.message_part.format(
                 cls=cls.name, model=model, freeze=ctx.source(ev), part=part,  # type: ignore
-                line=node.lineno))
+                line=node.lineno, effect=effect))
             return
         yield self.report(node, ctx, related=[Related(
             ctx.path, ev.lineno, f"`{cls.name}` puts this part in eval mode when it is built",
-            ctx.column(ev))], model=model, freeze=ctx.source(ev), line=ev.lineno)
+            ctx.column(ev))], model=model, freeze=ctx.source(ev), line=ev.lineno, effect=effect)
 
     @staticmethod
     def _eval_freeze(lo: int, hi: int, model: str, scope: Scope, ctx: Context,

@@ -134,7 +134,8 @@ class OptimizerRecreatedPerCall(Rule):
     loop, and pass it in.
     Known limits: the function must be of this file and called in a loop with the same model
     (or object) each time; an optimizer over tensors made inside the function (a fresh
-    per-sample problem) or built lazily under an `if` is taken as intended.
+    per-sample problem), over a module the function builds first (`self.gen = Generator()`:
+    a new model each call) or built lazily under an `if` is taken as intended.
     """
 
     code = "GT436"
@@ -216,11 +217,21 @@ class OptimizerRecreatedPerCall(Rule):
         roots = set()
         for src in _local_sources(call, scope):
             root = src.partition(".")[0]
+            if root == "self" and _built_here(".".join(src.split(".")[:2]), call, scope):
+                return None  # `self.gen = Generator()` first: a new model per call
             if root == "self" or (root in params and not scope.bindings.get(root)):
                 roots.add(root)
             else:
                 return None  # made here (or unknown): a fresh problem per call
         return roots
+
+
+def _built_here(attr: str, call: ast.Call, scope: Scope) -> bool:
+    """``self.<attr>`` is first bound in the function, before ``call``, to a call other than
+    one of its own methods (``self.gen = Generator(...)``, not ``self.gen = self.gen.cuda()``)."""
+    bs = [b for b in scope.bindings.get(attr, ()) if b.line < call.lineno]
+    v = bs[0].value if bs else None
+    return isinstance(v, ast.Call) and not (dotted(v.func) or "").startswith(attr + ".")
 
 
 def _stepped_in(scope: Scope, name: str) -> bool:

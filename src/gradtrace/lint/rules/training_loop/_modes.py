@@ -98,6 +98,8 @@ def function_effects(ctx: Context, fn: Fn, depth: int) -> Effects:
             if isinstance(n, ast.Call):
                 for r, modes in effects(ctx, fn, n, depth).items():
                     out.setdefault(r, set()).update(modes)
+        for r in _restored(fn):
+            out.pop(r, None)
         return out
     memo: dict[int, Effects] = ctx.memo("gt516-fn-effects", fn, dict)
     if depth not in memo:
@@ -109,3 +111,26 @@ def function_effects(ctx: Context, fn: Fn, depth: int) -> Effects:
 def covers(outer: str, inner: str) -> bool:
     """``outer`` is ``inner`` or one of its owners (``model`` covers ``model.enc``)."""
     return inner == outer or inner.startswith(outer + ".")
+
+
+def _restored(fn: Fn) -> set[str]:
+    """Receivers whose mode ``fn`` saves and puts back as its last switch: ``was =
+    model.training; model.eval(); ...; model.train(was)`` leaves ``model`` as it found it."""
+    saved: dict[str, str] = {}  # flag name -> receiver
+    last: dict[str, tuple[int, bool]] = {}  # receiver -> (line, a restore) of its last switch
+    for n in walk(fn):
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Name) \
+                and isinstance(n.value, ast.Attribute) and n.value.attr == "training":
+            saved[n.targets[0].id] = dotted(n.value.value) or ""
+    if not saved:
+        return set()
+    for n in walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in ("train", "eval") and not n.keywords:
+            r = dotted(n.func.value) or ""
+            a = n.args[0] if n.args else None
+            back = isinstance(a, ast.Name) and saved.get(a.id) == r
+            if n.lineno >= last.get(r, (0, False))[0]:
+                last[r] = (n.lineno, back)
+    return {r for r, (_, back) in last.items() if back}

@@ -8,6 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.kinds import MODULE, Kind
 from gradtrace.lint.analysis.last_pass import only_on_last_pass
+from gradtrace.lint.analysis.mode_layers import mode_layers
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
@@ -21,11 +22,8 @@ from gradtrace.lint.rules.training_loop._modes import MAX_DEPTH, covers, effects
 # layers that behave differently in train and eval mode; an `InstanceNorm*` only with
 # `track_running_stats=True` (`_tracking_instance_norm`: by default it normalises each
 # sample by its own statistics in both modes; NOTE [running statistics])
-MODE_LAYERS_RE = re.compile(r"\b(Dropout\w*|BatchNorm\w*|SyncBatchNorm|"
-                            r"AlphaDropout|dropout\w*)\b|self\.training\b")
+# (Dropout, BatchNorm, a `self.training` test: read from the code, NOTE [mode layers built])
 _INSTANCE_NORM_RE = re.compile(r"\bInstanceNorm\w*")
-# a dropout argument or attribute set to nothing (`TorchMLP(..., dropout=None)`) builds no layer
-_NO_DROPOUT_RE = re.compile(r"\b\w*dropout\w*\s*=\s*(?:None|False|0(?:\.0*)?)(?![\w.])")
 
 
 def _tracking_instance_norm(node: ast.AST) -> bool:
@@ -402,7 +400,7 @@ def _kind_has_mode_layers(ctx: Context, k: Kind, depth: int = 0) -> bool:
         texts.append(ctx.code_of(cls.node))
     nodes = [n for n in (k.node, cls.node if cls is not None else None) if n is not None]
     for text, node in zip(texts, nodes):
-        if MODE_LAYERS_RE.search(_NO_DROPOUT_RE.sub("", text)) or (
+        if mode_layers(node, ctx) or (
                 _INSTANCE_NORM_RE.search(text) and _tracking_instance_norm(node)):
             return True
         called: frozenset[str] | None = None  # the text's `name(` words, found once

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.fixed_args import fixed_by_callers
+from gradtrace.lint.analysis.inherited_callers import base_switches_mode
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.nodes import of_types, scope_nodes, scope_statements
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -67,7 +68,9 @@ class PhaseSharedForwardInTrainMode(Rule):
     Known limits: the phase is a parameter of the function or the variable of a loop over a
     literal of phases, tested by `==`/`!=` against a string or as a flag; the model's class or
     constructor must show a dropout or batch-norm layer; a function or a caller that calls
-    `.eval()` or `.train(<not True>)` anywhere is trusted.
+    `.eval()` or `.train(<not True>)` anywhere is trusted, and so is a method of a base class
+    in another file of the project that calls the method and switches modes
+    (NOTE [template callers]).
     """
 
     code = "GT541"
@@ -142,7 +145,7 @@ class PhaseSharedForwardInTrainMode(Rule):
             call, model = got
             train = self._train_call(fn, call, nodes)
             if train is None and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                    and _eval_up(ctx, fn, 0):
+                    and (_eval_up(ctx, fn, 0) or base_switches_mode(ctx, fn)):
                 continue
             inner = [lp for lp in around if _holds(lp, call)]
             at: ast.AST = train if train is not None else \

@@ -1,0 +1,65 @@
+"""Whether a base class of another file of the project runs a method after a mode switch.
+
+# NOTE [template callers]
+A method that overrides one of its base class's (``nnUNetTrainerV2.run_iteration(self,
+data_generator, do_backprop=True)``) is called by the base's own methods: the template method
+of another file (``NetworkTrainer.run_training`` puts ``self.network.eval()`` before
+``self.run_iteration(self.val_gen, False, True)``). Its callers are not in its file; when a
+method of a base class of the project (followed through the project's files, three hops) calls
+``self.<name>(...)`` and switches a module's mode in the same method (``x.eval()``,
+``x.train(False)``), the phases it runs are switched there.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.project import foreign_def
+from gradtrace.lint.names import dotted
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+MAX_HOPS = 3
+
+
+def base_switches_mode(ctx: Context, fn: ast.AST) -> bool:
+    """A base class of ``fn``'s class, in another file of the project, calls ``self.<fn>``
+    in a method that also switches a module to eval mode (NOTE [template callers])."""
+    cls = ctx.analysis.class_of(fn)
+    name = getattr(fn, "name", None)
+    if cls is None or name is None:
+        return False
+    return _bases_switch(ctx, cls.node, name, 0, set())
+
+
+def _bases_switch(ctx: Context, node: ast.ClassDef, name: str, hops: int, seen: set[int]) -> bool:
+    if hops > MAX_HOPS or id(node) in seen:
+        return False
+    seen.add(id(node))
+    for b in node.bases:
+        own = ctx.analysis.classes.get(b.id) if isinstance(b, ast.Name) else None
+        got = (ctx, own.node) if own is not None else foreign_def(ctx, b)
+        if got is None or not isinstance(got[1], ast.ClassDef):
+            continue
+        bctx, bnode = got
+        if any(_calls_after_switch(m, name) for m in bnode.body
+               if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            return True
+        if _bases_switch(bctx, bnode, name, hops + 1, seen):
+            return True
+    return False
+
+
+def _calls_after_switch(m: ast.AST, name: str) -> bool:
+    calls = [n for n in ast.walk(m) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute)]
+    return any(n.func.attr == name and dotted(n.func.value) == "self"  # type: ignore
+               for n in calls) and any(_eval_switch(n) for n in calls)
+
+
+def _eval_switch(n: ast.Call) -> bool:
+    f = n.func
+    return isinstance(f, ast.Attribute) and not n.keywords and (
+        f.attr == "eval" and not n.args or f.attr == "train" and len(n.args) == 1
+        and not (isinstance(n.args[0], ast.Constant) and n.args[0].value is True))
