@@ -1,0 +1,66 @@
+"""Shapes from the projects of docs/triage/unseen44b.md (session 44), each in another spelling
+than the project's and next to a buggy twin that is still reported; the single-file ones run on
+real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # ZJULiHongxin/HRNet-Hand-Pose-Estimation (function3D_GAN.py): both optimizers cleared every
+    # pass, the critic's step under `if i % n_critic != 0:`: it is left out every n-th pass, no
+    # gradients wait for it to add up (NOTE [all but every n-th pass]). Twin: the step under
+    # `(i + 1) % k == 0`, the clear every pass: each step applies the last micro-batch alone
+    "critic-step-left-out-every-nth-pass": (Shape("""
+        gen, critic = nn.Linear(2, 2), nn.Linear(2, 1)
+        g_opt = torch.optim.SGD(gen.parameters(), lr=0.1)
+        c_opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+        steps = 0
+        for i in range(6):
+            x = torch.randn(4, 2)
+            g_opt.zero_grad()
+            c_opt.zero_grad()
+            (critic(gen(x)).mean() + gen(x).pow(2).mean()).backward()
+            g_opt.step()
+            if i % 3 != 0:
+                c_opt.step()
+                steps += 1
+        """, "GT512", holds="steps == 4"),
+        Shape("""
+        net = nn.Linear(2, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        xs = [torch.randn(4, 2) for _ in range(2)]
+        w0, b0 = net.weight.detach().clone(), net.bias.detach().clone()
+        for i, x in enumerate(xs):
+            opt.zero_grad()
+            net(x).pow(2).mean().backward()
+            if (i + 1) % 2 == 0:
+                opt.step()
+        probe = nn.Linear(2, 1)
+        probe.load_state_dict({"weight": w0, "bias": b0})
+        probe(xs[1]).pow(2).mean().backward()
+        """, "GT512", line=6, holds="torch.allclose(net.weight, w0 - 0.1 * probe.weight.grad)")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_silent_look_alike_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
