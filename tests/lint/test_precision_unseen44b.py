@@ -53,6 +53,36 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         probe.load_state_dict({"weight": w0, "bias": b0})
         probe(xs[1]).pow(2).mean().backward()
         """, "GT512", line=6, holds="torch.allclose(net.weight, w0 - 0.1 * probe.weight.grad)")),
+    # Aseeef/slimmable-medical-segmentation (BRACSDuckNet*.py): every parameter frozen, then
+    # `self.seg_head = conv1x1(c, k)` built and `self.seg_head.requires_grad = True`: the new
+    # head's parameters already require grad, nothing to unfreeze (NOTE [fresh part unfrozen]).
+    # Twin: the same flag on a part built before the freeze (its up_stage1): still frozen
+    "flag-on-a-head-built-after-the-freeze": (Shape("""
+        def head(i, o):
+            return nn.Conv2d(i, o, kernel_size=1)
+        class Seg(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Conv2d(3, 4, 3)
+                for p in self.parameters():
+                    p.requires_grad = False
+                self.seg_head = head(4, 2)
+                self.seg_head.requires_grad = True
+        net = Seg()
+        """, "GT407", holds="net.seg_head.weight.requires_grad"),
+        Shape("""
+        def head(i, o):
+            return nn.Conv2d(i, o, kernel_size=1)
+        class Seg(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Conv2d(3, 4, 3)
+                for p in self.parameters():
+                    p.requires_grad = False
+                self.body.requires_grad = True
+                self.seg_head = head(4, 2)
+        net = Seg()
+        """, "GT407", line=9, holds="not net.body.weight.requires_grad")),
 }
 
 
