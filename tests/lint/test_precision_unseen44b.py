@@ -83,6 +83,61 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 self.seg_head = head(4, 2)
         net = Seg()
         """, "GT407", line=9, holds="not net.body.weight.requires_grad")),
+    # toshihikochen/monocular-depth-estimation-by-deep-learning (trainers/base_trainer.py):
+    # `set_train_mode(enable)` turns grad on in one arm and off in the other, and every epoch
+    # calls `set_train_mode(True)` before training (NOTE [grad switch]). Twin: the switch is
+    # only ever turned off, the next epoch trains with grad off and backward raises
+    "grad-switch-turned-on-before-training": (Shape("""
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(2, 1)
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def set_mode(self, enable):
+                if enable:
+                    self.model.train()
+                    torch.set_grad_enabled(True)
+                else:
+                    self.model.eval()
+                    torch.set_grad_enabled(False)
+            def fit(self, data):
+                for epoch in range(2):
+                    self.set_mode(True)
+                    for x in data:
+                        self.opt.zero_grad()
+                        self.model(x).pow(2).mean().backward()
+                        self.opt.step()
+                    self.set_mode(False)
+                    for x in data:
+                        self.model(x)
+        t = Trainer()
+        t.fit([torch.randn(4, 2)])
+        torch.set_grad_enabled(True)
+        """, "GT203", holds="t.model.weight.grad is not None"),
+        Shape("""
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(2, 1)
+                self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            def set_mode(self, enable):
+                if enable:
+                    self.model.train()
+                else:
+                    self.model.eval()
+                    torch.set_grad_enabled(False)
+            def fit(self, data):
+                for epoch in range(2):
+                    for x in data:
+                        self.opt.zero_grad()
+                        self.model(x).pow(2).mean().backward()
+                        self.opt.step()
+                    self.set_mode(False)
+                    for x in data:
+                        self.model(x)
+        try:
+            Trainer().fit([torch.randn(4, 2)])
+        finally:
+            torch.set_grad_enabled(True)
+        """, "GT203", line=10, raises=(RuntimeError, "does not require grad"))),
 }
 
 
