@@ -138,6 +138,41 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         finally:
             torch.set_grad_enabled(True)
         """, "GT203", line=10, raises=(RuntimeError, "does not require grad"))),
+    # eddie0509tw/Fast-3D-Human-Pose-Estimation (inference.py): `im = pil.fromarray(pose_img)`
+    # of what the inferencer's plotting helpers drew, collected for a GIF: PIL hands back an
+    # image, never a tensor with a graph (vocabulary.IMAGE_LIBRARIES, `_foreign.other_framework`).
+    # Twin: the inferencer's prediction itself collected, with its graph
+    "pil-image-of-a-drawn-array-collected": (Shape("""
+        from PIL import Image
+        def render(p):
+            return (p.detach().clamp(0, 1) * 255).to(torch.uint8).numpy()
+        class Viewer:
+            def __init__(self):
+                self.model = nn.Linear(4, 4).eval()
+                self.renderers = [render]
+            def show(self, x):
+                return self.renderers[0](self.model(x)), 0
+        viewer = Viewer()
+        frames = []
+        loader = [torch.rand(2, 4) for _ in range(3)]
+        for x in loader:
+            img, err = viewer.show(x)
+            im = Image.fromarray(img)
+            frames.append(im)
+        """, "GT505", holds="frames[0].size == (4, 2)"),
+        Shape("""
+        class Viewer:
+            def __init__(self):
+                self.model = nn.Linear(4, 4).eval()
+            def show(self, x):
+                return self.model(x), 0
+        viewer = Viewer()
+        frames = []
+        loader = [torch.rand(2, 4) for _ in range(3)]
+        for x in loader:
+            img, err = viewer.show(x)
+            frames.append(img)
+        """, "GT505", line=11, holds="frames[0].grad_fn is not None")),
 }
 
 
