@@ -173,6 +173,50 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             img, err = viewer.show(x)
             frames.append(img)
         """, "GT505", line=11, holds="frames[0].grad_fn is not None")),
+    # Aseeef/slimmable-medical-segmentation (core/slim_seg_trainer.py): `total_loss` sums each
+    # width's loss, each backwarded, over `for w in widths` running the model on the same batch
+    # and returned to a caller that makes it anew per batch (NOTE [same batch each pass]).
+    # Twin: the helper's loop walks the batches: every step's graph nodes stay reachable
+    "sum-over-widths-of-one-batch": (Shape("""
+        class Slim(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.width = 1.0
+            def forward(self, x):
+                return self.fc(x) * self.width
+        def widths_step(model, images, masks, widths):
+            total_loss = 0.0
+            for w in widths:
+                model.width = w
+                loss_w = F.mse_loss(model(images), masks)
+                loss_w.backward()
+                total_loss += loss_w
+            return total_loss
+        model = Slim()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in [(torch.randn(2, 4), torch.randn(2, 4))] * 2:
+            opt.zero_grad()
+            total = widths_step(model, x, y, [1.0, 0.5])
+            opt.step()
+        """, "GT505", holds="total.grad_fn is not None"),
+        Shape("""
+        class Slim(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+            def forward(self, x):
+                return self.fc(x)
+        def batches_step(model, batches):
+            total_loss = 0.0
+            for images, masks in batches:
+                loss = F.mse_loss(model(images), masks)
+                loss.backward()
+                total_loss += loss
+            return total_loss
+        model = Slim()
+        total = batches_step(model, [(torch.randn(2, 4), torch.randn(2, 4))] * 3)
+        """, "GT505", line=12, holds="total.grad_fn is not None")),
 }
 
 
