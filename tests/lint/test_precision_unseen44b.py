@@ -217,6 +217,32 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         model = Slim()
         total = batches_step(model, [(torch.randn(2, 4), torch.randn(2, 4))] * 3)
         """, "GT505", line=12, holds="total.grad_fn is not None")),
+    # Fattehh/BPE-for-Knowledge-Graph-Embeddings (examples/KnowledgeGraphEmbeddings.ipynb):
+    # `torch_yhat = torch.tensor(yhat.data, requires_grad=True)`, a BCE of it, backward, then
+    # `torch_yhat.grad.item()` checked against a hand-derived gradient: the new leaf is what
+    # backward differentiates by design (NOTE [probed leaf]). Twin: the same re-wrap as a
+    # band-aid inside a training step, its `.grad` never read: the model gets no gradient
+    "new-leaf-whose-own-grad-is-checked": (Shape("""
+        net = nn.Linear(2, 1)
+        yhat = torch.sigmoid(net(torch.randn(1, 2)))[0, 0]
+        def probe():
+            torch_yhat = torch.tensor(yhat.data, requires_grad=True)
+            loss = F.binary_cross_entropy(torch_yhat, torch.tensor(1.0))
+            loss.backward()
+            return torch_yhat.grad.item()
+        g = probe()
+        p = yhat.item()
+        """, "GT105", holds="abs(g - (p - 1.0) / (p * (1 - p))) < 1e-4"),
+        Shape("""
+        net = nn.Linear(2, 1)
+        def step(x):
+            yhat = torch.sigmoid(net(x))[0, 0]
+            torch_yhat = torch.tensor(yhat.data, requires_grad=True)
+            loss = F.binary_cross_entropy(torch_yhat, torch.tensor(1.0))
+            loss.backward()
+            return loss.item()
+        step(torch.randn(1, 2))
+        """, "GT105", line=4, holds="net.weight.grad is None")),
 }
 
 
