@@ -132,6 +132,11 @@ GRAD_OFF_SWITCHES = {"no_grad": True, "inference_mode": True, "enable_grad": Fal
 OTHER_FRAMEWORKS = frozenset({"tensorflow", "keras", "jax", "flax", "paddle", "mindspore",
                               "mxnet", "mlx", "equinox", "haiku", "tinygrad"})
 
+# roots of image and plotting libraries: their functions, and methods of what they made, hand
+# back their own objects or NumPy arrays (`PIL.Image.fromarray(a)`, `cv2.resize(a, s)`), never
+# a torch tensor with a graph: a tensor that requires grad makes them raise
+IMAGE_LIBRARIES = frozenset({"PIL", "cv2", "imageio", "skimage", "matplotlib"})
+
 # roots of NumPy-side libraries whose functions compute numbers from arrays (scikit-learn's
 # metrics, SciPy's statistics): a function returning what one of them computes is a metric
 METRIC_LIBRARIES = frozenset({"sklearn", "scipy"})

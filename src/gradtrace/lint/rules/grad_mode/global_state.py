@@ -28,6 +28,10 @@ def _is_false(e: ast.expr | None) -> bool:
     return isinstance(e, ast.Constant) and e.value is False
 
 
+def _is_true(e: ast.expr | None) -> bool:
+    return isinstance(e, ast.Constant) and e.value is True
+
+
 class SetGradEnabledNeverRestored(Rule):
     """`torch.set_grad_enabled(False)` is called as a statement and grad is never turned back on.
 
@@ -137,7 +141,7 @@ class SetGradEnabledNeverRestored(Rule):
             return
         sink = _sink_after(fn or ctx.tree, node.lineno if fn else 0, ctx, follow=False)
         if sink is None and fn is not None:
-            sink = _sink_in_callers(fn, ctx)
+            sink = _sink_in_callers(fn, ctx, _switch(fn, node, ctx))
         if sink is None:
             return
         related = (Related(ctx.path, sink.lineno,
@@ -189,15 +193,51 @@ def _local_training_sink(call: ast.Call, ctx: Context) -> ast.Call | None:
     return None
 
 
-def _sink_in_callers(fn: ast.AST, ctx: Context) -> ast.Call | None:
-    """A backward call that follows a call of ``fn`` in another function of the file."""
+def _switch(fn: ast.AST, call: ast.Call, ctx: Context) -> tuple[str, int] | None:
+    """# NOTE [grad switch]
+    ``def set_train_mode(self, enable): if enable: ...set_grad_enabled(True) else:
+    ...set_grad_enabled(False)``: the call sits in the arm an ``if`` on a parameter of ``fn``
+    takes when it is false, the other arm turns grad on: a switch, which each call sets
+    anew. Returns that parameter and its position in a call (after ``self``)."""
+    args = [a.arg for a in getattr(getattr(fn, "args", None), "args", [])]
+    for n in bfs_walk(fn):
+        if not isinstance(n, ast.If):
+            continue
+        t, off, on = n.test, n.orelse, n.body
+        if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not):
+            t, off, on = t.operand, n.body, n.orelse
+        if isinstance(t, ast.Name) and t.id in args and any(
+                c is call for s in off for c in bfs_walk(s)) and any(
+                isinstance(c, ast.Call) and ctx.qualified_name(c.func) in SETTERS
+                and _is_true(_flag(c)) for s in on for c in bfs_walk(s)):
+            return t.id, args.index(t.id) - (args[:1] in (["self"], ["cls"]))
+    return None
+
+
+def _switched_on(c: ast.Call, switch: tuple[str, int] | None) -> bool:
+    """The call of a switch (NOTE [grad switch]) passes it a true constant: it turns grad on
+    (a caller making such a call anywhere restores grad, as a setter there would)."""
+    if switch is None:
+        return False
+    got = next((k.value for k in c.keywords if k.arg == switch[0]), None)
+    if got is None and 0 <= switch[1] < len(c.args):
+        got = c.args[switch[1]]
+    return isinstance(got, ast.Constant) and bool(got.value)
+
+
+def _sink_in_callers(fn: ast.AST, ctx: Context, switch: tuple[str, int] | None = None
+                     ) -> ast.Call | None:
+    """A backward call that follows a call of ``fn`` in another function of the file (one
+    that never switches grad back on through ``fn``, NOTE [grad switch])."""
     name = getattr(fn, "name", "")
     for other in bfs_walk(ctx.tree):
         if not isinstance(other, FUNCTION_TYPES) or other is fn:
             continue
-        for c in _calls(other):
-            callee = dotted(c.func) or ""
-            if callee in (name, "self." + name) and not _restored(other, 0, ctx):
+        calls = [c for c in _calls(other) if dotted(c.func) in (name, "self." + name)]
+        if any(_switched_on(c, switch) for c in calls):
+            continue  # the caller switches grad back on, as a setter would (`_restored`)
+        for c in calls:
+            if not _restored(other, 0, ctx):
                 sink = _sink_after(other, c.lineno, ctx) or _sink_in_loop_before(other, c, ctx)
                 if sink is not None:
                     return sink

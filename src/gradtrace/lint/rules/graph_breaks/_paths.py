@@ -45,6 +45,7 @@ from gradtrace.lint.analysis.loss_evidence import loss_evidence
 from gradtrace.lint.analysis.loss_weights import weight_only
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.rules.graph_breaks._probed_leaf import probed_leaf
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -173,7 +174,8 @@ class LossPaths(HelperTracer):
         cut = [(t, tuple(c for c in tr.cuts if not (ret and self._running_total(c))
                          and (sink.only is None or self._layer_operand(c))))
                for t, tr in traced if not tr.live and tr.cuts]
-        cut = [(t, cs) for t, cs in cut if cs]
+        cut = [(t, cs) for t, cs in cut if cs and not (
+            sink.how == "backward" and probed_leaf(self.scope, cs, line))]  # NOTE [probed leaf]
         if not cut:
             return None
         if sink.others and any(self.trace(o, use, line).live for o in sink.others):

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.analysis.owners import home
+from gradtrace.lint.analysis.params import builds_module
+from gradtrace.lint.analysis.project import foreign_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -24,6 +27,40 @@ def _class_module_attr(ctx: Context, attr: str) -> bool:
         if isinstance(n, ast.Assign) and len(n.targets) == 1 \
                 and dotted(n.targets[0]) == f"self.{attr}" and module_ctor(n.value, ctx):
             return True
+    return False
+
+
+_TOUCH = frozenset({"requires_grad", "requires_grad_", "parameters", "named_parameters",
+                    "modules", "children", "apply", "load_state_dict"})
+
+
+def _fresh_unfrozen(ctx: Context, name: str, node: ast.Assign) -> bool:
+    """# NOTE [fresh part unfrozen]
+    ``self.head = conv1x1(c, k)`` right after a loop freezing every parameter, then
+    ``self.head.requires_grad = True``: the last statement of the block binding ``name``
+    builds a new module (a module constructor, or a function of the file or project every
+    ``return`` of which builds one) and nothing in between freezes, loads or walks
+    parameters: the new part's parameters already require grad, the flag set on the module
+    has nothing to undo (slimmable-medical-segmentation's heads). A part frozen after it is
+    built (``requires_grad_(False)`` in between) or set to False is still reported."""
+    if not (isinstance(node.value, ast.Constant) and node.value.value is True):
+        return False
+    parent = ctx.stmts[-2] if len(ctx.stmts) > 1 else ctx.tree
+    block = next((b for f in ("body", "orelse", "finalbody")
+                  if node in (b := getattr(parent, f, None) or [])), None)
+    for s in reversed(block[:block.index(node)] if block else []):
+        if not any(isinstance(n, (ast.Attribute, ast.Name)) and isinstance(n.ctx, ast.Store)
+                   and dotted(n) == name for n in walk(s)):
+            if any(isinstance(n, ast.Attribute) and n.attr in _TOUCH for n in walk(s)):
+                return False
+            continue
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and dotted(s.targets[0]) == name and isinstance(s.value, ast.Call)):
+            return False
+        if module_ctor(s.value, ctx):
+            return True
+        fn = ctx.analysis.callee(s.value, ctx.function) or foreign_function(ctx, s.value)
+        return fn is not None and builds_module(fn, home(ctx, fn))
     return False
 
 

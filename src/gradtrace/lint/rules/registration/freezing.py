@@ -20,8 +20,8 @@ from gradtrace.lint.rules.registration._modules import (
 from gradtrace.lint.rules.registration._frozen_copy import frozen_copy
 from gradtrace.lint.rules.registration._rewrapped import file_freeze, rewrapped_loop
 from gradtrace.lint.rules.registration._freeze_sites import (
-    _class_module_attr, _head_assignments, _new_part, _rebound, _reloaded, _set_to_tensor_before,
-    trainable_only_filter)
+    _class_module_attr, _fresh_unfrozen, _head_assignments, _new_part, _rebound, _reloaded,
+    _set_to_tensor_before, trainable_only_filter)
 
 
 class RequiresGradAttributeOnModule(Rule):
@@ -105,7 +105,7 @@ class RequiresGradAttributeOnModule(Rule):
             name != "self" and ctx.analysis.is_module(recv, line=node.lineno))
         # (`def freeze(m)`: the callers' m; a module's own `self.requires_grad = flag` is a
         # setting its code reads)
-        if not is_mod or _set_to_tensor_before(ctx, name, node):
+        if not is_mod or _set_to_tensor_before(ctx, name, node) or _fresh_unfrozen(ctx, name, node):
             return
         fix = self.fix(ctx.edit(node, f"{name}.requires_grad_({ctx.source(node.value)})"))
         verb = "unfrozen" if is_true(node.value) else \

@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
 
 
@@ -26,7 +27,8 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     outer = f.loops_of(loop)
     if not outer:
         return _per_learner(f, acc, loop) or _per_call(f, acc, loop) \
-            or _per_forward(f, acc, loop) or _one_window(f, acc, loop)
+            or _per_forward(f, acc, loop) or _one_window(f, acc, loop) \
+            or _same_batch(f, acc, loop)
     around = outer[-1]
     made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
                and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
@@ -63,6 +65,29 @@ def _per_forward(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     made = [b for b in f.scope.bindings.get(acc, ()) if not f.inside(b.stmt, loop)]
     return info is not None and info.is_module and bool(made) and all(
         b.line < loop.lineno and not isinstance(b.stmt, ast.AugAssign) for b in made)
+
+
+def _same_batch(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """# NOTE [same batch each pass]
+    A function that steps no optimizer, a local ``acc`` made before ``loop``, and every model
+    run of the loop takes only names bound outside it: each pass runs the model on the same
+    batch, the loop's variable configuring it (slimmable networks: ``for w in widths:
+    self.model.apply(set_width(w)); loss_w = crit(self.model(images), masks);
+    loss_w.backward(); total_loss += loss_w``, returned): one batch's graphs, each
+    backwarded, made anew by the next call (a caller summing the returns is GT505's own
+    case, on the caller)."""
+    if not isinstance(f.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or "." in acc \
+            or f.steps or not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    made = [b for b in f.scope.bindings.get(acc, ()) if not f.inside(b.stmt, loop)]
+    if not made or any(b.line > loop.lineno or isinstance(b.stmt, ast.AugAssign) for b in made):
+        return False
+    inner = {n.id for n in walk(loop) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    runs = [c for st in loop.body for callee, c in model_calls(st)
+            if runs_model(f.ctx, f.scope, callee, c.lineno)]
+    return bool(runs) and not any(
+        isinstance(n, ast.Name) and n.id in inner
+        for c in runs for a in (*c.args, *(k.value for k in c.keywords)) for n in walk(a))
 
 
 # NOTE [one accumulation window]

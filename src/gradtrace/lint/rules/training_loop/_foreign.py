@@ -17,7 +17,8 @@ import ast
 import builtins
 from typing import TYPE_CHECKING, Callable
 
-from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, OTHER_FRAMEWORKS, model_spelling
+from gradtrace.lint.analysis.vocabulary import (
+    IMAGE_LIBRARIES, LOSS_CALLABLE_RE, OTHER_FRAMEWORKS, model_spelling)
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import of_types, statements
 
@@ -62,7 +63,8 @@ def other_framework(ctx: Context, scope: Scope, call: ast.Call) -> bool:
     """``call`` runs a function of another array framework (``tf.reduce_mean(x)``) or a method
     of an object one made (``with tf.Session() as sess: ... sess.run([train_op, loss_op])``):
     it hands back that framework's values (``Session.run`` gives NumPy arrays), never a torch
-    tensor with a graph, whatever torch-looking names its arguments read."""
+    tensor with a graph, whatever torch-looking names its arguments read. So does an image or
+    plotting library (``PIL.Image.fromarray(pose_img)``: an image, collected for a GIF)."""
     made: ast.AST | None = call
     f = call.func
     if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
@@ -74,4 +76,5 @@ def other_framework(ctx: Context, scope: Scope, call: ast.Call) -> bool:
                          and it.optional_vars.id == f.value.id), None)
         if not isinstance(made, ast.Call):
             made = call
-    return (ctx.call_name(made) or "").partition(".")[0] in OTHER_FRAMEWORKS
+    root = (ctx.call_name(made) or "").partition(".")[0]
+    return root in OTHER_FRAMEWORKS or root in IMAGE_LIBRARIES  # (PIL's image of an array)

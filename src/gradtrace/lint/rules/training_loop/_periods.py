@@ -154,6 +154,24 @@ def guard_remainders(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> list[ast.Bi
     return mods
 
 
+def most_passes(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
+    """# NOTE [all but every n-th pass]
+    ``if i % n_critic != 0:`` (``> 0``, or the bare remainder ``if i % n:``), directly or
+    through a name bound in ``loop`` before it: the guard holds on every pass but one in ``n``,
+    a step under it is skipped now and then (a GAN's critic left out every n-th pass), not
+    taken once every ``n`` passes: no micro-batches wait for it to add up (NOTE [periodic
+    step] reads only the opposite test)."""
+    t = guard.test
+    if isinstance(t, ast.Name):
+        b = f.scope.binding_before(t.id, guard.lineno)
+        t = b.value if b is not None and b.value is not None and f.inside(b.stmt, loop) else t
+    if isinstance(t, ast.BinOp):
+        return isinstance(t.op, ast.Mod) and bool(_remainders(t))
+    return isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(
+        t.ops[0], (ast.NotEq, ast.Gt)) and isinstance(t.left, ast.BinOp) and isinstance(
+        t.left.op, ast.Mod) and isinstance(c := t.comparators[0], ast.Constant) and c.value == 0
+
+
 def _period_one(f: LoopFacts, mod: ast.BinOp) -> bool:
     """The divisor is the constant 1 (``% 1``, a name bound once to 1, or the entry under a
     constant key of a dict literal bound once and never written by key): the guard holds on

@@ -26,7 +26,7 @@ from gradtrace.lint.rules.training_loop._loss_scaling import (
 from gradtrace.lint.rules.training_loop.zero_grad import covers, fresh_each_pass, step_loop
 from gradtrace.lint.rules.training_loop._periods import (  # noqa: F401 (conditional,
     _period_one, _remainders, conditional, counted, guard_remainders, micro_step_loops,
-    skip_guard)  # re-exported)
+    most_passes, skip_guard)  # re-exported)
 
 
 def periodic_guard(f: LoopFacts, stmt: ast.stmt, loop: ast.stmt
@@ -51,7 +51,7 @@ def periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list[
         if loop is None or fresh_each_pass(f, loop, s):
             continue
         guard = periodic_guard(f, s.stmt, loop)
-        if guard is not None and not _own_backward(f, guard[0], s):
+        if guard and not _own_backward(f, guard[0], s) and not most_passes(f, guard[0], loop):
             yield s, loop, guard[0], guard[1]
 
 
