@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left
-from itertools import compress
 from typing import Iterator
 
 from gradtrace.lint.def_order import breadth_first_defs
+from gradtrace.lint.node_types import by_type, typed
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _AST = ast.AST
@@ -178,7 +178,7 @@ class _FileIndex:
         self.spans: dict[int, tuple[int, int]] | None = None
         # node types -> (positions in ``order`` of the nodes of those types, the nodes)
         self.typed: dict[tuple[type, ...], tuple[list[int], list[ast.AST]]] = {}
-        self.kinds: list[type] | None = None  # the type of each node of ``order``
+        self.kinds: dict[type, list[int]] | None = None  # positions by type
         self.scopes: list[ast.AST] | None = None  # function_scopes of the tree
 
     def build(self) -> None:
@@ -237,13 +237,11 @@ def of_types(node: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
         order = state.order
         if span is not None and order[span[0]] is node:
             got = state.typed.get(types)
-            if got is None:  # the positions picked in C by each node's type (once per file)
-                kinds = state.kinds
-                if kinds is None:
-                    kinds = state.kinds = list(map(type, order))
-                match = {t for t in set(kinds) if issubclass(t, types)}.__contains__
-                pos = list(compress(range(len(order)), map(match, kinds)))
-                got = state.typed[types] = (pos, list(compress(order, map(match, kinds))))
+            if got is None:  # from the nodes grouped by type, once per file (NOTE [typed
+                groups = state.kinds  # positions] in gradtrace.lint.node_types)
+                if groups is None:
+                    groups = state.kinds = by_type(order)
+                got = state.typed[types] = typed(groups, order, types)
             pos, found = got
             return found[bisect_left(pos, span[0]):bisect_left(pos, span[1])]
     if state is not None and state.spans is not None:
