@@ -64,8 +64,8 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
                 order = state.order
                 if order[span[0]] is node:
                     return iter(order[span[0]:span[1]])
-        elif state.budget <= 0:
-            state.build()
+        elif state.budget <= 0 or node is state.tree and state.budget <= state.half:
+            state.build()  # (NOTE [whole-tree walk])
             return walk(node)
         else:
             return _walk(node, state)
@@ -166,14 +166,20 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 # node that is not in it (another tree, a synthesized node) is walked as before, and a slice
 # is only used when the list holds that very node at the run's start.
 WALK_BUDGET_CHARS = 4  # walk budget: one node per 4 characters of source, ~ the whole tree
+# NOTE [whole-tree walk]
+# A walk of the whole tree spends as much budget as the tree holds nodes. Asked once half the
+# budget is spent, it builds the index instead: that walk is the build's own walk, where the
+# walk and then the build a few rules later walked the tree twice (generated training code:
+# the first whole-tree walk comes at half the budget and spends the rest). Library code asks
+# for the whole tree early or not at all (in every 8th transformers file, one file in 364).
 
 
 class _FileIndex:
-    __slots__ = ("tree", "budget", "order", "spans", "typed", "kinds", "scopes")
+    __slots__ = ("tree", "budget", "half", "order", "spans", "typed", "kinds", "scopes")
 
     def __init__(self, tree: ast.AST, budget: int) -> None:
         self.tree = tree
-        self.budget = budget
+        self.budget, self.half = budget, budget // 2
         self.order: list[ast.AST] = []
         self.spans: dict[int, tuple[int, int]] | None = None
         # node types -> (positions in ``order`` of the nodes of those types, the nodes)
@@ -230,7 +236,8 @@ def of_types(node: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
     costs the nodes found, not a walk of each statement (nested bodies walked again at every
     level of nesting)."""
     state = _FILE[0]
-    if state is not None and state.spans is None and state.budget <= 0:
+    if state is not None and state.spans is None and (state.budget <= 0 or (
+            node is state.tree and state.budget <= state.half)):  # NOTE [whole-tree walk]
         state.build()
     if state is not None and state.spans is not None:
         span = state.spans.get(id(node))
