@@ -244,8 +244,8 @@ def of_types(node: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
         order = state.order
         if span is not None and order[span[0]] is node:
             got = state.typed.get(types)
-            if got is None:  # from the nodes grouped by type, once per file (NOTE [typed
-                groups = state.kinds  # positions] in gradtrace.lint.node_types)
+            if got is None:  # from the nodes grouped by type once per file:
+                groups = state.kinds  # NOTE [typed positions] in gradtrace.lint.node_types
                 if groups is None:
                     groups = state.kinds = by_type(order)
                 got = state.typed[types] = typed(groups, order, types)
