@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left
-from itertools import compress
 from typing import Iterator
 
 from gradtrace.lint.def_order import breadth_first_defs
+from gradtrace.lint.node_types import by_type, typed
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _AST = ast.AST
@@ -64,8 +64,8 @@ def walk(node: ast.AST) -> Iterator[ast.AST]:
                 order = state.order
                 if order[span[0]] is node:
                     return iter(order[span[0]:span[1]])
-        elif state.budget <= 0:
-            state.build()
+        elif state.budget <= 0 or node is state.tree and state.budget <= state.half:
+            state.build()  # (NOTE [whole-tree walk])
             return walk(node)
         else:
             return _walk(node, state)
@@ -166,19 +166,25 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 # node that is not in it (another tree, a synthesized node) is walked as before, and a slice
 # is only used when the list holds that very node at the run's start.
 WALK_BUDGET_CHARS = 4  # walk budget: one node per 4 characters of source, ~ the whole tree
+# NOTE [whole-tree walk]
+# A walk of the whole tree spends as much budget as the tree holds nodes. Asked once half the
+# budget is spent, it builds the index instead: that walk is the build's own walk, where the
+# walk and then the build a few rules later walked the tree twice (generated training code:
+# the first whole-tree walk comes at half the budget and spends the rest). Library code asks
+# for the whole tree early or not at all (in every 8th transformers file, one file in 364).
 
 
 class _FileIndex:
-    __slots__ = ("tree", "budget", "order", "spans", "typed", "kinds", "scopes")
+    __slots__ = ("tree", "budget", "half", "order", "spans", "typed", "kinds", "scopes")
 
     def __init__(self, tree: ast.AST, budget: int) -> None:
         self.tree = tree
-        self.budget = budget
+        self.budget, self.half = budget, budget // 2
         self.order: list[ast.AST] = []
         self.spans: dict[int, tuple[int, int]] | None = None
         # node types -> (positions in ``order`` of the nodes of those types, the nodes)
         self.typed: dict[tuple[type, ...], tuple[list[int], list[ast.AST]]] = {}
-        self.kinds: list[type] | None = None  # the type of each node of ``order``
+        self.kinds: dict[type, list[int]] | None = None  # positions by type
         self.scopes: list[ast.AST] | None = None  # function_scopes of the tree
 
     def build(self) -> None:
@@ -230,20 +236,19 @@ def of_types(node: ast.AST, types: tuple[type, ...]) -> list[ast.AST]:
     costs the nodes found, not a walk of each statement (nested bodies walked again at every
     level of nesting)."""
     state = _FILE[0]
-    if state is not None and state.spans is None and state.budget <= 0:
+    if state is not None and state.spans is None and (state.budget <= 0 or (
+            node is state.tree and state.budget <= state.half)):  # NOTE [whole-tree walk]
         state.build()
     if state is not None and state.spans is not None:
         span = state.spans.get(id(node))
         order = state.order
         if span is not None and order[span[0]] is node:
             got = state.typed.get(types)
-            if got is None:  # the positions picked in C by each node's type (once per file)
-                kinds = state.kinds
-                if kinds is None:
-                    kinds = state.kinds = list(map(type, order))
-                match = {t for t in set(kinds) if issubclass(t, types)}.__contains__
-                pos = list(compress(range(len(order)), map(match, kinds)))
-                got = state.typed[types] = (pos, list(compress(order, map(match, kinds))))
+            if got is None:  # from the nodes grouped by type once per file:
+                groups = state.kinds  # NOTE [typed positions] in gradtrace.lint.node_types
+                if groups is None:
+                    groups = state.kinds = by_type(order)
+                got = state.typed[types] = typed(groups, order, types)
             pos, found = got
             return found[bisect_left(pos, span[0]):bisect_left(pos, span[1])]
     if state is not None and state.spans is not None:
