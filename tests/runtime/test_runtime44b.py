@@ -1,0 +1,82 @@
+"""runtime44b on real torch, one process, a few steps, tiny models.
+
+- NOTE [argument the callee ignores] (GT702 from GT812's crash): ``autograd.grad(loss, noise)``
+  where ``noise`` went into a value handed to a callback that never reads its parameter
+  (SMART's ``eval_fn``): named at the callback's ``return``. Silent: the callback reads its
+  parameter (no crash). Kept at the autograd.grad line: the input simply never used, a
+  callback taking ``*args``.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.rt_helpers import marked_line
+
+torch = pytest.importorskip("torch")
+
+PERTURB = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
+x = torch.randn(3, 4)
+
+
+class Smoother:
+    def __init__(self, eval_fn):
+        self.eval_fn = eval_fn
+
+    def __call__(self, inputs):
+        noise = torch.randn_like(inputs, requires_grad=True)
+        perturbed = inputs + 0.1 * noise
+        out = self.eval_fn(perturbed)
+        loss = out.pow(2).sum()
+        grad, = torch.autograd.grad(loss, noise)  # <- crash
+        return grad.norm()
+
+
+CALLBACK
+print(Smoother(eval_fn)(x))
+"""
+IGNORES = """def eval_fn(inputs):
+    h = model[0](x)
+    return model[2](model[1](h))  # <- cause"""
+READS = """def eval_fn(inputs):
+    h = model[0](inputs)
+    return model[2](model[1](h))"""
+STARRED = """def eval_fn(*inputs):
+    h = model[0](x)
+    return model[2](model[1](h))"""
+UNUSED = PERTURB.replace("perturbed = inputs + 0.1 * noise", "perturbed = inputs + 0.1")
+
+
+def test_callee_ignoring_its_argument_named_at_its_return(run_script):
+    src = PERTURB.replace("CALLBACK", IGNORES)
+    res = run_script(src)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT702", marked_line(src))], res.findings
+
+
+def test_lambda_ignoring_its_argument_named_at_the_lambda(run_script):
+    src = PERTURB.replace("CALLBACK", "eval_fn = lambda inputs: model(x)  # <- cause")
+    res = run_script(src)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT702", marked_line(src))], res.findings
+
+
+def test_callee_reading_its_argument_is_silent(run_script):
+    res = run_script(PERTURB.replace("CALLBACK", READS))
+    assert res.code == 0, res.err
+    assert not res.findings, res.findings
+
+
+@pytest.mark.parametrize("src", [PERTURB.replace("CALLBACK", STARRED),
+                                 UNUSED.replace("CALLBACK", IGNORES)],
+                         ids=["starred_callee", "input_never_used"])
+def test_other_unused_inputs_keep_the_grad_line(run_script, src):
+    res = run_script(src)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT702", marked_line(src, "# <- crash"))], res.findings
