@@ -5,6 +5,10 @@
   (SMART's ``eval_fn``): named at the callback's ``return``. Silent: the callback reads its
   parameter (no crash). Kept at the autograd.grad line: the input simply never used, a
   callback taking ``*args``.
+- NOTE [loss of plain tensors] (GT800): a loss demonstrated on ``logits = torch.rand(...)``, no
+  parameter that trains anywhere: named at the line that made the logits. Silent: the logits
+  made with ``requires_grad=True``. Kept at the backward(): two plain float inputs (prediction
+  and target), a model whose output was detached (the cut's own line).
 """
 from __future__ import annotations
 
@@ -80,3 +84,74 @@ def test_other_unused_inputs_keep_the_grad_line(run_script, src):
     assert res.code != 0
     assert [(f["code"], f["line"]) for f in res.findings][:1] == \
         [("GT702", marked_line(src, "# <- crash"))], res.findings
+
+
+PLAIN = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class FocalLoss(nn.Module):
+    def __init__(self, gamma=2.0):
+        super().__init__()
+        self.gamma = gamma
+
+    def forward(self, logits, labels):
+        ce = F.cross_entropy(logits, labels, reduction="none")
+        return ((1 - torch.exp(-ce)) ** self.gamma * ce).mean()
+
+
+LOGITS
+labels = torch.randint(0, 5, (8,))
+loss = FocalLoss()(logits, labels)
+loss.backward()  # <- crash
+print(loss.item())
+"""
+
+
+def test_loss_of_plain_tensors_named_where_the_input_is_made(run_script):
+    src = PLAIN.replace("LOGITS", "logits = torch.rand(8, 5)  # <- cause")
+    res = run_script(src)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT800", marked_line(src))], res.findings
+
+
+def test_loss_of_an_input_that_requires_grad_is_silent(run_script):
+    res = run_script(PLAIN.replace("LOGITS", "logits = torch.rand(8, 5, requires_grad=True)"))
+    assert res.code == 0, res.err
+    assert not res.findings, res.findings
+
+
+TWO = """
+import torch
+import torch.nn.functional as F
+pred = torch.rand(8, 3)
+target = torch.rand(8, 3)
+loss = F.mse_loss(pred, target)
+loss.backward()  # <- crash
+"""
+DETACHED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+net = nn.Linear(3, 3)
+x = torch.rand(8, 3)
+pred = net(x).detach()  # <- cause
+loss = F.mse_loss(pred, torch.rand(8, 3))
+loss.backward()
+"""
+
+
+def test_two_plain_inputs_keep_the_backward_line(run_script):
+    res = run_script(TWO)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT800", marked_line(TWO, "# <- crash"))], res.findings
+
+
+def test_detached_model_output_keeps_the_cut(run_script):
+    res = run_script(DETACHED)
+    assert res.code != 0
+    assert res.findings[0]["line"] == marked_line(DETACHED), res.findings
