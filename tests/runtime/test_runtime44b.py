@@ -9,6 +9,10 @@
   parameter that trains anywhere: named at the line that made the logits. Silent: the logits
   made with ``requires_grad=True``. Kept at the backward(): two plain float inputs (prediction
   and target), a model whose output was detached (the cut's own line).
+- NOTE [reduced before it was paired] (GT861): REINFORCE's log-probabilities averaged before
+  they are multiplied by the per-step returns and summed (Gymnasium's tutorial): named at the
+  mean. Silent: the product taken element by element, a mean times a scalar weight, a mean
+  times a weight of another shape, a mean times a value with a graph.
 """
 from __future__ import annotations
 
@@ -155,3 +159,49 @@ def test_detached_model_output_keeps_the_cut(run_script):
     res = run_script(DETACHED)
     assert res.code != 0
     assert res.findings[0]["line"] == marked_line(DETACHED), res.findings
+
+
+REINFORCE = """
+import torch
+import torch.nn as nn
+from torch.distributions import Normal
+torch.manual_seed(0)
+policy = nn.Linear(3, 2)
+opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+for episode in range(2):
+    log_probs, rewards = [], []
+    for t in range(5):
+        mu = policy(torch.randn(3))
+        dist = Normal(mu, torch.ones(2))
+        action = dist.sample()
+        log_probs.append(dist.log_prob(action).sum())
+        rewards.append(float(-action.abs().sum()))
+    returns = torch.tensor(rewards).flip(0).cumsum(0).flip(0)
+    LOSS
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+MEAN_FIRST = """lp = torch.stack(log_probs).mean()  # <- cause
+    loss = -torch.sum(lp * returns)"""
+PAIRED = """loss = -torch.sum(torch.stack(log_probs) * returns)"""
+SCALAR = """loss = -(torch.stack(log_probs).mean() * torch.tensor(0.5)).sum()"""
+OTHER_SHAPE = """loss = -(torch.stack(log_probs).mean() * returns[:3]).sum()"""
+WITH_GRAPH = """lp = torch.stack(log_probs)
+    loss = -(lp.mean() * lp.exp()).sum()"""
+
+
+def test_reduced_before_paired_named_at_the_reduction(run_script):
+    src = REINFORCE.replace("LOSS", MEAN_FIRST)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT861", marked_line(src))], res.findings
+
+
+@pytest.mark.parametrize("body", [PAIRED, SCALAR, OTHER_SHAPE, WITH_GRAPH],
+                         ids=["paired", "scalar_weight", "other_shape", "weight_with_graph"])
+def test_reduced_before_paired_look_alikes_silent(run_script, body):
+    res = run_script(REINFORCE.replace("LOSS", body))
+    assert res.code == 0, res.err
+    assert "GT861" not in res.codes(), res.findings
