@@ -114,5 +114,5 @@ ACROSS_CODES = (
          loss = -torch.sum(torch.stack(log_probs) * returns)
          """,
          "Multiply element by element first, then reduce.",
-         "gradtrace.runtime.trace.score_weight", severity="warning"),
+         "gradtrace.runtime.trace.paired_mean", severity="warning"),
 )

@@ -69,8 +69,8 @@ def _names_behind(fn: ast.AST, start: set[str], before: int) -> set[str]:
 
 
 def plain_input(state: Any, site: Site | None, root: Any) -> tuple[Site, str] | None:
-    """(the binding line, the name) of the one plain input ``root`` was computed from (NOTE
-    [loss of plain tensors]); None otherwise."""
+    """(the binding line, the name) of the one plain input ``root`` was computed from;
+    None otherwise. NOTE [loss of plain tensors]"""
     from gradtrace.runtime.trace.locate import function_at
     from gradtrace.runtime.trace.squeezed_side import _bound_at
 
