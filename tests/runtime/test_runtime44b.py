@@ -8,7 +8,8 @@
 - NOTE [loss of plain tensors] (GT800): a loss demonstrated on ``logits = torch.rand(...)``, no
   parameter that trains anywhere: named at the line that made the logits. Silent: the logits
   made with ``requires_grad=True``. Kept at the backward(): two plain float inputs (prediction
-  and target), a model whose output was detached (the cut's own line).
+  and target), a model whose output was detached (the cut's own line), an optimizer built over a
+  leaf, a loss computed from a tensor that requires grad through a wrapper that dropped the graph.
 - NOTE [reduced before it was paired] (GT861): REINFORCE's log-probabilities averaged before
   they are multiplied by the per-step returns and summed (Gymnasium's tutorial): named at the
   mean. Silent: the product taken element by element, a mean times a scalar weight, a mean
@@ -205,3 +206,34 @@ def test_reduced_before_paired_look_alikes_silent(run_script, body):
     res = run_script(REINFORCE.replace("LOSS", body))
     assert res.code == 0, res.err
     assert "GT861" not in res.codes(), res.findings
+
+
+WITH_OPT = PLAIN.replace("LOGITS", """w = torch.zeros(5, requires_grad=True)
+opt = torch.optim.SGD([w], lr=0.1)
+logits = torch.rand(8, 5)""")
+WRAPPED = """
+import torch
+
+
+def rotate(v):
+    out = torch.Tensor._make_subclass(torch.Tensor, torch.cos(v).detach())
+    return out * 2
+
+
+def fit(vec):
+    d = rotate(vec)
+    loss = torch.sum(d ** 2)
+    loss.backward()  # <- crash
+
+
+fit(torch.randn(2, 3, requires_grad=True))
+"""
+
+
+@pytest.mark.parametrize("src", [WITH_OPT, WRAPPED], ids=["optimizer_built", "trainable_behind"])
+def test_plain_loss_not_claimed_when_something_trains(run_script, src):
+    res = run_script(src)
+    assert res.code != 0
+    assert res.findings and res.findings[0]["line"] != marked_line(src, "logits = torch.rand") \
+        if "logits" in src else res.findings[0]["line"] != marked_line(src, "d = rotate"), \
+        res.findings

@@ -4,7 +4,8 @@
 ``logits = torch.rand(10, 5)``, ``loss = Poly1CrossEntropyLoss(...)(logits, labels)``,
 ``loss.backward()``: "element 0 of tensors does not require grad and does not have a grad_fn".
 Nothing was cut (no detach, grad mode on, nothing frozen): the program holds no parameter that
-requires grad at all (no module that ran has one, no optimizer was built), so the only thing
+requires grad at all (no module that ran has one, no optimizer was built, no name the loss was
+computed from holds a tensor that requires grad), so the only thing
 it can differentiate is an input, and none was made with ``requires_grad=True`` (a loss
 demonstrated or tested on random logits, a saliency input). Read from the live frame of the
 failing backward() and its source: the names the loss was computed from, followed back through
@@ -35,7 +36,7 @@ def _frame_at(site: Site) -> types.FrameType | None:
 
 def _trainable_anywhere(state: Any) -> bool:
     data = getattr(state, "hooks_data", None)
-    if data is None or data.optimizers:
+    if data is None or data.optimizers or data.opt_built:
         return True
     for rec in list(data.modules.values()):
         m = rec.ref() if rec.ref is not None else None
@@ -85,7 +86,10 @@ def plain_input(state: Any, site: Site | None, root: Any) -> tuple[Site, str] | 
         return None
     code = frame.f_code
     params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
-    behind = _names_behind(found[1], start, site.line) - start - params
+    behind = _names_behind(found[1], start, site.line) - start
+    if any(isinstance(local.get(k), torch.Tensor) and local[k].requires_grad for k in behind):
+        return None  # something behind it requires grad: a cut, not a program of plain tensors
+    behind -= params
     plain = sorted(k for k in behind if type(local.get(k)) is torch.Tensor
                    and local[k].is_floating_point() and local[k].grad_fn is None
                    and not local[k].requires_grad)
