@@ -21,7 +21,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import make
 from gradtrace.runtime.trace.records import created_site
 
-_REDUCE = frozenset({"MeanBackward0", "SumBackward0"})
+REDUCTIONS = frozenset({"MeanBackward0", "SumBackward0"})
 _KEPT = 4
 
 
@@ -38,7 +38,7 @@ def check_pairing(state: Any, node: Any) -> None:
         return
     for i in (0, 1):
         red, other_node = sides[i], sides[1 - i]
-        if red is None or other_node is not None or type(red).__name__ not in _REDUCE:
+        if red is None or other_node is not None or type(red).__name__ not in REDUCTIONS:
             continue
         try:
             other = child._saved_other if i == 0 else child._saved_self
@@ -67,4 +67,4 @@ def paired_mean_findings(state: Any) -> list[Finding]:
     return out
 
 
-__all__ = ["check_pairing", "paired_mean_findings"]
+__all__ = ["REDUCTIONS", "check_pairing", "paired_mean_findings"]
