@@ -1,6 +1,7 @@
-"""GT860, GT896-GT898: silent bugs of :mod:`gradtrace.code_tables.trace_silent` seen across calls
+"""GT860, GT861, GT896-GT898: silent bugs of :mod:`gradtrace.code_tables.trace_silent` seen across calls
 and modules (a derivative that skips values computed under no_grad, a random weight kept as a
-buffer, a reward weight not detached, an optimizer state holding the gradient);
+buffer, a reward weight not detached, an optimizer state holding the gradient, values reduced
+before they were paired with their weights);
 ``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
 
@@ -96,4 +97,22 @@ ACROSS_CODES = (
          """,
          "Store a copy of the gradient, or set gradients to None between steps.",
          "gradtrace.runtime.trace.events", severity="warning"),
+    Code("GT861", "reduced-before-paired",
+         "values are reduced to one number and then multiplied by per-element weights of "
+         "their own shape",
+         "`(values.mean() * weights).sum()` is `values.mean() * weights.sum()`: each weight "
+         "(a per-step return, a per-sample advantage) multiplies the reduced value, not its own "
+         "element, so the loss is not the weighted sum it was meant to be (a REINFORCE loss "
+         "whose every step is weighted by the total return). Nothing fails. The run walks the "
+         "first loss graphs and sees a sum or mean of a product of a full reduction and a "
+         "constant of exactly the reduced tensor's shape, and names the reduction.",
+         """
+         log_prob_mean = torch.stack(log_probs).mean()
+         loss = -torch.sum(log_prob_mean * returns)
+         """,
+         """
+         loss = -torch.sum(torch.stack(log_probs) * returns)
+         """,
+         "Multiply element by element first, then reduce.",
+         "gradtrace.runtime.trace.paired_mean", severity="warning"),
 )

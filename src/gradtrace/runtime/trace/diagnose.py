@@ -171,8 +171,20 @@ def _element0(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, kwa
     from gradtrace.runtime.trace.items import item_finding  # a number left the graph
 
     items = state.recent_items()
-    return [item_finding(items[0], "the tensor passed to backward() has no grad_fn", "GT800",
-                         site)] if items else []
+    if items:
+        return [item_finding(items[0], "the tensor passed to backward() has no grad_fn",
+                             "GT800", site)]
+    from gradtrace.runtime.trace.plain_loss import plain_input
+
+    if (plain := plain_input(state, site, root)) is not None:  # NOTE [loss of plain tensors]
+        return [make("GT800", plain[0], f"`{plain[1]}` is made here without requires_grad and "
+                     "is the only floating-point input the loss was computed from; nothing in "
+                     "the program requires grad (no parameter that trains, no optimizer), so "
+                     f"backward() ({src(site)}) has no graph to differentiate",
+                     fix="make it with requires_grad=True (or call .requires_grad_() on it) "
+                         "before computing the loss",
+                     related=[(site, "backward() failed here")])]
+    return []
 
 
 def _evaluation_block(site: Site | None, state: TraceState) -> bool:

@@ -83,6 +83,17 @@ def _unused_input(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple,
     cut = state.cut_of(t) if t is not None else None
     which = f"input {idx}" if idx is not None else "one of the inputs"
     related = [(cut.site, f"it left the graph here: {cut.describe()}")] if cut else []
+    from gradtrace.runtime.trace.ignored_arg import ignoring_callee
+
+    if cut is None and t is not None and (found := ignoring_callee(site, t)) is not None:
+        line, call, name, param = found  # NOTE [argument the callee ignores]
+        return [make(code_for("grad-input-unused", pat.code), line,
+                     f"`{name}` is handed, in its parameter `{param}`, a value computed from "
+                     f"{which} of autograd.grad ({src(site)}) and never reads it: what it "
+                     "returns does not depend on that input",
+                     fix=f"compute the result from `{param}`", related=[
+                         (call, f"`{name}` is handed the value here"),
+                         (site, "autograd.grad was asked for the input here")])]
     return [make(code_for("grad-input-unused", pat.code), site,
                  f"{which} of autograd.grad is not used to compute the outputs",
                  fix="pass the tensor actually used in the computation, or allow_unused=True",

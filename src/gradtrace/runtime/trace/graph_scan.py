@@ -60,6 +60,7 @@ from gradtrace.runtime.trace.loose_leaves import note_leaf
 from gradtrace.runtime.trace.reached_cuts import seen_in_walk
 from gradtrace.runtime.trace.records import created_site, node_name
 from gradtrace.runtime.trace.score_weight import check_weight
+from gradtrace.runtime.trace.paired_mean import REDUCTIONS, check_pairing
 from gradtrace.runtime.trace.soft_target import check_product
 
 Tensor = torch.Tensor
@@ -101,6 +102,8 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
         elif name == "MulBackward0":
             check_product(state, node)  # NOTE [soft target not detached]
             check_weight(state, node)  # NOTE [reward weight not detached]
+        elif name in REDUCTIONS:
+            check_pairing(state, node)  # NOTE [reduced before it was paired]
         try:
             nxt = [n for n, _ in node.next_functions]
         except (AttributeError, RuntimeError):

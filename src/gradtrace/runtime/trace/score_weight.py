@@ -28,6 +28,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import make
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.paired_mean import paired_mean_findings
 from gradtrace.runtime.trace.records import created_site, node_name
 from gradtrace.runtime.trace.soft_target import _VIEWS, _kind, leaf_vars, product_inputs
 
@@ -104,7 +105,7 @@ def score_weight_findings(state: Any) -> list[Finding]:
                         "too, which learns to change the reward instead of the policy",
                         fix="detach the weight (`reward.detach()`, an advantage computed "
                             "under torch.no_grad())", severity="warning"))
-    return out
+    return out + paired_mean_findings(state)  # NOTE [reduced before it was paired]
 
 
 __all__ = ["check_weight", "score_weight_findings"]

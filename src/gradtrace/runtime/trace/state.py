@@ -64,6 +64,7 @@ class TraceState(GradEvents):
         self.cut_feeds: dict[Cut, tuple[set[int], set[int]]] = {}  # detached_feed.py
         self.random_fills: dict[int, Any] = {}  # NOTE [random weight kept as a buffer]
         self.score_weights: dict[Site, int] = {}  # NOTE [reward weight not detached]
+        self.paired_means: dict[Site, tuple[int, str]] = {}  # NOTE [reduced before it was paired]
         self.forced_walks = 0  # (and the walks it made from a number's tensor)
         self.zero_ops: list[tuple[Site, str]] = []  # NOTE [zero-derivative ops]
         self._prune_at = _PRUNE_AT
