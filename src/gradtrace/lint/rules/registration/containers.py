@@ -23,6 +23,7 @@ from gradtrace.lint.rules.registration._attrs import (
     _wrapped_attrs, hand_listed, input_sized, per_call_input, picked_attrs)
 from gradtrace.lint.rules.registration._bound_once import appended_once, bound_once
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
+from gradtrace.lint.rules.registration._copies import uncopied
 from gradtrace.lint.rules.registration._foreign_layers import other_file_layer
 from gradtrace.lint.rules.registration._helper_built import MAPPED_TEXT, mapped_entries
 
@@ -326,7 +327,7 @@ class ModulesInPlainContainer(Rule):
                                            "here and passed in", ctx.column(outside[1])))
                 related.append(Related(ctx.path, s.lineno, f"`self.{attr}` is filled here",
                                        ctx.column(s)))
-        learn = {_learnable(e, ctx) for e in elts} - {None}
+        learn = {_learnable(e, ctx) for e in uncopied(elts, init, cls, ctx)} - {None}
         if not learn:
             return
         what = "layers" if "module" in learn else "parameters"

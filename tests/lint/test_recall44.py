@@ -1,0 +1,217 @@
+"""Session 44, helper recall44: GT401 facts found missing by injected bugs (layers kept in a
+plain list) in real model code (benchmarks/mutation_recall.py, tuning set). Each fact: a buggy
+twin reported on its line and a silent look-alike, in words other than the corpora's."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from gradtrace.lint import check_paths, check_source
+from gradtrace.lint.config import Settings
+
+
+def _found(src: str, code: str = "GT401") -> list[int]:
+    return sorted(f.line for f in check_source(textwrap.dedent(src)) if f.code == code)
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def _project(root: Path, code: str = "GT401") -> list[tuple[str, int]]:
+    got = check_paths([str(root)], Settings()).findings
+    return sorted((Path(f.path).name, f.line) for f in got if f.code == code)
+
+
+# NOTE [layer class of another file]: the element's class is defined in another file of the
+# project; its name says nothing (`Stage`, `Pooler`), its own file says whether it has weights
+BLOCKS = '''
+import torch.nn as nn
+
+
+class Stage(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.mix = nn.Conv2d(cin, cout, 3, padding=1)
+
+    def forward(self, x):
+        return self.mix(x)
+
+
+class Pooler(nn.Module):
+    def forward(self, x):
+        return nn.functional.max_pool2d(x, 2)
+'''
+
+TOWER = '''
+import torch.nn as nn
+
+from blocks import {CLS}
+
+
+class Tower(nn.Module):
+    def __init__(self, widths):
+        super().__init__()
+        self.parts = [{CLS}({ARGS}) for w in widths]
+
+    def forward(self, x):
+        for p in self.parts:
+            x = p(x)
+        return x
+'''
+
+
+def test_layer_class_of_another_file_twin(tmp_path):
+    root = _write(tmp_path, {"blocks.py": BLOCKS,
+                             "tower.py": TOWER.format(CLS="Stage", ARGS="w, w")})
+    assert _project(root) == [("tower.py", 9)]
+
+
+def test_layer_class_of_another_file_lookalike_registered(tmp_path):
+    tower = TOWER.format(CLS="Stage", ARGS="w, w").replace(
+        "self.parts = [Stage(w, w) for w in widths]",
+        "self.parts = nn.ModuleList([Stage(w, w) for w in widths])")
+    root = _write(tmp_path, {"blocks.py": BLOCKS, "tower.py": tower})
+    assert _project(root) == []
+
+
+def test_weightless_class_of_another_file_lookalike(tmp_path):
+    root = _write(tmp_path, {"blocks.py": BLOCKS,
+                             "tower.py": TOWER.format(CLS="Pooler", ARGS="")})
+    assert _project(root) == []
+
+
+def test_layer_class_of_another_file_in_a_sequential_twin(tmp_path):
+    tower = TOWER.format(CLS="Stage", ARGS="w, w").replace(
+        "[Stage(w, w) for w in widths]", "[nn.Sequential(nn.ReLU(), Stage(w, w)) for w in widths]")
+    root = _write(tmp_path, {"blocks.py": BLOCKS, "tower.py": tower})
+    assert _project(root) == [("tower.py", 9)]
+
+
+def test_weightless_class_of_another_file_in_a_sequential_lookalike(tmp_path):
+    tower = TOWER.format(CLS="Pooler", ARGS="").replace(
+        "[Pooler() for w in widths]", "[nn.Sequential(nn.ReLU(), Pooler()) for w in widths]")
+    root = _write(tmp_path, {"blocks.py": BLOCKS, "tower.py": tower})
+    assert _project(root) == []
+
+
+# a local list filled in a loop with a local bound to a layer, then stored as `list(...)`
+LOCAL = '''
+import torch.nn as nn
+
+
+class Stack(nn.Module):
+    def __init__(self, n, d):
+        super().__init__()
+        steps = []
+        for _ in range(n):
+            step = nn.Sequential(nn.Conv1d(d, d, 3), nn.BatchNorm1d(d))
+            steps.append(step)
+        self.steps = {WRAP}(steps)
+
+    def forward(self, x):
+        for s in self.steps:
+            x = s(x)
+        return x
+'''
+
+
+def test_appended_local_stored_as_a_list_twin():
+    assert _found(LOCAL.replace("{WRAP}", "list")) == [12]
+
+
+def test_appended_local_registered_lookalike():
+    assert _found(LOCAL.replace("{WRAP}", "nn.ModuleList")) == []
+
+
+def test_appended_local_without_weights_lookalike():
+    src = LOCAL.replace("{WRAP}", "list").replace(
+        "nn.Sequential(nn.Conv1d(d, d, 3), nn.BatchNorm1d(d))", "nn.Sequential(nn.ReLU(), nn.Dropout())")
+    assert _found(src) == []
+
+
+# a list that starts with a layer without weights and is appended weighted layers later
+SEEDED = '''
+import torch.nn as nn
+
+
+class Chain(nn.Module):
+    def __init__(self, d, n):
+        super().__init__()
+        self.ops = {OPEN}[nn.ReLU()]{CLOSE}
+        for _ in range(n):
+            self.ops.append(nn.Sequential(nn.Conv2d(d, d, 3, padding=1), nn.MaxPool2d(3, 1, 1)))
+
+    def forward(self, x):
+        for op in self.ops:
+            x = op(x)
+        return x
+'''
+
+
+def test_seeded_list_appended_layers_twin():
+    assert _found(SEEDED.replace("{OPEN}", "").replace("{CLOSE}", "")) == [8]
+
+
+def test_seeded_module_list_appended_layers_lookalike():
+    assert _found(SEEDED.replace("{OPEN}", "nn.ModuleList(").replace("{CLOSE}", ")")) == []
+
+
+def test_seeded_list_appended_pools_lookalike():
+    src = SEEDED.replace("{OPEN}", "").replace("{CLOSE}", "").replace(
+        "nn.Sequential(nn.Conv2d(d, d, 3, padding=1), nn.MaxPool2d(3, 1, 1))", "nn.MaxPool2d(3, 1, 1)")
+    assert _found(src) == []
+
+
+# NOTE [copied layers]: N deep copies of a layer the constructor is handed, its class given by
+# the parameter's annotation
+COPIED = '''
+import copy
+
+import torch.nn as nn
+
+
+class Cell(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        return self.proj(x).tanh()
+
+
+class Gate(nn.Module):
+    def forward(self, x):
+        return x.sigmoid() * x
+
+
+class Repeat(nn.Module):
+    def __init__(self, unit: {CLS}, times: int):
+        super().__init__()
+        self.units = {OPEN}[copy.deepcopy(unit) for _ in range(times)]{CLOSE}
+
+    def forward(self, x):
+        for u in self.units:
+            x = u(x)
+        return x
+'''
+
+
+def test_deep_copies_of_an_annotated_layer_twin():
+    src = COPIED.replace("{CLS}", "Cell").replace("{OPEN}", "").replace("{CLOSE}", "")
+    assert _found(src) == [24]
+
+
+def test_deep_copies_registered_lookalike():
+    src = COPIED.replace("{CLS}", "Cell").replace("{OPEN}", "nn.ModuleList(").replace(
+        "{CLOSE}", ")")
+    assert _found(src) == []
+
+
+def test_deep_copies_of_a_weightless_layer_lookalike():
+    src = COPIED.replace("{CLS}", "Gate").replace("{OPEN}", "").replace("{CLOSE}", "")
+    assert _found(src) == []
