@@ -215,3 +215,64 @@ def test_deep_copies_registered_lookalike():
 def test_deep_copies_of_a_weightless_layer_lookalike():
     src = COPIED.replace("{CLS}", "Gate").replace("{OPEN}", "").replace("{CLOSE}", "")
     assert _found(src) == []
+
+
+# NOTE [weightless class of the file]: the loss is a module class of the file that holds only a
+# torch loss (and a weight tensor it is handed), chosen in two arms; `.detach()` on the model's
+# output leaves it without graph
+MASKED = '''
+import torch
+import torch.nn as nn
+
+
+class Ranked(nn.Module):
+    def __init__(self, weight=None):
+        super().__init__()
+        self.base = nn.NLLLoss(weight=weight)
+
+    def forward(self, scores, y, keep):
+        per = self.base(torch.log_softmax(scores, dim=1), y)
+        return (keep * per).sum() / keep.sum()
+
+
+class Flat(nn.Module):
+    def __init__(self, weight=None):
+        super().__init__()
+        self.base = nn.NLLLoss(weight=weight){EXTRA}
+
+    def forward(self, scores, y, keep=None):
+        return self.base(torch.log_softmax({INNER}, dim=1), y)
+
+
+def fit(net, batches, ranked, w):
+    if ranked:
+        judge = Ranked(weight=w)
+    else:
+        judge = Flat(weight=w)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for x, y, keep in batches:
+        scores = net(x)
+        opt.zero_grad()
+        err = judge({ARG}, y, keep)
+        err.backward()
+        opt.step()
+'''
+
+
+def _masked(extra: str = "", inner: str = "scores", arg: str = "scores") -> str:
+    return MASKED.replace("{EXTRA}", extra).replace("{INNER}", inner).replace("{ARG}", arg)
+
+
+def test_weightless_loss_class_of_the_file_twin():
+    assert _found(_masked(arg="scores.detach()"), "GT107") == [34]
+
+
+def test_weightless_loss_class_of_the_file_lookalike():
+    assert _found(_masked(), "GT107") == []
+
+
+def test_loss_class_with_weights_lookalike():
+    # one arm holds a layer with weights: the loss may train it from the detached scores
+    src = _masked(extra="\n        self.scale = nn.Linear(4, 4)", inner="self.scale(scores)",
+                  arg="scores.detach()")
+    assert _found(src, "GT107") == []

@@ -23,6 +23,7 @@ from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.kinds import MODULE, is_torch_loss
 
 if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
     from gradtrace.lint.analysis.origins import Tracer
 
@@ -40,6 +41,13 @@ def weightless_class(cls: str | None) -> bool:
     return is_torch_loss(cls) or bool(_FREE.match(cls))
 
 
+def weightless_kind(cls: str | None, ctx: Context) -> bool:
+    """A torch module without weights, or a module class of the file holding none (NOTE
+    [weightless class of the file])."""
+    from gradtrace.lint.analysis.weightless_classes import weightless_file_class
+    return weightless_class(cls) or weightless_file_class(cls, ctx)
+
+
 def weightless_value(t: Tracer, value: ast.expr | None, scope: Scope, depth: int = 0) -> bool:
     """``value`` (bound to a callee in ``scope``) is, by its kind, a weightless torch module."""
     if value is None or depth > 2:
@@ -47,7 +55,7 @@ def weightless_value(t: Tracer, value: ast.expr | None, scope: Scope, depth: int
     a = t.ctx.analysis
     k = a.kind(value, scope)
     if k is not None:
-        return k.what == MODULE and weightless_class(k.cls)
+        return k.what == MODULE and weightless_kind(k.cls, t.ctx)
     if isinstance(value, ast.Name):  # `judge` handed on, bound by a call of a chooser
         b = scope.binding_before(value.id, value.lineno)
         return b is not None and isinstance(b.stmt, ast.Assign) and weightless_value(
@@ -73,7 +81,7 @@ def weightless_parameter(t: Tracer, name: str) -> bool:
         return False
     k = param_kind(t.ctx.analysis, fn, name)
     if k is not None:
-        return k.what == MODULE and weightless_class(k.cls)
+        return k.what == MODULE and weightless_kind(k.cls, t.ctx)
     passed = t.ctx.analysis.argument_values(fn, name)  # every call passes one
     return bool(passed) and all(weightless_value(t, v, t.ctx.scope(where), 1)
                                 for v, where in passed)
