@@ -276,3 +276,54 @@ def test_loss_class_with_weights_lookalike():
     src = _masked(extra="\n        self.scale = nn.Linear(4, 4)", inner="self.scale(scores)",
                   arg="scores.detach()")
     assert _found(src, "GT107") == []
+
+
+# NOTE [methods of held objects]: the optimizer and its scheduler come back from a method of a
+# plain class of the file; stepping before the backward is then seen as for an optimizer built
+# in place
+HELD = '''
+import torch
+import torch.nn as nn
+from torch.optim.lr_scheduler import CosineAnnealingLR
+
+
+class Setup:
+    def __init__(self, lr):
+        self.lr = lr
+
+    def make(self, model):
+        opt = torch.optim.AdamW(model.parameters(), lr=self.lr)
+        sched = CosineAnnealingLR(opt, T_max=10)
+        return opt, sched
+
+
+def main(net, critic, loader):
+    setup = Setup(1e-3)
+    opt, sched = setup.make({WHO})
+    crit = nn.CrossEntropyLoss()
+    for x, y in loader:
+        opt.zero_grad()
+        out = net(x)
+        loss = crit(out, y)
+        {ORDER}
+        sched.step()
+'''
+
+_EARLY = "opt.step()\n        loss.backward()"
+_LATE = "loss.backward()\n        opt.step()"
+
+
+def test_optimizer_from_a_held_objects_method_stepped_early_twin():
+    src = HELD.replace("{WHO}", "net").replace("{ORDER}", _EARLY)
+    assert _found(src, "GT609") == [25]
+    assert _found(src, "GT522") == [25]
+
+
+def test_optimizer_from_a_held_objects_method_lookalike():
+    assert _found(HELD.replace("{WHO}", "net").replace("{ORDER}", _LATE), "GT609") == []
+
+
+def test_optimizer_of_another_model_from_a_held_objects_method_lookalike():
+    # the method's `model` is the caller's `critic`, which the loss never reaches
+    src = HELD.replace("{WHO}", "critic").replace("{ORDER}", _EARLY)
+    assert _found(src, "GT609") == []
