@@ -29,8 +29,9 @@ def held_method(a: Analysis, call: ast.Call, scope: Scope, line: int, depth: int
     plain class ``Cls`` of the file (NOTE [methods of held objects]); None otherwise."""
     f = call.func
     if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
-            and f.value.id not in ("self", "cls")):
-        return None
+            and f.value.id not in ("self", "cls")) or f.value.id in a.classes \
+            or not any(not c.is_module and f.attr in c.methods for c in a.classes.values()):
+        return None  # (no plain class of the file defines a method of that name)
     k = a._kind(f.value, scope, line, depth + 1)
     if k is None or k.what != OBJECT or k.cls not in a.classes:
         return None
