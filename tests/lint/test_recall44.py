@@ -327,3 +327,51 @@ def test_optimizer_of_another_model_from_a_held_objects_method_lookalike():
     # the method's `model` is the caller's `critic`, which the loss never reaches
     src = HELD.replace("{WHO}", "critic").replace("{ORDER}", _EARLY)
     assert _found(src, "GT609") == []
+
+
+# NOTE [owners from the kinds]: the optimizers are handed in by the script's main block; the
+# critic's clear is hoisted out of the loop while the generator's stays inside it
+GAN = '''
+import torch
+from torch import nn, optim
+
+
+def fit(batches, gen, critic, gen_opt, critic_opt):
+    {HOIST}
+    for real in batches:
+        fake = gen(torch.randn(4, 8))
+        c_loss = critic(fake.detach()).mean() - critic(real).mean()
+        {INNER}
+        c_loss.backward()
+        critic_opt.step()
+        g_loss = -critic(fake).mean()
+        gen.zero_grad()
+        g_loss.backward()
+        gen_opt.step()
+
+
+if __name__ == "__main__":
+    gen = nn.Linear(8, 8)
+    critic = nn.Linear(8, 1)
+    gen_opt = optim.Adam(gen.parameters(), lr=1e-3)
+    critic_opt = optim.Adam({OWNER}.parameters(), lr=1e-3)
+    fit([torch.randn(4, 8)], gen, critic, gen_opt, critic_opt)
+'''
+
+
+def _gan(hoist: str, inner: str, owner: str = "critic") -> str:
+    return GAN.replace("{HOIST}", hoist).replace("{INNER}", inner).replace("{OWNER}", owner)
+
+
+def test_critic_clear_hoisted_out_of_the_loop_twin():
+    assert _found(_gan("critic.zero_grad()", "pass"), "GT502") == [7]
+
+
+def test_critic_clear_inside_the_loop_lookalike():
+    assert _found(_gan("pass", "critic.zero_grad()"), "GT502") == []
+
+
+def test_clear_inside_the_loop_of_the_model_the_optimizer_holds_lookalike():
+    # the hoisted clear is the critic's, but the stepped optimizer holds the generator, whose
+    # clear runs on every pass
+    assert _found(_gan("critic.zero_grad()", "pass", owner="gen"), "GT502") == []
