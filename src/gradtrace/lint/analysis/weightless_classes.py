@@ -16,10 +16,27 @@ keeps it out: a perceptual loss around a VGG, an ArcFace head.
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.kinds import is_torch_loss
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
+
+# torch layers without parameters (their output is a function of their input only)
+_FREE = re.compile(r"^torch\.nn\.(ReLU\d?|GELU|SiLU|Tanh|Sigmoid|Softmax\d?d?|LogSoftmax|Softmin|"
+                   r"LeakyReLU|ELU|SELU|CELU|Mish|Hardswish|Hardsigmoid|Hardtanh|Softplus|"
+                   r"Dropout\w*|Identity|Flatten|Unflatten|\w*Pool\d?d|Upsample\w*)$")
+_WEIGHTED_LOSSES = frozenset({"torch.nn.AdaptiveLogSoftmaxWithLoss"})
+
+
+def weightless_class(cls: str | None) -> bool:
+    """``cls`` (qualified) is a torch loss or a torch layer that holds no parameters."""
+    if not cls or cls in _WEIGHTED_LOSSES:
+        return False
+    return is_torch_loss(cls) or bool(_FREE.match(cls))
+
 
 _REGISTERS = frozenset({"register_buffer", "register_parameter", "add_module",
                         "register_module", "requires_grad_"})
@@ -37,7 +54,6 @@ def weightless_file_class(name: str | None, ctx: Context) -> bool:
 
 
 def _weightless(cls: ast.ClassDef, ctx: Context) -> bool:
-    from gradtrace.lint.analysis.weightless import weightless_class
     if not cls.bases or any(ctx.qualified_name(b) not in ("torch.nn.Module",
                                                           "torch.nn.modules.module.Module")
                             for b in cls.bases):
