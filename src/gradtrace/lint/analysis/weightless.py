@@ -29,8 +29,8 @@ if TYPE_CHECKING:
 
 
 def weightless_kind(cls: str | None, ctx: Context) -> bool:
-    """A torch module without weights, or a module class of the file holding none (NOTE
-    [weightless class of the file])."""
+    """A torch module without weights, or a module class of the file holding none
+    (NOTE [weightless class of the file])."""
     return weightless_class(cls) or weightless_file_class(cls, ctx)
 
 

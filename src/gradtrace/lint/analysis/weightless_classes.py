@@ -43,8 +43,8 @@ _REGISTERS = frozenset({"register_buffer", "register_parameter", "add_module",
 
 
 def weightless_file_class(name: str | None, ctx: Context) -> bool:
-    """``name`` is a module class of this file that holds no weights (NOTE [weightless class
-    of the file])."""
+    """``name`` is a module class of this file that holds no weights
+    (NOTE [weightless class of the file])."""
     if not name or "." in name:
         return False
     info = ctx.analysis.classes.get(name)
