@@ -4,11 +4,12 @@
 ``self.cnns = [ConvBNReLU(c, k) for c, k in zip(...)]`` with ``ConvBNReLU`` imported from
 another file of the project: the project index (NOTE [project index] in
 :mod:`gradtrace.lint.analysis.project`) finds the class, and it counts as a layer with
-parameters on the terms a class of this file does (:func:`~._modules.owns_params`): an
-``nn.Module`` subclass of its own file that is not visibly stateless there
-(:func:`~._stateless.stateless_classes` of that file: no layer with weights, no parameter, no
-buffer, no unknown object stored on ``self``). A class found there that is no module (a
-config record) or is stateless (a pooling block) is no layer, whatever its name. A class the
+parameters when it is an ``nn.Module`` subclass of its own file that may create parameters
+there: not one of that file's :func:`~._stateless.param_free_classes` (no layer with weights,
+no parameter, no unknown object stored on ``self``; buffers, numbers and arguments it never
+calls are no parameters). A class found there that is no module (a config record) or creates
+no parameter (a dropout wrapper storing its rate and name, a filter bank of buffers) is no
+layer, whatever its name: stricter than for a class of this file, whose buffers count. A class the
 index cannot find (a module missing from the repository, an installed package) is judged as
 before: by its name (:data:`LAYER_CLASS_RE`), the last resort.
 """
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.modules import plain_class
 from gradtrace.lint.names import dotted
-from gradtrace.lint.rules.registration._stateless import module_classes, stateless_classes
+from gradtrace.lint.rules.registration._stateless import module_classes, param_free_classes
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -46,7 +47,7 @@ def foreign_layer(e: ast.AST, ctx: Context) -> bool | None:
     if got is None or not isinstance(got[1], ast.ClassDef):
         return None
     octx, node = got
-    return node.name in module_classes(octx) and node.name not in stateless_classes(octx)
+    return node.name in module_classes(octx) and node.name not in param_free_classes(octx)
 
 
 def other_file_layer(e: ast.AST, ctx: Context) -> bool:
