@@ -30,6 +30,7 @@ def _project(root: Path, code: str = "GT401") -> list[tuple[str, int]]:
 # NOTE [layer class of another file]: the element's class is defined in another file of the
 # project; its name says nothing (`Stage`, `Pooler`), its own file says whether it has weights
 BLOCKS = '''
+import torch
 import torch.nn as nn
 
 
@@ -45,6 +46,25 @@ class Stage(nn.Module):
 class Pooler(nn.Module):
     def forward(self, x):
         return nn.functional.max_pool2d(x, 2)
+
+
+class Bank(nn.Module):
+    def __init__(self, taps):
+        super().__init__()
+        self.register_buffer("kernel", torch.ones(1, 1, taps) / taps)
+
+    def forward(self, x):
+        return nn.functional.conv1d(x, self.kernel)
+
+
+class Drop(nn.Module):
+    def __init__(self, p, owner):
+        super().__init__()
+        self.p = p
+        self.owner = owner
+
+    def forward(self, x):
+        return nn.functional.dropout(x, self.p, self.training)
 '''
 
 TOWER = '''
@@ -83,6 +103,15 @@ def test_weightless_class_of_another_file_lookalike(tmp_path):
     root = _write(tmp_path, {"blocks.py": BLOCKS,
                              "tower.py": TOWER.format(CLS="Pooler", ARGS="")})
     assert _project(root) == []
+
+
+def test_buffer_only_class_of_another_file_lookalike(tmp_path):
+    # a filter bank of buffers and a dropout wrapper storing its rate and its owner's name
+    # create no parameter: nothing the optimizer misses
+    for cls, args in (("Bank", "w"), ("Drop", "0.1, 'tower'")):
+        root = _write(tmp_path / cls, {"blocks.py": BLOCKS,
+                                       "tower.py": TOWER.format(CLS=cls, ARGS=args)})
+        assert _project(root) == []
 
 
 def test_layer_class_of_another_file_in_a_sequential_twin(tmp_path):
