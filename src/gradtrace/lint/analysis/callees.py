@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.calls import (
     _every_statement, ascii_code, own_nodes, statements_on, word_lines,
 )
+from gradtrace.lint.analysis.instance_methods import held_method
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
@@ -339,7 +340,8 @@ def unpacked_return(a: Analysis, stmt: ast.Assign, name: str, scope: Scope, line
             or any(isinstance(x, ast.Starred) for x in t.elts):
         return None
     j = next((i for i, x in enumerate(t.elts) if dotted(x) == name), None)
-    fn = a.local_callee(call, scope, line) if j is not None else None
+    fn = (a.local_callee(call, scope, line) or held_method(a, call, scope, line)) \
+        if j is not None else None
     if fn is None or j is None:
         return None
     memo: dict[tuple[int, int], Kind | None] = a.ctx.memo("unpacked-returns", a.ctx.tree, dict)

@@ -33,6 +33,7 @@ from gradtrace.lint.analysis.callees import param_kind, unpacked_return
 from gradtrace.lint.analysis.elements import layer_element, loop_kind, unwrapped_kind
 from gradtrace.lint.analysis.foreign_kinds import foreign_asked, foreign_module_kind
 from gradtrace.lint.analysis.function_facts import FunctionFacts
+from gradtrace.lint.analysis.instance_methods import held_method
 from gradtrace.lint.analysis.kinds import (
     BUFFER, CONTAINER, LOADER, MODULE, NUMBER, OBJECT, OPTIMIZER, PARAMETER, PARAMS, SCHEDULER,
     TENSOR, Kind,
@@ -284,7 +285,7 @@ class Analysis(FunctionFacts):
             owner = (dotted(f.value) or "").rpartition(".")[2]
             if is_pretrained_model_class(owner):
                 return Kind(MODULE, cls=q.rpartition(".")[0], node=e)
-        fn = self.callee(e, scope.node)
+        fn = self.callee(e, scope.node) or held_method(self, e, scope, line, depth)
         if fn is not None and not local:
             return self._through(fn, e, scope, line, depth)
         if not local and fn is None and isinstance(f, (ast.Name, ast.Attribute)) and \

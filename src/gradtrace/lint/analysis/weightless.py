@@ -16,28 +16,22 @@ another library: not weightless (an ArcFace head holds weights), the caller keep
 from __future__ import annotations
 
 import ast
-import re
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
-from gradtrace.lint.analysis.kinds import MODULE, is_torch_loss
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.weightless_classes import weightless_class, weightless_file_class
 
 if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
     from gradtrace.lint.analysis.origins import Tracer
 
-# torch layers without parameters (their output is a function of their input only)
-_FREE = re.compile(r"^torch\.nn\.(ReLU\d?|GELU|SiLU|Tanh|Sigmoid|Softmax\d?d?|LogSoftmax|Softmin|"
-                   r"LeakyReLU|ELU|SELU|CELU|Mish|Hardswish|Hardsigmoid|Hardtanh|Softplus|"
-                   r"Dropout\w*|Identity|Flatten|Unflatten|\w*Pool\d?d|Upsample\w*)$")
-_WEIGHTED_LOSSES = frozenset({"torch.nn.AdaptiveLogSoftmaxWithLoss"})
 
-
-def weightless_class(cls: str | None) -> bool:
-    """``cls`` (qualified) is a torch loss or a torch layer that holds no parameters."""
-    if not cls or cls in _WEIGHTED_LOSSES:
-        return False
-    return is_torch_loss(cls) or bool(_FREE.match(cls))
+def weightless_kind(cls: str | None, ctx: Context) -> bool:
+    """A torch module without weights, or a module class of the file holding none
+    (NOTE [weightless class of the file])."""
+    return weightless_class(cls) or weightless_file_class(cls, ctx)
 
 
 def weightless_value(t: Tracer, value: ast.expr | None, scope: Scope, depth: int = 0) -> bool:
@@ -47,7 +41,7 @@ def weightless_value(t: Tracer, value: ast.expr | None, scope: Scope, depth: int
     a = t.ctx.analysis
     k = a.kind(value, scope)
     if k is not None:
-        return k.what == MODULE and weightless_class(k.cls)
+        return k.what == MODULE and weightless_kind(k.cls, t.ctx)
     if isinstance(value, ast.Name):  # `judge` handed on, bound by a call of a chooser
         b = scope.binding_before(value.id, value.lineno)
         return b is not None and isinstance(b.stmt, ast.Assign) and weightless_value(
@@ -73,7 +67,7 @@ def weightless_parameter(t: Tracer, name: str) -> bool:
         return False
     k = param_kind(t.ctx.analysis, fn, name)
     if k is not None:
-        return k.what == MODULE and weightless_class(k.cls)
+        return k.what == MODULE and weightless_kind(k.cls, t.ctx)
     passed = t.ctx.analysis.argument_values(fn, name)  # every call passes one
     return bool(passed) and all(weightless_value(t, v, t.ctx.scope(where), 1)
                                 for v, where in passed)

@@ -59,3 +59,14 @@ def handed_elsewhere(init: ast.FunctionDef, name: str, fill: ast.stmt) -> bool:
         if isinstance(n, ast.Assign) and isinstance(n.value, ast.Name) and n.value.id == name:
             return True
     return False
+
+
+def appended_once(e: ast.AST, init: ast.FunctionDef | None, ctx: Context) -> ast.AST:
+    """:func:`bound_once` for an element ``e`` appended to a local list of ``__init__``
+    (``conv_layer = nn.Sequential(...)``; ``convolutions.append(conv_layer)``; ``self.convs =
+    list(convolutions)``): the statement holding ``e`` is its fill."""
+    if not isinstance(e, ast.Name) or init is None:
+        return e
+    fill = next((s for s in statements(init) if isinstance(s, ast.Expr)
+                 and any(n is e for n in walk(s))), None)
+    return bound_once(e, fill, init, ctx) if fill is not None else e

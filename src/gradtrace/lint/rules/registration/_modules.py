@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.params import module_ctor
 from gradtrace.lint.flow import MODULE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
+from gradtrace.lint.rules.registration._foreign_layers import foreign_layer
 from gradtrace.lint.nodes import statements, walk  # noqa: F401 (statements: re-exported)
 from gradtrace.lint.rules.registration._stateless import (
     PARAM_LAYER_RE, module_classes, param_free_classes, stateless_classes,
@@ -46,7 +47,8 @@ def owns_params(node: ast.AST, ctx: Context, buffers_count: bool = True) -> bool
     if not q.startswith("torch.nn."):
         return True
     if q in ("torch.nn.Sequential", "torch.nn.ModuleList"):
-        return any(isinstance(a, ast.Starred) or owns_params(a, ctx) for a in node.args) or \
+        return any(isinstance(a, ast.Starred) or owns_params(a, ctx) or foreign_layer(a, ctx)
+                   for a in node.args) or \
             any(isinstance(a, (ast.List, ast.ListComp)) for a in node.args)
     return bool(PARAM_LAYER_RE.match(last))
 

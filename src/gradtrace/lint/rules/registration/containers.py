@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.list_elements import container_elements as _elements, rewraps
-from gradtrace.lint.analysis.modules import is_module_class, plain_class
+from gradtrace.lint.analysis.modules import is_module_class
 from gradtrace.lint.analysis.vocabulary import OTHER_FRAMEWORKS
 from gradtrace.lint.flow import NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._tensors import (
@@ -17,13 +17,14 @@ from gradtrace.lint.rules.leaf._tensors import (
 from gradtrace.lint.analysis.params import module_ctor
 from gradtrace.lint.analysis.self_frozen import freezes_itself
 from gradtrace.lint.rules.registration._modules import module_classes, owns_params, statements
-from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.registration._attrs import (
     _grad_switches, _grouped_elsewhere, _optimized_attrs, _registers_dynamically, _self_attr,
     _wrapped_attrs, hand_listed, input_sized, per_call_input, picked_attrs)
-from gradtrace.lint.rules.registration._bound_once import bound_once
+from gradtrace.lint.rules.registration._bound_once import appended_once, bound_once
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
+from gradtrace.lint.rules.registration._copies import uncopied
+from gradtrace.lint.rules.registration._foreign_layers import other_file_layer
 from gradtrace.lint.rules.registration._helper_built import MAPPED_TEXT, mapped_entries
 
 CONTAINER_TEXT_RE = re.compile(
@@ -31,8 +32,6 @@ CONTAINER_TEXT_RE = re.compile(
 # `self.layers = layers`: maybe a list the caller builds (then called: `Net([...])`)
 PLAIN_TEXT_RE = re.compile(r"self\.\w+\s*=\s*(?:list\(|tuple\()?\w+\)?\s*(?:#.*)?$", re.MULTILINE)
 LOCAL_LIST_TEXT = " = ["  # a local list, maybe stored on self later (a literal: fast to find)
-LAYER_CLASS_RE = re.compile(r"^([A-Z]\w*)?(Layer|Block|Encoder|Decoder|Embedding|Attention|"
-                            r"Linear|Conv\d?d?|MLP|Transformer|Expert|LSTM|GRU)$")
 
 
 MODULE_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16"})
@@ -40,7 +39,7 @@ MODULE_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloa
 
 def _learnable(e: ast.AST, ctx: Context) -> str | None:
     """"module" / "parameter" when ``e`` builds a module with parameters / a parameter (a
-    class of another file counts when named like a layer: ``CrossLayer``, ``Embedding``); a
+    class of another file of the project when it owns parameters there); a
     module moved on (``nn.Sequential(...).to(self.device)``: ``Module.to`` returns itself) too.
     A module of a class of the file that builds its own optimizer trains itself (a federated
     client, an agent): a participant its holder calls on, not a layer of the holder."""
@@ -52,12 +51,8 @@ def _learnable(e: ast.AST, ctx: Context) -> str | None:
         e = e.func.value
     if owns_params(e, ctx):
         return "module"
-    if isinstance(e, ast.Call) and isinstance(e.func, (ast.Name, ast.Attribute)):
-        q = ctx.call_name(e) or dotted(e.func) or ""
-        last = q.rpartition(".")[2]
-        if not q.startswith("torch.") and last not in module_classes(ctx) and \
-                LAYER_CLASS_RE.match(last) and not plain_class(last, ctx):
-            return "module"
+    if other_file_layer(e, ctx):  # NOTE [layer class of another file]
+        return "module"
     if is_parameter_call(e, ctx) or grad_factory(e, ctx) is not None:
         return "parameter"
     return None
@@ -163,7 +158,8 @@ class ModulesInPlainContainer(Rule):
     that registers with `add_module`/`setattr` or lists it in its own `parameters()`, is left
     alone; so is a list of modules of a class of this file that visibly owns no parameter or
     buffer (parameter-free layers, data transforms, plain values). A class of another file
-    counts as a layer only when named like one (`CrossLayer`, `ResBlock`, `MLP`). An attribute
+    of the project counts as a layer when it owns parameters there; one the project does not
+    hold, only when named like one (`CrossLayer`, `ResBlock`, `MLP`). An attribute
     set more than once is checked only when every assignment is in `__init__` (`if` arms). A local
     list of `__init__` stored on `self` (`fns.append(...)`; `self.fns = fns`) counts unless the
     local is also handed to a call (`nn.Sequential(*layers)` registers the same layers).
@@ -305,10 +301,10 @@ class ModulesInPlainContainer(Rule):
             kind, elts, made = "list", passed[0], passed[1]
             related.append(Related(ctx.path, made.lineno, "the layers are made here and "
                                    "passed in", ctx.column(made)))
-        elif got is not None:
-            kind, elts = got
-        elif local is not None:
-            kind, elts, made = "list", local[0], local[1]
+        elif got is not None:  # a list with layers in it, maybe appended to later
+            kind, elts = got[0], [*got[1], *(bound_once(v, f, init, ctx) for f, v in fills)]
+        elif local is not None:  # its appended locals: the call that made each
+            kind, elts, made = "list", [appended_once(e, init, ctx) for e in local[0]], local[1]
             related.append(Related(ctx.path, made.lineno, "the list is built here",
                                    ctx.column(made)))
         else:
@@ -331,7 +327,7 @@ class ModulesInPlainContainer(Rule):
                                            "here and passed in", ctx.column(outside[1])))
                 related.append(Related(ctx.path, s.lineno, f"`self.{attr}` is filled here",
                                        ctx.column(s)))
-        learn = {_learnable(e, ctx) for e in elts} - {None}
+        learn = {_learnable(e, ctx) for e in uncopied(elts, init, cls, ctx)} - {None}
         if not learn:
             return
         what = "layers" if "module" in learn else "parameters"

@@ -124,6 +124,8 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
     if len({st.optimizer for st in f.steps}) == 1 and len(modules) == 1 and \
             z.receiver.rpartition(".")[2] in ("model", "net", "module", "network"):
         return True  # one model, one optimizer
+    if _owned_by(f, z, s):  # NOTE [owners from the kinds]
+        return True
     made = f"{z.receiver}.parameters("
     for scope in (f.scope, f.ctx.scope(f.ctx.tree)):
         b = scope.binding_before(s.optimizer, s.stmt.lineno)
@@ -139,3 +141,34 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
         return bool(values) and all(v is not None and any(m in f.ctx.code_of(v) for m in mades)
                                     for v in values)
     return False
+
+
+def _owned_by(f: LoopFacts, z: Named, s: Step) -> bool:
+    """# NOTE [owners from the kinds]
+    ``model.zero_grad()`` clears what ``s`` steps when the analysis layer knows the stepped
+    optimizer holds the parameters of ``model`` (NOTE [kinds]: its ``over``), wherever it was
+    built: an optimizer handed in by every caller (``train(..., d, d_optim)`` with ``d_optim
+    = Adam(d.parameters())`` in the script's main block: NOTE [parameter kinds]), returned
+    by a helper, built in place. Owners the layer does not know leave the other tests."""
+    from gradtrace.lint.analysis.kinds import OPTIMIZER
+    from gradtrace.lint.rules.training_loop._loop import _stepped_expr
+    e = _stepped_expr(s)
+    k = f.ctx.analysis.kind(e, f.scope, s.call.lineno) if e is not None else None
+    return k is not None and k.what == OPTIMIZER and z.receiver in k.over
+
+
+def may_clear_model(f: LoopFacts, z: Named, s: Step) -> bool:
+    """``z`` clears a module (not an optimizer) that may hold what ``s`` steps: any module,
+    unless the analysis layer knows the optimizer's owners and ``z``'s module is none of them
+    nor holds one (``generator.zero_grad()`` does not clear ``d_optim = Adam(D.parameters())``:
+    NOTE [owners from the kinds])."""
+    if not z.receiver or optimizer_like(z.receiver, f.scope, z.stmt.lineno):
+        return False
+    from gradtrace.lint.analysis.kinds import OPTIMIZER
+    from gradtrace.lint.rules.training_loop._loop import _stepped_expr
+    e = _stepped_expr(s)
+    k = f.ctx.analysis.kind(e, f.scope, s.call.lineno) if e is not None else None
+    if k is None or k.what != OPTIMIZER or not k.over:
+        return True
+    r = z.receiver
+    return any(o == r or o.startswith(r + ".") or r.startswith(o + ".") for o in k.over)

@@ -17,12 +17,12 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import (
-    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, optimizer_like, uncleared_optimizers)
+    MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, uncleared_optimizers)
 from gradtrace.lint.analysis.torch_classes import gradless_optimizer
 from gradtrace.lint.rules.training_loop._part_zero import part_of
 from gradtrace.lint.rules.training_loop._reach import for_another
 from gradtrace.lint.rules.training_loop._clear_facts import (
-    covers, fresh_each_pass, may_clear_elsewhere, per_call_step, step_loop)
+    covers, fresh_each_pass, may_clear_elsewhere, may_clear_model, per_call_step, step_loop)
 
 # clearing gradients other than by zero_grad(): `p.grad = None`, `p.grad.zero_()`, ...
 OTHER_ZERO_RE = re.compile(
@@ -260,7 +260,7 @@ class ZeroGradOutsideStepLoop(LoopRule):
                 continue
             inner = f.between(f.zero_grads, loop.lineno, loop.end_lineno or loop.lineno)
             if any(covers(f, z, s) and f.inside(z.stmt, loop) for z in inner) or \
-                    any(not optimizer_like(z.receiver) and f.inside(z.stmt, loop)
+                    any(may_clear_model(f, z, s) and f.inside(z.stmt, loop)
                         for z in inner) or OTHER_ZERO_RE.search(f.text(loop)):
                 continue
             before = [z for z in f.zero_grads if f.before(z.stmt, loop)]

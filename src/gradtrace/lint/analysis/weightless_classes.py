@@ -1,0 +1,90 @@
+"""A module class of the file that holds no weights: a loss written as an ``nn.Module``.
+
+# NOTE [weightless class of the file]
+``criterion = MaskedNLL(weight=w)`` with ``class MaskedNLL(nn.Module)`` whose ``__init__``
+stores ``self.inner = nn.NLLLoss(weight=weight)`` and whose ``forward`` combines
+``self.inner(...)`` with the mask: the module owns no parameter, so its output is as live as
+its arguments (NOTE [weightless callee]), like a torch loss. Said of a class of this file
+whose bases are ``nn.Module`` alone and whose methods store on ``self`` only weightless torch
+modules (:func:`.weightless.weightless_class`: losses, activations, pooling, dropout),
+constants, and arguments of ``__init__`` that no method calls (a weight tensor, a margin, a
+reduction); that registers nothing (no ``register_buffer``/``register_parameter``/
+``add_module``, no ``nn.Parameter``) and makes no tensor that requires grad. Anything else it
+stores (a layer with weights, a model handed in and called, an object of an unknown class)
+keeps it out: a perceptual loss around a VGG, an ArcFace head.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.kinds import is_torch_loss
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+# torch layers without parameters (their output is a function of their input only)
+_FREE = re.compile(r"^torch\.nn\.(ReLU\d?|GELU|SiLU|Tanh|Sigmoid|Softmax\d?d?|LogSoftmax|Softmin|"
+                   r"LeakyReLU|ELU|SELU|CELU|Mish|Hardswish|Hardsigmoid|Hardtanh|Softplus|"
+                   r"Dropout\w*|Identity|Flatten|Unflatten|\w*Pool\d?d|Upsample\w*)$")
+_WEIGHTED_LOSSES = frozenset({"torch.nn.AdaptiveLogSoftmaxWithLoss"})
+
+
+def weightless_class(cls: str | None) -> bool:
+    """``cls`` (qualified) is a torch loss or a torch layer that holds no parameters."""
+    if not cls or cls in _WEIGHTED_LOSSES:
+        return False
+    return is_torch_loss(cls) or bool(_FREE.match(cls))
+
+
+_REGISTERS = frozenset({"register_buffer", "register_parameter", "add_module",
+                        "register_module", "requires_grad_"})
+
+
+def weightless_file_class(name: str | None, ctx: Context) -> bool:
+    """``name`` is a module class of this file that holds no weights
+    (NOTE [weightless class of the file])."""
+    if not name or "." in name:
+        return False
+    info = ctx.analysis.classes.get(name)
+    if info is None or not info.is_module:
+        return False
+    return ctx.memo("weightless-file-class", info.node, lambda: _weightless(info.node, ctx))
+
+
+def _weightless(cls: ast.ClassDef, ctx: Context) -> bool:
+    if not cls.bases or any(ctx.qualified_name(b) not in ("torch.nn.Module",
+                                                          "torch.nn.modules.module.Module")
+                            for b in cls.bases):
+        return False
+    init = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
+                 and f.name == "__init__"), None)
+    args = {a.arg for a in (*init.args.args, *init.args.kwonlyargs)} - {"self"} \
+        if init is not None else set()
+    called = {n.func.attr for n in ast.walk(cls) if isinstance(n, ast.Call)
+              and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+              and n.func.value.id == "self"}
+    for n in ast.walk(cls):
+        if isinstance(n, ast.Call):
+            q = ctx.qualified_name(n.func) or ""
+            if isinstance(n.func, ast.Attribute) and n.func.attr in _REGISTERS or \
+                    q in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or any(
+                        k.arg == "requires_grad" for k in n.keywords):
+                return False
+        if not isinstance(n, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+        for t in targets:
+            if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                    and t.value.id == "self"):
+                continue
+            v = n.value
+            if v is None or isinstance(v, ast.Constant):
+                continue
+            if isinstance(v, ast.Name) and v.id in args and t.attr not in called:
+                continue  # a weight tensor, a margin: read, never called
+            if isinstance(v, ast.Call) and weightless_class(ctx.qualified_name(v.func)):
+                continue
+            return False
+    return True
