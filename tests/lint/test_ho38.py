@@ -103,6 +103,75 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         register(net, "w", torch.randn(3, 3), cache)
         opt = torch.optim.SGD(net.parameters(), lr=0.1)
         """, "GT403", holds="cache['w'].grad_fn is not None and len(list(net.parameters())) == 1")),
+    # GT124: a custom op made with `custom_op` imported by name, run in a module's forward on a
+    # layer's output, differentiated with `torch.autograd.grad`: no autograd formula, so the
+    # gradient fails (NOTE [custom op without an autograd formula]); the look-alike wires it
+    # with `torch.library.register_autograd("ns::op", ...)`
+    "custom-op-in-forward-without-autograd": (Shape("""
+        from torch.library import custom_op
+        @custom_op("ho38twin::double_it", mutates_args=())
+        def double_it(x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+            def forward(self, x):
+                return double_it(self.lin(x)).sum()
+        b = Block()
+        (g,) = torch.autograd.grad(b(torch.randn(2, 3)), [b.lin.weight])
+        """, "GT124", line=2, raises=(RuntimeError, "no autograd formula was registered")),
+        Shape("""
+        from torch.library import custom_op
+        @custom_op("ho38ok::double_it", mutates_args=())
+        def double_it(x: torch.Tensor) -> torch.Tensor:
+            return x * 2
+        def _bwd(ctx, grad):
+            return grad * 2
+        torch.library.register_autograd("ho38ok::double_it", _bwd)
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+            def forward(self, x):
+                return double_it(self.lin(x)).sum()
+        b = Block()
+        (g,) = torch.autograd.grad(b(torch.randn(2, 3)), [b.lin.weight])
+        """, "GT124", holds="g.abs().sum() > 0")),
+    # GT124: the op runs in the forward only under `torch.no_grad()` (a statistic the loss
+    # does not use): silent, and backward through the rest works; the twin calls it with grad on
+    "custom-op-run-under-no-grad-in-forward": (Shape("""
+        @torch.library.custom_op("ho38twin::rms", mutates_args=())
+        def rms(x: torch.Tensor) -> torch.Tensor:
+            return x.pow(2).mean().sqrt()
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                self.last = None
+            def forward(self, x):
+                y = self.lin(x)
+                return y.sum() + rms(y)
+        net = Net()
+        net(torch.randn(2, 3)).backward()
+        """, "GT124", line=1, raises=(RuntimeError, "no autograd formula was registered")),
+        Shape("""
+        @torch.library.custom_op("ho38ok::rms", mutates_args=())
+        def rms(x: torch.Tensor) -> torch.Tensor:
+            return x.pow(2).mean().sqrt()
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                self.last = None
+            def forward(self, x):
+                y = self.lin(x)
+                with torch.no_grad():
+                    self.last = rms(y)
+                return y.sum()
+        net = Net()
+        net(torch.randn(2, 3)).backward()
+        """, "GT124", holds="net.lin.weight.grad is not None and net.last is not None")),
 }
 
 
