@@ -92,7 +92,8 @@ class CustomOpWithoutAutograd(Rule):
     no autograd formula was registered` (TileOPs#649: the backward kernel was written as a
     second custom op and never connected). Register the backward, or wrap the op in a
     `torch.autograd.Function`.
-    Known limits: only calls made directly in a `forward` of an `nn.Module` class of the file,
+    Known limits: only an op defined with the decorator at module level, called directly
+    in a `forward` of an `nn.Module` class of the file,
     in a file that calls `backward()` or `torch.autograd.grad`; an op whose inputs never
     require grad there (raw data only) is reported too.
     """
