@@ -10,6 +10,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.leaf._tensors import MOVE_OR_VIEW, asks_what_it_has, is_parameter_call
 from gradtrace.lint.rules.registration._attrs import regrad_leaf
+from gradtrace.lint.rules.registration._moved_name import dropped_moves
 
 
 class ParameterMovedAfterWrapping(Rule):
@@ -20,7 +21,9 @@ class ParameterMovedAfterWrapping(Rule):
     a module it is not registered (`named_parameters()` misses it); given to an optimizer it
     raises `ValueError: can't optimize a non-leaf Tensor` (verified on torch 2.13). A view
     (`.squeeze()`, `.reshape()`, `.view()`, `.t()`) is always such a new tensor. Move or
-    reshape the data first: `nn.Parameter(t.to(device))`.
+    reshape the data first: `nn.Parameter(t.to(device))`. The same holds through a name: `p =
+    nn.Parameter(t)` read only in `module._parameters[k] = p.to(dtype=d)` (or a return) keeps
+    the copy and drops the Parameter (NOTE [parameter dropped for its moved copy]).
     Known limits: a move to the device/dtype the tensor already has returns the Parameter
     itself; the rule sees that only when the data was moved or made the same way in the call
     (`nn.Parameter(t.to(d)).to(d)`), and reports the rest. A dummy loss returned by a loss
@@ -55,6 +58,24 @@ class ParameterMovedAfterWrapping(Rule):
                     super().__init__()
                     self.w = nn.Parameter(torch.randn(3, 3).to(device))
             """, at=(6, 17)),
+        Bad("""
+            import torch
+            from torch import nn
+            def set_parameter(module, name, tensor, dtype):
+                param = nn.Parameter(tensor)
+                module._parameters[name] = param.to(dtype=dtype)
+            """, at=(5, 31)),
+        Good("""
+            import torch
+            from torch import nn
+            def set_parameter(module, name, tensor, dtype):
+                param = nn.Parameter(tensor.to(dtype=dtype))
+                module._parameters[name] = param
+            def forward(self, x):
+                w = nn.Parameter(self.base)
+                self.cache = w.to(x.dtype)
+                return x @ w
+            """),
         Good("""
             import torch
             from torch import nn
@@ -62,6 +83,12 @@ class ParameterMovedAfterWrapping(Rule):
             b = nn.Parameter(torch.zeros(3, device=device))
             """),
     ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        for move, name in dropped_moves(node, ctx):  # NOTE [parameter dropped for its moved copy]
+            yield self.report(move, ctx, expr=f"{name}.{move.func.attr}()")  # type: ignore[attr-defined]
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         f = node.func
