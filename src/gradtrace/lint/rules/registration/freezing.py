@@ -104,7 +104,7 @@ class RequiresGradAttributeOnModule(Rule):
             and _class_module_attr(ctx, name[5:])) or (
             name != "self" and ctx.analysis.is_module(recv, line=node.lineno))
         # (`def freeze(m)`: the callers' m; a module's own `self.requires_grad = flag` is a
-        # setting its code reads)
+        # setting its code reads; a part just built has nothing to undo: NOTE [fresh part unfrozen])
         if not is_mod or _set_to_tensor_before(ctx, name, node) or _fresh_unfrozen(ctx, name, node):
             return
         fix = self.fix(ctx.edit(node, f"{name}.requires_grad_({ctx.source(node.value)})"))

@@ -159,8 +159,8 @@ def most_passes(f: LoopFacts, guard: ast.If, loop: ast.stmt) -> bool:
     ``if i % n_critic != 0:`` (``> 0``, or the bare remainder ``if i % n:``), directly or
     through a name bound in ``loop`` before it: the guard holds on every pass but one in ``n``,
     a step under it is skipped now and then (a GAN's critic left out every n-th pass), not
-    taken once every ``n`` passes: no micro-batches wait for it to add up (NOTE [periodic
-    step] reads only the opposite test)."""
+    taken once every ``n`` passes: no micro-batches wait for it to add up
+    (NOTE [periodic step] reads only the opposite test)."""
     t = guard.test
     if isinstance(t, ast.Name):
         b = f.scope.binding_before(t.id, guard.lineno)

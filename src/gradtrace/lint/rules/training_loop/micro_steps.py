@@ -51,6 +51,7 @@ def periodic_steps(f: LoopFacts) -> Iterator[tuple[Step, ast.stmt, ast.If, list[
         if loop is None or fresh_each_pass(f, loop, s):
             continue
         guard = periodic_guard(f, s.stmt, loop)
+        # a step skipped now and then is no accumulation: NOTE [all but every n-th pass]
         if guard and not _own_backward(f, guard[0], s) and not most_passes(f, guard[0], loop):
             yield s, loop, guard[0], guard[1]
 
