@@ -57,6 +57,8 @@ def expected_code(pat) -> str:
              "legacy-function": "legacy-autograd-function",
              "grad-shape": "backward-gradient-shape",
              "optimizer-state-groups": "optimizer-state-mismatch"}
+    if pat.key == "attribute-left-behind":  # the general crash's entry, its finding GT863's
+        return "GT863"
     return code_for(kinds.get(pat.key, pat.twin), pat.code)  # the crash entries: twin or own
 
 

@@ -1,7 +1,8 @@
-"""GT860, GT861, GT896-GT898: silent bugs of :mod:`gradtrace.code_tables.trace_silent` seen across calls
-and modules (a derivative that skips values computed under no_grad, a random weight kept as a
-buffer, a reward weight not detached, an optimizer state holding the gradient, values reduced
-before they were paired with their weights);
+"""GT860, GT861, GT863, GT896-GT898: silent bugs of :mod:`gradtrace.code_tables.trace_silent` seen
+across calls and modules (a derivative that skips values computed under no_grad, a random weight
+kept as a buffer, a reward weight not detached, an optimizer state holding the gradient, values
+reduced before they were paired with their weights); GT863, a crash whose cause is a module
+attribute (a plain tensor `.to()` left behind);
 ``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
 
@@ -115,4 +116,28 @@ ACROSS_CODES = (
          """,
          "Multiply element by element first, then reduce.",
          "gradtrace.runtime.trace.paired_mean", severity="warning"),
+    Code("GT863", "tensor-attribute-left-behind",
+         "a tensor kept on a module as a plain attribute is not converted by `.to()`/`.half()`, "
+         "and the forward mixing it with the converted parameters fails",
+         "`Module.to()`, `.half()`, `.double()`, `.cuda()` convert parameters and buffers only. "
+         "A tensor stored on the module as a plain attribute (a bias table cached for "
+         "inference, a positional encoding, a mask made in `__init__`) keeps its dtype and "
+         "device; the forward that reads it raises a dtype or device mismatch at the op that "
+         "meets the two, far from the attribute. After the crash the run reads the traceback: "
+         "a module method that reads a plain floating tensor attribute whose dtype (device) "
+         "differs from the one dtype (device) of the module's parameters and buffers, and names "
+         "the `self.<name> = ...` assignment.",
+         """
+         self.ab = self.attention_biases[:, self.idx]
+         ...
+         encoder.half()
+         """,
+         """
+         self.register_buffer('ab', self.attention_biases[:, self.idx], persistent=False)
+         ...
+         encoder.half()
+         """,
+         "Register the tensor as a buffer (`persistent=False` keeps it out of the checkpoint), "
+         "or rebuild it from the parameters in forward.",
+         "gradtrace.runtime.trace.left_behind"),
 )

@@ -12,6 +12,10 @@ from gradtrace.runtime.error_pattern import HEAD, ErrorPattern, pattern_entry
 _VIEW_FIX = """Write it out of place (t = t - m; torch.where(mask, eps, t); torch.stack of new rows)
 or .clone() the view before changing it."""
 
+# entries read from the whole traceback once the crash has propagated, with no finding of their
+# own when that evidence is missing (the general crash finding reports the error then)
+TRACEBACK_ONLY = frozenset({"attribute-left-behind"})
+
 CRASH_PATTERNS: tuple[ErrorPattern, ...] = (
     pattern_entry(
         "view-multi-output", r"is a view and is being modified inplace\. This view is the output "
@@ -159,5 +163,32 @@ for it in range(2):
         {'params': m.parameters()} groups), or [w] for a single tensor.""",
         HEAD + """R = nn.Linear(4, 4, bias=False)
 opt = torch.optim.Adam([R], lr=0.1)  # <- cause
+"""),
+    pattern_entry(
+        "attribute-left-behind", r"(?:have|must have) the same dtype|expected scalar type \w+ but "
+        r"found \w+|Input type \([^)]*\) and (?:weight|bias) type \([^)]*\) should be the same|"
+        r"expected both vectors to have same dtype|Expected all tensors to be on the same device|"
+        r"is not on the expected device", "GT839",
+        "two operands of one op differ in dtype or device",
+        """The op got tensors of different dtypes (float and half) or devices. A frequent cause
+        that the traceback hides: Module.to(), .half(), .double(), .cuda() convert the module's
+        parameters and buffers only, so a tensor kept on the module as a plain attribute (a
+        cached bias table, a positional encoding, a mask made in __init__ or in an overridden
+        train()) keeps its dtype and device, and the forward that mixes it with the converted
+        values raises.""",
+        """Convert the operands to one dtype and device; a tensor kept on a module: register it
+        as a buffer (self.register_buffer(name, t, persistent=False)) so that it is converted
+        with the module, or rebuild it from the parameters in forward.""",
+        HEAD + """class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.gain = torch.ones(4)  # <- cause
+
+    def forward(self, x):
+        return self.fc(x) @ torch.diag(self.gain)
+
+net = Scaled().double()
+net(torch.randn(2, 4, dtype=torch.float64))
 """),
 )

@@ -68,6 +68,7 @@ def facts_for_error(session: Any, exc: BaseException) -> dict[str, Any]:
                            _unused_params(ddp, text, session.tracer.state)]
         facts["used"] = _used_sites(session, ddp, runs)
         facts["built"] = _site_list(_wrapped_at(session, ddp) or _built_at(exc, ddp))
+        facts["default"] = _site_list(_flag_default(session, ddp))  # NOTE [flag left at its default]
     elif kind == "ready-twice" and ddp is not None:
         facts["params"] = _twice_params(session, ddp, text)
     elif kind in ("timeout", "peer-closed") and ddp is not None:
@@ -108,6 +109,13 @@ def _wrapped_at(session: Any, ddp: Any) -> Site | None:
 
     hooks = getattr(getattr(session, "tracer", None), "hooks", None)
     return built_site(getattr(getattr(hooks, "data", None), "built", None), ddp)
+
+
+def _flag_default(session: Any, ddp: Any) -> Site | None:
+    from gradtrace.runtime.trace.flag_default import flag_default_of
+
+    hooks = getattr(getattr(session, "tracer", None), "hooks", None)
+    return flag_default_of(getattr(getattr(hooks, "data", None), "built", None), ddp)
 
 
 def _built_at(exc: BaseException, ddp: Any) -> Site | None:

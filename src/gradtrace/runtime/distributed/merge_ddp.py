@@ -105,8 +105,15 @@ def _all_unused_finding(group: list[str], per_rank: dict[int, Rec],
         # the module does the model's work (it ran, now or in other iterations), only not on
         # the loss's path every time: change the wrapper that assumes every parameter is used
         related.insert(0, (lead, f"`{p.get('module') or 'the model'}` is defined/ran here"))
-        msg += "; DistributedDataParallel was built here without find_unused_parameters=True"
-        lead = facts["built"]
+        if facts.get("default"):  # NOTE [flag left at its default]
+            related.insert(0, (facts["built"], "DistributedDataParallel was built here, "
+                                               "passing that flag on"))
+            msg += ("; DistributedDataParallel was built without find_unused_parameters=True: "
+                    "the flag it got is this default (the caller left the argument out)")
+            lead = facts["default"]
+        else:
+            msg += "; DistributedDataParallel was built here without find_unused_parameters=True"
+            lead = facts["built"]
     return make("GT880", lead, msg, fix, related)
 
 

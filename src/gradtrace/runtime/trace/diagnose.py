@@ -12,6 +12,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
+from gradtrace.runtime.catalogue_crashes import TRACEBACK_ONLY
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.cached_params import cached_block
 from gradtrace.runtime.trace.graph_walk import roots_of as _roots
@@ -38,6 +39,8 @@ def diagnose_failure(exc: BaseException, func: Any, args: tuple[Any, ...],
                      state: TraceState) -> list[Finding]:
     """Findings for an exception raised by a traced torch call (most likely cause first)."""
     for pat in match_message(str(exc)):
+        if pat.key in TRACEBACK_ONLY:  # read once the traceback is whole (posthoc.py)
+            continue
         analyzer = _ANALYZERS.get(pat.key)
         if analyzer is not None:
             found = analyzer(pat, exc, func, args, kwargs, site, state)

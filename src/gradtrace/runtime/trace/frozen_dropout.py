@@ -61,7 +61,7 @@ def note_frozen_dropout(hooks: Any, module: torch.nn.Module, args: Any) -> None:
     x = args[0] if isinstance(args, tuple) and args else None
     if not isinstance(x, torch.Tensor) or x.requires_grad:
         return
-    chain = _running_modules(sys._getframe(1), module)
+    chain = running_modules(sys._getframe(1), module)
     extractor = None
     for m, frame in chain:
         if not m.training or any(p.requires_grad for p in m.parameters()):
@@ -79,7 +79,7 @@ def note_frozen_dropout(hooks: Any, module: torch.nn.Module, args: Any) -> None:
         data.frozen_drops[id(m)] = (weakref.ref(m), site, type(module).__name__)
 
 
-def _running_modules(frame: Any, layer: torch.nn.Module) -> list[tuple[torch.nn.Module, Any]]:
+def running_modules(frame: Any, layer: torch.nn.Module) -> list[tuple[torch.nn.Module, Any]]:
     """The modules whose methods run around ``layer`` (innermost first), each with its
     outermost frame of that run."""
     out: list[tuple[torch.nn.Module, Any]] = []
@@ -133,4 +133,4 @@ def frozen_dropout_findings(data: Any, state: Any) -> list[Finding]:
     return out
 
 
-__all__ = ["frozen_dropout_findings", "note_frozen_dropout"]
+__all__ = ["frozen_dropout_findings", "note_frozen_dropout", "running_modules"]

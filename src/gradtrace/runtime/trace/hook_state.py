@@ -98,6 +98,7 @@ class HookState:
     train_evals: dict[int, Any] = field(default_factory=dict)
     drops: Any = None  # eval_dropped.Drops: NOTE [dropout left on in evaluation]
     loaded_drops: dict[int, Any] = field(default_factory=dict)  # NOTE [evaluated as loaded, in train mode]
+    frozen_served: dict[int, Any] = field(default_factory=dict)  # NOTE [frozen, then served in train mode]
     # id(extractor) -> (ref, call site, dropout class); dropout layers examined: NOTE [frozen extractor dropping]
     frozen_drops: dict[int, Any] = field(default_factory=dict)
     frozen_drop_seen: dict[int, tuple[int, int]] = field(default_factory=dict)

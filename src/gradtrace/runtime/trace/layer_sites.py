@@ -55,7 +55,14 @@ def note_built(built: dict[int, Any], parent: torch.nn.Module, name: str, value:
         return
     at = site()
     if at is not None:
-        built[id(value)] = (weakref.ref(value), weakref.ref(parent), name, at)
+        default = _default(sys._getframe(1)) if value is parent else None  # a DDP wrapper
+        built[id(value)] = (weakref.ref(value), weakref.ref(parent), name, at, default)
+
+
+def _default(frame: Any) -> Site | None:
+    from gradtrace.runtime.trace.flag_default import flag_default
+
+    return flag_default(frame)  # NOTE [flag left at its default]
 
 
 def built_site(built: dict[int, Any] | None, layer: Any) -> Site | None:

@@ -29,6 +29,7 @@ import torch
 
 from gradtrace.lint.nodes import scope_nodes
 from gradtrace.runtime.frames import Site, is_internal
+from gradtrace.runtime.trace.frozen_served import frozen_served_findings, note_frozen_served
 
 _LAYERS = 16  # dropout layers followed
 _DEPTH = 24  # frames walked outwards
@@ -40,7 +41,10 @@ def note_first_nograd(data: Any, state: Any, module: torch.nn.Module) -> None:
     from torch.nn.modules.dropout import _DropoutNd
 
     if not isinstance(module, _DropoutNd) or not module.training or not module.p \
-            or data.optimizers or state.backward_count or len(data.loaded_drops) >= _LAYERS:
+            or data.optimizers or state.backward_count:
+        return
+    note_frozen_served(data, state, module, sys._getframe(2))  # NOTE [frozen, then served in train mode]
+    if len(data.loaded_drops) >= _LAYERS:
         return
     rec = data.modules.get(id(module))
     held = _holder(module, sys._getframe(2)) if rec is not None else None
@@ -99,8 +103,9 @@ def _bound_at(tree: ast.Module, site: Site, name: str) -> Site:
 
 def loaded_in_train_findings(data: Any, state: Any) -> list[Any]:
     """GT874 where a model only evaluated was made and left in train mode (see the NOTE)."""
+    frozen = frozen_served_findings(data, state)  # NOTE [frozen, then served in train mode]
     if not data.loaded_drops or data.optimizers or state.backward_count:
-        return []
+        return frozen
     from gradtrace.runtime.build import make
     from gradtrace.runtime.trace.locate import tree_of
 
@@ -113,13 +118,13 @@ def loaded_in_train_findings(data: Any, state: Any) -> list[Any]:
         if tree is None or _sets_a_mode(tree):
             continue
         out.setdefault(_bound_at(tree, site, name), name)
-    return [make("GT874", at,
-                 f"`{name}` is only evaluated (no optimizer, no backward()) and was never put "
-                 "in eval mode: a module starts in train mode, so its dropout drops at random "
-                 "at every call and two evaluations of the same inputs differ",
-                 fix=f"call {name}.eval() after this line (before evaluating)",
-                 severity="warning")
-            for at, name in out.items()]
+    return frozen + [make("GT874", at,
+                          f"`{name}` is only evaluated (no optimizer, no backward()) and was "
+                          "never put in eval mode: a module starts in train mode, so its dropout "
+                          "drops at random at every call and two evaluations of the same inputs "
+                          "differ", fix=f"call {name}.eval() after this line (before evaluating)",
+                          severity="warning")
+                     for at, name in out.items()]
 
 
 __all__ = ["loaded_in_train_findings", "note_first_nograd"]

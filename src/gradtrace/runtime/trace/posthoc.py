@@ -14,6 +14,7 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
+from gradtrace.runtime.catalogue_crashes import TRACEBACK_ONLY
 from gradtrace.runtime.frames import Site, column_at, is_internal
 
 _NONE_METHODS = {"step", "zero_grad", "backward", "load_state_dict", "add_param_group"}
@@ -407,7 +408,7 @@ def _legacy_function(pat: ErrorPattern, exc: BaseException, frame: types.FrameTy
     return []
 
 
-_POSTHOC_ONLY = frozenset({"grad-none-attr"})  # no generic finding without a .grad receiver
+_POSTHOC_ONLY = frozenset({"grad-none-attr"}) | TRACEBACK_ONLY  # no generic finding without a .grad receiver
 _POSTHOC = {
     "grad-none-zero": _grad_none,
     "grad-none-attr": _grad_none,
@@ -429,3 +430,6 @@ _POSTHOC.update(_KEPT)
 from gradtrace.runtime.trace.grad_of_grad import POSTHOC as _GRAD_OF_GRAD  # noqa: E402
 
 _POSTHOC.update(_GRAD_OF_GRAD)
+from gradtrace.runtime.trace.left_behind import left_behind  # noqa: E402 NOTE [tensor attribute left behind]
+
+_POSTHOC["attribute-left-behind"] = left_behind

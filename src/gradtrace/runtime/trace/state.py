@@ -304,8 +304,8 @@ class TraceState(GradEvents):
         cut = self.make_cut(raw, op, "item")
         if len(self.step_items) < 8 and cut not in self.step_items:
             self.step_items.append(cut)
-        if cut not in self.cut_upstream:
-            self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)
+        if cut not in self.cut_upstream and not any(r() is src for r, _ in self.kept_roots):
+            self.cut_upstream[cut] = upstream_leaves(src, self._track_leaf)  # not a logged loss
         if isinstance(value, (float, int, complex)):
             self.items[id(value)] = (value, cut, weakref.ref(src))  # (the tensor: root_leaf.py)
             while len(self.items) > 256:
