@@ -44,7 +44,8 @@ def _reads(expr: ast.AST) -> set[str]:
 
 
 def _targets(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return {n.id for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _own_nodes(fn: ast.AST) -> list[ast.AST]:
@@ -53,7 +54,7 @@ def _own_nodes(fn: ast.AST) -> list[ast.AST]:
     return list(scope_nodes(fn))
 
 
-def _flow(binds: list[tuple[set[str], set[str]]], start: set[str]) -> set[str]:
+def flow(binds: list[tuple[set[str], set[str]]], start: set[str]) -> set[str]:
     """Names reached from ``start`` through the bindings (targets <- reads), to a fixed point
     (a loop's later statements feed its earlier ones)."""
     seen = set(start)
@@ -193,13 +194,13 @@ def ignoring_callee(site: Site | None, unused: Any) -> tuple[Site, Site, str, st
             values.append((targets, n.value))
         elif isinstance(n, (ast.For, ast.comprehension)):
             binds.append((_targets(n.target), _reads(n.iter)))
-    flows = _flow(binds, start)
+    flows = flow(binds, start)
     for n in nodes:
         if not isinstance(n, ast.Call) or n in grad or not any(
                 _reads(a) & flows for a in (*n.args, *(k.value for k in n.keywords))):
             continue
         holders = [t for t, value in values if any(c is n for c in ast.walk(value))]
-        if not any(outputs & _flow(binds, t) for t in holders):
+        if not any(outputs & flow(binds, t) for t in holders):
             continue  # its result does not reach the outputs
         fn = _resolve(n.func, frame)
         if fn is None:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.ignored_arg import flow
 
 
 def _frame_at(site: Site) -> types.FrameType | None:
@@ -57,16 +58,8 @@ def _names_behind(fn: ast.AST, start: set[str], before: int) -> set[str]:
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]
             stored = {t.id for x in targets for t in ast.walk(x) if isinstance(t, ast.Name)}
             reads = {t.id for t in ast.walk(n.value) if isinstance(t, ast.Name)}
-            binds.append((stored, reads))
-    seen = set(start)
-    changed = True
-    while changed:
-        changed = False
-        for stored, reads in binds:
-            if stored & seen and not reads <= seen:
-                seen |= reads
-                changed = True
-    return seen
+            binds.append((reads, stored))  # followed backwards: from what is stored to what it read
+    return flow(binds, start)
 
 
 def plain_input(state: Any, site: Site | None, root: Any) -> tuple[Site, str] | None:
