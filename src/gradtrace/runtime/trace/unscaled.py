@@ -17,7 +17,10 @@ line whose roots are unscaled means, whose steps each summed ``k >= 2`` of its c
 never made a step alone or shared a step with another backward line, and before each of whose
 calls a forward pass ran (a module was called with grad on since its previous call: the
 micro-batches are separate forwards, not the terms of one graph backpropagated one by one, as
-RA-CNN's rank losses over the scales of one forward) is reported there. A loss
+RA-CNN's rank losses over the scales of one forward), and whose steps' optimizer holds a
+gradient added to in place (two of the calls reached its parameters: two adapters
+backpropagated one after the other, then their two optimizers stepped, is one call each) is
+reported there. A loss
 divided (or multiplied) before backward(), a step after every backward(), several losses
 backpropagated separately into one step (a GAN's real and fake terms), a sum-reduced loss and a
 closure step (LBFGS) are silent; so is a loss scaled by an enabled ``GradScaler`` (the scale
@@ -64,7 +67,7 @@ def note_root(state: Any, roots: Any) -> None:
     state.mean_roots[site] = [mean, 0, 0, 0, calls]
 
 
-def note_window(state: Any, count: int) -> None:
+def note_window(state: Any, count: int, opt: Any = None) -> None:
     """From the step pre-hook: the lines of the backward() calls this step sums (of the
     ``count`` calls since the last step; ``autograd.grad`` calls, which leave ``.grad`` alone
     and are not followed here, are left out)."""
@@ -74,11 +77,30 @@ def note_window(state: Any, count: int) -> None:
     lines = set(calls)
     for line in lines:
         entry = state.mean_roots[line]
-        if len(lines) == 1 and len(calls) >= 2:
+        if len(lines) == 1 and len(calls) >= 2 and _summed_into(opt):
             entry[1] += 1
             entry[3] = max(entry[3], len(calls))
         else:
             entry[2] += 1
+
+
+def _summed_into(opt: Any) -> bool:
+    """Some gradient the stepping optimizer holds was added to in place since it was made: at
+    least two of the window's backward() calls reached this optimizer's parameters. None of them
+    when each call reached another optimizer's parameters (two adapters backpropagated, then
+    their two optimizers stepped): each gradient is still the tensor one backward() made (its
+    version 0). Unknown optimizer: counted."""
+    if opt is None:
+        return True
+    import torch
+
+    with torch._C.DisableTorchFunction():  # (not the program's `.grad` reads)
+        for group in opt.param_groups:
+            for p in group["params"]:
+                grad = p.grad
+                if grad is not None and grad._version > 0:
+                    return True
+    return False
 
 
 def unscaled_findings(state: Any) -> list[Finding]:

@@ -69,7 +69,7 @@ def note_window(state: Any, rec: Any) -> None:
     count = state.fresh_count if state.fresh_grads else 0
     if len(rec.windows) < WINDOWS:
         rec.windows.append(count)
-        unscaled_window(state, count)  # NOTE [accumulated means not scaled]
+        unscaled_window(state, count, rec.ref())  # NOTE [accumulated means not scaled]
         if rec.leak is None and 0 < state.window_evals < count \
                 and state.eval_backward is not None:
             rec.leak = (state.eval_backward, state.window_evals, len(rec.windows) - 1)
