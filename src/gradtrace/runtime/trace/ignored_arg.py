@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import dis
-import sys
 import types
 from typing import Any
 
@@ -29,14 +28,6 @@ from gradtrace.runtime.frames import Site
 _LOADS = frozenset({"LOAD_FAST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
                     "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_NAME",
                     "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF", "DELETE_FAST"})
-
-
-def _frame_at(site: Site) -> types.FrameType | None:
-    f: types.FrameType | None = sys._getframe(1)
-    while f is not None and not (f.f_code.co_filename == site.path
-                                 and f.f_code.co_name == site.function):
-        f = f.f_back
-    return f
 
 
 def _reads(expr: ast.AST) -> set[str]:
@@ -169,9 +160,9 @@ def ignoring_callee(site: Site | None, unused: Any) -> tuple[Site, Site, str, st
     """(the callee's line, the call's line, the callee's name, its parameter) when the input
     ``unused`` of the autograd.grad call at ``site`` flowed into a function that ignores it
     (NOTE [argument the callee ignores]); None otherwise."""
-    from gradtrace.runtime.trace.locate import function_at
+    from gradtrace.runtime.trace.locate import function_at, live_frame
 
-    frame = _frame_at(site) if site is not None else None
+    frame = live_frame(site) if site is not None else None
     found = function_at(site)
     if frame is None or found is None:
         return None

@@ -117,16 +117,22 @@ def enclosing_loop(site: Site | None) -> ast.For | ast.While | None:
     return best
 
 
-def loop_and_frame(site: Site) -> tuple[ast.For | ast.While, FrameType] | None:
-    """The loop around ``site`` and the newest live frame of its function (the one that
-    called into gradtrace), or None when either is missing."""
+def live_frame(site: Site) -> FrameType | None:
+    """The newest live frame of ``site``'s function (the one that called into gradtrace)."""
     import sys
 
-    loop = enclosing_loop(site)
     frame: FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_filename == site.path
                                      and frame.f_code.co_name == site.function):
         frame = frame.f_back
+    return frame
+
+
+def loop_and_frame(site: Site) -> tuple[ast.For | ast.While, FrameType] | None:
+    """The loop around ``site`` and the newest live frame of its function, or None when either
+    is missing."""
+    loop = enclosing_loop(site)
+    frame = live_frame(site)
     return None if loop is None or frame is None else (loop, frame)
 
 

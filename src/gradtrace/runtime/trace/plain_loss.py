@@ -17,22 +17,12 @@ last binding before the backward() is named (where ``requires_grad=True`` goes);
 from __future__ import annotations
 
 import ast
-import sys
-import types
 from typing import Any
 
 import torch
 
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.ignored_arg import flow
-
-
-def _frame_at(site: Site) -> types.FrameType | None:
-    f: types.FrameType | None = sys._getframe(1)
-    while f is not None and not (f.f_code.co_filename == site.path
-                                 and f.f_code.co_name == site.function):
-        f = f.f_back
-    return f
 
 
 def _trainable_anywhere(state: Any) -> bool:
@@ -65,12 +55,12 @@ def _names_behind(fn: ast.AST, start: set[str], before: int) -> set[str]:
 def plain_input(state: Any, site: Site | None, root: Any) -> tuple[Site, str] | None:
     """(the binding line, the name) of the one plain input ``root`` was computed from;
     None otherwise. NOTE [loss of plain tensors]"""
-    from gradtrace.runtime.trace.locate import function_at
+    from gradtrace.runtime.trace.locate import function_at, live_frame
     from gradtrace.runtime.trace.squeezed_side import _bound_at
 
     if site is None or root is None or _trainable_anywhere(state):
         return None
-    frame, found = _frame_at(site), function_at(site)
+    frame, found = live_frame(site), function_at(site)
     if frame is None or found is None:
         return None
     local = dict(frame.f_locals)
