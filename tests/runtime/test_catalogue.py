@@ -57,8 +57,8 @@ def expected_code(pat) -> str:
              "legacy-function": "legacy-autograd-function",
              "grad-shape": "backward-gradient-shape",
              "optimizer-state-groups": "optimizer-state-mismatch"}
-    if pat.key == "attribute-left-behind":  # the general crash's entry, its finding GT863's
-        return "GT863"
+    if pat.diagnosis:  # an entry whose finding is a diagnosis of its own
+        return pat.diagnosis
     return code_for(kinds.get(pat.key, pat.twin), pat.code)  # the crash entries: twin or own
 
 
@@ -69,6 +69,7 @@ def test_codes_are_runtime_range_and_kebab():
         assert c.code.startswith("GT8") and 800 <= int(c.code[2:]) <= 849
         assert c.name == c.name.lower() and " " not in c.name and c.summary
     assert {p.code for p in PATTERNS} <= {c.code for c in trace.CODES}
+    assert {p.diagnosis for p in PATTERNS if p.diagnosis} <= set(TABLE)
     assert all(TABLE[p.code].producer.startswith("gradtrace.runtime.") for p in PATTERNS)
 
 

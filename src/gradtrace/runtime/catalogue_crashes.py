@@ -190,5 +190,5 @@ opt = torch.optim.Adam([R], lr=0.1)  # <- cause
 
 net = Scaled().double()
 net(torch.randn(2, 4, dtype=torch.float64))
-"""),
+""", diagnosis="GT863"),
 )

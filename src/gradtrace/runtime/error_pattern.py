@@ -79,6 +79,9 @@ class ErrorPattern:
     fix: str
     repro: str
     twin: str = ""  # a STATIC_TWINS kind when one static rule always describes this error
+    # the code of the finding made when this entry's evidence is found, when that finding is a
+    # diagnosis of its own (its entry in code_tables) rather than the error's entry ``code``
+    diagnosis: str = ""
 
     def search(self, text: str) -> re.Match[str] | None:
         return re.search(self.regex, text)
@@ -103,11 +106,12 @@ _TWIN_OF = {"non-scalar": "non-scalar", "backward-twice": "backward-through-free
 
 
 def pattern_entry(key: str, regex: str, code: str, title: str, explanation: str, fix: str,
-                  repro: str, twin: str = "") -> ErrorPattern:
-    """An entry with its prose folded to single spaces (``twin``: a STATIC_TWINS kind)."""
+                  repro: str, twin: str = "", diagnosis: str = "") -> ErrorPattern:
+    """An entry with its prose folded to single spaces (``twin``: a STATIC_TWINS kind;
+    ``diagnosis``: ErrorPattern.diagnosis)."""
     return ErrorPattern(key, regex, code, title, " ".join(explanation.split()),
                         " ".join(fix.split()), repro.strip("\n") + "\n",
-                        twin or _TWIN_OF.get(key, ""))
+                        twin or _TWIN_OF.get(key, ""), diagnosis)
 
 
 HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"

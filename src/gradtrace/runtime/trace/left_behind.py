@@ -108,7 +108,8 @@ def _left_behind(exc: BaseException, device: bool) -> tuple[Any, str, Any, Any] 
 
 def left_behind(pat: Any, exc: BaseException, frame: types.FrameType, site: Site,
                 state: Any) -> list[Finding]:
-    """GT863 at the assignment of a plain tensor attribute ``.to()`` left behind (the NOTE)."""
+    """GT863 (``pat.diagnosis``) at the assignment of a plain tensor attribute ``.to()`` left
+    behind (the NOTE)."""
     from gradtrace.runtime.build import make, src
 
     device = bool(_DEVICE.search(str(exc).split("\n", 1)[0]))
@@ -121,7 +122,7 @@ def left_behind(pat: Any, exc: BaseException, frame: types.FrameType, site: Site
         return []
     name = type(owner).__name__
     what = "device" if device else "dtype"
-    return [make("GT863", at,
+    return [make(pat.diagnosis, at,
                  f"`{name}.{attr}` is a plain tensor attribute, not a buffer: it is still "
                  f"{mine} while the parameters of the {name} were converted to {ref} "
                  f"(`.to()`/`.half()`/`.cuda()` convert parameters and buffers only), and the "
