@@ -52,7 +52,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 35 (session 41)", "c93a284b"),
            ("held-out 36 (session 42)", "ab1b421d"),
            ("held-out 37 (session 43)", "d9d7aab9"),
-           ("held-out 38 (session 44)", "43e69a4c"))
+           ("held-out 38 (session 44)", "43e69a4c"),
+           ("held-out 39 (session 45)", "19cfb677"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -94,6 +95,7 @@ FIRST_CONTACT = {
     "held-out 36 (session 42)": ("1/12", "4/5", "3/7", 0, 1),
     "held-out 37 (session 43)": ("1/11", "1/4", "4/7", 1, 1),
     "held-out 38 (session 44)": ("1/12", "0/5", "2/7", 0, 1),
+    "held-out 39 (session 45)": ("2/12", "3/5", "1/7", 0, 0),
 }
 
 
