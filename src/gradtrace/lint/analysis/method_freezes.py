@@ -142,3 +142,10 @@ def _effect(n: ast.AST, attr: str, top: bool) -> int:
 
 def _false(v: ast.AST | None) -> bool:
     return isinstance(v, ast.Constant) and v.value is False
+
+
+def graph_call(ctx: Context, scope: object, callee: str, line: int) -> bool:
+    """A module-like call (:func:`model_calls.runs_model`) whose module is not known frozen
+    (NOTE [frozen by a method]): its output carries a graph of its own."""
+    from gradtrace.lint.analysis.model_calls import runs_model
+    return runs_model(ctx, scope, callee, line) and not frozen_callee(ctx, scope, callee, line)
