@@ -29,8 +29,8 @@ READERS = 24  # files holding `.backward(` parsed at most; more: unknown
 
 def called_elsewhere(ctx: Context, fn: ast.FunctionDef) -> bool:
     """Some other file of the project calls ``x.backward(...)`` with the positional
-    arguments ``fn`` (a method ``backward(self, ...)``) takes (NOTE [backward called
-    elsewhere]); False when unknown or none does."""
+    arguments ``fn`` (a method ``backward(self, ...)``) takes; False when unknown or none
+    does (NOTE [backward called elsewhere])."""
     a = fn.args
     params = [*a.posonlyargs, *a.args][1:]
     if a.vararg is not None or not params:

@@ -6,8 +6,8 @@ self.model(x), y)``: the method (the class's own, or one it inherits from a base
 file or, through the project index, of another file: three hops) runs ``for p in
 self.model.parameters(): p.requires_grad = False`` (or ``self.model.requires_grad_(False)``)
 at the top level of its body. Every weight of ``self.model`` is then frozen: its calls (and
-its methods', ``self.model.loss``) carry a graph only through their inputs (NOTE [frozen local
-module] for a local name). Known only when, in the function reading it, that call is a
+its methods', ``self.model.loss``) carry a graph only through their inputs (for a local
+name: NOTE [frozen local module]). Known only when, in the function reading it, that call is a
 statement before the line and nothing between them (or in a loop around the line) may undo
 it: a call of a method that sets ``requires_grad`` of that module otherwise (its
 ``set_model_train_mode()``), an unfreeze written there, or a new ``self.model = ...``.

@@ -31,8 +31,8 @@ class ParameterMovedAfterWrapping(Rule):
     function, an operand of arithmetic, or a local copy made under `no_grad` (a leaf) whose
     `requires_grad` the function then turns on, is left alone, and so is a value assigned to
     `.data` (`emb.weight.data = nn.Parameter(t).to(d)`: the registered weight gets new data),
-    and a local that only feeds the function's own computation (NOTE [parameter spent in its
-    function]: made anew on every call, nothing trains it, moved or not).
+    and a local that only feeds the function's own computation: made anew on every call,
+    nothing trains it, moved or not (NOTE [parameter spent in its function]).
     """
 
     code = "GT403"
