@@ -19,7 +19,7 @@ from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
     TENSOR_METHODS, TEXT_DECODE_KWARGS, indices_of_pair, unpacks_indices)
 from gradtrace.lint.analysis.flag_arms import known_flags, plain_in_arm
-from gradtrace.lint.analysis.frozen_params import frozen_local
+from gradtrace.lint.analysis.method_freezes import frozen_callee
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
 from gradtrace.lint.analysis.plain_classes import module_method
@@ -244,7 +244,7 @@ class Graphs:
             return False  # `model.decode(ids, skip_special_tokens=True)`: text
         if not runs_model(self.ctx, self.scope, callee, line) or _imported_no_input(
                 self.ctx, self.scope, callee, call, line) \
-                or frozen_local(self.ctx, self.scope, callee, line):  # NOTE [frozen local module]
+                or frozen_callee(self.ctx, self.scope, callee, line):  # NOTE [frozen by a method]
             return False
         fn = called_function(call, self.scope, line) or foreign_callee(
             self.ctx, call, self.scope, line)  # NOTE [project index]

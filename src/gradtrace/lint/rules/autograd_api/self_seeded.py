@@ -7,6 +7,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import call_sites
+from gradtrace.lint.analysis.hand_backwards import called_elsewhere
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES, NOT_MODULES
 from gradtrace.lint.analysis.ranks import ONE, SCALAR, rank
 from gradtrace.lint.analysis.steps import step_calls
@@ -149,7 +150,8 @@ class ModuleBackwardNeverCalled(Rule):
     `backward(ctx, grad)`) and call `Fn.apply(x)` from the module's `forward`.
     Known limits: only classes whose bases are `torch.nn` classes (or the file's own); a file
     that calls `x.backward(arg)` on anything but its losses (a hand-written backprop over its
-    layers) is left alone.
+    layers) is left alone, and so is a method another file of the project calls with the
+    arguments it takes (a flow layer's inverse, `layer.backward(z, log_df_dz)`).
     """
 
     code = "GT795"
@@ -193,7 +195,8 @@ class ModuleBackwardNeverCalled(Rule):
         fn = next((s for s in node.body if isinstance(s, ast.FunctionDef)
                    and s.name == "backward"), None)
         if fn is None or fn.decorator_list or not _gradient_rule(fn) \
-                or not _plain_module_class(node, ctx) or _called_by_hand(ctx):
+                or not _plain_module_class(node, ctx) or _called_by_hand(ctx) \
+                or called_elsewhere(ctx, fn):  # NOTE [backward called elsewhere]
             return
         yield self.report(node, ctx, related=(Related(
             ctx.path, fn.lineno, "the gradient rule autograd never calls", ctx.column(fn)),),

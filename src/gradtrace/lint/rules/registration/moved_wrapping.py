@@ -11,6 +11,7 @@ from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
 from gradtrace.lint.rules.leaf._tensors import MOVE_OR_VIEW, asks_what_it_has, is_parameter_call
 from gradtrace.lint.rules.registration._attrs import regrad_leaf
 from gradtrace.lint.rules.registration._moved_name import dropped_moves
+from gradtrace.lint.rules.registration._spent_locals import spent_locally
 
 
 class ParameterMovedAfterWrapping(Rule):
@@ -29,7 +30,9 @@ class ParameterMovedAfterWrapping(Rule):
     (`nn.Parameter(t.to(d)).to(d)`), and reports the rest. A dummy loss returned by a loss
     function, an operand of arithmetic, or a local copy made under `no_grad` (a leaf) whose
     `requires_grad` the function then turns on, is left alone, and so is a value assigned to
-    `.data` (`emb.weight.data = nn.Parameter(t).to(d)`: the registered weight gets new data).
+    `.data` (`emb.weight.data = nn.Parameter(t).to(d)`: the registered weight gets new data),
+    and a local that only feeds the function's own computation: made anew on every call,
+    nothing trains it, moved or not (NOTE [parameter spent in its function]).
     """
 
     code = "GT403"
@@ -105,6 +108,8 @@ class ParameterMovedAfterWrapping(Rule):
         if isinstance(ctx.statement, ast.Return) and (fn := ctx.function) is not None \
                 and LOSS_FUNC_RE.match(fn.name.lower()):
             return  # a dummy loss for a model with nothing to train: backwarded, not registered
+        if spent_locally(node, ctx):
+            return  # NOTE [parameter spent in its function]
         data = inner.args[0]
         if isinstance(data, ast.Starred) or asks_what_it_has(node, data, ctx) or regrad_leaf(
                 node, ctx):  # `nn.Parameter(t.to(d)).to(d)`: the Parameter; a leaf (no_grad)

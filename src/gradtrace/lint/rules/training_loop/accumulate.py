@@ -13,7 +13,8 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.dict_entries import entries_rewritten
 from gradtrace.lint.analysis.fixed_loops import over_written_list
 from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
-from gradtrace.lint.analysis.model_calls import model_calls, runs_model
+from gradtrace.lint.analysis.model_calls import model_calls
+from gradtrace.lint.analysis.method_freezes import graph_call
 from gradtrace.lint.analysis.objects import number_call
 from gradtrace.lint.analysis.returned_arrays import unpacked_arrays
 from gradtrace.lint.analysis.step_forwards import step_forward
@@ -25,8 +26,7 @@ from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._unroll import unrolled
 from gradtrace.lint.rules.training_loop._after_loop import (
     ctx_names, only_formatted, read_as_numpy)
-from gradtrace.lint.rules.training_loop._returned_keeps import (
-    calls_returner, handed_back, term_kept)
+from gradtrace.lint.rules.training_loop._returned_keeps import calls_returner, handed_back, term_kept
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
 from gradtrace.lint.nodes import walk
@@ -334,7 +334,7 @@ class LossAccumulatedWithGraph(LoopRule):
                            and other_framework(f.ctx, f.scope, v))
                   and not _passed_through_clean(f, g, b)
                   and not entries_rewritten(f.node, b.name, b.line, s)]
-        direct = any(runs_model(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
+        direct = any(graph_call(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
         if not graphy and not direct and (at := term_kept(f, s, value)) is not None \
                 and self._outlives(f, acc, f.loops_of(at)[-1]):
             return ("the step hands back terms of the loss it backpropagated, with their graph, "
