@@ -220,6 +220,9 @@ class _Walk:
         for k in e.keywords:
             if k.arg is not None:
                 w.env[k.arg] = self.value(k.value)
+        deco = next((d for d in m.decorator_list if disables_grad(d, self.ctx)), None)
+        if deco is not None:  # `@torch.no_grad()` on the method: its whole body runs so
+            w.off.append(deco)
         w.block(m.body)
         self.kept.merge(w.kept)
         out = w.ret

@@ -50,6 +50,7 @@ from gradtrace.lint.analysis.cuts import (
 from gradtrace.lint.analysis.dispatchers import dispatch_returns
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer, argument_returns
+from gradtrace.lint.analysis.own_cuts import cuts_own_graph
 from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
@@ -321,7 +322,8 @@ def cut_through(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionD
         return None
     cls = t.ctx.analysis.class_of(fn) if fn.name == "forward" or cut.kind == GRAD_OFF \
         else None  # a module's method under no_grad cuts its own layers' outputs too
-    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
+    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live \
+            and not cuts_own_graph(t.ctx, fn, cut):  # NOTE [own graph cut]
         return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
     if t.ctx.memo("gt1-dispatchers", t.ctx.tree, dict).get(id(fn)) is fn:
         # a utility that detaches whatever it is given: the call is what to change

@@ -368,13 +368,15 @@ def _outline(path: str) -> tuple[dict[str, bytes], dict[str, str]]:
     if got is not None and got[0] is data:
         return got[1]
     defs: dict[str, bytes] = {}
-    name, start = None, 0
+    name, start, deco = None, 0, None
     for m in _DEF.finditer(data):
         if name is not None:
             defs[name] = data[start:m.start()]
             name = None
-        if m.group(1):
-            name, start = m.group(1).decode(), m.start()
+        if m.group(1):  # a def's text begins at its decorators (`@torch.no_grad()`)
+            name, start, deco = m.group(1).decode(), m.start() if deco is None else deco, None
+        else:
+            deco = (m.start() if deco is None else deco) if data[m.start()] == 64 else None
     if name is not None:
         defs[name] = data[start:]
     exports: dict[str, str] = {}

@@ -1,0 +1,48 @@
+"""Helpers that cut a graph of their own: the result has no graph whatever the call is given.
+
+# NOTE [own graph cut]
+A helper that cuts everything it returns (NOTE [helper cuts], NOTE [grad-off returns]) was
+read as "given data, it returns data" when its caller hands it no live value: a cut of its
+arguments only. But a method (or a function reading a global model) may build the graph it
+cuts from state of its own: ``def features(self, x): return self.model(x).detach()`` or
+``with torch.no_grad(): out = self.encoder(x)`` cuts the output of ``self.model`` /
+``self.encoder`` whatever ``x`` is (data from the loader, as a training step's batch always
+is). :func:`cuts_own_graph` asks the helper's tracer with its arguments dead (the reading of
+:func:`~gradtrace.lint.analysis.origins.argument_returns`): a ``.detach()``-style cut whose
+operand is live there, cuts a graph of the helper's own (a grad-off region in such a helper is the GT2
+tracer's, NOTE [no-grad helpers], which reads it so already). The call
+is then a cut at the helper's line whatever its arguments are; the rules around it still ask
+that nothing else of the loss be live.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from gradtrace.lint.analysis.cuts import Cut
+from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF
+from gradtrace.lint.analysis.origins import origins
+from gradtrace.lint.nodes import walk
+
+if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
+
+Def = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def cuts_own_graph(ctx: Context, fn: Def, cut: Cut) -> bool:
+    """``fn``'s cut ``cut`` (one of its own lines) cuts a graph ``fn`` builds from its own
+    state, not from its arguments (NOTE [own graph cut])."""
+    memo: dict[int, bool] = ctx.memo("own-graph-cuts", ctx.tree, dict)
+    if id(fn) not in memo:
+        memo[id(fn)] = False  # recursion guard
+        memo[id(fn)] = cut.via == () and _own(ctx, fn, cut)
+    return memo[id(fn)]
+
+
+def _own(ctx: Context, fn: Def, cut: Cut) -> bool:
+    if cut.kind == GRAD_OFF:
+        return False  # read by the GT2 tracer already (NOTE [no-grad helpers])
+    t = origins(ctx, fn, arguments_live=False)
+    stmt = next((s for s in ctx.scope(fn).stmts if any(n is cut.node for n in walk(s))), None)
+    return stmt is not None and t.trace(cut.operand, stmt, stmt.lineno).live
