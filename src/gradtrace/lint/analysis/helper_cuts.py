@@ -48,9 +48,10 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
 from gradtrace.lint.analysis.dispatchers import dispatch_returns
+from gradtrace.lint.analysis.entry_cuts import subscript_cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer, argument_returns
-from gradtrace.lint.analysis.own_cuts import cuts_own_graph
+from gradtrace.lint.analysis.own_cuts import cuts_own_graph, one_tensor
 from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
@@ -120,6 +121,12 @@ class HelperTracer(Tracer):
             return self.args_trace(e, use, line)
         return got
 
+    def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
+        got = subscript_cut(self, e, use, line, lambda c, at: called_function(
+            c, self.scope, at) if _plain_fn(c, self.scope, at, self.ctx) else None,
+            lambda fn: lambda: HelperTracer(self.ctx.scope(fn), self.ctx))
+        return got if got is not None else super()._subscript(e, use, line)
+
     def binding_trace(self, b: Binding) -> Trace:
         """A name unpacked from a call of the file's function, when the function makes the
         element at that place under grad-off (NOTE [unpacked grad-off element]): a cut at
@@ -168,6 +175,8 @@ def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int
     cuts: list[Cut] = []
     for r in returns:
         v = r.value
+        if one_tensor(v, scope, r.lineno, ctx):
+            continue  # `return deformed` beside `return deformed, w, u`: never unpacked so
         if not isinstance(v, ast.Tuple) or len(v.elts) != arity \
                 or any(isinstance(e, ast.Starred) for e in v.elts):
             return None
@@ -263,6 +272,13 @@ def _plain_off(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool
     """``fn`` has no decorator but grad-off ones and runs no ``backward()`` (as
     :func:`helper_cut` asks)."""
     return all(disables_grad(d, ctx) for d in fn.decorator_list) and not _runs_backward(ctx, fn)
+
+
+def _plain_fn(c: ast.Call, scope: Scope, line: int, ctx: Context) -> bool:
+    """The function ``c`` runs is the file's and has no decorator but grad-off ones and no
+    ``backward()`` (:func:`_plain_off`)."""
+    fn = called_function(c, scope, line)
+    return fn is not None and _plain_off(fn, ctx)
 
 
 def _runs_backward(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:

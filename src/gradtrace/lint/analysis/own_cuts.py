@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF
+from gradtrace.lint.analysis.multi_views import GRAPH_FUNCS, SAME_GRAPH
 from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.nodes import walk
 
@@ -46,3 +47,24 @@ def _own(ctx: Context, fn: Def, cut: Cut) -> bool:
     t = origins(ctx, fn, arguments_live=False)
     stmt = next((s for s in ctx.scope(fn).stmts if any(n is cut.node for n in walk(s))), None)
     return stmt is not None and t.trace(cut.operand, stmt, stmt.lineno).live
+
+
+def one_tensor(v: ast.expr | None, scope: object, line: int, ctx: Context) -> bool:
+    """``v`` (returned at ``line``) is surely one tensor, never a tuple: an arithmetic
+    expression, a torch function or tensor method that gives one tensor
+    (``torch.sum(...)``, ``x.view(...)``), or a name every binding of which before ``line``
+    is one. A function returning ``deformed`` on one path and ``deformed, w, u`` on another
+    hands a 3-name unpacking only the tuple (NOTE [unpacked cut element])."""
+    if isinstance(v, ast.Name):
+        bs = [b for b in scope.bindings.get(v.id, ()) if b.line <= line]  # type: ignore[attr-defined]
+        return bool(bs) and all(isinstance(b.stmt, ast.Assign) and b.value is not None
+                                and b.value is not v and one_tensor(b.value, scope, b.line, ctx)
+                                and not isinstance(b.stmt.targets[0], ast.Tuple) for b in bs)
+    if isinstance(v, ast.BinOp):
+        return isinstance(v.op, (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.MatMult, ast.Pow))
+    if isinstance(v, ast.Call):
+        q = ctx.qualified_name(v.func) or ""
+        if q.startswith("torch.") and q.rsplit(".", 1)[1] in GRAPH_FUNCS | {"sum", "mean"}:
+            return True
+        return isinstance(v.func, ast.Attribute) and not q and v.func.attr in SAME_GRAPH
+    return False
