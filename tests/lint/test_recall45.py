@@ -217,3 +217,118 @@ def test_dict_of_terms_with_a_key_stored_twice_lookalike():
     src = WARP.format(cut="attn.detach()").replace(
         "    total = sum(", '    parts["spread"] = res["moved"].pow(2).mean()\n    total = sum(')
     assert _found(src, "GT107") == []
+
+
+# NOTE [helper cuts]: `@staticmethod` / `@classmethod` say how a helper is bound, not what
+# it computes; a helper so decorated was left out as "decorated"
+SCORE = '''
+import torch
+import torch.nn as nn
+
+
+class Scorer(nn.Module):
+    @staticmethod
+    def _rows(t):
+        return {body}
+
+    def forward(self, guess, target):
+        return (self._rows(guess) - target.flatten(1)).abs().mean()
+
+
+tiny = nn.Linear(3, 3)
+judge = Scorer()
+opt = torch.optim.SGD(tiny.parameters(), lr=0.1)
+for _ in range(2):
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    opt.zero_grad()
+    loss = judge(tiny(a), b)
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_static_helper_cuts_twin():
+    assert _found(SCORE.format(body="t.flatten(1).detach()"), "GT107") == [9]
+
+
+def test_static_helper_keeps_the_graph_lookalike():
+    assert _found(SCORE.format(body="t.flatten(1)"), "GT107") == []
+
+
+NOGRAD_STATIC = '''
+import torch
+import torch.nn as nn
+
+
+class Kit:
+    @staticmethod
+    @torch.no_grad()
+    def {name}(net, x):
+        return net(x)
+
+
+net = nn.Linear(3, 3)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(2):
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    opt.zero_grad()
+    {line}
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_static_no_grad_helper_twin():
+    src = NOGRAD_STATIC.format(name="run", line="loss = nn.functional.mse_loss(Kit.run(net, x), y)")
+    assert _found(src, "GT202") == [8]
+
+
+def test_static_no_grad_helper_for_a_log_lookalike():
+    src = NOGRAD_STATIC.format(
+        name="run", line="loss = nn.functional.mse_loss(net(x), y)\n    print(Kit.run(net, x))")
+    assert _found(src, "GT202") == []
+
+
+# NOTE [summed dict of terms]: a list of terms filled by `append`, summed or stacked
+HEADS = '''
+import torch
+import torch.nn as nn
+
+
+class Fan(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.outs = nn.ModuleList(nn.Linear(4, 2) for _ in range(3))
+
+    def forward(self, x):
+        return [o(x) for o in self.outs]
+
+
+net = Fan()
+opt = torch.optim.Adam(net.parameters())
+for _ in range(3):
+    x, y = torch.randn(5, 4), torch.randn(5, 2)
+    preds = net(x)
+    terms = [nn.functional.smooth_l1_loss(preds[0], y)]
+    for p in preds[1:]:
+        terms.append(nn.functional.smooth_l1_loss({arg}, y))
+    loss = {total}
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_appended_terms_one_cut_twin():
+    for total in ("sum(terms)", "torch.stack(terms).mean()"):
+        assert _found(HEADS.format(arg="p.detach()", total=total), "GT107") == [22], total
+
+
+def test_appended_terms_live_lookalike():
+    assert _found(HEADS.format(arg="p", total="sum(terms)"), "GT107") == []
+
+
+def test_appended_terms_also_extended_lookalike():
+    src = HEADS.format(arg="p.detach()", total="sum(terms)").replace(
+        "    loss = sum(", "    terms.extend(preds)\n    loss = sum(")
+    assert _found(src, "GT107") == []

@@ -51,7 +51,7 @@ from gradtrace.lint.analysis.dispatchers import dispatch_returns
 from gradtrace.lint.analysis.entry_cuts import subscript_cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer, argument_returns
-from gradtrace.lint.analysis.own_cuts import cuts_own_graph, one_tensor
+from gradtrace.lint.analysis.own_cuts import cuts_own_graph, one_tensor, plain_decorator
 from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
@@ -69,8 +69,9 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if key in memo:
         return memo[key]
     memo[key] = None  # recursion guard
-    off_deco = bool(fn.decorator_list) and all(disables_grad(d, ctx) for d in fn.decorator_list)
-    if fn.decorator_list and not off_deco or len(fn.body) > 60:
+    decos = [d for d in fn.decorator_list if not plain_decorator(d)]  # `@staticmethod`
+    off_deco = bool(decos) and all(disables_grad(d, ctx) for d in decos)
+    if decos and not off_deco or len(fn.body) > 60:
         return None
     scope = ctx.scope(fn)
     returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
@@ -271,7 +272,8 @@ def _on_self(f: ast.expr) -> bool:
 def _plain_off(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:
     """``fn`` has no decorator but grad-off ones and runs no ``backward()`` (as
     :func:`helper_cut` asks)."""
-    return all(disables_grad(d, ctx) for d in fn.decorator_list) and not _runs_backward(ctx, fn)
+    return all(disables_grad(d, ctx) or plain_decorator(d) for d in fn.decorator_list) \
+        and not _runs_backward(ctx, fn)
 
 
 def _plain_fn(c: ast.Call, scope: Scope, line: int, ctx: Context) -> bool:

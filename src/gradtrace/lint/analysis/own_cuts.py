@@ -68,3 +68,9 @@ def one_tensor(v: ast.expr | None, scope: object, line: int, ctx: Context) -> bo
             return True
         return isinstance(v.func, ast.Attribute) and not q and v.func.attr in SAME_GRAPH
     return False
+
+
+def plain_decorator(d: ast.expr) -> bool:
+    """``@staticmethod`` / ``@classmethod``: how the method is bound, nothing about what it
+    computes; a helper so decorated is read as an undecorated one (NOTE [helper cuts])."""
+    return isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
