@@ -279,7 +279,8 @@ for _ in range(2):
 
 
 def test_static_no_grad_helper_twin():
-    src = NOGRAD_STATIC.format(name="run", line="loss = nn.functional.mse_loss(Kit.run(net, x), y)")
+    src = NOGRAD_STATIC.format(
+        name="run", line="loss = nn.functional.mse_loss(Kit.run(net, x), y)")
     assert _found(src, "GT202") == [8]
 
 
@@ -332,3 +333,78 @@ def test_appended_terms_also_extended_lookalike():
     src = HEADS.format(arg="p.detach()", total="sum(terms)").replace(
         "    loss = sum(", "    terms.extend(preds)\n    loss = sum(")
     assert _found(src, "GT107") == []
+
+
+# NOTE [project index]: a method of a class of another file, run through an instance made
+# here (`enc.features(x)`) or held by `self` (`self.enc.encode(x)`, made in `__init__`)
+PARTS = '''
+import torch
+import torch.nn as nn
+
+
+class Trunk(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    @torch.no_grad()
+    def frozen_view(self, x):
+        return self.lin(x)
+
+    def snapshot(self, x):
+        return self.lin(x).detach()
+
+    def live_view(self, x):
+        return self.lin(x) * 2
+'''
+
+USER = '''
+import torch
+import torch.nn as nn
+
+from parts import Trunk
+
+
+class Loop:
+    def __init__(self):
+        self.trunk = Trunk()
+        self.opt = torch.optim.SGD(self.trunk.parameters(), lr=0.1)
+
+    def once(self, x, y):
+        self.opt.zero_grad()
+        loss = nn.functional.mse_loss(self.trunk.{held}(x), y)
+        loss.backward()
+        self.opt.step()
+
+
+def main():
+    trunk = Trunk()
+    opt = torch.optim.SGD(trunk.parameters(), lr=0.1)
+    for _ in range(3):
+        x, y = torch.randn(2, 4), torch.randn(2, 4)
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(trunk.{local}(x), y)
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    main()
+    Loop().once(torch.randn(2, 4), torch.randn(2, 4))
+'''
+
+
+def test_methods_of_a_class_of_another_file_twin(tmp_path):
+    root = _write(tmp_path, {"parts.py": PARTS,
+                             "user.py": USER.format(held="frozen_view", local="snapshot")})
+    assert _project(root, "GT202") == [("user.py", 14)]
+    assert _project(root, "GT107") == [("user.py", 25)]
+
+
+def test_methods_of_a_class_of_another_file_keep_the_graph_lookalike(tmp_path):
+    root = _write(tmp_path, {"parts.py": PARTS,
+                             "user.py": USER.format(held="live_view", local="live_view")})
+    assert _project(root, "GT202") == _project(root, "GT107") == []

@@ -52,7 +52,8 @@ from gradtrace.lint.analysis.entry_cuts import subscript_cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer, argument_returns
 from gradtrace.lint.analysis.own_cuts import cuts_own_graph, one_tensor, plain_decorator
-from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
+from gradtrace.lint.analysis.project import (
+    foreign_callee, foreign_method, held_foreign_method, home, shown_path)
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
 if TYPE_CHECKING:
@@ -113,7 +114,9 @@ class HelperTracer(Tracer):
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         fn = called_function(e, self.scope, line)
         if fn is None:
-            fn = foreign_callee(self.ctx, e, self.scope, line)  # NOTE [project index]
+            fn = foreign_callee(self.ctx, e, self.scope, line) or foreign_method(  # NOTE
+                self.ctx, e, self.scope, line) or held_foreign_method(  # [project index]
+                self.ctx, e, self.scope)
             return None if fn is None else _cut_away(self, e, fn, use, line)
         got = through_file_function(self, e, fn, use, line)
         if got is None and self.ctx.analysis.class_of(fn) is not None \
@@ -203,7 +206,8 @@ def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef
         return None
     cls = home_ctx.analysis.class_of(fn) if fn.name == "forward" or cut.kind == GRAD_OFF \
         else None
-    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
+    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live \
+            and not cuts_own_graph(home_ctx, fn, cut):  # NOTE [own graph cut]
         return Trace(False, ())
     node = cut.node
     path = shown_path(home_ctx.path, t.ctx.path)

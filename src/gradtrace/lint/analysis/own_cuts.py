@@ -1,18 +1,18 @@
 """Helpers that cut a graph of their own: the result has no graph whatever the call is given.
 
 # NOTE [own graph cut]
-A helper that cuts everything it returns (NOTE [helper cuts], NOTE [grad-off returns]) was
-read as "given data, it returns data" when its caller hands it no live value: a cut of its
-arguments only. But a method (or a function reading a global model) may build the graph it
-cuts from state of its own: ``def features(self, x): return self.model(x).detach()`` or
-``with torch.no_grad(): out = self.encoder(x)`` cuts the output of ``self.model`` /
-``self.encoder`` whatever ``x`` is (data from the loader, as a training step's batch always
+A helper that cuts everything it returns (NOTE [helper cuts]) was read as "given data, it
+returns data" when its caller hands it no live value: a cut of its arguments only. But a
+method (or a function reading a global model) may build the graph it cuts from state of its
+own: ``def features(self, x): return self.model(x).detach()`` cuts the output of
+``self.model`` whatever ``x`` is (data from the loader, as a training step's batch always
 is). :func:`cuts_own_graph` asks the helper's tracer with its arguments dead (the reading of
 :func:`~gradtrace.lint.analysis.origins.argument_returns`): a ``.detach()``-style cut whose
-operand is live there, cuts a graph of the helper's own (a grad-off region in such a helper is the GT2
-tracer's, NOTE [no-grad helpers], which reads it so already). The call
-is then a cut at the helper's line whatever its arguments are; the rules around it still ask
-that nothing else of the loss be live.
+operand is live there cuts a graph of the helper's own, and the call is then a cut at the
+helper's line whatever its arguments are (in this file, or in another one through the
+project index); the rules around it still ask that nothing else of the loss be live. A
+grad-off region in such a helper is the GT2 tracer's (NOTE [no-grad helpers]), which reads
+it so already.
 """
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def one_tensor(v: ast.expr | None, scope: object, line: int, ctx: Context) -> bo
     is one. A function returning ``deformed`` on one path and ``deformed, w, u`` on another
     hands a 3-name unpacking only the tuple (NOTE [unpacked cut element])."""
     if isinstance(v, ast.Name):
-        bs = [b for b in scope.bindings.get(v.id, ()) if b.line <= line]  # type: ignore[attr-defined]
+        bs = [b for b in scope.bindings.get(v.id, ())  # type: ignore[attr-defined]
+              if b.line <= line]
         return bool(bs) and all(isinstance(b.stmt, ast.Assign) and b.value is not None
                                 and b.value is not v and one_tensor(b.value, scope, b.line, ctx)
                                 and not isinstance(b.stmt.targets[0], ast.Tuple) for b in bs)

@@ -334,9 +334,9 @@ def _text(path: str) -> bytes:
 
 
 def _function_holds(path: str, name: str, words: tuple[str, ...], hops: int) -> bool:
-    """Whether the text of the top-level ``def name`` of the file at ``path`` holds one of
-    ``words``; for a package ``__init__`` importing ``name`` from a module of the package,
-    that module's (``hops`` such steps)."""
+    """Whether the text of the top-level ``def name`` (or ``class name``, its methods
+    included) of the file at ``path`` holds one of ``words``; for a package ``__init__``
+    importing ``name`` from a module of the package, that module's (``hops`` such steps)."""
     key = (path, name, words)
     got = _HOLDS.get(key)
     if got is None:
@@ -357,11 +357,11 @@ def _function_holds(path: str, name: str, words: tuple[str, ...], hops: int) -> 
 
 _HOLDS: dict[tuple[str, str, tuple[str, ...]], bool] = {}
 _OUTLINES: dict[str, tuple[bytes, tuple[dict[str, bytes], dict[str, str]]]] = {}
-_DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)|^[^\s#)]", re.M)
+_DEF = re.compile(rb"^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)|^[^\s#)]", re.M)
 
 
 def _outline(path: str) -> tuple[dict[str, bytes], dict[str, str]]:
-    """(top-level function name -> its text, name -> the module of the package a
+    """(top-level function or class name -> its text, name -> the module of the package a
     ``from .module import name`` takes it from) of the file at ``path``, from its bytes."""
     data = _text(path)
     got = _OUTLINES.get(path)

@@ -157,7 +157,8 @@ def _calls_away(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
         return imported_mentioning(ctx, ctx.code, words)
     text = ctx.memo("gt1-code-of", node, lambda: "\n".join(
         ctx.code_lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
-    return imported_mentioning(ctx, text, words)
+    return imported_mentioning(ctx, text, words) or "self." in text and imported_mentioning(
+        ctx, ctx.code, words)  # `self.enc.encode(x)`, `self.enc` made in another method
 
 
 def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:
