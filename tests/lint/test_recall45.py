@@ -408,3 +408,57 @@ def test_methods_of_a_class_of_another_file_keep_the_graph_lookalike(tmp_path):
     root = _write(tmp_path, {"parts.py": PARTS,
                              "user.py": USER.format(held="live_view", local="live_view")})
     assert _project(root, "GT202") == _project(root, "GT107") == []
+
+
+# NOTE [grad-off submodule]: a submodule whose class's `forward` is decorated
+# `@torch.no_grad()`; the model that holds it trains everything
+HOLDER = '''
+import torch
+import torch.nn as nn
+
+
+class Lens(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {init}
+
+    @torch.no_grad()
+    def forward(self, x):
+        return {body}
+
+
+class Reader(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lens = Lens()
+        self.out = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.out(self.lens(x))
+
+
+reader = Reader()
+opt = torch.optim.Adam(reader.parameters())
+for _ in range(3):
+    x, y = torch.randn(2, 4), torch.randn(2, 1)
+    opt.zero_grad()
+    loss = nn.functional.mse_loss(reader(x), y)
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_submodule_with_a_no_grad_forward_twin():
+    src = HOLDER.format(init="self.conv = nn.Linear(4, 4)", body="self.conv(x)")
+    assert _found(src, "GT115") == [11]
+
+
+def test_submodule_with_a_no_grad_forward_frozen_when_built_lookalike():
+    src = HOLDER.format(init="self.conv = nn.Linear(4, 4)\n        self.requires_grad_(False)",
+                        body="self.conv(x)")
+    assert _found(src, "GT115") == []
+
+
+def test_submodule_with_a_no_grad_forward_and_no_weights_lookalike():
+    src = HOLDER.format(init="self.scale = 2.0", body="x * self.scale")
+    assert _found(src, "GT115") == []
