@@ -462,3 +462,75 @@ def test_submodule_with_a_no_grad_forward_frozen_when_built_lookalike():
 def test_submodule_with_a_no_grad_forward_and_no_weights_lookalike():
     src = HOLDER.format(init="self.scale = 2.0", body="x * self.scale")
     assert _found(src, "GT115") == []
+
+
+# a dict comprehension's entries are its values (as a dict literal's): the keys of
+# `d.items()` carry no graph into them
+RENAMED = '''
+import torch
+import torch.nn as nn
+
+net = nn.Linear(4, 4)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    x, y = torch.randn(2, 4), torch.randn(2, 4)
+    heads = {{"main": net(x), "side": net(x) * 2}}
+    heads = {{name: {value} for name, t in heads.items()}}
+    loss = nn.functional.mse_loss(heads["main"], y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+def test_dict_comprehension_of_detached_values_twin():
+    assert _found(RENAMED.format(value="t.detach()"), "GT107") == [10]
+
+
+def test_dict_comprehension_of_live_values_lookalike():
+    assert _found(RENAMED.format(value="t.float()"), "GT107") == []
+
+
+UTILS = '''
+import torch
+
+
+@torch.no_grad()
+def pooled(net, x):
+    h = net(x)
+    return h, h.mean()
+'''
+
+STEP = '''
+import torch
+import torch.nn as nn
+
+from utils import pooled
+
+
+def run():
+    net = nn.Linear(4, 4)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for _ in range(3):
+        x, y = torch.randn(2, 4), torch.randn(2, 4)
+        opt.zero_grad()
+        h, m = {call}
+        loss = nn.functional.mse_loss(h, y)
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    run()
+'''
+
+
+def test_decorated_helper_of_another_file_unpacked_twin(tmp_path):
+    root = _write(tmp_path, {"utils.py": UTILS, "step.py": STEP.format(call="pooled(net, x)")})
+    assert _project(root, "GT202") == [("step.py", 13)]
+
+
+def test_decorated_helper_of_another_file_unpacked_lookalike(tmp_path):
+    root = _write(tmp_path, {"utils.py": UTILS,
+                             "step.py": STEP.format(call="net(x), pooled(net, x)[1]")})
+    assert _project(root, "GT202") == []
