@@ -94,8 +94,9 @@ def subscript_cut(t: Tracer, e: ast.Subscript, use: ast.stmt | None, line: int,
                   callee: Callable[[ast.Call, int], Def | None],
                   tracer: Callable[[Def], Callable[[], Tracer]]) -> Trace | None:
     """``out["weight"]`` with ``out = net(x)`` (bound once), or ``net(x)["weight"]``: the
-    cut the callee makes on that entry, reached through the call (NOTE [returned dict
-    entry]); None: no such fact. ``callee`` resolves a call of the file's function."""
+    cut the callee makes on that entry, reached through the call
+    (NOTE [returned dict entry]); None: no such fact. ``callee`` resolves a call of the
+    file's function."""
     if not (isinstance(e.slice, ast.Constant) and isinstance(e.slice.value, str)):
         return None
     call, at = e.value, line

@@ -114,9 +114,9 @@ class HelperTracer(Tracer):
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         fn = called_function(e, self.scope, line)
         if fn is None:
-            fn = foreign_callee(self.ctx, e, self.scope, line) or foreign_method(  # NOTE
-                self.ctx, e, self.scope, line) or held_foreign_method(  # [project index]
-                self.ctx, e, self.scope)
+            fn = foreign_callee(self.ctx, e, self.scope, line) or foreign_method(
+                self.ctx, e, self.scope, line) or held_foreign_method(
+                self.ctx, e, self.scope)  # NOTE [project index]
             return None if fn is None else _cut_away(self, e, fn, use, line)
         got = through_file_function(self, e, fn, use, line)
         if got is None and self.ctx.analysis.class_of(fn) is not None \
