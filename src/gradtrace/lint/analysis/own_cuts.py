@@ -45,7 +45,10 @@ def _own(ctx: Context, fn: Def, cut: Cut) -> bool:
     if cut.kind == GRAD_OFF:
         return False  # read by the GT2 tracer already (NOTE [no-grad helpers])
     t = origins(ctx, fn, arguments_live=False)
-    stmt = next((s for s in ctx.scope(fn).stmts if any(n is cut.node for n in walk(s))), None)
+    stmt = None  # the innermost statement holding the cut (``stmts`` is in pre-order)
+    for s in ctx.scope(fn).stmts:
+        if any(n is cut.node for n in walk(s)):
+            stmt = s
     return stmt is not None and t.trace(cut.operand, stmt, stmt.lineno).live
 
 
