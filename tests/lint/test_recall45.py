@@ -534,3 +534,11 @@ def test_decorated_helper_of_another_file_unpacked_lookalike(tmp_path):
     root = _write(tmp_path, {"utils.py": UTILS,
                              "step.py": STEP.format(call="net(x), pooled(net, x)[1]")})
     assert _project(root, "GT202") == []
+
+
+def test_method_cuts_its_own_model_inside_a_branch_twin():
+    src = OWN.format(line="z = self.embed(batch)").replace(
+        "        h = self.body(batch)\n        return h.detach()",
+        "        if batch.dim() > 2:\n            h = self.body(batch.flatten(1))\n"
+        "            return h.detach()\n        return self.body(batch).detach()")
+    assert _found(src, "GT107") == [14]
