@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.module_results import forward_of
+from gradtrace.lint.analysis.off_forwards import off_forward
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.nodes import bfs_walk, child_nodes
 
@@ -220,6 +221,9 @@ class _Walk:
         for k in e.keywords:
             if k.arg is not None:
                 w.env[k.arg] = self.value(k.value)
+        deco = next((d for d in m.decorator_list if disables_grad(d, self.ctx)), None)
+        if deco is not None:  # `@torch.no_grad()` on the method: its whole body runs so
+            w.off.append(deco)
         w.block(m.body)
         self.kept.merge(w.kept)
         out = w.ret
@@ -248,7 +252,10 @@ class _Walk:
                 and f.value.id == "self":
             if self.submodule(f.attr):
                 self.called.add(f.attr)
-                args.merge(self.live_or_cut(f.attr, e))
+                off = None if self.off else off_forward(self.ctx, self.cls, f.attr)
+                # its class's `forward` runs with grad off: NOTE [grad-off submodule]
+                args.merge(self.live_or_cut(f.attr, e) if off is None
+                           else Flow(set(), {f.attr: off}))
                 return args
             m = self.cls.methods.get(f.attr)
             if m is not None and m not in self.stack and len(self.stack) < 4:

@@ -48,9 +48,12 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
 from gradtrace.lint.analysis.dispatchers import dispatch_returns
+from gradtrace.lint.analysis.entry_cuts import subscript_cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer, argument_returns
-from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
+from gradtrace.lint.analysis.own_cuts import cuts_own_graph, one_tensor, plain_decorator
+from gradtrace.lint.analysis.project import (
+    foreign_callee, foreign_method, held_foreign_method, home, shown_path)
 from gradtrace.lint.analysis.reach import called_function, disables_grad
 
 if TYPE_CHECKING:
@@ -67,8 +70,9 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if key in memo:
         return memo[key]
     memo[key] = None  # recursion guard
-    off_deco = bool(fn.decorator_list) and all(disables_grad(d, ctx) for d in fn.decorator_list)
-    if fn.decorator_list and not off_deco or len(fn.body) > 60:
+    decos = [d for d in fn.decorator_list if not plain_decorator(d)]  # `@staticmethod`
+    off_deco = bool(decos) and all(disables_grad(d, ctx) for d in decos)
+    if decos and not off_deco or len(fn.body) > 60:
         return None
     scope = ctx.scope(fn)
     returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
@@ -110,7 +114,9 @@ class HelperTracer(Tracer):
     def _through_helper(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace | None:
         fn = called_function(e, self.scope, line)
         if fn is None:
-            fn = foreign_callee(self.ctx, e, self.scope, line)  # NOTE [project index]
+            fn = foreign_callee(self.ctx, e, self.scope, line) or foreign_method(
+                self.ctx, e, self.scope, line) or held_foreign_method(
+                self.ctx, e, self.scope)  # NOTE [project index]
             return None if fn is None else _cut_away(self, e, fn, use, line)
         got = through_file_function(self, e, fn, use, line)
         if got is None and self.ctx.analysis.class_of(fn) is not None \
@@ -118,6 +124,12 @@ class HelperTracer(Tracer):
             # a method made of its arguments: NOTE [pure methods]
             return self.args_trace(e, use, line)
         return got
+
+    def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
+        got = subscript_cut(self, e, use, line, lambda c, at: called_function(
+            c, self.scope, at) if _plain_fn(c, self.scope, at, self.ctx) else None,
+            lambda fn: lambda: HelperTracer(self.ctx.scope(fn), self.ctx))
+        return got if got is not None else super()._subscript(e, use, line)
 
     def binding_trace(self, b: Binding) -> Trace:
         """A name unpacked from a call of the file's function, when the function makes the
@@ -167,6 +179,8 @@ def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int
     cuts: list[Cut] = []
     for r in returns:
         v = r.value
+        if one_tensor(v, scope, r.lineno, ctx):
+            continue  # `return deformed` beside `return deformed, w, u`: never unpacked so
         if not isinstance(v, ast.Tuple) or len(v.elts) != arity \
                 or any(isinstance(e, ast.Starred) for e in v.elts):
             return None
@@ -192,7 +206,8 @@ def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef
         return None
     cls = home_ctx.analysis.class_of(fn) if fn.name == "forward" or cut.kind == GRAD_OFF \
         else None
-    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
+    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live \
+            and not cuts_own_graph(home_ctx, fn, cut):  # NOTE [own graph cut]
         return Trace(False, ())
     node = cut.node
     path = shown_path(home_ctx.path, t.ctx.path)
@@ -261,7 +276,15 @@ def _on_self(f: ast.expr) -> bool:
 def _plain_off(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) -> bool:
     """``fn`` has no decorator but grad-off ones and runs no ``backward()`` (as
     :func:`helper_cut` asks)."""
-    return all(disables_grad(d, ctx) for d in fn.decorator_list) and not _runs_backward(ctx, fn)
+    return all(disables_grad(d, ctx) or plain_decorator(d) for d in fn.decorator_list) \
+        and not _runs_backward(ctx, fn)
+
+
+def _plain_fn(c: ast.Call, scope: Scope, line: int, ctx: Context) -> bool:
+    """The function ``c`` runs is the file's and has no decorator but grad-off ones and no
+    ``backward()`` (:func:`_plain_off`)."""
+    fn = called_function(c, scope, line)
+    return fn is not None and _plain_off(fn, ctx)
 
 
 def _runs_backward(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -321,7 +344,8 @@ def cut_through(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionD
         return None
     cls = t.ctx.analysis.class_of(fn) if fn.name == "forward" or cut.kind == GRAD_OFF \
         else None  # a module's method under no_grad cuts its own layers' outputs too
-    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live:
+    if not (cls is not None and cls.is_module) and not t.args_trace(e, use, line).live \
+            and not cuts_own_graph(t.ctx, fn, cut):  # NOTE [own graph cut]
         return Trace(False, ())  # it cuts whatever it is given: given data, it returns data
     if t.ctx.memo("gt1-dispatchers", t.ctx.tree, dict).get(id(fn)) is fn:
         # a utility that detaches whatever it is given: the call is what to change

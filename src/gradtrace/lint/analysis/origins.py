@@ -145,7 +145,7 @@ class Tracer(CallTraces):
                     if isinstance(n, ast.Name):
                         self._env[n.id] = DEAD if comprehension_counter(g, n.id) else \
                             self.trace(drawn_from(g, n.id), use, line)  # type: ignore[arg-type]
-            elts = [e.key, e.value] if isinstance(e, ast.DictComp) else [e.elt]
+            elts = [e.value] if isinstance(e, ast.DictComp) else [e.elt]  # as a Dict: values
             return self._all(elts, use, line)
         finally:
             self._env = saved

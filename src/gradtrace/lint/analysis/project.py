@@ -243,6 +243,29 @@ def foreign_method(ctx: Context, call: ast.Call, scope: object, line: int) -> De
     return cls.methods.get(f.attr) if cls is not None else None
 
 
+def held_foreign_method(ctx: Context, call: ast.Call, scope: object) -> Def | None:
+    """``self.enc.encode(x)`` (or ``self.enc(x)``: its ``forward``) where every assignment of
+    ``self.enc`` in the calling method's class makes an instance of a class of another file
+    of the project (``self.enc = Encoder(...)``): that class's method, or None."""
+    f = call.func
+    held = f.value if isinstance(f, ast.Attribute) else None
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+        held, name = f, "forward"
+    else:
+        name = getattr(f, "attr", "")
+    if not (isinstance(held, ast.Attribute) and isinstance(held.value, ast.Name)
+            and held.value.id == "self"):
+        return None
+    cls = ctx.analysis.class_of(getattr(scope, "node", None))
+    info = cls.attrs.get(held.attr) if cls is not None else None
+    if info is None or info.later or not isinstance(info.value, ast.Call):
+        return None
+    other = foreign_class(ctx, info.value.func)
+    if other is None or name == "forward" and not other.is_module:
+        return None
+    return other.methods.get(name)
+
+
 def _binding(ctx: Context, scope: object, name: str, line: int):  # type: ignore[no-untyped-def]
     """The binding of ``name`` read at ``line``: in ``scope``, else the module's."""
     b = scope.binding_before(name, line)  # type: ignore[attr-defined]

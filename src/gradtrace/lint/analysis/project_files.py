@@ -334,9 +334,9 @@ def _text(path: str) -> bytes:
 
 
 def _function_holds(path: str, name: str, words: tuple[str, ...], hops: int) -> bool:
-    """Whether the text of the top-level ``def name`` of the file at ``path`` holds one of
-    ``words``; for a package ``__init__`` importing ``name`` from a module of the package,
-    that module's (``hops`` such steps)."""
+    """Whether the text of the top-level ``def name`` (or ``class name``, its methods
+    included) of the file at ``path`` holds one of ``words``; for a package ``__init__``
+    importing ``name`` from a module of the package, that module's (``hops`` such steps)."""
     key = (path, name, words)
     got = _HOLDS.get(key)
     if got is None:
@@ -357,24 +357,26 @@ def _function_holds(path: str, name: str, words: tuple[str, ...], hops: int) -> 
 
 _HOLDS: dict[tuple[str, str, tuple[str, ...]], bool] = {}
 _OUTLINES: dict[str, tuple[bytes, tuple[dict[str, bytes], dict[str, str]]]] = {}
-_DEF = re.compile(rb"^(?:async[ \t]+)?def[ \t]+(\w+)|^[^\s#)]", re.M)
+_DEF = re.compile(rb"^(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)|^[^\s#)]", re.M)
 
 
 def _outline(path: str) -> tuple[dict[str, bytes], dict[str, str]]:
-    """(top-level function name -> its text, name -> the module of the package a
+    """(top-level function or class name -> its text, name -> the module of the package a
     ``from .module import name`` takes it from) of the file at ``path``, from its bytes."""
     data = _text(path)
     got = _OUTLINES.get(path)
     if got is not None and got[0] is data:
         return got[1]
     defs: dict[str, bytes] = {}
-    name, start = None, 0
+    name, start, deco = None, 0, None
     for m in _DEF.finditer(data):
         if name is not None:
             defs[name] = data[start:m.start()]
             name = None
-        if m.group(1):
-            name, start = m.group(1).decode(), m.start()
+        if m.group(1):  # a def's text begins at its decorators (`@torch.no_grad()`)
+            name, start, deco = m.group(1).decode(), m.start() if deco is None else deco, None
+        else:
+            deco = (m.start() if deco is None else deco) if data[m.start()] == 64 else None
     if name is not None:
         defs[name] = data[start:]
     exports: dict[str, str] = {}

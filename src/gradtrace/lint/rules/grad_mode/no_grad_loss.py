@@ -15,6 +15,7 @@ from gradtrace.lint.analysis.grad_sources import Dead, Deps
 from gradtrace.lint.analysis.helper_sources import grad_sources
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF
+from gradtrace.lint.analysis.helper_cuts import cut_away
 from gradtrace.lint.rules.graph_breaks._base import LossCutRule, related_for, short
 from gradtrace.lint.rules.graph_breaks._paths import LossPaths, Verdict
 
@@ -314,8 +315,9 @@ class NoGradInTrainingHelper(_LossTraceRule, LossCutRule):
             return None
         helper = next((n[:-2] for n, _ in reversed(c.via) if n.endswith("()")), "helper")
         line = v.sink.node.lineno  # type: ignore[attr-defined]
-        mode = ctx.source(c.node)
-        if ctx.line_text(c.node.lineno).lstrip().startswith("@"):
+        away = cut_away(ctx, c.node)  # a region of another file: its code (NOTE [project index])
+        mode = away.code if away is not None else ctx.source(c.node)
+        if away is None and ctx.line_text(c.node.lineno).lstrip().startswith("@"):
             mode = "@" + mode
         f = self.report(c.node, ctx, related=related_for(c, v, ctx), helper=helper, mode=mode,
                         sink=f"`{short(ctx.source(v.sink.node), 40)}`", line=line)

@@ -157,7 +157,12 @@ def _calls_away(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
         return imported_mentioning(ctx, ctx.code, words)
     text = ctx.memo("gt1-code-of", node, lambda: "\n".join(
         ctx.code_lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
-    return imported_mentioning(ctx, text, words)
+    if imported_mentioning(ctx, text, words):
+        return True
+    cls = ctx.analysis.class_of(node) if "self." in text else None  # `self.enc.encode(x)`,
+    return cls is not None and imported_mentioning(ctx, ctx.memo(  # `self.enc` made in
+        "gt1-code-of", cls.node, lambda: "\n".join(ctx.code_lines[  # another method
+            cls.node.lineno - 1:cls.node.end_lineno])), words)
 
 
 def _file_has(ctx: Context, words: tuple[str, ...]) -> bool:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Iterable
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
+from gradtrace.lint.analysis.summed_terms import summed_entries
 from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     CUT_METHODS, DATA, DETACH, FRESH_METHODS, NO_HISTORY_METHODS, NONDIFF, NUMBER, NUMPY,
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
@@ -274,6 +275,11 @@ class LossPaths(HelperTracer):
             if isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Add, ast.Sub)):
                 yield from self._terms(inner, use, line, depth + 1)
                 return
+        entries = summed_entries(self.ctx, self.scope, e, use, line)
+        if entries is not None:  # `sum(losses.values())`: NOTE [summed dict of terms]
+            for v, at, ln in entries:
+                yield from self._terms(v, at, ln, depth + 1)
+            return
         name = e.id if isinstance(e, ast.Name) else _self_attr(e)
         if name is not None:  # `loss`, or `self.loss_G` bound in the same method
             bs = self.bindings_at(name, use, line)
@@ -284,8 +290,9 @@ class LossPaths(HelperTracer):
                         yield from self._terms(e, b.stmt, b.line, depth + 1)
                         yield from self._terms(b.value, b.stmt, b.line, depth + 1)
                         return
-                elif isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) and \
-                        isinstance(b.value, ast.BinOp):
+                elif isinstance(b.stmt, (ast.Assign, ast.AnnAssign)) and (
+                        isinstance(b.value, ast.BinOp) or summed_entries(
+                            self.ctx, self.scope, b.value, b.stmt, b.line) is not None):
                     yield from self._terms(b.value, b.stmt, b.line, depth + 1)
                     return
         yield e

@@ -246,7 +246,10 @@ class SubmoduleCutInForward(Rule):
 def _what(ctx: Context, shown: ast.AST, got, at: ast.AST) -> str:  # type: ignore[no-untyped-def]
     """The cut as the message names it: the call, or the no-grad block a call runs in."""
     group = got.groups.get(id(at))
-    if group is not None:
-        return "`{}` (line {}) around `{}`".format(
-            ctx.source(group.items[0].context_expr), group.lineno, ctx.source(shown))
+    if group is not None:  # a `with` block, or a method's `@torch.no_grad()`
+        switch = group.items[0].context_expr if isinstance(group, (ast.With, ast.AsyncWith)) \
+            else group
+        return "`{}{}` (line {}) around `{}`".format(
+            "" if switch is not group else "@", ctx.source(switch), group.lineno,
+            ctx.source(shown))
     return f"`{ctx.source(shown)}`"
