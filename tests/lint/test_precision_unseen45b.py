@@ -1,0 +1,171 @@
+"""Shapes from the projects of docs/triage/unseen45b.md (session 45), each in another spelling
+than the project's and next to a buggy twin that is still reported; all run on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.utils.rnn import pack_padded_sequence
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # KingshukChatterjee007/Dynamic-Gradient-Balancing-PINNs (pinn_engine/sampling.py): the
+    # sampler scores candidate points by a gradient under `no_grad`, inside an inner
+    # `enable_grad` block: grad is on where the helper runs (NOTE [grad turned back on
+    # inside]). Twin: the helper called after the inner block, grad off again: raises
+    "helper-in-an-inner-enable-grad-block": (Shape("""
+        def energy(net, x):
+            x = x.clone().detach().requires_grad_(True)
+            u = net(x)
+            du = torch.autograd.grad(u.sum(), x)[0]
+            return (du ** 2).detach()
+        net = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 1))
+        with torch.no_grad():
+            with torch.enable_grad():
+                e = energy(net, torch.rand(16, 1))
+            picked = torch.multinomial(e.flatten() + 1e-6, 4)
+        """, "GT210", holds="picked.shape == (4,)"),
+        Shape("""
+        def energy(net, x):
+            x = x.clone().detach().requires_grad_(True)
+            u = net(x)
+            du = torch.autograd.grad(u.sum(), x)[0]
+            return (du ** 2).detach()
+        net = nn.Sequential(nn.Linear(1, 8), nn.Tanh(), nn.Linear(8, 1))
+        with torch.no_grad():
+            with torch.enable_grad():
+                warm = net(torch.rand(2, 1))
+            e = energy(net, torch.rand(16, 1))
+        """, "GT210", line=7, raises=(RuntimeError, "does not require grad"))),
+    # reward666/diffusion-trajectory-prediction (train_learned_scorer.py): `run_epoch(model,
+    # val)` under `no_grad`; the helper runs its forward and backward in `with
+    # torch.set_grad_enabled(is_training):`, `is_training = optimizer is not None`: it chooses
+    # its own mode. Twin: a helper with no mode of its own, handed the optimizer under
+    # `no_grad` (its backward raises)
+    "helper-choosing-its-own-grad-mode": (Shape("""
+        def run_epoch(net, batches, optimizer=None):
+            is_training = optimizer is not None
+            losses = []
+            for x, y in batches:
+                with torch.set_grad_enabled(is_training):
+                    loss = F.mse_loss(net(x), y)
+                    if is_training:
+                        optimizer.zero_grad()
+                        loss.backward()
+                        optimizer.step()
+                losses.append(float(loss))
+            return losses
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)]
+        run_epoch(net, data, opt)
+        with torch.no_grad():
+            val = run_epoch(net, data)
+        """, "GT210", holds="len(val) == 3"),
+        Shape("""
+        def run_epoch(net, batches, optimizer=None):
+            losses = []
+            for x, y in batches:
+                loss = F.mse_loss(net(x), y)
+                if optimizer is not None:
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+                losses.append(float(loss))
+            return losses
+        net = nn.Linear(3, 1)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        data = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(3)]
+        with torch.no_grad():
+            run_epoch(net, data, opt)
+        """, "GT210", line=14, raises=(RuntimeError, "does not require grad"))),
+    # SarahAlkhateeb/Image-Captioning-with-Different-Decoders (models/attention.py):
+    # `pack_padded_sequence(scores, lengths, batch_first=True).data` is the PackedSequence's
+    # field, the packed scores with their history, not `Tensor.data`. Twin: `scores.data`
+    # taken before packing: the loss has no path to the decoder
+    "packed-sequence-data-read-in-place": (Shape("""
+        dec = nn.Linear(4, 5)
+        scores = dec(torch.randn(2, 3, 4))
+        caps = torch.randint(0, 5, (2, 3))
+        lengths = [3, 2]
+        scores = pack_padded_sequence(scores, lengths, batch_first=True).data
+        targets = pack_padded_sequence(caps, lengths, batch_first=True).data
+        loss = F.cross_entropy(scores, targets)
+        loss.backward()
+        """, "GT105", holds="dec.weight.grad is not None"),
+        Shape("""
+        dec = nn.Linear(4, 5)
+        scores = dec(torch.randn(2, 3, 4))
+        caps = torch.randint(0, 5, (2, 3))
+        lengths = [3, 2]
+        scores = scores.data
+        scores = pack_padded_sequence(scores, lengths, batch_first=True).data
+        targets = pack_padded_sequence(caps, lengths, batch_first=True).data
+        loss = F.cross_entropy(scores, targets)
+        loss.backward()
+        """, "GT105", line=5, raises=(RuntimeError, "does not require grad"))),
+    # LeoXinhaoLee/Imbalanced-Source-free-Domain-Adaptation (image_target_multi_lb_2.py):
+    # the logits are gathered under `no_grad`, the softmax and its log taken after the block
+    # for the entropy of the pseudo-labels: nothing differentiates it (NOTE [logits gathered
+    # without grad]). Twin: the entropy of logits computed with grad, backwarded: NaN rows
+    "log-of-softmax-of-logits-gathered-without-grad": (Shape("""
+        def obtain_entropy(batches, net):
+            start = True
+            with torch.no_grad():
+                for x in batches:
+                    out = net(x)
+                    if start:
+                        all_output = out.float().cpu()
+                        start = False
+                    else:
+                        all_output = torch.cat((all_output, out.float().cpu()), 0)
+            all_output = nn.Softmax(dim=1)(all_output)
+            return torch.sum(-all_output * torch.log(all_output + 1e-5), dim=1), \\
+                torch.log(all_output.float()).numpy()
+        def train(net, batches, opt):
+            for epoch in range(2):
+                ent, logp = obtain_entropy(batches, net)
+                for x in batches:
+                    loss = net(x).pow(2).mean()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            return ent
+        net = nn.Linear(2, 3)
+        ent = train(net, [torch.randn(4, 2) for _ in range(2)],
+                    torch.optim.SGD(net.parameters(), lr=0.01))
+        """, "GT755", holds="ent.shape == (8,) and not ent.requires_grad"),
+        Shape("""
+        def train(net, batches, opt):
+            for x in batches:
+                probs = nn.Softmax(dim=1)(net(x))
+                loss = -(probs * torch.log(probs)).sum(1).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        net = nn.Linear(2, 3)
+        with torch.no_grad():
+            net.weight.copy_(torch.tensor([[200.0, 0.0], [0.0, 0.0], [-200.0, 0.0]]))
+        train(net, [torch.ones(4, 2)], torch.optim.SGD(net.parameters(), lr=0.0))
+        """, "GT755", line=4, holds="torch.isnan(net.weight.grad).any()")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_silent_look_alike_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
