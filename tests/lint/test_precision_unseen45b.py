@@ -10,6 +10,7 @@ torch = pytest.importorskip("torch")
 
 PRELUDE = '''
 import warnings
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -158,6 +159,53 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             net.weight.copy_(torch.tensor([[200.0, 0.0], [0.0, 0.0], [-200.0, 0.0]]))
         train(net, [torch.ones(4, 2)], torch.optim.SGD(net.parameters(), lr=0.0))
         """, "GT755", line=4, holds="torch.isnan(net.weight.grad).any()")),
+    # Osrip/deep_learn_rain_nowcasting (examine_x_entropy_loss notebook): a NumPy
+    # `cross_entropy_loss(p, q)` of the file (defined again by a later cell), every call of
+    # which hands it arrays from NumPy (a NumPy softmax of the file, `np.zeros`, `np.copy`),
+    # next to a torch loss tried at the top level: no tensor reaches NumPy (NOTE [NumPy helper
+    # fed arrays]). Twin: a call hands it a model's softmax: NumPy raises
+    "numpy-helper-fed-arrays-by-every-call": (Shape("""
+        def softmax(z):
+            e_z = np.exp(z - np.max(z))
+            return e_z / e_z.sum(axis=0)
+        def cross_entropy_loss(p, q):
+            return -np.sum(p * np.log(q))
+        def softmax(z):
+            e_z = np.exp(z - np.max(z))
+            return e_z / e_z.sum()
+        def cross_entropy_loss(p, q):
+            return -np.sum(p * np.log(q))
+        def bounds(n):
+            p = np.zeros(n)
+            p[0] = 1
+            q = softmax(np.random.rand(n))
+            return cross_entropy_loss(p, np.copy(p) + 1e-12), cross_entropy_loss(p, q)
+        lo, hi = bounds(5)
+        loss = nn.CrossEntropyLoss()
+        inp = torch.randn(3, 5, requires_grad=True)
+        output = loss(inp, inp)
+        """, "GT103", holds="lo < hi"),
+        Shape("""
+        def softmax(z):
+            e_z = np.exp(z - np.max(z))
+            return e_z / e_z.sum(axis=0)
+        def cross_entropy_loss(p, q):
+            return -np.sum(p * np.log(q))
+        def softmax(z):
+            e_z = np.exp(z - np.max(z))
+            return e_z / e_z.sum()
+        def cross_entropy_loss(p, q):
+            return -np.sum(p * np.log(q))
+        def bounds(n, net):
+            p = np.zeros(n)
+            p[0] = 1
+            q = net(torch.randn(n)).softmax(-1)
+            return cross_entropy_loss(p, np.copy(p) + 1e-12), cross_entropy_loss(p, q)
+        lo, hi = bounds(5, nn.Linear(5, 5))
+        loss = nn.CrossEntropyLoss()
+        inp = torch.randn(3, 5, requires_grad=True)
+        output = loss(inp, inp)
+        """, "GT103", line=5, raises=(RuntimeError, "numpy"))),
 }
 
 
