@@ -206,6 +206,57 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         inp = torch.randn(3, 5, requires_grad=True)
         output = loss(inp, inp)
         """, "GT103", line=5, raises=(RuntimeError, "numpy"))),
+    # shaunak27/data-free-continual-learning (unseen44a, debatable): each federated round
+    # `communicate()` copies the clients' average into every entry of the server's
+    # `state_dict()`, then the distillation builds its Adam anew: moments of the replaced
+    # weights would be stale (NOTE [weights replaced each pass]). Twin: the round only logs,
+    # the weights are the same model's: the Adam state restarts every round
+    "optimizer-rebuilt-after-the-weights-are-replaced": (Shape("""
+        class Server:
+            def __init__(self, clients):
+                self.model = nn.Linear(2, 1)
+                self.clients = clients
+            def communicate(self):
+                with torch.no_grad():
+                    for key in self.model.state_dict():
+                        avg = sum(c.state_dict()[key] for c in self.clients) / len(self.clients)
+                        self.model.state_dict()[key].copy_(avg)
+            def distill(self, x):
+                opt = torch.optim.Adam(self.model.parameters(), lr=0.01)
+                for _ in range(3):
+                    opt.zero_grad()
+                    self.model(x).pow(2).mean().backward()
+                    opt.step()
+                self.last_step = opt.state[self.model.weight]["step"].item()
+            def run(self, rounds, x):
+                for r in range(rounds):
+                    self.communicate()
+                    self.distill(x)
+        server = Server([nn.Linear(2, 1), nn.Linear(2, 1)])
+        server.run(2, torch.randn(4, 2))
+        """, "GT436", holds="server.last_step == 3"),
+        Shape("""
+        class Server:
+            def __init__(self, clients):
+                self.model = nn.Linear(2, 1)
+                self.clients = clients
+            def communicate(self):
+                with torch.no_grad():
+                    self.norms = [c.weight.norm().item() for c in self.clients]
+            def distill(self, x):
+                opt = torch.optim.Adam(self.model.parameters(), lr=0.01)
+                for _ in range(3):
+                    opt.zero_grad()
+                    self.model(x).pow(2).mean().backward()
+                    opt.step()
+                self.last_step = opt.state[self.model.weight]["step"].item()
+            def run(self, rounds, x):
+                for r in range(rounds):
+                    self.communicate()
+                    self.distill(x)
+        server = Server([nn.Linear(2, 1), nn.Linear(2, 1)])
+        server.run(2, torch.randn(4, 2))
+        """, "GT436", line=9, holds="server.last_step == 3")),
 }
 
 

@@ -5,9 +5,9 @@
 NumPy cross-entropy with torch's: the NumPy call reads only the function's own arguments, and
 every call of the function in its file hands it NumPy arrays (`p = softmax(np.random.rand(n))`,
 a NumPy softmax of the file), no other file of the project calling it (when the project can be
-searched). No tensor reaches NumPy, so nothing raises and no graph is cut: the helper is NumPy code, not a loss on the way
-to a backward. A call that hands it a tensor or a value of unknown kind, a call from another
-file, or no call at all, keeps the finding.
+searched). No tensor reaches NumPy, so nothing raises and no graph is cut: the helper is
+NumPy code, not a loss on the way to a backward. A call that hands it a tensor or a value of
+unknown kind, a call from another file, or no call at all, keeps the finding.
 """
 from __future__ import annotations
 
