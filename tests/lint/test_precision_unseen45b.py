@@ -257,6 +257,79 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         server = Server([nn.Linear(2, 1), nn.Linear(2, 1)])
         server.run(2, torch.randn(4, 2))
         """, "GT436", line=9, holds="server.last_step == 3")),
+    # Vitalik-ctrl/speech-enhancement-cmgan (trainer.py): the generator's step, then the
+    # metric discriminator reads `gen_outputs["clean_mag"]` (made from the clean input and the
+    # settings `__init__` gives `self`, no model) and `gen_outputs["est_mag"].detach()` of the
+    # dict the helper returns: no read runs through the freed graph (NOTE [entries read
+    # without the graph]). Twin: `est_mag` read without `.detach()`: the second backward raises
+    "dict-entries-read-without-the-freed-graph": (Shape("""
+        class Disc(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 1)
+            def forward(self, a, b):
+                return self.fc(torch.cat([a, b], -1))
+        class Trainer:
+            def __init__(self, gen, disc, config):
+                self.gen, self.disc = gen, disc
+                self.eps = config["eps"]
+                self.opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+                self.opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+            def forward_step(self, clean, noisy):
+                clean_mag = torch.sqrt(clean ** 2 + self.eps)
+                est_mag = torch.sqrt(self.gen(noisy) ** 2 + self.eps)
+                return {"clean_mag": clean_mag, "est_mag": est_mag}
+            def train_step(self, clean, noisy):
+                self.opt_g.zero_grad()
+                out = self.forward_step(clean, noisy)
+                fake = self.disc(out["clean_mag"], out["est_mag"])
+                loss_g = F.mse_loss(out["est_mag"], out["clean_mag"]) + fake.pow(2).mean()
+                loss_g.backward()
+                self.opt_g.step()
+                self.opt_d.zero_grad()
+                enh = self.disc(out["clean_mag"], out["est_mag"].detach())
+                real = self.disc(out["clean_mag"], out["clean_mag"])
+                loss_d = (enh - 0.5).pow(2).mean() + (real - 1).pow(2).mean()
+                loss_d.backward()
+                self.opt_d.step()
+                return loss_d.item()
+        trainer = Trainer(nn.Linear(4, 4), Disc(), {"eps": 1e-8})
+        loss_d = trainer.train_step(torch.randn(2, 4), torch.randn(2, 4))
+        """, "GT509", holds="loss_d > 0"),
+        Shape("""
+        class Disc(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 1)
+            def forward(self, a, b):
+                return self.fc(torch.cat([a, b], -1))
+        class Trainer:
+            def __init__(self, gen, disc, config):
+                self.gen, self.disc = gen, disc
+                self.eps = config["eps"]
+                self.opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+                self.opt_d = torch.optim.SGD(disc.parameters(), lr=0.1)
+            def forward_step(self, clean, noisy):
+                clean_mag = torch.sqrt(clean ** 2 + self.eps)
+                est_mag = torch.sqrt(self.gen(noisy) ** 2 + self.eps)
+                return {"clean_mag": clean_mag, "est_mag": est_mag}
+            def train_step(self, clean, noisy):
+                self.opt_g.zero_grad()
+                out = self.forward_step(clean, noisy)
+                fake = self.disc(out["clean_mag"], out["est_mag"])
+                loss_g = F.mse_loss(out["est_mag"], out["clean_mag"]) + fake.pow(2).mean()
+                loss_g.backward()
+                self.opt_g.step()
+                self.opt_d.zero_grad()
+                enh = self.disc(out["clean_mag"], out["est_mag"])
+                real = self.disc(out["clean_mag"], out["clean_mag"])
+                loss_d = (enh - 0.5).pow(2).mean() + (real - 1).pow(2).mean()
+                loss_d.backward()
+                self.opt_d.step()
+                return loss_d.item()
+        trainer = Trainer(nn.Linear(4, 4), Disc(), {"eps": 1e-8})
+        loss_d = trainer.train_step(torch.randn(2, 4), torch.randn(2, 4))
+        """, "GT509", line=25, raises=(RuntimeError, "backward through the graph a second time"))),
 }
 
 
