@@ -62,3 +62,20 @@ def disabling_node(modes: list[tuple[ast.AST, str]]) -> ast.AST | None:
                     return outer
             return None
     return None
+
+
+def chooses_mode(expr: ast.expr, imports: Imports) -> bool:
+    """A grad-mode context, its flag known or not (``set_grad_enabled(is_training)``): the
+    block it opens runs in a mode of its own choosing, whatever grad mode the caller set."""
+    return grad_mode_of(expr, imports) is not None or isinstance(expr, ast.Call) and \
+        GRAD_CONTEXTS.get(imports.qualified_name(expr.func) or "") == "set"
+
+
+def turns_on_inside(expr: ast.expr, imports: Imports, outer: str | None) -> bool:
+    """Whether a ``with expr:`` nested in a block of grad mode ``outer`` may run its body
+    with grad on: ``inference_mode(False)`` always; ``enable_grad`` or ``set_grad_enabled``
+    (true or a flag) under ``no_grad``, not under ``inference_mode``
+    (pytorch-facts.md#grad-mode-nesting)."""
+    mode = grad_mode_of(expr, imports)
+    return mode == "reset" or outer == "off" and (mode == "on" or mode is None and chooses_mode(
+        expr, imports))

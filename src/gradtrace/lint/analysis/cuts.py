@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.kinds import is_torch_loss  # (other modules import it from here)
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
+from gradtrace.lint.analysis.packed import _packed_names, packed_values  # noqa: F401 (re-export)
 from gradtrace.lint.analysis.vocabulary import LOSS_CALLABLE_RE, LOSS_NAME_RE
 from gradtrace.lint.analysis.weightless import weightless_parameter, weightless_value
 from gradtrace.lint.flow import COPY_FUNCS, FACTORY_FUNCS, SAME_KIND
@@ -195,34 +196,6 @@ def objects_of(scope: Scope) -> frozenset[str]:
                 out.add(recv)
         return frozenset(out | _packed_names(scope))
     return scope.ctx.memo("gt1-objects", scope.node, make)
-
-
-PACKERS = frozenset({"pack_padded_sequence", "pack_sequence", "PackedSequence"})
-
-
-def _packed_names(scope: Scope) -> set[str]:
-    """Names bound to a ``PackedSequence``: made by ``pack_padded_sequence``/``pack_sequence``/
-    ``PackedSequence(...)``, or the first value a layer run on one returns (an RNN fed a packed
-    input returns a packed output, ``out, _ = rnn(packed, h0)``); its ``.data`` is the field
-    holding the packed values, with their history. A ``torch`` function fed one
-    (``pad_packed_sequence``) gives tensors back."""
-    out: set[str] = set()
-    for s in sorted(statements(scope.node), key=lambda s: s.lineno):
-        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
-                and isinstance(s.value, ast.Call)):
-            continue
-        t, v = s.targets[0], s.value
-        if isinstance(t, ast.Tuple) and t.elts:
-            t = t.elts[0]
-        if not isinstance(t, ast.Name):
-            continue
-        callee = dotted(v.func) or ""
-        qual = scope.ctx.qualified_name(v.func) or callee
-        if callee.rpartition(".")[2] in PACKERS or (
-                not qual.startswith("torch.") and v.args and isinstance(v.args[0], ast.Name)
-                and v.args[0].id in out):
-            out.add(t.id)
-    return out
 
 
 def top_defs(ctx: Context) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -16,7 +16,7 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, DATA, DEAD, FRESH_ATTRS, LIVE, NON_TENSOR_KWARGS, NONDIFF, NUMPY,
     PAIR_METHODS, REBUILD_FUNCS, Cut, Trace, asks_grad, fresh_call, graphless_no_grad,
     is_functional_loss, is_torch_loss, map_cut_kind, objects_of, pair_source, peel, pure_loss,
-    top_defs, unpacks_indices,
+    top_defs, unpacks_indices, packed_values,
 )
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import constructor_input, cut_attribute, setting_attr
@@ -93,8 +93,7 @@ class Tracer(CallTraces):
         return hit
 
     def _all(self, es: Iterable[ast.AST | None], use: ast.stmt | None, line: int) -> Trace:
-        """The union of the traces; stops at the first live one (a live trace's cuts are
-        never reported)."""
+        """The union of the traces; stops at the first live one (its cuts are never reported)."""
         out = DEAD
         for x in es:
             if isinstance(x, ast.expr):
@@ -296,8 +295,9 @@ class Tracer(CallTraces):
 
     def _attribute(self, e: ast.Attribute, use: ast.stmt | None, line: int) -> Trace:
         if e.attr == "data":
-            if dotted(e.value) in objects_of(self.scope):
-                return self.trace(e.value, use, line)  # a field of a batch object
+            packed = packed_values(e.value, self.ctx)  # `pack_padded_sequence(x, n).data`
+            if packed is not None or dotted(e.value) in objects_of(self.scope):
+                return self.trace(packed or e.value, use, line)  # a field of a batch object
             return self._cut(DATA, e, [peel(e.value)], use, line)
         if e.attr in FRESH_ATTRS:
             return DEAD

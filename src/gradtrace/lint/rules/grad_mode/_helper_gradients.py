@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from gradtrace.lint.context import Context, grad_mode_of
+from gradtrace.lint.grad_modes import chooses_mode
 from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.grad_mode.reenable import GRADIENT_CALLS
 from gradtrace.lint.names import dotted
@@ -44,8 +45,8 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             if isinstance(s, (ast.With, ast.AsyncWith)) and any(
-                    grad_mode_of(i.context_expr, ctx.imports) for i in s.items):
-                continue  # the helper chose its own grad mode there
+                    chooses_mode(i.context_expr, ctx.imports) for i in s.items):
+                continue  # the helper chose its own grad mode there (a flag's too)
             if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call):
                 local.update(t.id for t in s.targets if isinstance(t, ast.Name))
             elif isinstance(s, ast.Assign) and isinstance(s.value, (ast.BinOp, ast.UnaryOp)):

@@ -10,6 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.grad_mode.global_state import SETTERS, _flag, _is_false
 from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.grad_modes import grad_mode_of, turns_on_inside
 from gradtrace.lint.analysis.grad_off_calls import _targets, made_names, off_list
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient, forward_start
@@ -175,7 +176,9 @@ class GradientHelperUnderNoGrad(Rule):
         if mode is None or not _differentiates(ctx):
             return
         where = ctx.function or ctx.tree
-        calls = [n for s in node.body for n in bfs_walk(s) if isinstance(n, ast.Call)]
+        outer = grad_mode_of(mode, ctx.imports)
+        calls = [n for s in node.body for n in _grad_off_walk(s, outer, ctx)
+                 if isinstance(n, ast.Call)]
         yield from self._region(node, mode, node, calls, where, ctx)
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
@@ -292,3 +295,27 @@ def _turns_on(s: ast.stmt, ctx: Context) -> bool:
             if q in SETTERS and not _is_false(_flag(n)) or q == "torch.enable_grad":
                 return True
     return False
+
+
+def _grad_off_walk(s: ast.stmt, outer: str | None, ctx: Context) -> Iterator[ast.AST]:
+    """The nodes of ``s`` (breadth first) that run with grad still off: not the body of a
+    ``with`` nested in the block that turns grad back on (``with torch.enable_grad():`` under
+    ``no_grad``, NOTE [grad turned back on inside])."""
+    todo: list[ast.AST] = [s]
+    while todo:
+        n = todo.pop(0)
+        yield n
+        if isinstance(n, (ast.With, ast.AsyncWith)) and any(
+                turns_on_inside(i.context_expr, ctx.imports, outer) for i in n.items):
+            todo.extend(i.context_expr for i in n.items)
+            continue
+        todo.extend(ast.iter_child_nodes(n))
+
+
+# NOTE [grad turned back on inside]
+# `with torch.no_grad(): with torch.enable_grad(): e = energy(model, x)` (a sampler that scores
+# candidate points by a gradient): the inner block records a graph again, so a helper called
+# there differentiates what it computes. Its calls are not read as calls under `no_grad`;
+# neither is a helper whose gradient sits in a `with torch.set_grad_enabled(flag):` of its
+# own (`run_epoch(model, val)` under `no_grad`, the helper choosing its mode from
+# `is_training`): the helper, not the caller, sets the mode there.

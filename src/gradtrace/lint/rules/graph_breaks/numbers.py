@@ -12,6 +12,7 @@ from gradtrace.lint.analysis.cuts import CUT_FUNCS
 from gradtrace.lint.analysis.self_state import method_rebinds
 from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.analysis.unpacked_kinds import unpacked_kind
+from gradtrace.lint.rules.graph_breaks._numpy_callers import fed_numpy_by_callers
 from gradtrace.lint.rules.graph_breaks._base import SINK_WORDS, LossCutRule, related_for, short
 from gradtrace.lint.rules.graph_breaks._paths import Cut, LossPaths, Verdict
 from gradtrace.lint.rules.graph_breaks._paths import NUMBER as CUT_NUMBER
@@ -291,6 +292,8 @@ class NumpyRoundTripInLoss(LossCutRule):
         if v.sink.how == "return" and isinstance(c.operand, ast.Name) and \
                 c.operand.id in lp.params and not lp.scope.bindings.get(c.operand.id):
             return None  # `np.zeros_like(history)` of an argument: what it holds is unknown
+        if v.sink.how == "return" and fed_numpy_by_callers(c.operand, lp.scope.node, ctx):
+            return None  # NOTE [NumPy helper fed arrays]
         return self.report(c.node, ctx, related=related_for(c, v, ctx),
                            expr=short(ctx.source(c.node)), operand=short(ctx.source(c.operand)),
                            consequence=NUMPY_CALL)

@@ -6,6 +6,7 @@ import builtins
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.cuts import graphless_no_grad
 from gradtrace.lint.analysis.facts import SELF_RETURNING
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
@@ -63,9 +64,24 @@ def _from_model(e: ast.AST, ctx: Context, line: int, depth: int = 0) -> bool:
                     return True  # a callable variable: `model(x)` with `model` a parameter
         elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
             v = resolve(n, ctx, line)
-            if v is not n and _from_model(v, ctx, getattr(v, "lineno", line), depth + 1):
+            if v is not n and not _graphless(v, ctx) \
+                    and _from_model(v, ctx, getattr(v, "lineno", line), depth + 1):
                 return True
     return False
+
+
+def _graphless(v: ast.AST, ctx: Context) -> bool:
+    """``v`` is computed under ``torch.no_grad()`` of the same function (NOTE [logits
+    gathered without grad]): it records no graph, whatever model made it."""
+    return ctx.scope().grad_off_at(v) is not None and graphless_no_grad(v)
+
+
+# NOTE [logits gathered without grad]
+# `with torch.no_grad(): ... all_output = torch.cat((all_output, net(x).cpu()), 0)`, then
+# `all_output = nn.Softmax(dim=1)(all_output)` and `torch.log(all_output)` after the block (an
+# entropy of the pseudo-labels of source-free adaptation): the logits were collected without
+# grad, nothing differentiates the log. A name bound under `no_grad` is not followed to the
+# model that made it; one bound after the block to a model call with grad still is.
 
 
 class LogOfSoftmax(Rule):

@@ -18,9 +18,11 @@ def function_defs_all(ctx: Context) -> list[ast.FunctionDef | ast.AsyncFunctionD
         n for n in walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))])
 
 
-def _called_in_loop(ctx: Context, fn: ast.FunctionDef, roots: set[str]) -> ast.Call | None:
+def _called_in_loop(ctx: Context, fn: ast.FunctionDef, roots: set[str],
+                    sources: list[str] | None = None) -> ast.Call | None:
     """A call of ``fn`` inside a loop whose arguments for ``roots`` (and whose receiver, for
-    ``self``) are bound before that loop, not inside it."""
+    ``self``) are bound before that loop, not inside it, and whose pass does not first
+    replace the weights of the optimizer's ``sources`` (NOTE [weights replaced each pass])."""
     an = ctx.analysis
     cls = an.class_of(fn)
     for where in [ctx.tree, *function_defs_all(ctx)]:
@@ -41,7 +43,8 @@ def _called_in_loop(ctx: Context, fn: ast.FunctionDef, roots: set[str]) -> ast.C
                 if "self" in roots:
                     exprs.append(target if isinstance(target, ast.AST) else None)
                 if all(e is not None and _bound_outside(e, scope, loops[-1]) for e in exprs) \
-                        and not (_steps_in_own_loop(ctx, fn) and _new_data_per_pass(n, loops[-1])):
+                        and not (_steps_in_own_loop(ctx, fn) and _new_data_per_pass(n, loops[-1])) \
+                        and not _weights_replaced(ctx, s, loops[-1], scope, cls, sources or []):
                     return n
     return None
 
@@ -110,3 +113,48 @@ def _bound_outside(e: ast.AST, scope: Scope, loop: ast.stmt) -> bool:
         return True
     start, end = loop.lineno, loop.end_lineno or loop.lineno
     return not any(start <= b.line <= end for b in scope.bindings.get(root, ()))
+
+
+# NOTE [weights replaced each pass]
+# A federated round: `self.communicate()` copies the clients' average into every entry of
+# `self.server.model.state_dict()`, then `self.distill()` builds `Adam(self.server.model...
+# .parameters())` and trains. Moments kept from the last round would describe weights that
+# no longer exist: a new optimizer per round is the protocol (FedAvg's), not a lost state.
+# When, earlier in the same pass of the loop, the optimized module's owner (`self.server`, the
+# first two parts of a `self.` source) has its weights written wholesale (`load_state_dict`,
+# or `copy_` into its `state_dict()` entries, its `parameters()` or a `.data`), directly or by
+# a method of the class the pass calls, the per-call optimizer is taken as intended.
+
+
+def _weights_replaced(ctx: Context, stmt: ast.stmt, loop: ast.stmt, scope: Scope,
+                      cls, sources: list[str]) -> bool:  # type: ignore[no-untyped-def]
+    owners = {".".join(x.split(".")[:2]) for x in sources if x.startswith("self.")}
+    if not owners:
+        return False
+    for s in scope.stmts:
+        if not loop.lineno < s.lineno < stmt.lineno or loop not in scope.loops_of(s):
+            continue
+        for n in _own_calls(s):
+            f = n.func
+            m = cls.methods.get(f.attr) if cls is not None and isinstance(f, ast.Attribute) \
+                and isinstance(f.value, ast.Name) and f.value.id == "self" else None
+            if _writes_weights(n, owners) or m is not None and any(
+                    isinstance(c, ast.Call) and _writes_weights(c, owners) for c in walk(m)):
+                return True
+    return False
+
+
+def _writes_weights(c: ast.Call, owners: set[str]) -> bool:
+    """``c`` writes the weights of a module under one of ``owners`` wholesale."""
+    f = c.func
+    if not isinstance(f, ast.Attribute) or f.attr not in ("load_state_dict", "copy_"):
+        return False
+    chain, e = [], f.value
+    while isinstance(e, (ast.Attribute, ast.Subscript, ast.Call)):
+        chain.append(e)
+        e = e.func if isinstance(e, ast.Call) else e.value
+    if not any(dotted(x) in owners for x in chain):
+        return False
+    return f.attr == "load_state_dict" or any(
+        isinstance(x, ast.Attribute) and x.attr in ("state_dict", "parameters", "data")
+        for x in chain)

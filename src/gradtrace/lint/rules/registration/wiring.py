@@ -204,7 +204,7 @@ class OptimizerRecreatedPerCall(Rule):
             roots = self._persistent_roots(s.value, node, scope)
             if not roots:
                 continue
-            call = _called_in_loop(ctx, node, roots)
+            call = _called_in_loop(ctx, node, roots, _local_sources(s.value, scope))
             if call is not None:
                 yield self.report(s, ctx, related=[Related(
                     ctx.path, call.lineno, f"`{node.name}()` is called in a loop here",

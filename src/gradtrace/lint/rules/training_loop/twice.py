@@ -8,9 +8,8 @@ from gradtrace.findings import Finding
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
-from gradtrace.lint.analysis.reach import reaching, value_of
+from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Deps, graphs
-from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.proven_graph import proven_link
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.analysis.steps import Step
@@ -20,6 +19,7 @@ from gradtrace.lint.rules.training_loop._unstepped import _read_into_unstepped
 from gradtrace.lint.rules.training_loop._selector import switched_passes
 from gradtrace.lint.rules.training_loop._unknown_pair import (
     disjoint_arguments, handed_in, unknown_split)
+from gradtrace.lint.rules.training_loop._graphless_entries import reads_without_graph
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.nodes import bfs_walk, child_nodes
 
@@ -50,13 +50,13 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
             if b2 is b1 or not f.before(b1.stmt, b2.stmt) \
                     or exclusive_settings(f.scope, b1.stmt, b2.stmt):
                 continue
-            d1, d2 = deps[id(b1.call)], deps[id(b2.call)]
-            ids2 = keys[id(b2.call)]
+            d1, d2, ids2 = deps[id(b1.call)], deps[id(b2.call)], keys[id(b2.call)]
             shared = [t for t in d1.bindings if _graph_key(t, f) in ids2 and g.carries(t)
                       and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)
                       and not switched_passes(f, t, b1, b2, d1, d2)
                       and not unknown_split(f, t, d1, d2)  # NOTE [unknown pair]
-                      and known_reach(g, b1.loss, b1.stmt.lineno, t)]  # type: ignore[arg-type]
+                      and known_reach(g, b1.loss, b1.stmt.lineno, t)  # type: ignore[arg-type]
+                      and not reads_without_graph(f, t, b2, d2)]  # NOTE [entries read ...]
             if shared:
                 yield b1, b2, shared[0], d1, d2
                 break
