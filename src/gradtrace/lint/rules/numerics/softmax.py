@@ -71,8 +71,8 @@ def _from_model(e: ast.AST, ctx: Context, line: int, depth: int = 0) -> bool:
 
 
 def _graphless(v: ast.AST, ctx: Context) -> bool:
-    """``v`` is computed under ``torch.no_grad()`` of the same function (NOTE [logits
-    gathered without grad]): it records no graph, whatever model made it."""
+    """``v`` is computed under ``torch.no_grad()`` of the same function: it records no graph,
+    whatever model made it (NOTE [logits gathered without grad])."""
     return ctx.scope().grad_off_at(v) is not None and graphless_no_grad(v)
 
 

@@ -30,8 +30,8 @@ MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half"})
 
 def reads_without_graph(f: LoopFacts, t: Binding, b: Backward, deps: object) -> bool:
     """The loss of ``b`` (and the bindings it depends on, ``deps``) reads ``t``, a dict a
-    helper of the file returned, only through entries without its graph (NOTE [entries read
-    without the graph])."""
+    helper of the file returned, only through entries without its graph
+    (NOTE [entries read without the graph])."""
     fn = called_function(t.stmt.value, f.scope, t.line) \
         if isinstance(t.stmt, ast.Assign) and isinstance(t.stmt.value, ast.Call) else None
     if fn is None:
