@@ -56,7 +56,7 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
                       and not switched_passes(f, t, b1, b2, d1, d2)
                       and not unknown_split(f, t, d1, d2)  # NOTE [unknown pair]
                       and known_reach(g, b1.loss, b1.stmt.lineno, t)  # type: ignore[arg-type]
-                      and not reads_without_graph(f, t, b2, d2)]  # NOTE [entries read ...]
+                      and not reads_without_graph(f, t, b2, d2)]  # NOTE [entries read without the graph]
             if shared:
                 yield b1, b2, shared[0], d1, d2
                 break
