@@ -144,3 +144,39 @@ def test_empty_optimizer_explained_by_first_call_build(run_script, eager: bool) 
     else:
         assert "empty parameter list" in res.err
         assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT464", 15)], res.err
+
+
+HOOKED = """
+import torch
+import torch.nn as nn
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.act = nn.ReLU6({inplace})
+    def forward(self, x):
+        h = self.lin(x)
+        return self.act(h) + h.sum()
+
+def grad_hook(module, grad_in, grad_out):
+    return None
+
+block = Block()
+for m in block.modules():
+    if not list(m.children()):
+        m.register_full_backward_hook(grad_hook)
+x = torch.randn(3, 4, requires_grad=True)
+block(x).sum().backward()
+"""
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_inplace_layer_called_directly_is_named_where_built(run_script, inplace: bool) -> None:
+    res = run_script(HOOKED.replace("{inplace}", "inplace=True" if inplace else ""))
+    if inplace:  # the hooked layer's own write: named where `inplace=True` was set (8), not
+        # on `self.act(h)` (11), the line NOTE [layer built here] names for a direct call
+        assert "BackwardHookFunction" in res.err
+        assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT832", 8)], res.err
+    else:  # the look-alike: an out-of-place activation under the same hooks runs clean
+        assert res.code == 0 and res.findings == [], res.err
