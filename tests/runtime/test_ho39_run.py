@@ -180,3 +180,28 @@ def test_inplace_layer_called_directly_is_named_where_built(run_script, inplace:
         assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT832", 8)], res.err
     else:  # the look-alike: an out-of-place activation under the same hooks runs clean
         assert res.code == 0 and res.findings == [], res.err
+
+
+SPLIT = """
+import torch
+import torch.nn as nn
+
+class Halves(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.act = nn.ReLU6(inplace=True)
+    def forward(self, x):
+        a, b = torch.split(self.lin(x), 2, dim=1)
+        return self.act(b).sum() + self.act(a + 1).sum()
+
+Halves()(torch.randn(3, 4)).backward()
+"""
+
+
+def test_inplace_layer_on_one_calls_view_keeps_the_call(run_script) -> None:
+    # the buggy twin of the other kind: the shared in-place layer is fine on `a + 1` and
+    # fails only on the split view `b`: the call (11) stays named, not the construction (8)
+    res = run_script(SPLIT)
+    assert "is a view and is being modified inplace" in res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT832", 11)], res.err

@@ -90,7 +90,7 @@ def view_inplace(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, 
             related.append((cut.site, f"the view was made here: {cut.describe()}"))
     else:
         what = "`detach_()` cannot change a view in place"
-    layer = layer_here(state) or inplace_layer_built(state) if state is not None else None
+    layer = layer_here(state) or inplace_layer_built(state, m) if state is not None else None
     if layer is not None and layer != site:  # NOTE [in-place layer called directly]
         what = f"this layer, called at {src(site)}, writes in place: {what}"
         related.append((site, "the layer wrote in place when called here"))
