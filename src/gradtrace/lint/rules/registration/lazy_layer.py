@@ -89,9 +89,10 @@ class OptimizerBeforeLazyLayer(Rule):
     Also a first-call flag: `if not self._built: self._built = True; self._make_weights()`,
     with the method creating `nn.Parameter`s (NOTE [built behind a first-call flag]).
     Known limits: the class is of this file and builds the layer under an `if` that tests
-    that attribute (or a flag the block sets), in `forward` or a method it calls; the optimizer is built in that class's
-    `__init__` (over `self.parameters()`), or over `m.parameters()` for an instance `m` of it
-    made in the same function with no call of `m` before the optimizer.
+    that attribute (or a flag the block sets), in `forward` or a method it calls; the
+    optimizer is built in that class's `__init__` (over `self.parameters()`), or over
+    `m.parameters()` for an instance `m` of it made in the same function with no call of `m`
+    before the optimizer.
     """
 
     code = "GT464"
