@@ -19,7 +19,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "freed-graph": frozenset({"GT505", "GT506", "GT507", "GT508", "GT509", "GT601", "GT521",
                               "GT570", "GT535"}),
     "empty-optimizer": frozenset({"GT401", "GT402", "GT403", "GT405", "GT407", "GT408",
-                                  "GT420", "GT421", "GT431", "GT444"}),
+                                  "GT420", "GT421", "GT431", "GT444", "GT464"}),
     "accumulate": frozenset({"GT501", "GT502", "GT503", "GT517", "GT523", "GT721"}),
     "clip": frozenset({"GT504", "GT514"}),
     "graph-kept": frozenset({"GT505"}),

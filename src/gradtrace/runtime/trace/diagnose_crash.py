@@ -25,6 +25,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.error_pattern import ErrorPattern
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.inplace_layer import inplace_layer_built
 from gradtrace.runtime.trace.layer_sites import layer_here
 from gradtrace.runtime.trace.records import created_site
 
@@ -89,8 +90,8 @@ def view_inplace(pat: ErrorPattern, exc: BaseException, func: Any, args: tuple, 
             related.append((cut.site, f"the view was made here: {cut.describe()}"))
     else:
         what = "`detach_()` cannot change a view in place"
-    layer = layer_here(state) if state is not None else None  # NOTE [layer built here]
-    if layer is not None and layer != site:
+    layer = layer_here(state) or inplace_layer_built(state, m) if state is not None else None
+    if layer is not None and layer != site:  # NOTE [in-place layer called directly]
         what = f"this layer, called at {src(site)}, writes in place: {what}"
         related.append((site, "the layer wrote in place when called here"))
     return [make(pat.code, layer or site, f"{what}; autograd refuses to record it", fix=pat.fix,

@@ -51,6 +51,7 @@ from typing import Any
 
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.modes import Stack, common_line, user_stack
+from gradtrace.runtime.trace.setter import caller_site, handed_in
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Replaced:
     own: bool
     before: frozenset[int] = frozenset()  # the optimizers (ids) that existed then
     lazy: bool = False  # registered inside a forward before any optimizer stepped
+    handed: bool = False  # the method stored an object its caller handed it (a setter)
 
 
 def note_replaced(data: Any, module: Any, value: Any, lazy: bool = False) -> None:
@@ -77,9 +79,10 @@ def note_replaced(data: Any, module: Any, value: Any, lazy: bool = False) -> Non
             f = f.f_back  # type: ignore[assignment]
         own = f is not None and f.f_code.co_argcount > 0 and \
             f.f_locals.get(f.f_code.co_varnames[0]) is module
+        handed = own and handed_in(f, value)  # NOTE [setter stores what it is handed]
         del f
     data.replaced[id(value)] = Replaced(weakref.ref(value), stack, own,
-                                        frozenset(data.optimizers), lazy)
+                                        frozenset(data.optimizers), lazy, handed)
 
 
 def prune_replaced(data: Any) -> bool:
@@ -147,7 +150,7 @@ def replacement_site(data: Any, module: Any) -> Site | None:
     _, code, line = hit.stack[0]
     inner = Site(code.co_filename, line, code.co_name)
     if hit.own:
-        return inner
+        return caller_site(hit.stack) if hit.handed else inner
     return common_line(hit.stack, data.step_stack or ()) or inner
 
 

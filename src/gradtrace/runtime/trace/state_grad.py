@@ -89,10 +89,10 @@ class GradEvents:
                 t if grad is None else grad):
             return
         self.wiped_ids.add(id(t))
-        if self.wiped_at is None:
-            from gradtrace.runtime.frames import raw_site
+        if self.wiped_at is None:  # NOTE [zero_grad forwarded by a wrapper]
+            from gradtrace.runtime.trace.forwarded_clear import clearing_raw_site
 
-            raw = raw_site()
+            raw = clearing_raw_site()
             self.wiped_at = None if raw is None else self.site(raw)
 
     def note_clear(self, key: int) -> None:

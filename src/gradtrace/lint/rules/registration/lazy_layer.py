@@ -12,6 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
+from gradtrace.lint.rules.registration._first_call import flag_guarded_build
 from gradtrace.lint.rules.registration._modules import owns_params
 
 
@@ -33,7 +34,7 @@ def _lazy_layer(cls: ClassInfo, ctx: Context) -> tuple[str, ast.stmt] | None:
                         and (t := dotted(b.targets[0])) in guarded \
                         and t.count(".") == 1 and owns_params(b.value, ctx):
                     return t[5:], b
-    return None
+    return flag_guarded_build(cls, fns, ctx)  # NOTE [built behind a first-call flag]
 
 
 def _params_of(call: ast.Call) -> str | None:
@@ -85,10 +86,13 @@ class OptimizerBeforeLazyLayer(Rule):
     The finding sits on the line that creates the layer when the code that uses the class
     builds the optimizer the usual way (the class is what breaks it: NOTE [lazy layer line]),
     on the optimizer when the class builds its own in `__init__`.
+    Also a first-call flag: `if not self._built: self._built = True; self._make_weights()`,
+    with the method creating `nn.Parameter`s (NOTE [built behind a first-call flag]).
     Known limits: the class is of this file and builds the layer under an `if` that tests
-    that attribute, in `forward` or a method it calls; the optimizer is built in that class's
-    `__init__` (over `self.parameters()`), or over `m.parameters()` for an instance `m` of it
-    made in the same function with no call of `m` before the optimizer.
+    that attribute (or a flag the block sets), in `forward` or a method it calls; the
+    optimizer is built in that class's `__init__` (over `self.parameters()`), or over
+    `m.parameters()` for an instance `m` of it made in the same function with no call of `m`
+    before the optimizer.
     """
 
     code = "GT464"
@@ -140,9 +144,6 @@ class OptimizerBeforeLazyLayer(Rule):
     ]
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
-        if not ctx.mentions("is None") or "is None" not in "\n".join(
-                ctx.code_lines[node.lineno - 1:node.end_lineno]):
-            return  # no lazy `if self.x is None:` in the class
         cls = ctx.analysis.classes.get(node.name)
         if cls is None or cls.node is not node or not cls.is_module:
             return
