@@ -143,6 +143,7 @@ class TraceState(GradEvents):
         self.nan_hunt_next = False  # hunt the next backward for a NaN's origin (nan_origin.py)
         self.backward_hunted = False  # the session's first backward() was hunted (nan_origin.py)
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
+        self.loss_nan: Any = None  # NOTE [NaN loss hunted]: None, False (hunted), (line, op)
         self.blowup: tuple[Site, str, str, float, float] | None = None  # NOTE [gradient blown up]
         # NOTE [forward NaN origin] (fwd_nan.py): hunting in the first forward, infs made
         # from finite inputs, the first NaN (line named, op, its own line), the loss non-finite

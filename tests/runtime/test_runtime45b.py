@@ -1,0 +1,64 @@
+"""runtime45b on real torch, one process, a few steps, tiny models.
+
+- NOTE [NaN loss hunted] (GT825): a loss normalised by a count that is zero on one later batch
+  (an all-padding micro-batch): ``0 / 0`` makes that loss NaN, the step writes NaN into the
+  weights, and the next hunted backward would name the first op that carries NaN (the ``exp``).
+  Named at the division. Silent: the count clamped to one; the NaN loss's step skipped by the
+  program (an ``isfinite`` guard), so no step sees a non-finite gradient.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.rt_helpers import marked_line
+
+torch = pytest.importorskip("torch")
+
+PADDED = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def loss_of(x, mask):
+    ratio = torch.exp(model(x).log_softmax(-1))  # <- exp
+    count = COUNT
+    return (ratio[:, 0] * mask).sum() / count  # <- cause
+
+
+for step in range(6):
+    x = torch.randn(5, 6)
+    mask = torch.zeros(5) if step == 2 else torch.ones(5)
+    loss = loss_of(x, mask)
+    loss.backward()
+    STEP
+print(model[0].weight.sum().item())
+"""
+PLAIN_STEP = """opt.step()
+    opt.zero_grad()"""
+GUARDED_STEP = """if torch.isfinite(loss):
+        opt.step()
+    opt.zero_grad()"""
+
+
+def test_nan_loss_of_a_later_batch_named_at_its_division(run_script):
+    src = PADDED.replace("COUNT", "mask.sum()").replace("STEP", PLAIN_STEP)
+    res = run_script(src)
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT825", marked_line(src))], res.findings
+
+
+def test_count_clamped_to_one_is_silent(run_script):
+    src = PADDED.replace("COUNT", "mask.sum().clamp(min=1)").replace("STEP", PLAIN_STEP)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert not res.findings, res.findings
+
+
+def test_nan_loss_whose_step_is_skipped_is_silent(run_script):
+    src = PADDED.replace("COUNT", "mask.sum()").replace("STEP", GUARDED_STEP)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["code"] == "GT825"], res.findings
