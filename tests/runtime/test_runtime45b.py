@@ -62,3 +62,47 @@ def test_nan_loss_whose_step_is_skipped_is_silent(run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert not [f for f in res.findings if f["code"] == "GT825"], res.findings
+
+
+SHIM = """
+import types
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+bkd = types.SimpleNamespace(
+    as_tensor=lambda data, dtype=None: data if isinstance(data, torch.Tensor) else torch.as_tensor(data, dtype=dtype),  # <- shim
+    mean=torch.mean)
+
+
+def to_tensor(values):
+    return torch.as_tensor([v * 2 for v in values])  # <- own
+
+
+model = nn.Linear(4, 2)
+x = torch.randn(3, 4)
+terms = [model(x).pow(2).mean(), model(x).abs().mean()]
+CALL
+total.backward()  # <- crash
+"""
+
+
+def test_conversion_shim_named_at_its_caller(run_script):
+    src = SHIM.replace("CALL", "total = bkd.mean(bkd.as_tensor(terms))  # <- cause")
+    res = run_script(src)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT102", marked_line(src))], res.findings
+
+
+def test_conversion_shim_handed_a_stacked_tensor_is_silent(run_script):
+    res = run_script(SHIM.replace("CALL", "total = bkd.mean(bkd.as_tensor(torch.stack(terms)))"))
+    assert res.code == 0, res.err
+    assert not res.findings, res.findings
+
+
+def test_helper_converting_its_own_values_keeps_its_line(run_script):
+    src = SHIM.replace("CALL", "total = bkd.mean(to_tensor(terms))")
+    res = run_script(src)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT102", marked_line(src, "# <- own"))], res.findings

@@ -198,7 +198,7 @@ class TraceState(GradEvents):
         # one record per no_grad block too: one op run under two blocks has two causes
         grad_off = self.grad_off if reason == "no_grad" else block
         inner = None
-        if reason == "detach" and (up := wrapper_caller(raw)) is not None:
+        if reason in ("detach", "rewrap", "copy") and (up := wrapper_caller(raw, reason)):
             inner, raw = wrapper_site(self.site(raw), raw[0]), up  # NOTE [grad-free wrapper]
         key = (id(raw[0]), raw[1:], op, reason, origin, grad_off, library)
         hit = self._cut_cache.get(key)
