@@ -106,3 +106,47 @@ def test_helper_converting_its_own_values_keeps_its_line(run_script):
     assert res.code != 0
     assert [(f["code"], f["line"]) for f in res.findings][:1] == \
         [("GT102", marked_line(src, "# <- own"))], res.findings
+
+
+UNPACK = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+model = nn.Linear(4, 3)
+
+
+def criterion(out, y):
+    loss = nn.functional.cross_entropy(out, y)
+    acc = float((out.argmax(1) == y).float().mean())  # <- item
+    RETURN
+
+
+x, y = torch.randn(6, 4), torch.randint(0, 3, (6,))
+UNPACKING
+loss.backward()  # <- crash
+"""
+
+
+def test_results_unpacked_out_of_order_named_at_the_unpacking(run_script):
+    src = UNPACK.replace("RETURN", "return acc, loss").replace(
+        "UNPACKING", "loss, acc = criterion(model(x), y)  # <- cause")
+    res = run_script(src)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT101", marked_line(src))], res.findings
+
+
+def test_results_unpacked_in_order_are_silent(run_script):
+    res = run_script(UNPACK.replace("RETURN", "return acc, loss").replace(
+        "UNPACKING", "acc, loss = criterion(model(x), y)"))
+    assert res.code == 0, res.err
+    assert not res.findings, res.findings
+
+
+def test_number_unpacked_beside_no_graph_keeps_where_it_was_made(run_script):
+    src = UNPACK.replace("RETURN", "return loss.item(), acc  # <- number").replace(
+        "UNPACKING", "loss, acc = criterion(model(x), y)")
+    res = run_script(src)
+    assert res.code != 0
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT101", marked_line(src, "# <- number"))], res.findings
