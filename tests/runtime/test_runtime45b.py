@@ -150,3 +150,58 @@ def test_number_unpacked_beside_no_graph_keeps_where_it_was_made(run_script):
     assert res.code != 0
     assert [(f["code"], f["line"]) for f in res.findings][:1] == \
         [("GT101", marked_line(src, "# <- number"))], res.findings
+
+
+RESUME = """
+import io
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+
+
+def train(model, opt):
+    for _ in range(3):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), 0.1, momentum=0.9)
+SCHED
+train(model, opt)
+buf = io.BytesIO()
+torch.save({'model': model.state_dict(), 'opt': opt.state_dict()}, buf)
+buf.seek(0)
+ckpt = torch.load(buf)
+model = nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), NEW_LR, momentum=0.9)
+model.load_state_dict(ckpt['model'])
+opt.load_state_dict(ckpt['opt'])  # <- cause
+AFTER
+train(model, opt)
+"""
+
+
+def _resume(new_lr: str = "0.001", after: str = "", sched: str = "") -> str:
+    return RESUME.replace("NEW_LR", new_lr).replace("AFTER", after).replace("SCHED", sched)
+
+
+def test_lr_restored_by_the_load_named_at_the_load(run_script):
+    src = _resume()
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == \
+        [("GT899", marked_line(src))], res.findings
+
+
+@pytest.mark.parametrize("src", [
+    _resume(after="for g in opt.param_groups:\n    g['lr'] = 0.001"),
+    _resume(new_lr="0.1"),
+    _resume(sched="sched = torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)"),
+], ids=["lr_set_after_load", "same_lr", "scheduler_in_saved_run"])
+def test_resume_keeping_the_intended_lr_is_silent(run_script, src):
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["code"] == "GT899"], res.findings

@@ -162,6 +162,7 @@ def _number_backward(pat: ErrorPattern, exc: BaseException, frame: types.FrameTy
         ok, value = _eval_chain(recv, frame)
         if ok and isinstance(recv, ast.Name) and (sw := swapped_unpack(recv.id, value, frame,
                                                                        site)) is not None:
+            # swapped_unpack.py: NOTE [results unpacked out of order]
             return [make(code_for("item-then-backward", pat.code), sw[0], f"`{recv.id}` is a "
                          f"{type(value).__name__}, and `{sw[1]}`, unpacked from the same call "
                          "here, is the one-number tensor with a graph: the results are unpacked "

@@ -69,8 +69,8 @@ def _graph_scalar(v: Any) -> bool:
 
 def swapped_unpack(name: str, value: Any, frame: types.FrameType,
                    site: Site) -> tuple[Site, str] | None:
-    """(the unpacking line, the name holding the loss tensor) when NOTE [results unpacked out
-    of order] applies to ``name`` (holding the number ``value``), else None."""
+    """(the unpacking line, the name holding the loss tensor) when the module's NOTE applies
+    to ``name`` (holding the number ``value``), else None."""
     if not isinstance(value, (float, int)) or isinstance(value, bool):
         return None
     hit = _unpacking(site, name)
