@@ -11,7 +11,8 @@ stacks the terms at the call instead). So a ``rewrap``/``copy`` cut made on such
 is recorded at the first caller outside the helper, like NOTE [grad-free wrapper]'s detach (the
 helper's line kept as ``Cut.inner``). A helper that converts a value it computed
 (``return torch.tensor(self.scores)``, ``return torch.as_tensor(x * 2)``) keeps its own line;
-so do ``forward`` and ``__call__``.
+so do ``forward`` and ``__call__``, and a conversion passing ``requires_grad=`` (a helper that
+makes a new trainable leaf: GT104's line is the helper's).
 """
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ def _maker(node: ast.AST, params: set[str]) -> bool:
     f = node.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
     arg = node.args[0]
+    if any(k.arg == "requires_grad" for k in node.keywords):
+        return False  # a new trainable leaf made on purpose (GT104's): the helper's own line
     return name in _MAKERS and isinstance(arg, ast.Name) and arg.id in params
 
 
