@@ -1,7 +1,8 @@
-"""GT860, GT861, GT863, GT896-GT898: silent bugs of :mod:`gradtrace.code_tables.trace_silent` seen
+"""GT860, GT861, GT863, GT896-GT899: silent bugs of :mod:`gradtrace.code_tables.trace_silent` seen
 across calls and modules (a derivative that skips values computed under no_grad, a random weight
 kept as a buffer, a reward weight not detached, an optimizer state holding the gradient, values
-reduced before they were paired with their weights); GT863, a crash whose cause is a module
+reduced before they were paired with their weights, a resumed optimizer back at the saved
+learning rate); GT863, a crash whose cause is a module
 attribute (a plain tensor `.to()` left behind);
 ``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
@@ -140,4 +141,26 @@ ACROSS_CODES = (
          "Register the tensor as a buffer (`persistent=False` keeps it out of the checkpoint), "
          "or rebuild it from the parameters in forward.",
          "gradtrace.runtime.trace.left_behind"),
+    Code("GT899", "learning-rate-restored-by-load",
+         "`optimizer.load_state_dict` puts back the checkpoint's learning rate over the one the "
+         "optimizer was just built with",
+         "`Optimizer.load_state_dict` replaces the param groups with the saved ones, "
+         "hyper-parameters included. A run resumed with a new learning rate builds the "
+         "optimizer with it, loads the checkpoint, and then trains at the checkpoint's rate: "
+         "the new value is silently dropped. The run reads both rates while the state is "
+         "loaded and names the load when a saved group's `lr` differed from the built one, no "
+         "scheduler had written `initial_lr` into the saved groups, the optimizer stepped "
+         "after the load, and the group still held the saved `lr`.",
+         """
+         optimizer = torch.optim.SGD(model.parameters(), args.lr, momentum=0.9)
+         optimizer.load_state_dict(checkpoint['optimizer'])
+         """,
+         """
+         optimizer = torch.optim.SGD(model.parameters(), args.lr, momentum=0.9)
+         optimizer.load_state_dict(checkpoint['optimizer'])
+         for group in optimizer.param_groups:
+             group['lr'] = args.lr
+         """,
+         "Set each group's `lr` again after the load (or drop it from the saved groups).",
+         "gradtrace.runtime.trace.restored_lr", severity="warning"),
 )

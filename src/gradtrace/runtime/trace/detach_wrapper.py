@@ -31,10 +31,12 @@ from dataclasses import replace
 from types import CodeType
 
 from gradtrace.runtime.frames import Site, is_internal, user_frame
+from gradtrace.runtime.trace.convert_shim import conversion_lines
 from gradtrace.runtime.trace.offstack import function_node
 
-# code id -> (code, a grad-free wrapper?, lines of `return P.detach()...`), read once per code
-_SEEN: dict[int, tuple[CodeType, bool, frozenset[int]]] = {}
+# code id -> (code, a grad-free wrapper?, lines of `return P.detach()...`, lines of a
+# conversion shim's return: NOTE [conversion shim]), read once per code
+_SEEN: dict[int, tuple[CodeType, bool, frozenset[int], frozenset[int]]] = {}
 # methods that hand back the same values in another place or form: `x.detach().cpu().numpy()`
 _CONVERSIONS = frozenset({"detach", "cpu", "numpy", "to", "clone", "float", "double", "half",
                           "contiguous", "tolist", "item"})
@@ -102,17 +104,20 @@ def _returned_detach_lines(code: CodeType) -> frozenset[int]:
                      for line in range(n.lineno, (n.end_lineno or n.lineno) + 1))
 
 
-def wrapper_caller(raw: tuple[CodeType, int, int]) -> tuple[CodeType, int, int] | None:
+def wrapper_caller(raw: tuple[CodeType, int, int],
+                   reason: str = "detach") -> tuple[CodeType, int, int] | None:
     """For a detach made at ``raw`` inside a grad-free wrapper or a helper that returns its
-    input detached (NOTE [grad-free wrapper]): the raw site of the user's line that called it;
-    else None."""
+    input detached (NOTE [grad-free wrapper]), or a rewrap/copy on a conversion shim's return
+    (NOTE [conversion shim]): the raw site of the user's line that called it; else None."""
     code = raw[0]
     hit = _SEEN.get(id(code))
     if hit is None or hit[0] is not code:
         if len(_SEEN) > 4096:
             _SEEN.clear()
-        hit = _SEEN[id(code)] = (code, _is_wrapper(code), _returned_detach_lines(code))
-    if not hit[1] and raw[1] not in hit[2]:
+        hit = _SEEN[id(code)] = (code, _is_wrapper(code), _returned_detach_lines(code),
+                                 conversion_lines(code))
+    if reason != "detach" and raw[1] not in hit[3] or \
+            reason == "detach" and not hit[1] and raw[1] not in hit[2]:
         return None
     frame = user_frame(2)
     if frame is None or frame.f_code is not code:

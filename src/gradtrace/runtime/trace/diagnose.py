@@ -62,7 +62,9 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
     elif cut.grad_off is not None:
         related.append((cut.grad_off, "grad mode was turned off here"))
     if getattr(cut, "inner", None) is not None:  # NOTE [grad-free wrapper]
-        related.append((cut.inner, f"`{cut.inner.function}` detaches its input here"))
+        related.append((cut.inner, f"`{cut.inner.function}` " + (
+            "detaches its input here" if cut.reason == "detach" else  # NOTE [conversion shim]
+            "builds a new tensor from the values it is handed here")))
     stored = stored_list(cut) if lead is None else None
     if stored is not None:  # the numbers were put into the list there
         related.append((cut.site, f"`{cut.op}` built the tensor from the list here"))
@@ -85,7 +87,9 @@ def cut_finding(cut: Any, what: str, backward: Site | None) -> Finding:
     fix = fixes.get(kind, "") if getattr(cut, "inner", None) is None else \
         f"do not pass the tensors the loss needs through `{cut.inner.function}`, which " \
         "detaches what it is handed: call the computation it wraps, or pass them on as they " \
-        "are, and keep it for what is logged or stored"
+        "are, and keep it for what is logged or stored" if cut.reason == "detach" else \
+        f"combine the tensors here with torch.stack/torch.cat instead of handing them to " \
+        f"`{cut.inner.function}`, which copies their values into a new tensor without a graph"
     return make(code_for(kind, "GT800"), lead or cut.site,
                 f"{what} has no grad_fn because the value left the autograd graph here: "
                 f"{cut.describe()}", fix=fix, related=related)

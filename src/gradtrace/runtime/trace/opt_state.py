@@ -30,6 +30,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import make
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.modes import Stack, common_line, user_stack
+from gradtrace.runtime.trace.restored_lr import loaded_lrs
 
 PROCESS_CODE = torch.optim.Optimizer._process_value_according_to_param_policy.__code__
 
@@ -46,6 +47,7 @@ class OptEvent:
     steps: int = 0  # the optimizer's steps when the state was loaded
     rec: Any = None  # its OptimizerRecord then, if it had stepped (it may die since)
     before: int = 0  # built: the most steps any optimizer had made then (summed_outside.py)
+    lrs: Any = None  # loaded: NOTE [learning rate restored by a load] (restored_lr.py)
 
 
 def _shapes(opt: Any) -> tuple[tuple[int, ...], ...]:
@@ -71,7 +73,8 @@ def on_state_loaded(data: Any, seq: int) -> None:
     rec = data.optimizers.get(id(opt))
     rec = rec if rec is not None and rec.ref() is opt else None
     data.opt_loads[id(opt)] = OptEvent(weakref.ref(opt), type(opt), seq, _shapes(opt),
-                                       user_stack(), rec.steps if rec else 0, rec)
+                                       user_stack(), rec.steps if rec else 0, rec,
+                                       lrs=loaded_lrs(opt))
 
 
 def on_built(data: Any, seq: int) -> None:

@@ -82,10 +82,11 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
             if (fwd := forward_origin(state, name, step, site)) is not None:
                 out.append(fwd)  # NOTE [forward NaN origin]
                 continue
-            if state.nan_origin is not None:
-                out.append(make("GT825", state.nan_origin[0], f"non-finite gradient (NaN/Inf) "
+            origin = state.loss_nan or state.nan_origin  # NOTE [NaN loss hunted] first
+            if origin is not None:
+                out.append(make("GT825", origin[0], f"non-finite gradient (NaN/Inf) "
                                 f"first seen in {name} at optimizer step {step}: " +
-                                nan_text(state.nan_origin[1]), fix=NAN_FIX, related=[
+                                nan_text(origin[1]), fix=NAN_FIX, related=[
                                     (site, "the NaN gradient reached optimizer.step() here")],
                                 severity="warning"))
                 continue

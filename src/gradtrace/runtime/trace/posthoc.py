@@ -15,6 +15,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern, match_message
 from gradtrace.runtime.catalogue_crashes import TRACEBACK_ONLY
+from gradtrace.runtime.trace.swapped_unpack import swapped_unpack
 from gradtrace.runtime.frames import Site, column_at, is_internal
 
 _NONE_METHODS = {"step", "zero_grad", "backward", "load_state_dict", "add_param_group"}
@@ -159,6 +160,15 @@ def _number_backward(pat: ErrorPattern, exc: BaseException, frame: types.FrameTy
                      site: Site, state: Any) -> list[Finding]:
     for recv in _receivers(_stmt(site), "backward"):
         ok, value = _eval_chain(recv, frame)
+        if ok and isinstance(recv, ast.Name) and (sw := swapped_unpack(recv.id, value, frame,
+                                                                       site)) is not None:
+            # swapped_unpack.py: NOTE [results unpacked out of order]
+            return [make(code_for("item-then-backward", pat.code), sw[0], f"`{recv.id}` is a "
+                         f"{type(value).__name__}, and `{sw[1]}`, unpacked from the same call "
+                         "here, is the one-number tensor with a graph: the results are unpacked "
+                         "in another order than the call returns them", fix="unpack the "
+                         "results in the order the function returns them",
+                         related=[(site, "backward() was called on it here")])]
         hit = state.items.get(id(value)) if (ok and state is not None) else None
         if hit is not None and hit[0] is value:
             cut = hit[1]

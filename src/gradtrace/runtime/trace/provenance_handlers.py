@@ -19,6 +19,7 @@ from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
 from gradtrace.runtime.trace.late_thaw import note_thaw
 from gradtrace.runtime.trace.mode_checks import _oops
+from gradtrace.runtime.trace.loss_nan import loss_hunt, loss_hunted
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.trace.random_buffer import FILLS, note_fill
 from gradtrace.runtime.trace.records import META_CREATED
@@ -212,7 +213,12 @@ class SpecialHandlers:
             self.state.on_backward_start(raw, () if func is torch.autograd.grad else roots)
         except Exception as exc:  # never stop the user's backward because of us
             _oops(exc)
-        hunt = self.state.hunt = start_hunt(self.state, func, roots)  # NOTE [NaN origin]
+        hunt = start_hunt(self.state, func, roots)  # NOTE [NaN origin]
+        try:
+            hunt = loss_hunt(self.state, func, roots, hunt)  # NOTE [NaN loss hunted]
+        except Exception as exc:
+            _oops(exc)
+        self.state.hunt = hunt
         try:
             out = self._call(func, args, kwargs)
         except Exception as exc:  # diagnosed while the hunt still knows the node that raised
@@ -221,7 +227,8 @@ class SpecialHandlers:
         finally:
             self.state.hunt = None
             if hunt is not None:
-                end_hunt(self.state, hunt)
+                if not loss_hunted(self.state, hunt):  # NOTE [NaN loss hunted]'s own: apart
+                    end_hunt(self.state, hunt)
             if self.state.fn_active:  # a custom backward that raised (graph_scan.py)
                 from gradtrace.runtime.trace.graph_scan import leave_backwards
                 leave_backwards(self.state)

@@ -42,6 +42,7 @@ from gradtrace.runtime.trace.reached_cuts import unused_snapshot
 from gradtrace.runtime.trace.untaken import UNTAKEN, untaken_branch
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.opt_state import thrown_away_findings
+from gradtrace.runtime.trace.restored_lr import restored_lr_findings
 from gradtrace.runtime.trace.replaced import registered_after, replacement_site
 from gradtrace.runtime.trace.schedule import schedule_findings
 from gradtrace.runtime.trace.shared_layers import shared_findings
@@ -71,7 +72,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
         score_weight_findings(state) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
         inverted_decay_findings(data) + random_buffer_findings(state, data) + \
-        thrown_away_findings(data)
+        thrown_away_findings(data) + restored_lr_findings(data)
     added = any(f.code == "GT821" for f in out)  # new parameters named: no GT849 besides
     idle = [f for f in idle_findings(state, data) if not (added and f.code == "GT849")]
     return out + eval_findings(data) + late_findings(state, data) + \

@@ -143,6 +143,7 @@ class TraceState(GradEvents):
         self.nan_hunt_next = False  # hunt the next backward for a NaN's origin (nan_origin.py)
         self.backward_hunted = False  # the session's first backward() was hunted (nan_origin.py)
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
+        self.loss_nan: Any = None  # NOTE [NaN loss hunted]: None, False (hunted), (line, op)
         self.blowup: tuple[Site, str, str, float, float] | None = None  # NOTE [gradient blown up]
         # NOTE [forward NaN origin] (fwd_nan.py): hunting in the first forward, infs made
         # from finite inputs, the first NaN (line named, op, its own line), the loss non-finite
@@ -197,7 +198,7 @@ class TraceState(GradEvents):
         # one record per no_grad block too: one op run under two blocks has two causes
         grad_off = self.grad_off if reason == "no_grad" else block
         inner = None
-        if reason == "detach" and (up := wrapper_caller(raw)) is not None:
+        if reason in ("detach", "rewrap", "copy") and (up := wrapper_caller(raw, reason)):
             inner, raw = wrapper_site(self.site(raw), raw[0]), up  # NOTE [grad-free wrapper]
         key = (id(raw[0]), raw[1:], op, reason, origin, grad_off, library)
         hit = self._cut_cache.get(key)
