@@ -19,6 +19,7 @@ from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.leaked_step import leaked_findings
 from gradtrace.runtime.trace.loose_leaves import loose_leaf_findings
+from gradtrace.runtime.trace.refrozen import refrozen_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
@@ -373,6 +374,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
     loose_leaf_findings(state, data, in_opt, groups)
+    refrozen_findings(state, data, in_opt, groups)  # NOTE [trained while switched on, built while switched off]
     plain_object_parameters(data, in_opt, groups)
     # NOTE [uncalled layers in a plain container] (plain_held.py)
     uncalled_in_plain_container(data, in_opt, groups)
