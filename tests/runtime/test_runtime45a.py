@@ -99,3 +99,85 @@ def test_discriminator_switched_off_for_the_generator_is_silent(run_script):
     res = run_script(GAN)
     assert res.code == 0, res.err
     assert not {"GT410", "GT821"} & set(res.codes()), res.findings
+
+
+# NOTE [module state chains the graphs of its calls] (GT826 kind graph-kept, shown as GT505)
+RUNNING = """
+import torch
+import torch.nn as nn
+
+class RunningCenter(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.register_buffer("center", torch.zeros(dim))
+
+    def forward(self, x):
+        UPDATE
+        return x - self.center
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(4, 4)
+        self.center = RunningCenter(4)
+
+    def forward(self, x):
+        return self.center(self.enc(x))
+
+torch.manual_seed(0)
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+for step in range(8):
+    out = net(torch.randn(16, 4))
+    loss = out.pow(2).mean()
+    opt.zero_grad()
+    loss.backward(retain_graph=True)
+    opt.step()
+print("done")
+"""
+CHAINED = RUNNING.replace("UPDATE", "self.center.mul_(0.9).add_(0.1 * x.mean(0))  # <- cause")
+DETACHED = RUNNING.replace("UPDATE", "self.center.mul_(0.9).add_(0.1 * x.detach().mean(0))")
+REBOUND = RUNNING.replace("UPDATE", "self.last = x.mean(0)")
+
+BANK = """
+import torch
+import torch.nn as nn
+
+class Bank(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.keys = torch.zeros(8, 4)
+        self.ptr = 0
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        k = self.proj(x)
+        self.keys[self.ptr:self.ptr + 2] = k  # <- cause
+        self.ptr = (self.ptr + 2) % 8
+        return (k @ self.keys.t()).logsumexp(-1).mean()
+
+torch.manual_seed(0)
+bank = Bank()
+opt = torch.optim.SGD(bank.parameters(), lr=0.01)
+for step in range(6):
+    loss = bank(torch.randn(2, 4))
+    opt.zero_grad()
+    loss.backward(retain_graph=True)
+    opt.step()
+print("done")
+"""
+
+
+@pytest.mark.parametrize("src", [CHAINED, BANK], ids=["running-buffer", "memory-bank"])
+def test_state_written_in_place_with_a_graph_named_at_the_write(run_script, src):
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert [(f["code"], f["line"]) for f in res.findings][:1] == [("GT505", marked_line(src))], \
+        res.findings
+
+
+@pytest.mark.parametrize("src", [DETACHED, REBOUND], ids=["detached", "rebound"])
+def test_state_written_without_a_graph_or_rebound_is_silent(run_script, src):
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert "GT505" not in res.codes() and "GT826" not in res.codes(), res.findings

@@ -34,10 +34,10 @@ from gradtrace.runtime.trace.decay_groups import inverted_decay_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import climbed_module, left_out_on_purpose
 from gradtrace.runtime.trace.plain_held import uncalled_in_plain_container
-from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
+from gradtrace.runtime.trace.loop_order import discarded_findings as discarded, never_graded
 from gradtrace.runtime.trace.closure_sum import closure_findings
 from gradtrace.runtime.trace.data_swap import swap_findings
-from gradtrace.runtime.trace.loop_order import never_graded
+from gradtrace.runtime.trace.chained_state import chained_state_findings
 from gradtrace.runtime.trace.swapped import _swapped, _ungraded_steppers
 from gradtrace.runtime.trace.reached_cuts import unused_snapshot
 from gradtrace.runtime.trace.untaken import UNTAKEN, untaken_branch
@@ -81,6 +81,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
         window_findings(state, data) + closure_findings(state) + swap_findings(state) + \
         nonfinite_findings(state, data) + \
         singleton_findings(state) + ema_findings(state) + last + \
+        chained_state_findings(state, data) + \
         nan_loss_findings(state, data)  # NOTE [NaN loss, finite gradients]: a symptom, last
 
 
