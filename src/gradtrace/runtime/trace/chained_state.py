@@ -1,4 +1,4 @@
-"""NOTE [module state chains the graphs of its calls]
+"""# NOTE [module state chains the graphs of its calls]
 
 A tensor a module keeps across calls (a buffer, or a plain tensor attribute: an output buffer
 reused with ``zero_()`` + ``scatter_add_``, a running statistic updated with ``mul_().add_()``,
@@ -30,7 +30,8 @@ CHAIN_CAP = 4096  # nodes followed along the written tensor's edge
 
 
 def chained_state_findings(state: Any, data: Any) -> list[Finding]:
-    """GT826 for each module tensor that chains its calls' graphs (see the NOTE)."""
+    """GT826 for each module tensor that chains its calls' graphs, as
+    NOTE [module state chains the graphs of its calls] says."""
     out: list[Finding] = []
     seen: set[int] = set()
     for rec in list(data.modules.values()):

@@ -1,4 +1,4 @@
-"""NOTE [trained while switched on, built while switched off]
+"""# NOTE [trained while switched on, built while switched off]
 
 A program that switches which parameters train by flipping ``requires_grad`` (several adapters
 on one base model, PEFT's ``set_adapter``; a schedule that freezes and thaws a part) and builds
