@@ -181,3 +181,43 @@ def test_state_written_without_a_graph_or_rebound_is_silent(run_script, src):
     res = run_script(src)
     assert res.code == 0, res.err
     assert "GT505" not in res.codes() and "GT826" not in res.codes(), res.findings
+
+
+EPISODIC = """
+import torch
+import torch.nn as nn
+
+class Memory(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.Linear(4, 4)
+        self.reset()
+
+    def reset(self):
+        self.mem = torch.zeros(5, 4)
+
+    def forward(self, x, t):
+        h = torch.tanh(self.cell(x))
+        self.mem[t] = h
+        return self.mem.sum(0)
+
+torch.manual_seed(0)
+memory = Memory()
+opt = torch.optim.SGD(memory.parameters(), lr=0.01)
+for episode in range(3):
+    memory.reset()
+    out = sum(memory(torch.randn(4), t) for t in range(5))
+    loss = out.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("done")
+"""
+
+
+def test_memory_made_again_for_each_episode_is_silent(run_script):
+    # written in place through one episode (its graph is that episode's computation), made
+    # again for the next: no chain across backward() calls
+    res = run_script(EPISODIC)
+    assert res.code == 0, res.err
+    assert "GT505" not in res.codes() and "GT826" not in res.codes(), res.findings

@@ -14,7 +14,10 @@ Decided from the run only, when tracing ends: a module that ran at least twice h
 ``_buffers`` or as a plain (non-Parameter) tensor attribute, a tensor with a ``grad_fn`` that
 the program wrote in place at least four times (``_version``), and following the graph from
 that ``grad_fn`` through the edge of the written tensor (an in-place node's first input) meets
-a node of the same op again at least twice: the writes of earlier calls. Named: the line that
+a node of the same op again at least twice: the writes of earlier calls, covering at least
+half the module's calls with grad, over at least two backward()/autograd.grad calls (a memory
+written through one unrolled episode, or made again for each episode, holds that episode's
+writes only: its graph is the computation, as in NOTE [losses kept alive]). Named: the line that
 created the newest node (``records.created_site``, the in-place write that brings the graph),
 else the module's own record; kind ``graph-kept`` (GT826, static twin GT505).
 """
@@ -33,6 +36,8 @@ def chained_state_findings(state: Any, data: Any) -> list[Finding]:
     """GT826 for each module tensor that chains its calls' graphs, as
     NOTE [module state chains the graphs of its calls] says."""
     out: list[Finding] = []
+    if state.backward_count < 2:
+        return out  # one backward: a state written through one unrolled pass is its graph
     seen: set[int] = set()
     for rec in list(data.modules.values()):
         m = rec.ref()
@@ -43,8 +48,8 @@ def chained_state_findings(state: Any, data: Any) -> list[Finding]:
                 continue
             seen.add(id(t))
             chained = _chain_length(t.grad_fn)
-            if chained < 3:
-                continue
+            if chained < 3 or 2 * chained < rec.grad_runs:
+                continue  # a state made again per episode holds that episode's writes only
             out.append(_finding(state, rec, m, name, t, chained))
     return out
 
