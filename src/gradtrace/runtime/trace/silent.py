@@ -19,6 +19,7 @@ from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
 from gradtrace.runtime.trace.late import late_findings
 from gradtrace.runtime.trace.leaked_step import leaked_findings
 from gradtrace.runtime.trace.loose_leaves import loose_leaf_findings
+from gradtrace.runtime.trace.refrozen import refrozen_findings
 from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
@@ -33,10 +34,10 @@ from gradtrace.runtime.trace.decay_groups import inverted_decay_findings
 from gradtrace.runtime.trace.lr_groups import erased_findings
 from gradtrace.runtime.trace.intent import climbed_module, left_out_on_purpose
 from gradtrace.runtime.trace.plain_held import uncalled_in_plain_container
-from gradtrace.runtime.trace.loop_order import discarded_findings as discarded
+from gradtrace.runtime.trace.loop_order import discarded_findings as discarded, never_graded
 from gradtrace.runtime.trace.closure_sum import closure_findings
 from gradtrace.runtime.trace.data_swap import swap_findings
-from gradtrace.runtime.trace.loop_order import never_graded
+from gradtrace.runtime.trace.chained_state import chained_state_findings
 from gradtrace.runtime.trace.swapped import _swapped, _ungraded_steppers
 from gradtrace.runtime.trace.reached_cuts import unused_snapshot
 from gradtrace.runtime.trace.untaken import UNTAKEN, untaken_branch
@@ -81,6 +82,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
         window_findings(state, data) + closure_findings(state) + swap_findings(state) + \
         nonfinite_findings(state, data) + \
         singleton_findings(state) + ema_findings(state) + last + \
+        chained_state_findings(state, data) + \
         nan_loss_findings(state, data)  # NOTE [NaN loss, finite gradients]: a symptom, last
 
 
@@ -374,6 +376,7 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
     loose_leaf_findings(state, data, in_opt, groups)
+    refrozen_findings(state, data, in_opt, groups)  # NOTE [trained while switched on, built while switched off]
     plain_object_parameters(data, in_opt, groups)
     # NOTE [uncalled layers in a plain container] (plain_held.py)
     uncalled_in_plain_container(data, in_opt, groups)
