@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple, Sequence
 from gradtrace.lint import function_gate
 from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.rule import Rule
+from gradtrace.lint.step_files import holds_step, step_free
 from gradtrace.lint.visitors import KEYWORDS, by_trigger, spelt, walk_keys
 from gradtrace.lint.visitors import visitor_names as _visitor_names
 from gradtrace.lint.words import line_word_lines, token_word_lines
@@ -88,6 +89,10 @@ class CheckerSetup:
         types = tuple(rules)
         if not all(map(isinstance, types, repeat(type))):
             types = tuple(r if isinstance(r, type) else type(r) for r in rules)
+        if not holds_step(self.ctx.code):  # NOTE [step files]
+            keep, kept = step_free(types)
+            if len(keep) < len(types):
+                rules, types = [rules[i] for i in keep], kept
         plan = _plan(types)
         all_words = plan.all_words
         # local aliases of imported names that contain a trigger word (`import x as probe2`)

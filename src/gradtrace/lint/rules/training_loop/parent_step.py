@@ -120,6 +120,7 @@ class ParentStepUnderOptionalObject(Rule):
     """
 
     code = "GT547"
+    needs_step = True  # NOTE [step files]
     name = "parent-step-under-optional-object"
     message = ("`{call}` runs only when `self.{attr}` is set; built with the default "
                "`{param}=None`, `{hook}` never calls it and the optimizer never steps: call it "
