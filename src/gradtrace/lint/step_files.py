@@ -7,9 +7,11 @@ one of those in the file (a training loop's order of backward, step and ``zero_g
 hook that steps the optimizer) can find nothing there. ``Rule.needs_step = True`` is that
 promise: the rule reports only in a file whose code (comments and strings out:
 NOTE [code text]) holds one of :data:`STEP_WORDS`; in any other file the engine does not make
-it active, so its words are not searched, its visitors never run and its words open no
-subtree (NOTE [quiet subtrees]). The words are the ones every such call or construction must
-spell, as substrings: ``backward`` (``loss.backward()``, ``manual_backward``,
+it active: its visitors never run and its words open no subtree (NOTE [quiet subtrees]).
+The words of every rule are still searched: one word plan per list of rules, so the lines a
+process has searched (NOTE [line cache]) serve files with and without a step alike (a plan
+without the declared rules for step-free files searched each line once per plan). The words
+are the ones every such call or construction must spell, as substrings: ``backward`` (``loss.backward()``, ``manual_backward``,
 ``accelerator.backward(loss)``, ``torch.autograd.backward``), ``autograd`` (``torch.autograd.grad``,
 also when imported: the import spells it), ``step`` (``opt.step()``, ``scaler.step(opt)``,
 ``optimizer_step``, ``training_step``), ``zero_grad``, ``optim`` / ``Optim`` (``torch.optim.Adam``,
@@ -20,12 +22,6 @@ against its examples and the real-world cases.
 """
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from gradtrace.lint.rule import Rule
-
 STEP_WORDS = ("backward", "autograd", "step", "zero_grad", "optim", "Optim")
 
 
@@ -33,11 +29,3 @@ def holds_step(code: str) -> bool:
     """Whether ``code`` (comments and strings out) may define a training step."""
     return not code.isascii() or any(w in code for w in STEP_WORDS)
 
-
-@lru_cache(maxsize=16)
-def step_free(rules: tuple[type[Rule], ...]
-              ) -> tuple[tuple[int, ...], tuple[type[Rule], ...]]:
-    """(the positions, the types) of the ``rules`` that may report in a file without a
-    training step: one tuple per list of rules, so that the engine's plan of it is cached."""
-    keep = tuple(i for i, r in enumerate(rules) if not r.needs_step)
-    return keep, tuple(rules[i] for i in keep)
