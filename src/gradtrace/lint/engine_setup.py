@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple, Sequence
 from gradtrace.lint import function_gate
 from gradtrace.lint.code_text import may_hold
 from gradtrace.lint.rule import Rule
+from gradtrace.lint.step_files import holds_step
 from gradtrace.lint.visitors import KEYWORDS, by_trigger, spelt, walk_keys
 from gradtrace.lint.visitors import visitor_names as _visitor_names
 from gradtrace.lint.words import line_word_lines, token_word_lines
@@ -88,6 +89,7 @@ class CheckerSetup:
         types = tuple(rules)
         if not all(map(isinstance, types, repeat(type))):
             types = tuple(r if isinstance(r, type) else type(r) for r in rules)
+        stepless: bool | None = None  # no training step in the file (NOTE [step files])
         plan = _plan(types)
         all_words = plan.all_words
         # local aliases of imported names that contain a trigger word (`import x as probe2`)
@@ -151,6 +153,11 @@ class CheckerSetup:
         words = set(word_lines).union(*(ws for a, ws in aliases.items() if a in word_lines))
         for j in sorted({j for w in words.intersection(by_word) for j in by_word[w]}):
             rule = rules[j]
+            if rule.needs_step:
+                if stepless is None:
+                    stepless = not holds_step(self.ctx.code)
+                if stepless:
+                    continue
             found = found_in(rule.triggers)
             key = tuple(found_in(rule.statement_triggers) if rule.statement_triggers else found)
             if found and rule.function_requires:  # NOTE [function requires]

@@ -89,6 +89,8 @@ class Rule:
     # words one of which a function must hold for the rule to find something in it (nothing
     # outside functions): NOTE [function requires] in gradtrace.lint.function_gate
     function_requires: ClassVar[tuple[str, ...]] = ()
+    # True: reports only in a file whose code may hold a training step (NOTE [step files])
+    needs_step: ClassVar[bool] = False
     examples: ClassVar[list[Bad | Good]] = []
 
     @classmethod

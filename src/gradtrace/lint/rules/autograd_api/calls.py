@@ -177,6 +177,7 @@ class UnreducedLossReturnedByForward(Rule):
     """
 
     code = "GT703"
+    needs_step = True  # NOTE [step files]
     name = "unreduced-loss-returned-by-forward"
     message = ("`self.{attr}` is built with reduction='none', and `{cls}.forward` returns its "
                "per-element output unchanged: `{loss}.backward()` (line {line}) raises 'grad can "

@@ -82,6 +82,7 @@ class FunctionDropsParameterGradient(Rule):
     """
 
     code = "GT724"
+    needs_step = True  # NOTE [step files]
     name = "function-drops-parameter-gradient"
     message = ("`{cls}.backward` returns None for input {pos} (`{param}`), and this call gives "
                "it `{arg}`, a learned tensor ({why}): it gets no gradient through `{cls}` and "

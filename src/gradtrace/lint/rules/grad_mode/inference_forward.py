@@ -36,6 +36,7 @@ class InferenceModeForward(Rule):
     """
 
     code = "GT211"
+    needs_step = True  # NOTE [step files]
     name = "inference-mode-forward"
     message = ("`{cls}.forward` runs under `{mode}`, so its outputs are inference tensors, and "
                "training code calls it (line {line}): the first layer that saves one for "

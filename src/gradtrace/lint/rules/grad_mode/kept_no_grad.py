@@ -52,6 +52,7 @@ class NoGradValueKeptForBackward(Rule):
     """
 
     code = "GT230"
+    needs_step = True  # NOTE [step files]
     name = "no-grad-value-kept-for-backward"
     message = ("grad is off here while `{model}` runs, and `{kept}` keeps a value made from its "
                "output (line {line}); `{update}()` backpropagates a loss built from `{kept}` "

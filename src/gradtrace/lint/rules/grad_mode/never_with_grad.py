@@ -160,6 +160,7 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
     """
 
     code = "GT220"
+    needs_step = True  # NOTE [step files]
     name = "trained-module-run-only-without-grad"
     message = ("`self.{attr}` runs only under `{mode}` ({runs}), but line {line} builds an "
                "optimizer over its parameters: it never gets a gradient and never trains")

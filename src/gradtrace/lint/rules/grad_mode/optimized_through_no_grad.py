@@ -61,6 +61,7 @@ class OptimizedTensorReadUnderNoGrad(Rule):
     """
 
     code = "GT226"
+    needs_step = True  # NOTE [step files]
     name = "optimized-tensor-read-under-no-grad"
     message = ("`{param}` is trained by `{opt}` but read only through `{helper}`, which "
                "computes what it returns under `{mode}`: no gradient reaches `{param}`, and "

@@ -35,6 +35,7 @@ class ParametersCopiedIntoTensor(Rule):
     """
 
     code = "GT118"
+    needs_step = True  # NOTE [step files]
     name = "parameters-copied-into-tensor"
     message = ("`{call}` copies the values of the Parameter `{param}` into a new tensor "
                "without history: nothing computed from it reaches `{param}`, which never gets a "

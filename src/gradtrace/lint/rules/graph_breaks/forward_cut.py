@@ -164,6 +164,7 @@ class SubmoduleCutInForward(Rule):
     """
 
     code = "GT115"
+    needs_step = True  # NOTE [step files]
     name = "submodule-cut-in-forward"
     message = ("{cut} cuts the only path from `self.{sub}` to what `{cls}.{method}` returns: "
                "no loss on the outputs reaches it, so its parameters get no gradient and "

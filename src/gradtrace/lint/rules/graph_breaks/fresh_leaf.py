@@ -193,6 +193,7 @@ class FreshLeafBandAid(Rule):
     """
 
     code = "GT119"
+    needs_step = True  # NOTE [step files]
     name = "fresh-leaf-band-aid"
     message = ("`{expr}` makes a new leaf that requires grad from a copy of `{cut}`, and "
                "nothing can read "

@@ -40,6 +40,7 @@ class ParameterReadOnlyCut(Rule):
     """
 
     code = "GT117"
+    needs_step = True  # NOTE [step files]
     name = "parameter-read-only-cut"
     message = ("`{read}` is the only way the module reads its Parameter `self.{attr}`: the "
                "values come without the graph, so `self.{attr}` never gets a gradient and "

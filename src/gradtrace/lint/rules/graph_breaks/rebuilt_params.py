@@ -143,6 +143,7 @@ class PassedTensorsRebuilt(Rule):
     """
 
     code = "GT111"
+    needs_step = True  # NOTE [step files]
     name = "passed-tensors-rebuilt"
     message = ("`{call}` copies the tensors the caller passes as `{param}` (`{passed}`, line "
                "{line}) into a new tensor without history: `{elt}` never gets a gradient "

@@ -91,6 +91,7 @@ class LayerBuiltInForward(Rule):
     """
 
     code = "GT420"
+    needs_step = True  # NOTE [step files]
     gate_statements = True  # a class that defines `forward` holds the word
     name = "layer-built-in-forward"
     message = ("`{layer}` is built inside `{method}`: a new layer with random weights at every "

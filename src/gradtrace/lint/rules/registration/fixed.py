@@ -41,6 +41,7 @@ class UnfrozenAcrossMethods(Rule):
     """
 
     code = "GT440"
+    needs_step = True  # NOTE [step files]
     gate_statements = "function"
     name = "unfrozen-across-methods"
     message = ("this unfreezes `{part}`, but `{opt}` was built from the then-trainable "

@@ -119,6 +119,7 @@ class ParameterBuiltInForward(Rule):
     """
 
     code = "GT445"
+    needs_step = True  # NOTE [step files]
     gate_statements = True  # a class that defines `forward` holds the word
     name = "parameter-built-in-forward"
     message = ("`{call}` builds a new {what} on every call of `{method}`{how}: the "

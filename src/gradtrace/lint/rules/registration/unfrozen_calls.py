@@ -84,6 +84,7 @@ class UnfrozenByCallAfterOptimizer(Rule):
     """
 
     code = "GT448"
+    needs_step = True  # NOTE [step files]
     name = "unfrozen-by-call-after-optimizer"
     message = ("`{root}` is unfrozen here, called at line {line} after `{opt}` was built from "
                "the then-trainable parameters only (line {built}): `{opt}.step()` never "

@@ -49,6 +49,7 @@ class ZeroFactorAsPlainAttribute(Rule):
     """
 
     code = "GT423"
+    needs_step = True  # NOTE [step files]
     gate_statements = True
     name = "zero-factor-as-plain-attribute"
     message = ("`self.{attr}` is a plain all-zeros tensor that `{cls}` multiplies by (line "

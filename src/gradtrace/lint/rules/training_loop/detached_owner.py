@@ -140,6 +140,7 @@ class SteppedModelOutputDetached(LoopRule):
     """
 
     code = "GT580"
+    needs_step = True  # NOTE [step files]
     gate_statements = True
     name = "stepped-model-output-detached"
     message = ("`{cut}` detaches every output of `{owner}` in this pass: `{late}` (line "

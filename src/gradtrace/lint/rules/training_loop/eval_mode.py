@@ -174,6 +174,7 @@ class EvaluationInTrainMode(Rule):
     """
 
     code = "GT540"
+    needs_step = True  # NOTE [step files]
     name = "evaluation-in-train-mode"
     message = ("`{call}` runs `{model}` under `{mode}` in `{fn}`, an evaluation that never "
                "puts it in eval mode (nor do its callers): dropout and batch norm act as in "

@@ -110,6 +110,7 @@ class GraphListNeverCleared(Rule):
     """
 
     code = "GT570"
+    needs_step = True  # NOTE [step files]
     name = "graph-list-never-cleared"
     message = ("`{kept}` collects values with their autograd graph (line {line}) and "
                "`{update}()` backpropagates a loss built from all of them (line {backward}), "

@@ -163,6 +163,7 @@ class UsedLayerFilteredFromOptimizer(Rule):
     """
 
     code = "GT560"
+    needs_step = True  # NOTE [step files]
     name = "used-layer-filtered-from-optimizer"
     message = ("the filter `'{word}' not in ...` takes `{path}` out of `{opt}`, but the model "
                "runs it and uses its output: it gets gradients and never changes")

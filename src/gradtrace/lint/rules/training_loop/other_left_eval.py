@@ -78,6 +78,7 @@ class OtherModelLeftInEvalMode(LoopRule):
     """
 
     code = "GT551"
+    needs_step = True  # NOTE [step files]
     name = "other-model-left-in-eval-mode"
     message = ("`{call}` puts `{trained}` in train mode, but `{other}`, also trained in this "
                "loop, was made in eval mode (line {line}) and nothing puts it in train mode: "

@@ -71,6 +71,7 @@ class AccumulationWindowStartsEarly(LoopRule):
     """
 
     code = "GT536"
+    needs_step = True  # NOTE [step files]
     gate_statements = True
     name = "accumulation-window-starts-early"
     message = ("`{test}` is true on the first pass (`{index}` counts from 0): the first "
