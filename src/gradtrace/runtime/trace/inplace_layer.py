@@ -20,29 +20,18 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gradtrace.runtime.frames import Site, is_internal
+from gradtrace.runtime.frames import Site
 
 
 def inplace_layer_built(state: Any, view: Any, limit: int = 32) -> Site | None:
     """Where the in-place torch layer running the failing op was built (NOTE), or None.
     ``view``: the match of "Output N of (Function) is a view" in the error."""
-    from gradtrace.runtime.trace.layer_sites import _torch_layer, built_site
+    from gradtrace.runtime.trace.layer_sites import _torch_layer, built_site, forward_selves
 
     built = getattr(getattr(state, "hooks_data", None), "built", None)
     if not built or not view or view[1] != "BackwardHookFunction":
         return None
-    f = sys._getframe(1)
-    try:
-        while f is not None and limit > 0:
-            code = f.f_code
-            if not is_internal(code):
-                return None
-            if code.co_name == "forward" and code.co_varnames[:1] == ("self",):
-                me = f.f_locals.get("self")
-                if _torch_layer(me):
-                    return built_site(built, me) if getattr(me, "inplace", False) is True \
-                        else None
-            f, limit = f.f_back, limit - 1
-        return None
-    finally:
-        del f
+    for me in forward_selves(sys._getframe(1), limit):
+        if _torch_layer(me):
+            return built_site(built, me) if getattr(me, "inplace", False) is True else None
+    return None

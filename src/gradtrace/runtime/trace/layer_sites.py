@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import sys
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -101,22 +101,28 @@ def _argument_line(at: Site, size: int, index: int, listed: bool) -> int | None:
     return None
 
 
+def forward_selves(f: Any, limit: int = 32) -> Iterator[Any]:
+    """The ``self`` of each ``forward`` on the stack from frame ``f`` outwards, innermost first,
+    up to the first frame of the user's code (at most ``limit`` frames)."""
+    while f is not None and limit > 0:
+        code = f.f_code
+        if not is_internal(code):
+            return
+        if code.co_name == "forward" and code.co_varnames[:1] == ("self",):
+            yield f.f_locals.get("self")
+        f, limit = f.f_back, limit - 1
+
+
 def running_layer(limit: int = 32) -> Any:
     """The innermost torch layer whose ``forward`` is on the stack, called by an
     ``nn.Sequential`` below the user's frame (the layer running the caller's op), or None: a
     layer the user's own line calls is named by that line."""
-    f, layer = sys._getframe(1), None
-    while f is not None and limit > 0:
-        code = f.f_code
-        if not is_internal(code):
-            return None
-        if code.co_name == "forward" and code.co_varnames[:1] == ("self",):
-            me = f.f_locals.get("self")
-            if layer is None and _torch_layer(me):
-                layer = me
-            elif layer is not None and isinstance(me, torch.nn.Module):
-                return layer if isinstance(me, torch.nn.Sequential) else None
-        f, limit = f.f_back, limit - 1
+    layer = None
+    for me in forward_selves(sys._getframe(1), limit):
+        if layer is None and _torch_layer(me):
+            layer = me
+        elif layer is not None and isinstance(me, torch.nn.Module):
+            return layer if isinstance(me, torch.nn.Sequential) else None
     return None
 
 

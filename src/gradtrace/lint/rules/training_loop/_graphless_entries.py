@@ -19,6 +19,7 @@ finding.
 from __future__ import annotations
 
 import ast
+from typing import Iterator
 
 from gradtrace.lint.analysis.reach import called_function, value_of
 from gradtrace.lint.flow import FACTORY_FUNCS, Binding
@@ -36,26 +37,32 @@ def reads_without_graph(f: LoopFacts, t: Binding, b: Backward, deps: object) -> 
         if isinstance(t.stmt, ast.Assign) and isinstance(t.stmt.value, ast.Call) else None
     if fn is None:
         return False
-    exprs = [(b.loss, b.stmt.lineno)] + [(value_of(x), x.line) for x in deps.bindings]  # type: ignore[attr-defined]
     seen = False
+    for p, parents in name_reads(f, t, b, deps):
+        seen = True
+        if not (isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant)):
+            return False
+        q = parents.get(id(p))
+        detached = isinstance(q, ast.Attribute) and q.attr == "detach" and isinstance(
+            parents.get(id(q)), ast.Call)
+        if not detached and not _entry_without_graph(f, fn, p.slice.value):
+            return False
+    return seen
+
+
+def name_reads(f: LoopFacts, t: Binding, b: Backward,
+               deps: object) -> Iterator[tuple[ast.AST | None, dict[int, ast.AST]]]:
+    """(parent node, parent map) of each read of ``t``'s name by the loss of ``b`` and by the
+    values of the bindings it depends on (``deps``), at that binding of the name."""
+    exprs = [(b.loss, b.stmt.lineno)] + [(value_of(x), x.line) for x in deps.bindings]  # type: ignore[attr-defined]
     for e, line in exprs:
         if e is None:
             continue
         parents = {id(c): p for p in bfs_walk(e) for c in child_nodes(p)}
         for n in bfs_walk(e):
-            if not (isinstance(n, ast.Name) and n.id == t.name
-                    and f.scope.binding_before(t.name, line) is t):
-                continue
-            seen = True
-            p = parents.get(id(n))
-            if not (isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant)):
-                return False
-            q = parents.get(id(p))
-            detached = isinstance(q, ast.Attribute) and q.attr == "detach" and isinstance(
-                parents.get(id(q)), ast.Call)
-            if not detached and not _entry_without_graph(f, fn, p.slice.value):
-                return False
-    return seen
+            if isinstance(n, ast.Name) and n.id == t.name \
+                    and f.scope.binding_before(t.name, line) is t:
+                yield parents.get(id(n)), parents
 
 
 def _entry_without_graph(f: LoopFacts, fn: ast.AST, key: object) -> bool:

@@ -19,9 +19,9 @@ from gradtrace.lint.rules.training_loop._unstepped import _read_into_unstepped
 from gradtrace.lint.rules.training_loop._selector import switched_passes
 from gradtrace.lint.rules.training_loop._unknown_pair import (
     disjoint_arguments, handed_in, unknown_split)
-from gradtrace.lint.rules.training_loop._graphless_entries import reads_without_graph
+from gradtrace.lint.rules.training_loop._graphless_entries import name_reads, reads_without_graph
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
-from gradtrace.lint.nodes import bfs_walk, child_nodes
+from gradtrace.lint.nodes import bfs_walk
 
 
 def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, Deps, Deps]]:
@@ -124,25 +124,16 @@ def _carriers(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[int]:
 def _entries(f: LoopFacts, t: Binding, b: Backward, d: Deps) -> set[str | None]:
     """The constant keys and attributes through which a loss reads ``t`` (None: read whole)."""
     out: set[str | None] = set()
-    exprs = [(b.loss, b.stmt.lineno)] + [(value_of(x), x.line) for x in d.bindings]
-    for e, line in exprs:
-        if e is None:
-            continue
-        parents = {id(c): p for p in bfs_walk(e) for c in child_nodes(p)}
-        for n in bfs_walk(e):
-            if not (isinstance(n, ast.Name) and n.id == t.name
-                    and f.scope.binding_before(t.name, line) is t):
-                continue
-            p = parents.get(id(n))
-            if isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant):
-                out.add(repr(p.slice.value))
-            elif _get_call(p, parents.get(id(p))) is not None:  # `out.get('v', 0)`: entry 'v'
-                out.add(repr(_get_call(p, parents.get(id(p)))))
-            elif isinstance(p, ast.Attribute) and getattr(parents.get(id(p)), "func", None) \
-                    is not p:
-                out.add(p.attr)
-            else:
-                out.add(None)
+    for p, parents in name_reads(f, t, b, d):
+        if isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant):
+            out.add(repr(p.slice.value))
+        elif _get_call(p, parents.get(id(p))) is not None:  # `out.get('v', 0)`: entry 'v'
+            out.add(repr(_get_call(p, parents.get(id(p)))))
+        elif isinstance(p, ast.Attribute) and getattr(parents.get(id(p)), "func", None) \
+                is not p:
+            out.add(p.attr)
+        else:
+            out.add(None)
     return out
 
 
