@@ -36,7 +36,7 @@ def run(ns: argparse.Namespace) -> int:
 
 def _explain_message(text: str) -> str | None:
     """A PyTorch error message, explained by the error catalogue (torch-free): an exact
-    match first, then a DistributedDataParallel/collective error (GT880-GT899), then a
+    match first, then a DistributedDataParallel/collective error (GT880-GT888), then a
     match by the message's words."""
     from gradtrace.runtime.catalogue import explain_message
     from gradtrace.runtime.distributed.ranks import explain_message as explain_distributed

@@ -1,4 +1,4 @@
-"""GT880-GT899: what gradtrace reports about a run under ``torchrun`` (the distributed doctor).
+"""GT880-GT888: what gradtrace reports about a run under ``torchrun`` (the distributed doctor).
 
 :mod:`gradtrace.runtime.distributed.merge` builds them from what every rank recorded;
 :mod:`gradtrace.runtime.distributed.ranks` also explains a DDP error message alone with them.
