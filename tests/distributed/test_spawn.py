@@ -67,3 +67,19 @@ def test_output_left_out_under_find_unused_parameters_is_silent(forkrun_once):
     res = forkrun_once("spawn_silent.py", parts=4)
     assert res.code == 0 and "declared_unused: done True" in res.out, res.out
     assert res.findings == [], res.findings
+
+
+def test_forked_ranks_code_counts_as_run(forkrun):
+    """Ranks forked by `start_processes(..., start_method="fork")`: the worker ran only in the
+    children, and their spans reach the parent (NOTE [forked ranks]), so the checker's GT472 on
+    the worker's all-reduce is reported (it was dropped as code that never ran)."""
+    res = forkrun("fork_summed.py", world=1)
+    assert res.code == 0 and "done" in res.out, res.out
+    assert [(f["code"], f["line"], f["source"]) for f in res.findings] == [
+        ("GT472", marked("fork_summed.py", "summed"), "static")], res.out
+
+
+def test_forked_ranks_averaging_their_gradients_give_no_finding(forkrun):
+    res = forkrun("fork_summed_ok.py", world=1)
+    assert res.code == 0 and "done" in res.out, res.out
+    assert res.findings == [], res.out

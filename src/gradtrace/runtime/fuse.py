@@ -360,12 +360,15 @@ def _statement_is(s: Finding, kind: type) -> bool:
 
 def fuse_session(runtime: list[Finding], codes: Iterable[CodeType],
                  crash_line: tuple[str, int] | None = None,
-                 unconfirmed: bool = True, progress: tuple[int, int] = (0, 0)) -> list[Finding]:
-    """:func:`fuse` for a tracing session: check every user file among ``codes`` and the
-    runtime findings' files. Never raises: on a failure the runtime findings come back as
-    they are."""
+                 unconfirmed: bool = True, progress: tuple[int, int] = (0, 0),
+                 more: dict[str, list[tuple[int, int]]] | None = None) -> list[Finding]:
+    """:func:`fuse` for a tracing session: check every user file among ``codes`` (and the
+    spans in ``more``: code that ran in forked children) and the runtime findings' files.
+    Never raises: on a failure the runtime findings come back as they are."""
     try:
         ran = code_spans(codes)
+        for path, spans in (more or {}).items():
+            ran.setdefault(path, []).extend(spans)
         scripted_spans(ran)  # NOTE [scripted bodies ran with their def]
         prefixes = library_prefixes()
         files = dict.fromkeys(ran)

@@ -86,7 +86,7 @@ class RankSession:
         if not self.info.distributed:
             from gradtrace.runtime.distributed.spawn import SpawnWatch
 
-            self.spawn = SpawnWatch(traced_child)
+            self.spawn = SpawnWatch(traced_child, self.tracer)
             self.spawn.install()
             return self
         from torch.nn.modules import module as mm

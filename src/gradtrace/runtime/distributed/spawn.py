@@ -13,18 +13,31 @@ does under torchrun (:func:`gradtrace.runtime.distributed.merge.merge_records`),
 merged diagnosis instead of its own reading of ``ProcessRaisedException`` (which only carries
 one child's traceback text). A child killed before it wrote its record (torch terminates the
 others when one fails) is reported from its last heartbeat: where it was. Only the ``spawn``
-and ``forkserver`` start methods are traced (a forked child shares the parent's tracer).
-The child's ``fn``, ``args`` and return value are the program's own, unchanged.
+and ``forkserver`` start methods are traced (a forked child shares the parent's tracer:
+NOTE [forked ranks]). The child's ``fn``, ``args`` and return value are the program's own,
+unchanged.
+
+# NOTE [forked ranks]
+A child forked by ``start_processes(..., start_method="fork")`` runs with a copy of the parent's
+tracer, whose record dies with the child: the parent, which reports, never saw the worker run,
+and the fuse (NOTE [code that ran] in gradtrace.runtime.ran) dropped every static finding on
+the worker's code as code that never ran (mmdetection's `reduce_grads`, a gradient summed over
+the ranks, found by the checker on its root line and then left out). Each forked child now
+writes, as ``fn`` returns or raises, the line spans of the user code its copy of the tracer saw
+run (plain paths and line numbers) into a folder made for that call; once the call has joined
+them, the parent adds those spans to its tracer's (``Tracer.forked_spans``) and deletes the
+folder. Only the spans come back: a forked child's own runtime findings are still its own.
 """
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
 import tempfile
 from typing import Any
 
-from gradtrace.env import DDP_DIR
+from gradtrace.env import DDP_DIR, strict
 from gradtrace.findings import Finding
 
 _NAMES = ("start_processes",)
@@ -33,8 +46,9 @@ _NAMES = ("start_processes",)
 class SpawnWatch:
     """Replaces ``torch.multiprocessing(.spawn).start_processes`` while a session is open."""
 
-    def __init__(self, child: Any) -> None:
+    def __init__(self, child: Any, tracer: Any = None) -> None:
         self.child = child  # module-level function run in each child (session.traced_child)
+        self.tracer = tracer  # the parent's tracer: forked children's spans go to it
         self.spawns: list[tuple[str, int]] = []  # (directory, nprocs) per traced spawn call
         self._saved: list[tuple[Any, str, Any]] = []
 
@@ -89,6 +103,8 @@ class SpawnWatch:
 def _start_processes(watch: SpawnWatch, orig: Any, fn: Any, args: Any = (), nprocs: int = 1,
                      join: bool = True, daemon: bool = False,
                      start_method: str = "spawn") -> Any:
+    if start_method == "fork" and join and watch.tracer is not None:
+        return _start_forked(watch, orig, fn, args, nprocs, daemon)
     if start_method == "fork" or not isinstance(nprocs, int) or nprocs < 1:
         return orig(fn, args, nprocs, join, daemon, start_method)
     try:
@@ -123,3 +139,55 @@ def merged(watch: SpawnWatch) -> tuple[list[Finding], list[Finding]]:
                     or any("confirmed at run time (GT88" in x.message for x in f.related))):
                 explains.append(f)
     return out, explains
+
+
+def _start_forked(watch: SpawnWatch, orig: Any, fn: Any, args: Any, nprocs: Any,
+                  daemon: bool) -> Any:
+    """NOTE [forked ranks]: the joined call, then the children's spans into the tracer."""
+    try:
+        folder = tempfile.mkdtemp(prefix="gradtrace-fork-")
+    except OSError:
+        return orig(fn, args, nprocs, True, daemon, "fork")
+    try:
+        return orig(functools.partial(_forked_child, watch.tracer, fn, folder), args, nprocs,
+                    True, daemon, "fork")
+    finally:
+        _read_spans(watch.tracer, folder)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _forked_child(tracer: Any, fn: Any, folder: str, index: int, *args: Any) -> Any:
+    try:
+        return fn(index, *args)
+    finally:
+        try:
+            from gradtrace.runtime.ran import code_spans, ran_codes
+
+            codes = ran_codes(tracer.hooks.data, tracer._seen_codes())
+            spans = {p: [list(s) for s in v] for p, v in code_spans(codes).items()}
+            path = os.path.join(folder, f"ran-{os.getpid()}.json")
+            with open(path + ".tmp", "w", encoding="utf-8") as out:
+                json.dump(spans, out)
+            os.replace(path + ".tmp", path)
+        except Exception:  # the child's own outcome is the program's: never change it
+            _swallow()
+
+
+def _read_spans(tracer: Any, folder: str) -> None:
+    try:
+        for name in sorted(os.listdir(folder)):
+            if name.startswith("ran-") and name.endswith(".json"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    for p, spans in json.load(f).items():
+                        tracer.forked_spans.setdefault(p, []).extend(
+                            (int(a), int(b)) for a, b in spans)
+    except (OSError, ValueError, TypeError, AttributeError):
+        _swallow()
+
+
+def _swallow() -> None:
+    if strict():
+        raise
+    from gradtrace.runtime.distributed.gather import LOG
+
+    LOG.debug("gradtrace: forked ranks' spans lost", exc_info=True)

@@ -73,6 +73,8 @@ class Tracer:
         self.crash_line: tuple[str, int] | None = None  # the user line the program crashed at
         self._codes: list[Any] = []  # user code objects seen, kept when the session ends
         self._fused: tuple[list[Finding], list[Finding]] | None = None
+        # path -> line spans of user code that ran in forked children (NOTE [forked ranks])
+        self.forked_spans: dict[str, list[tuple[int, int]]] = {}
         # findings of autograd errors the program caught before the one it died of (set by
         # diagnose()): something seen, not the diagnosis of this crash
         self._caught: list[Finding] = []
@@ -161,7 +163,8 @@ class Tracer:
 
         codes = ran_codes(self.hooks.data, self._seen_codes() if self.active else self._codes)
         progress = (self.state.backward_count, self.hooks.data.steps)
-        out = fuse_session(runtime, codes, self.crash_line, unconfirmed, progress)
+        out = fuse_session(runtime, codes, self.crash_line, unconfirmed, progress,
+                           self.forked_spans)
         self._fused = (runtime + [unconfirmed], out)  # type: ignore[list-item]
         return list(out)
 
