@@ -18,6 +18,7 @@ from typing import Any
 
 from gradtrace.env import DDP_DIR as ENV_DIR
 from gradtrace.runtime.distributed.info import RankInfo
+from gradtrace.runtime.distributed.sweep import sweep_exchanges
 
 LOG = logging.getLogger(__name__)
 _POLL = 0.05
@@ -47,6 +48,8 @@ class Exchange:
         uid = getattr(os, "getuid", lambda: 0)()
         self.dir = base / f"gradtrace-ddp-{uid}" / run_key(env)
         self.dir.mkdir(parents=True, exist_ok=True)
+        if info.rank == 0:  # NOTE [stale folders] in gradtrace.runtime.distributed.sweep
+            sweep_exchanges(self.dir.parent, keep=self.dir)
         self.shared = bool(env.get(ENV_DIR))
         local = _int(env.get("LOCAL_WORLD_SIZE"), info.world_size)
         self.group_rank = _int(env.get("GROUP_RANK"), 0)

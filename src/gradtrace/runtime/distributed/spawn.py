@@ -108,12 +108,21 @@ def _start_processes(watch: SpawnWatch, orig: Any, fn: Any, args: Any = (), npro
     if start_method == "fork" or not isinstance(nprocs, int) or nprocs < 1:
         return orig(fn, args, nprocs, join, daemon, start_method)
     try:
-        folder = tempfile.mkdtemp(prefix="gradtrace-spawn-")
+        folder = _folder()
     except OSError:
         return orig(fn, args, nprocs, join, daemon, start_method)
     watch.spawns.append((folder, nprocs))
     return orig(functools.partial(watch.child, fn, folder, nprocs), args, nprocs, join,
                 daemon, start_method)
+
+
+def _folder() -> str:
+    """A new folder for one spawn call, after removing those of killed parents
+    (NOTE [stale folders] in :mod:`gradtrace.runtime.distributed.sweep`)."""
+    from gradtrace.runtime.distributed.sweep import spawn_prefix, sweep_spawns
+
+    sweep_spawns(tempfile.gettempdir())
+    return tempfile.mkdtemp(prefix=spawn_prefix())
 
 
 def from_spawn(exc: BaseException) -> bool:
@@ -145,7 +154,7 @@ def _start_forked(watch: SpawnWatch, orig: Any, fn: Any, args: Any, nprocs: Any,
                   daemon: bool) -> Any:
     """NOTE [forked ranks]: the joined call, then the children's spans into the tracer."""
     try:
-        folder = tempfile.mkdtemp(prefix="gradtrace-fork-")
+        folder = _folder()
     except OSError:
         return orig(fn, args, nprocs, True, daemon, "fork")
     try:
