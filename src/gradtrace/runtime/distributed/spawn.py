@@ -170,10 +170,7 @@ def _forked_child(tracer: Any, fn: Any, folder: str, index: int, *args: Any) -> 
         return fn(index, *args)
     finally:
         try:
-            from gradtrace.runtime.ran import code_spans, ran_codes
-
-            codes = ran_codes(tracer.hooks.data, tracer._seen_codes())
-            spans = {p: [list(s) for s in v] for p, v in code_spans(codes).items()}
+            spans = {p: [list(s) for s in v] for p, v in tracer.ran_spans().items()}
             path = os.path.join(folder, f"ran-{os.getpid()}.json")
             with open(path + ".tmp", "w", encoding="utf-8") as out:
                 json.dump(spans, out)

@@ -168,6 +168,12 @@ class Tracer:
         self._fused = (runtime + [unconfirmed], out)  # type: ignore[list-item]
         return list(out)
 
+    def ran_spans(self) -> dict[str, Any]:
+        """The line spans of the user code that ran so far, per file (NOTE [forked ranks])."""
+        from gradtrace.runtime.ran import code_spans, ran_codes
+
+        return code_spans(ran_codes(self.hooks.data, self._seen_codes()))
+
     def _seen_codes(self) -> list[Any]:
         from gradtrace.runtime.frames import INTERNAL_FILES
 
