@@ -62,29 +62,30 @@ def flow(binds: list[tuple[set[str], set[str]]], start: set[str]) -> set[str]:
 def _resolve(expr: ast.AST, frame: types.FrameType) -> Any:
     """The object ``expr`` (a name or a chain of attributes on one) names in ``frame``, read
     without running properties; None when it cannot be read."""
+    from gradtrace.runtime.frame_values import MISSING, read_chain
+
+    found = read_chain(expr, frame, _function_attr, builtins=True)
+    return None if found is MISSING or found is None else found
+
+
+def _function_attr(base: Any, name: str) -> Any:
+    """``base.name`` when it is a plain function (bound when ``base`` is an instance of the
+    class that defines it); MISSING otherwise."""
     import inspect
 
-    if isinstance(expr, ast.Name):
-        for space in (frame.f_locals, frame.f_globals, frame.f_builtins):
-            if expr.id in space:
-                return space[expr.id]
-        return None
-    if isinstance(expr, ast.Attribute):
-        base = _resolve(expr.value, frame)
-        if base is None:
-            return None
-        try:
-            found = inspect.getattr_static(base, expr.attr)
-        except AttributeError:
-            return None
-        if isinstance(found, staticmethod):
-            found = found.__func__
-        own = getattr(base, "__dict__", None)
-        if isinstance(found, types.FunctionType) and not isinstance(base, type) and not (
-                isinstance(own, dict) and own.get(expr.attr) is found):
-            return types.MethodType(found, base)  # a method of the instance's class
-        return found if isinstance(found, types.FunctionType) else None
-    return None
+    from gradtrace.runtime.frame_values import MISSING
+
+    try:
+        found = inspect.getattr_static(base, name)
+    except AttributeError:
+        return MISSING
+    if isinstance(found, staticmethod):
+        found = found.__func__
+    own = getattr(base, "__dict__", None)
+    if isinstance(found, types.FunctionType) and not isinstance(base, type) and not (
+            isinstance(own, dict) and own.get(name) is found):
+        return types.MethodType(found, base)  # a method of the instance's class
+    return found if isinstance(found, types.FunctionType) else MISSING
 
 
 def _ignored_param(fn: Any, call: ast.Call, flows: set[str]) -> str | None:

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from gradtrace.findings import Finding
+from gradtrace.runtime.frame_values import MISSING, read_chain
 from gradtrace.runtime.frames import Site, is_internal
 
 _NormBase = torch.nn.modules.batchnorm._NormBase
@@ -75,29 +76,20 @@ def _is_train(n: ast.AST) -> bool:
             and n.args[0].value is True)
 
 
-_MISSING = object()
-
-
 def _read(expr: ast.AST, frame: FrameType) -> Any:
     """The value of a name or attribute chain in ``frame``, without calling anything user-made
-    (instance ``__dict__`` and module ``_modules`` only)."""
-    if isinstance(expr, ast.Name):
-        for scope in (frame.f_locals, frame.f_globals):
-            if expr.id in scope:
-                return scope[expr.id]
-        return _MISSING
-    if isinstance(expr, ast.Attribute):
-        base = _read(expr.value, frame)
-        if base is _MISSING:
-            return _MISSING
-        d = getattr(base, "__dict__", None)
-        if not isinstance(d, dict):
-            return _MISSING
-        if expr.attr in d:
-            return d[expr.attr]
-        mods = d.get("_modules")
-        return mods.get(expr.attr, _MISSING) if isinstance(mods, dict) else _MISSING
-    return _MISSING
+    (instance ``__dict__`` and module ``_modules`` only); MISSING when it cannot be read."""
+    return read_chain(expr, frame, _instance_attr)
+
+
+def _instance_attr(base: Any, name: str) -> Any:
+    d = getattr(base, "__dict__", None)
+    if not isinstance(d, dict):
+        return MISSING
+    if name in d:
+        return d[name]
+    mods = d.get("_modules")
+    return mods.get(name, MISSING) if isinstance(mods, dict) else MISSING
 
 
 def _switches(value: Any, layer: torch.nn.Module) -> bool:
