@@ -380,7 +380,7 @@ def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx:
     short = cls.rsplit(".", 1)[-1]
     if cls.startswith("torch.nn.") and short.endswith("Loss") and isinstance(node, ast.Call):
         pred = rank(e.args[0], scope, ctx, line, d) if e.args else None
-        return loss_rank(*reduction_args(node), short, pred)
+        return loss_rank(*reduction_args(node), short, pred)  # NOTE [legacy reduction]
     x = (lambda: rank(e.args[0], scope, ctx, line, d) if len(e.args) == 1 else None)
     if cls in SEQUENTIAL and isinstance(node, ast.Call):
         return _sequential(sequential_layers(node, ctx, None), ctx, x)
