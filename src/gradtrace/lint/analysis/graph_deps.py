@@ -21,6 +21,7 @@ from gradtrace.lint.analysis.cuts import (
 from gradtrace.lint.analysis.flag_arms import known_flags, plain_in_arm
 from gradtrace.lint.analysis.method_freezes import frozen_callee
 from gradtrace.lint.analysis.grad_off_returns import returns_off
+from gradtrace.lint.analysis.graphless_returns import plain_return, text_method
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
 from gradtrace.lint.analysis.plain_classes import module_method
 from gradtrace.lint.analysis.project import foreign_callee, foreign_method, home
@@ -63,8 +64,8 @@ def loads(expr: ast.AST, cut: CutParams | None = None,
             f = n.func
             if dotted(f) in FRESH_FUNCS or dotted(f) in LEAF_CALLS or plain_grads(n):
                 continue  # a new tensor: its arguments are shapes and templates, not inputs
-            if any(k.arg in TEXT_DECODE_KWARGS for k in n.keywords):
-                continue  # `decode(ids, skip_special_tokens=True)`: text, no tensor
+            if any(k.arg in TEXT_DECODE_KWARGS for k in n.keywords) or text_method(n):
+                continue  # `decode(ids, skip_special_tokens=True)`, `"".join(...)`: text
             if cut is not None and isinstance(f, ast.Name) \
                     and (cuts := cut.get(f.id)) is not None:
                 stack.extend(a for i, a in enumerate(n.args) if i not in cuts)
@@ -149,9 +150,8 @@ Edges = tuple[list[tuple[str, str, ast.Call]], list[Binding]]  # (consumers, bin
 
 def _imported_no_input(ctx: Context, scope: Scope, callee: str, call: ast.Call,
                        line: int) -> bool:
-    """``conf = models_genesis_config()``: a bare name bound by an import (of another file)
-    and by nothing here, called with no argument at all: it builds or fetches an object; a
-    forward pass is given something to run on."""
+    """``conf = models_genesis_config()``: a bare name bound by an import (of another file) and
+    by nothing here, called with no argument: it builds or fetches an object (not a forward)."""
     imp = ctx.imports
     return not call.args and not call.keywords and "." not in callee \
         and (callee in imp.aliases or callee in imp.package) \
@@ -317,7 +317,7 @@ class Graphs:
             ctx, s.value, self.scope, b.line)  # NOTE [project index]
         ctx = home(ctx, fn)
         if not isinstance(s.targets[0], ast.Tuple):  # NOTE [no-grad helpers]
-            return dotted(s.targets[0]) == b.name and returns_off(ctx, fn) is not None
+            return dotted(s.targets[0]) == b.name and plain_return(ctx, fn)
         names = [dotted(e) for e in s.targets[0].elts]
         if b.name not in names or any(isinstance(e, ast.Starred) for e in s.targets[0].elts):
             return False

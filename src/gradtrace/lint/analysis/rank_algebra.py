@@ -182,6 +182,30 @@ def literal(a: ast.AST, legacy: bool) -> Rank | None:
     return None
 
 
+def reduction_args(call: ast.Call) -> tuple[ast.AST | None, ast.AST | None]:
+    """``(reduction, reduce)`` a loss call or loss constructor takes effect with.
+
+    # NOTE [legacy reduction]
+    torch still takes the deprecated ``size_average`` and ``reduce`` arguments, and when either
+    is given (not None) they decide the reduction and ``reduction=`` is ignored
+    (``_Reduction.legacy_get_string``, each defaulting to True): ``reduce=False`` gives
+    ``'none'``, else ``size_average=False`` gives ``'sum'``, else ``'mean'``. On torch 2.13
+    ``nn.BCEWithLogitsLoss(size_average=True, reduction='none')`` has ``reduction == 'mean'``
+    and its output is 0-dim (checked). A legacy argument that is not a constant: unknown."""
+    reduction, legacy = keyword(call, "reduction"), [
+        keyword(call, "size_average"), keyword(call, "reduce")]
+    given = [a for a in legacy if a is not None
+             and not (isinstance(a, ast.Constant) and a.value is None)]
+    if not given:
+        return reduction, None
+    if not all(isinstance(a, ast.Constant) for a in given):
+        return given[0], None  # not a constant: loss_rank cannot tell
+    size_average, reduce = (a.value if isinstance(a, ast.Constant) and a.value is not None
+                            else True for a in legacy)
+    return ast.Constant("mean" if size_average and reduce else "sum" if reduce
+                        else "none"), None
+
+
 def loss_rank(reduction: ast.AST | None, reduce: ast.AST | None, short: str,
               pred: Rank | None) -> Rank | None:
     if isinstance(reduce, ast.Constant) and reduce.value is False:

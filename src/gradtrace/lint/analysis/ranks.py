@@ -44,8 +44,8 @@ from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.rank_algebra import (  # noqa: F401 - re-exported for the rules
     ANY, CONVS, ELEMENTWISE, FACTORIES, FEATURES, KEEPS, LEGACY, LOSS_FUNCTIONS, MANY, ONE,
     REDUCTIONS, SAME_DIMS, SCALAR, SCALAR_RANK, SOFTMAX, TUPLED, Rank, agree, combine, derived,
-    layer_on, layer_rank, literal, loss_rank, reduced, shape_args, sized, softmax_of, squeezed,
-    unsqueezed,
+    layer_on, layer_rank, literal, loss_rank, reduced, reduction_args, shape_args, sized,
+    softmax_of, squeezed, unsqueezed,
 )
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, forward_of, sequential_layers
 from gradtrace.lint.analysis.reach import called_function, live_binding_before
@@ -350,7 +350,7 @@ def _torch_call(e: ast.Call, q: str, short: str, scope: Scope, ctx: Context, lin
                 d: int) -> Rank | None:
     first = e.args[0] if e.args else None
     if short in LOSS_FUNCTIONS and q.startswith("torch.nn.functional."):
-        return loss_rank(keyword(e, "reduction"), keyword(e, "reduce"), short,
+        return loss_rank(*reduction_args(e), short,
                          rank(first, scope, ctx, line, d) if first is not None else None)
     if short in REDUCTIONS and first is not None and q.count(".") == 1:
         dim = e.args[1] if len(e.args) > 1 else keyword(e, "dim")
@@ -380,7 +380,7 @@ def _module_call(cls: str, node: ast.AST | None, e: ast.Call, scope: Scope, ctx:
     short = cls.rsplit(".", 1)[-1]
     if cls.startswith("torch.nn.") and short.endswith("Loss") and isinstance(node, ast.Call):
         pred = rank(e.args[0], scope, ctx, line, d) if e.args else None
-        return loss_rank(keyword(node, "reduction"), keyword(node, "reduce"), short, pred)
+        return loss_rank(*reduction_args(node), short, pred)  # NOTE [legacy reduction]
     x = (lambda: rank(e.args[0], scope, ctx, line, d) if len(e.args) == 1 else None)
     if cls in SEQUENTIAL and isinstance(node, ast.Call):
         return _sequential(sequential_layers(node, ctx, None), ctx, x)

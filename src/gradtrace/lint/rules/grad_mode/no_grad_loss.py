@@ -16,6 +16,7 @@ from gradtrace.lint.analysis.helper_sources import grad_sources
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF
 from gradtrace.lint.analysis.helper_cuts import cut_away
+from gradtrace.lint.analysis.same_line import bound_earlier_on_line
 from gradtrace.lint.rules.graph_breaks._base import LossCutRule, related_for, short
 from gradtrace.lint.rules.graph_breaks._paths import LossPaths, Verdict
 
@@ -50,8 +51,8 @@ class _LossTraceRule(Rule):
 
 def _dead_loss(node: ast.AST, ctx: Context) -> tuple[ast.expr, Deps] | None:
     loss = backward_loss(node, ctx) if isinstance(node, ast.Call) else _returned_loss(node, ctx)
-    if loss is None or _error_expected(ctx):
-        return None
+    if loss is None or _error_expected(ctx) or bound_earlier_on_line(ctx.scope(), loss, node):
+        return None  # (the last: NOTE [bound earlier on the same line])
     deps = grad_sources(ctx, ctx.scope().node).sources(loss, node.lineno, stop_on_live=True)
     if not deps.dead or deps.live or deps.unknown or deps.explicit_grad:
         return None
@@ -66,8 +67,7 @@ def _error_expected(ctx: Context) -> bool:
     it would raise (``RuntimeError``, ``Exception``, or every error) and goes on without
     raising again: the program expects that call to fail (a tutorial showing the error,
     Atcold's autograd notebook). A handler that raises again (``if "out of memory" not in
-    str(e): raise``) lets it out, and a ``try`` around a whole loop or step that holds the
-    backward is no probe of it."""
+    str(e): raise``) lets it out; a ``try`` around a whole loop or step is no probe of it."""
     stack = ctx.stmts
     if len(stack) < 2:
         return False

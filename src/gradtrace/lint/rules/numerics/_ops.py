@@ -325,10 +325,10 @@ def _caller_trains(ctx: Context, fn: ast.AST, depth: int, direct: bool = True,
     function; through one more same-file helper only before a ``backward()`` (a helper of a
     helper of ``forward`` mostly prepares conditioning data, which carries no gradient)."""
     from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
-    from gradtrace.lint.analysis.loss_evidence import logged_value
+    from gradtrace.lint.analysis.metric_reads import unread_result
     for call, outer in _callers(ctx, fn):  # type: ignore[arg-type]
-        if outer is fn or _records_nothing(ctx, outer) or logged_value(ctx, outer, call):
-            continue  # (the last: `self.log_dict(self.metrics(...))` logs what it returns)
+        if outer is fn or _records_nothing(ctx, outer) or unread_result(ctx, outer, call):
+            continue  # (the last: logged, or NOTE [read only as numbers])
         if isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
                 direct and outer.name == "forward" and through_forward
                 and not _layer_free_untrained(ctx, outer)  # NOTE [layer-free forward]

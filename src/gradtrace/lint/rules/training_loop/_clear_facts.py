@@ -10,8 +10,8 @@ import re
 from gradtrace.lint.analysis.cuts import self_assignments
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._clearing import (
-    called_by_clearing_function, clearing_functions, only_adjusts, self_method_may_clear,
-    through_name)
+    called_by_clearing_function, clearing_functions, helper_zero_grads, only_adjusts,
+    self_method_may_clear, through_name)
 from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Named, Step, optimizer_like)
 
@@ -71,7 +71,8 @@ def may_clear_elsewhere(f: LoopFacts, loop: ast.stmt | None, s: Step) -> bool:
                 if last != "step" and last in clearing:
                     return True  # NOTE [step helper clears]
                 continue
-            if last in clearing or self_method_may_clear(f.ctx, call, s.optimizer, _keeps):
+            if last in clearing or self_method_may_clear(f.ctx, call, s.optimizer, _keeps) \
+                    or helper_zero_grads(f.ctx, call, f.node):  # NOTE [helper clears by zero_grad]
                 return True
             given = (*call.args, *(k.value for k in call.keywords))
             if last not in KEEPS_GRADS and not KEEPS_GRADS_RE.search(last) and \

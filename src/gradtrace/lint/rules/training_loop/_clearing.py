@@ -125,3 +125,29 @@ def clearing_functions(ctx: Context) -> set[str]:
                 out.add(node.name)
         return out
     return ctx.memo("gt5-clearing", ctx.tree, make)
+
+
+def helper_zero_grads(ctx: Context, call: ast.Call, where: ast.AST) -> bool:
+    """``results = self.outer_loop(domains)``: the call runs a function or method of this
+    file that calls ``zero_grad()`` (on an optimizer or a module), itself or through the
+    functions of the file it calls, three calls deep.
+
+    # NOTE [helper clears by zero_grad]
+    A MAML trainer's ``outer_loop`` runs ``inner_loop`` per task, which starts with
+    ``self.model.zero_grad()``; the episode loop then backwards the meta-loss and steps: the
+    gradients were cleared in the call before the backward, one method away. As a helper
+    whose name says it clears is trusted, so is one whose body (or a helper's) clears."""
+    seen: set[int] = set()
+    todo = [(call, where, 0)]
+    while todo:
+        c, at, depth = todo.pop()
+        fn = ctx.analysis.callee(c, at)
+        if fn is None or id(fn) in seen or depth > 3:
+            continue
+        seen.add(id(fn))
+        for n in walk(fn):
+            if isinstance(n, ast.Call):
+                if isinstance(n.func, ast.Attribute) and n.func.attr == "zero_grad":
+                    return True
+                todo.append((n, fn, depth + 1))
+    return False

@@ -15,7 +15,7 @@ from gradtrace.lint.analysis.fixed_loops import over_written_list
 from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumulator
 from gradtrace.lint.analysis.model_calls import model_calls
 from gradtrace.lint.analysis.method_freezes import graph_call
-from gradtrace.lint.analysis.objects import number_call
+from gradtrace.lint.analysis.graphless_returns import graphless_call
 from gradtrace.lint.analysis.returned_arrays import unpacked_arrays
 from gradtrace.lint.analysis.step_forwards import step_forward
 from gradtrace.lint.analysis.reach import (
@@ -321,8 +321,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # the collected values are differentiated later: graphs are needed
         if _made_per_batch(f, acc, f.loops_of(s)):
             return None  # made anew for every batch, summed over a loop that is not the data's
-        if isinstance(value, ast.Call) and number_call(f.ctx, f.node, value):
-            return None  # the call hands back a Python number: no graph is collected
+        if isinstance(value, ast.Call) and graphless_call(f.ctx, f.node, value):
+            return None  # a Python number, or no graph (NOTE [graphless by construction])
         if _numpy_result(f.ctx, value) or unpacked_arrays(f.ctx, f.scope, value, s.lineno):
             return None  # an array (NOTE [returned arrays]): no graph is collected
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown

@@ -1,0 +1,131 @@
+"""Values that hold no autograd graph whatever they are computed from, and the functions of
+the file whose every ``return`` gives back one.
+
+# NOTE [graphless by construction]
+Some results never carry a graph, whatever their inputs hold (checked on torch 2.13):
+
+* text: a method of a string literal (``"".join(chars_of(ids))``, ``"{}".format(loss)``), an
+  f-string: a Python ``str``;
+* a Python number: ``.item()``/``.tolist()``, ``float(...)``/``len(...)``, arithmetic of those;
+* a comparison (``out > 0.5``, ``pred.eq(y)``'s operator form): a bool tensor, whose
+  ``requires_grad`` is False and which has no ``grad_fn``, even for an input that requires grad;
+* a tensor method or ``torch.*`` function whose receiver and arguments are all such values
+  (``(oss & tss).sum(axis=[1, 2])``, ``((inter + s) / (union + s)).mean()``): an operation
+  on tensors that do not require grad records nothing (``requires_grad_`` aside);
+* a dict, list or tuple of such values, a subscript of one.
+
+A function of the file whose every ``return`` (at least one with a value) is such a value, a
+name followed to every value the function binds it to (never a parameter, a loop or ``with``
+target), hands back no graph: an IoU computed from thresholded masks, a metrics dict of
+``.item()`` numbers. GT505 (and the graph facts of GT505-GT509) read its calls as graphless.
+"""
+from __future__ import annotations
+
+import ast
+
+from gradtrace.lint.analysis.cuts import NON_VALUE_ATTRS, NUMBER_FUNCS
+from gradtrace.lint.analysis.modules import DEFS
+from gradtrace.lint.context import Context
+from gradtrace.lint.nodes import bfs_walk
+
+NUMBER_METHODS = frozenset({"item", "tolist", "numel", "dim", "ndimension", "nelement",
+                            "size"})
+CONTAINERS = (ast.List, ast.Tuple, ast.Set)
+
+
+def text_method(call: ast.Call) -> bool:
+    """``"".join(...)``, ``"{:.3f}".format(x)``: a method of a string literal gives text."""
+    f = call.func
+    return isinstance(f, ast.Attribute) and (isinstance(f.value, ast.JoinedStr) or isinstance(
+        f.value, ast.Constant) and isinstance(f.value.value, str))
+
+
+def returns_graphless(ctx: Context, fn: ast.AST | None) -> bool:
+    """Every ``return`` of the function ``fn`` of the file gives back a value that holds no
+    graph (NOTE [graphless by construction])."""
+    if not isinstance(fn, DEFS):
+        return False
+    return ctx.memo("graphless-returns", fn, lambda: _returns_graphless(ctx, fn))
+
+
+def plain_return(ctx: Context, fn: ast.AST | None) -> bool:
+    """What ``fn`` returns is made with grad off (NOTE [no-grad helpers]) or holds no graph
+    by construction (NOTE [graphless by construction])."""
+    from gradtrace.lint.analysis.grad_off_returns import returns_off
+    return returns_off(ctx, fn) is not None or returns_graphless(ctx, fn)
+
+
+def graphless_call(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
+    """``call`` gives back a value without a graph: a Python number by
+    :func:`.objects.number_call`, or a function of the file every ``return`` of which is
+    graphless (NOTE [graphless by construction])."""
+    from gradtrace.lint.analysis.objects import number_call
+    if number_call(ctx, where, call):
+        return True
+    return returns_graphless(ctx, ctx.analysis.callee(call, where))
+
+
+def _returns_graphless(ctx: Context, fn: ast.AST) -> bool:
+    rets = [r for r in bfs_walk(fn) if isinstance(r, ast.Return)]
+    if not any(r.value is not None for r in rets):
+        return False
+    scope = ctx.scope(fn)
+    params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}  # type: ignore
+    seen: set[str] = set()
+
+    def name_ok(name: str) -> bool:
+        if name in params:
+            return False
+        if name in seen:
+            return True  # a cycle (``x = x.sum()``): decided by its other values
+        seen.add(name)
+        bs = scope.bindings.get(name, ())
+        return bool(bs) and all(b.value is not None and isinstance(
+            b.stmt, (ast.Assign, ast.AnnAssign)) and ok(b.value) for b in bs)
+
+    def ok(e: ast.AST | None) -> bool:
+        if e is None or isinstance(e, (ast.Constant, ast.JoinedStr, ast.Compare)):
+            return True
+        if isinstance(e, ast.Name):
+            return name_ok(e.id)
+        if isinstance(e, ast.BinOp):
+            return ok(e.left) and ok(e.right)
+        if isinstance(e, ast.UnaryOp):
+            return ok(e.operand)
+        if isinstance(e, ast.BoolOp):
+            return all(ok(v) for v in e.values)
+        if isinstance(e, ast.IfExp):
+            return ok(e.body) and ok(e.orelse)
+        if isinstance(e, CONTAINERS):
+            return all(ok(v) for v in e.elts)
+        if isinstance(e, ast.Dict):
+            return all(ok(v) for v in e.values)
+        if isinstance(e, ast.Subscript):
+            return ok(e.value)
+        if isinstance(e, ast.Attribute):
+            return e.attr in NON_VALUE_ATTRS and e.attr != "grad"
+        if isinstance(e, ast.Call):
+            return _call_ok(ctx, e, ok)
+        return False
+
+    return all(ok(r.value) for r in rets)
+
+
+def _call_ok(ctx: Context, e: ast.Call, ok: object) -> bool:
+    f = e.func
+    if text_method(e):
+        return True
+    args = [*e.args, *(k.value for k in e.keywords)]
+    if any(isinstance(a, ast.Starred) for a in e.args):
+        return False
+    if isinstance(f, ast.Attribute):
+        if f.attr in NUMBER_METHODS:
+            return True
+        return f.attr != "requires_grad_" and ok(f.value) and all(  # type: ignore[operator]
+            ok(a) for a in args)  # type: ignore[operator]
+    q = ctx.qualified_name(f) or ""
+    if q in NUMBER_FUNCS and q != "abs":
+        return True
+    return q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.autograd.")) \
+        and not any(k.arg == "requires_grad" for k in e.keywords) \
+        and all(ok(a) for a in args)  # type: ignore[operator]
