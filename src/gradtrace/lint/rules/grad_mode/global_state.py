@@ -8,6 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.called_backwards import backward_through_calls, called_function
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.nodes import bfs_walk
 
@@ -176,7 +177,9 @@ def _sink_after(owner: ast.AST, line: int, ctx: Context, follow: bool = True) ->
         if backward_loss(c, ctx) is not None:
             return c
         if follow:
-            inner = _local_training_sink(c, ctx)
+            inner = _local_training_sink(c, ctx) or backward_through_calls(
+                ctx, c, owner if isinstance(owner, FUNCTION_TYPES) else ctx.tree,
+                lambda b: backward_loss(b, ctx) is not None)
             if inner is not None:
                 return inner
     return None
@@ -233,7 +236,9 @@ def _sink_in_callers(fn: ast.AST, ctx: Context, switch: tuple[str, int] | None =
     for other in bfs_walk(ctx.tree):
         if not isinstance(other, FUNCTION_TYPES) or other is fn:
             continue
-        calls = [c for c in _calls(other) if dotted(c.func) in (name, "self." + name)]
+        calls = [c for c in _calls(other) if dotted(c.func) in (name, "self." + name) or (
+            isinstance(c.func, ast.Attribute) and c.func.attr == name
+            and called_function(ctx, other, c) is fn)]  # NOTE [backward through calls]
         if any(_switched_on(c, switch) for c in calls):
             continue  # the caller switches grad back on, as a setter would (`_restored`)
         for c in calls:
