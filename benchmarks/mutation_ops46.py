@@ -12,6 +12,10 @@ and put the cut there: what recall45's and recall46's facts read (a helper one c
                                    to its class (``self.<x>`` called directly), the step calls
                                    ``self.forward_once(...)``              GT107|GT105|GT109
     M27 method under no_grad       M26's method decorated ``@torch.no_grad()``  GT201|GT202
+    M28 grad left off by a helper  ``def settle(): torch.set_grad_enabled(False)`` at module
+                                   level, called first in the step (M7 one call away) GT203
+    M29 grad left off by an object ``class Settler:`` whose ``apply`` leaves grad off, called
+                                   first in the step as ``Settler().apply()``        GT203
 
 Each yields ``(kind, expected codes "A|B", function, source, lines)`` as ``mutation_ops29``.
 """
@@ -53,7 +57,7 @@ def _first_line(node):
 
 
 def away_ops(src, lines, pm, tree, f, out_assign):
-    """M24-M27 on the step ``f`` whose loss reads ``out_assign`` (one line, ``x = call``)."""
+    """M24-M29 on the step ``f`` whose loss reads ``out_assign`` (one line, ``x = call``)."""
     if out_assign is None or "import torch" not in src:
         return
     call = out_assign.value
@@ -119,3 +123,29 @@ def away_ops(src, lines, pm, tree, f, out_assign):
             text = f"self.{name}({', '.join(pass_net + outer_args)})"
             s, ls = rewrite(at, block, text, len(block))
             yield kind, want, f.name, s, ls
+
+
+def leak_ops(src, lines, tree, f):
+    """M28 / M29: ``torch.set_grad_enabled(False)`` left on by a helper the step calls first."""
+    if "import torch" not in src or not f.body:
+        return
+    first = f.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+        first = f.body[1] if len(f.body) > 1 else None
+    top = _top_statement(tree, f)
+    if first is None or top is None:
+        return
+    at, ind = _first_line(top), _ind(lines[first.lineno - 1])
+    fname, cname = _free_name(src, "settle"), _free_name(src, "Settler")
+    for kind, block, call in (
+        ("M28-grad-off-in-helper", [f"def {fname}():", "    torch.set_grad_enabled(False)"],
+         f"{fname}()"),
+        ("M29-grad-off-in-object", [f"class {cname}:", "    def apply(self):",
+                                    "        torch.set_grad_enabled(False)"],
+         f"{cname}().apply()"),
+    ):
+        L = lines[:]
+        L.insert(first.lineno - 1, ind + call)
+        block = block + ["", ""]
+        L[at - 1:at - 1] = block
+        yield kind, "GT203", f.name, "\n".join(L), {first.lineno + len(block)}

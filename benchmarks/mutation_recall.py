@@ -21,7 +21,7 @@ and M13-M23 (session 29: the loss rebuilt from a number, ``.item()`` on a loss t
 by a plain attribute, step and backward swapped, ``@torch.no_grad()`` on the step, the forward
 in ``inference_mode``, ``zero_grad()`` commented out, a manual update that rebinds), described
 in ``mutation_ops29.py``, and M24-M27 (session 46: the cut moved one call away, into a helper
-function or a method of the step's class) in ``mutation_ops46.py``. ``--ops M13,M16`` runs only
+function or a method of the step's class, and M7's grad switch moved into a helper) in ``mutation_ops46.py``. ``--ops M13,M16`` runs only
 the named operators.
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
@@ -41,7 +41,7 @@ import sys
 
 from gradtrace.lint import check_source
 from mutation_ops29 import manual_update, model_wiring, step_ops
-from mutation_ops46 import away_ops
+from mutation_ops46 import away_ops, leak_ops
 
 
 def files(roots):
@@ -331,6 +331,7 @@ def mutate(src):
                 ind = indent_of(L[first.lineno - 1])
                 L.insert(first.lineno - 1, ind + "torch.set_grad_enabled(False)")
                 yield "M7-grad-disabled", "GT203", f.name, "\n".join(L), {first.lineno}
+            yield from leak_ops(src, lines, tree, f)
 
 
 def codes(src, path):
