@@ -92,3 +92,108 @@ def test_lookalike_no_training_reached():
     src = STAGES.replace("        loss.backward()\n", "").format(
         deco="", first=_LEAK, second=_TRAIN)
     assert _found(src, "GT203") == []
+
+
+# NOTE [marked by the caller]: a caller marks a tensor of the object it hands in as requiring
+# grad; the callee converts that tensor with NumPy
+MARKED = '''
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Frame:
+    coords: torch.Tensor
+    box: torch.Tensor
+
+
+class Scorer(torch.nn.Module):
+    def forward(self, frame):
+        pts = frame.coords.cpu().{conv}
+        return torch.tensor(float(np.abs(pts).sum()))
+
+
+def relax(frame, scorer, steps=3):
+    {before}
+    out = scorer(frame)
+    {after}
+    return out
+
+
+def main():
+    frame = Frame(torch.randn(5, 3), torch.eye(3))
+    scorer = Scorer()
+    print(relax(frame, scorer))
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _marked(conv="numpy()", before="frame.coords.requires_grad_(True)", after="pass"):
+    return _found(MARKED.format(conv=conv, before=before, after=after), "GT116")
+
+
+def test_caller_marks_attribute_of_passed_object():
+    assert _marked() == [16]
+    assert _marked(before="frame.coords.requires_grad = True") == [16]
+
+
+def test_lookalike_marked_object_detached_before_numpy():
+    assert _marked(conv="detach().numpy()") == []
+
+
+def test_lookalike_mark_after_the_call():
+    assert _marked(before="pass", after="frame.coords.requires_grad_(True)") == []
+
+
+def test_lookalike_other_attribute_marked():
+    assert _marked(before="frame.box.requires_grad_(True)") == []
+
+
+def test_lookalike_mark_only_on_one_arm():
+    assert _marked(before="if steps > 5:\n        frame.coords.requires_grad_(True)") == []
+
+
+def test_lookalike_object_rebuilt_after_the_mark():
+    assert _marked(before="frame.coords.requires_grad_(True)\n"
+                          "    frame = Frame(torch.randn(5, 3), torch.eye(3))") == []
+
+
+PLAIN = '''
+import numpy as np
+import torch
+
+
+def summarize(t):
+    return np.asarray(t.cpu()).mean()
+
+
+def probe(net, x):
+    {mark}
+    print(summarize(x))
+    y = net(x)
+    y.sum().backward()
+    {local}
+
+
+probe(torch.nn.Linear(3, 1), torch.randn(4, 3))
+'''
+
+
+def test_caller_marks_tensor_it_passes():
+    src = PLAIN.format(mark="x.requires_grad_()", local="pass")
+    assert _found(src, "GT116") == [7]
+
+
+def test_marked_tensor_read_in_the_same_function():
+    src = PLAIN.format(mark="x.requires_grad_()", local="print(x.numpy())")
+    assert _found(src, "GT116") == [7, 15]
+
+
+def test_lookalike_unmarked_tensor():
+    src = PLAIN.format(mark="pass", local="print(x.numpy())")
+    assert _found(src, "GT116") == []
