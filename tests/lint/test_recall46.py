@@ -197,3 +197,53 @@ def test_marked_tensor_read_in_the_same_function():
 def test_lookalike_unmarked_tensor():
     src = PLAIN.format(mark="pass", local="print(x.numpy())")
     assert _found(src, "GT116") == []
+
+
+SCRIPT = '''
+import torch
+import torch.nn as nn
+
+
+class Scaler:
+    def apply(self, batch):
+        torch.set_grad_enabled(False)
+        return batch / batch.abs().max()
+
+
+class Trainer:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+
+    def step(self, batch, target):
+        self.opt.zero_grad()
+        loss = (self.net(batch) - target).pow(2).mean()
+        loss.backward()
+        self.opt.step()
+
+
+net = nn.Linear(4, 1)
+trainer = Trainer(net)
+batch, target = torch.randn(8, 4), torch.randn(8, 1)
+for epoch in range(3):
+    {first}
+    {second}
+'''
+
+
+def test_script_leak_reaches_a_held_trainer():
+    src = SCRIPT.format(first="batch = Scaler().apply(batch)",
+                        second="trainer.step(batch, target)")
+    assert _found(src, "GT203") == [8]
+
+
+def test_script_leak_after_the_step_in_a_loop():
+    src = SCRIPT.format(first="trainer.step(batch, target)",
+                        second="batch = Scaler().apply(batch)")
+    assert _found(src, "GT203") == [8]
+
+
+def test_lookalike_script_turns_grad_back_on():
+    src = SCRIPT.format(first="batch = Scaler().apply(batch)",
+                        second="torch.set_grad_enabled(True)\n    trainer.step(batch, target)")
+    assert _found(src, "GT203") == []

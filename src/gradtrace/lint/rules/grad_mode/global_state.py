@@ -246,7 +246,7 @@ def _sink_in_callers(fn: ast.AST, ctx: Context, switch: tuple[str, int] | None =
                 sink = _sink_after(other, c.lineno, ctx) or _sink_in_loop_before(other, c, ctx)
                 if sink is not None:
                     return sink
-    return _sink_in_script(name, ctx) or _sink_after_model_run(fn, ctx)
+    return _sink_in_script(name, ctx, fn) or _sink_after_model_run(fn, ctx)
 
 
 def _sink_after_model_run(fn: ast.AST, ctx: Context) -> ast.Call | None:
@@ -273,12 +273,15 @@ def _sink_after_model_run(fn: ast.AST, ctx: Context) -> ast.Call | None:
     return _sink_after(ast.Module(body=top, type_ignores=[]), run.lineno, ctx)
 
 
-def _sink_in_script(name: str, ctx: Context) -> ast.Call | None:
-    """A backward call at module level (a script) after a module-level call of ``name``,
-    with nothing at module level turning grad back on."""
+def _sink_in_script(name: str, ctx: Context, fn: ast.AST | None = None) -> ast.Call | None:
+    """A backward call at module level (a script) after a module-level call of ``name``
+    (or of the method ``fn`` on an instance, NOTE [backward through calls]), with nothing at
+    module level turning grad back on."""
     top = [s for s in ctx.tree.body if not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))]
     calls = [c for s in top for c in _calls(s)]
-    first = next((c for c in calls if dotted(c.func) == name), None)
+    first = next((c for c in calls if dotted(c.func) == name or (
+        fn is not None and isinstance(c.func, ast.Attribute) and c.func.attr == name
+        and called_function(ctx, ctx.tree, c) is fn)), None)
     if first is None or any(_restored(s, 0, ctx) for s in top):
         return None
     holder = ast.Module(body=top, type_ignores=[])
@@ -292,7 +295,10 @@ def _sink_in_loop_before(fn: ast.AST, call: ast.Call, ctx: Context) -> ast.Call 
                 loop.lineno <= call.lineno <= (loop.end_lineno or 0):
             for c in _calls(loop):
                 if c.lineno < call.lineno:
-                    sink = c if backward_loss(c, ctx) is not None else _local_training_sink(c, ctx)
+                    sink = c if backward_loss(c, ctx) is not None else \
+                        _local_training_sink(c, ctx) or backward_through_calls(
+                            ctx, c, fn if isinstance(fn, FUNCTION_TYPES) else ctx.tree,
+                            lambda b: backward_loss(b, ctx) is not None)
                     if sink is not None:
                         return sink
     return None
