@@ -247,3 +247,85 @@ def test_lookalike_script_turns_grad_back_on():
     src = SCRIPT.format(first="batch = Scaler().apply(batch)",
                         second="torch.set_grad_enabled(True)\n    trainer.step(batch, target)")
     assert _found(src, "GT203") == []
+
+
+# NOTE [parameters added through calls]: a helper run after the DDP wrap gives the wrapped
+# model new parameters, through a method of its submodules
+LATE = '''
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+class Side(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+        self.gain = None
+
+    def grow(self):
+        {grow}
+
+    def forward(self, x):
+        return x if self.gain is None else x * self.gain
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.side = Side(4)
+
+    def widen(self):
+        self.extra = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.side(self.fc(x))
+
+
+def attach(module):
+    for m in module.modules():
+        if isinstance(m, Side):
+            m.grow()
+
+
+def main():
+    net = Net()
+    {before}
+    model = DistributedDataParallel(net)
+    {after}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+'''
+
+_GROW = "self.gain = nn.Parameter(torch.ones(self.dim))"
+
+
+def _late(grow=_GROW, before="pass", after="attach(model.module)"):
+    return _found(LATE.format(grow=grow, before=before, after=after), "GT614")
+
+
+def test_helper_adds_parameter_after_wrap():
+    assert _late() == [43]
+
+
+def test_method_of_wrapped_module_adds_layer_after_wrap():
+    assert _late(after="model.module.widen()") == [43]
+    assert _late(after="net.widen()") == [43]
+
+
+def test_lookalike_helper_runs_before_wrap():
+    assert _late(before="attach(net)", after="pass") == []
+
+
+def test_lookalike_helper_adds_a_plain_tensor():
+    assert _late(grow="self.gain = torch.ones(self.dim)") == []
+
+
+def test_lookalike_helper_copies_into_existing():
+    assert _late(grow="self.fc_scale = 2.0") == []
+
+
+def test_lookalike_other_model_grown():
+    assert _late(after="Net().widen()") == []
