@@ -30,9 +30,9 @@ def added_parameter(ctx: Context, where: ast.AST, call: ast.Call,
                     is_new: Callable[[ast.expr], bool], depth: int = MAX_DEPTH,
                     seen: set[int] | None = None, runs: ast.AST | None = None
                     ) -> ast.Assign | None:
-    """The assignment of a new parameter (or layer: ``is_new``) that ``call`` runs (NOTE
-    [parameters added through calls]; ``runs``: the function it runs, when the caller knows
-    it); None when none is seen."""
+    """The assignment of a new parameter (or layer: ``is_new``) that ``call`` runs
+    (NOTE [parameters added through calls]; ``runs``: the function it runs, when the caller
+    knows it); None when none is seen."""
     seen = set() if seen is None else seen
     fn = runs or called_function(ctx, where, call) or _narrowed_method(ctx, where, call)
     if not isinstance(fn, FUNCTION_TYPES) or id(fn) in seen or depth <= 0:

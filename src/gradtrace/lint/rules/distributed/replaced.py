@@ -53,8 +53,8 @@ class ParameterReplacedAfterDdpWrap(Rule):
     the wrapped model after the wrap in the same function; `setattr(...)` and
     `load_state_dict` (which copies into the existing parameters) are not assignments here.
     A call made after the wrap on the wrapped model (or handing it in) that assigns one
-    through the functions and methods of the file counts too (NOTE [parameters added
-    through calls]).
+    through the functions and methods of the file counts too
+    (NOTE [parameters added through calls]).
     """
 
     code = "GT614"

@@ -46,7 +46,9 @@ class SetGradEnabledNeverRestored(Rule):
     is undone later (`torch.set_grad_enabled(True)`, `set_grad_enabled(prev)`), are fine.
     Known limits: the training must be visible in the same file (a `backward()` after the call,
     in a caller, anywhere in the file for a module-level call, or in the script after it runs a
-    model whose `forward` makes the call, directly or through a method on `self`).
+    model whose `forward` makes the call, directly or through a method on `self`); callers and
+    backward calls are followed through the functions and the methods of the file's classes,
+    three calls deep (NOTE [backward through calls]).
     """
 
     code = "GT203"

@@ -44,7 +44,9 @@ class NumpyOfTensorRequiringGrad(Rule):
     a)` after training `a`). Read `t.detach().cpu().numpy()`. The value is followed through
     its bindings (NOTE [values that require grad]): in the same function, or from the callers
     of the function whose parameter reaches NumPy, two calls up (a classmethod called through
-    its class counts; a module class's `forward` is called by its instances' calls).
+    its class counts; a module class's `forward` is called by its instances' calls), and a
+    tensor marked with `requires_grad_()` earlier in the function, or by a caller before it
+    hands the tensor (or an object holding it) in (NOTE [marked by the caller]).
     Known limits: a file that freezes anything, a value unpacked from a tuple, a loop target
     and a helper's result are not followed; a function is read as run with grad enabled only
     when every call of it the file makes is, up to the module's own code (a file that only
