@@ -329,3 +329,75 @@ def test_lookalike_helper_copies_into_existing():
 
 def test_lookalike_other_model_grown():
     assert _late(after="Net().widen()") == []
+
+
+# NOTE [frozen through calls]: part of the wrapped model frozen after the DDP wrap by a
+# helper or a method handed the wrapped model
+FROZEN = '''
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Linear(4, 4)
+        self.top = nn.Linear(4, 2)
+
+    def settle(self):
+        for p in self.trunk.parameters():
+            p.requires_grad = False
+
+    def forward(self, x):
+        return self.top(self.trunk(x))
+
+
+def pin(m):
+    m.trunk.requires_grad_(False)
+
+
+def pin_all(m):
+    for p in m.parameters():
+        p.requires_grad = False
+
+
+def main():
+    net = Net()
+    {before}
+    model = DistributedDataParallel(net{kw})
+    {after}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+'''
+
+
+def _frozen(before="pass", after="pin(model.module)", kw=""):
+    return _found(FROZEN.format(before=before, after=after, kw=kw), "GT452")
+
+
+def test_helper_freezes_part_of_wrapped_model_after_wrap():
+    assert _frozen() == [34]
+    assert _frozen(after="pin(net)") == [34]
+
+
+def test_method_freezes_part_of_wrapped_model_after_wrap():
+    assert _frozen(after="model.module.settle()") == [34]
+
+
+def test_lookalike_freeze_before_wrap():
+    assert _frozen(before="pin(net)", after="pass") == []
+    assert _frozen(before="net.settle()", after="pass") == []
+
+
+def test_lookalike_find_unused_parameters():
+    assert _frozen(kw=", find_unused_parameters=True") == []
+
+
+def test_lookalike_whole_model_frozen():
+    assert _frozen(after="pin_all(model.module)") == []
+
+
+def test_lookalike_other_model_frozen():
+    assert _frozen(after="pin(Net())") == []

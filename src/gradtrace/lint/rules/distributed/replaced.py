@@ -9,9 +9,8 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.distributed._ddp import (
-    TRIGGERS, Wrap, holds_wrapper, wrapped_class, wraps,
-)
+from gradtrace.lint.rules.distributed._ddp import TRIGGERS, Wrap, holds_wrapper, wraps
+from gradtrace.lint.rules.distributed._frozen_calls import callee_after_wrap, hands_wrapped
 from gradtrace.lint.rules.distributed.reducer import REDUCTION_ERROR
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.analysis.param_adders import added_parameter
@@ -122,14 +121,11 @@ class ParameterReplacedAfterDdpWrap(Rule):
             return
         fn = ctx.function or ctx.tree
         w = next((w for w in wraps(ctx) if w.owner is fn and w.line < node.lineno
-                  and _hands_wrapped(node, w, ctx)), None)
+                  and hands_wrapped(node, w, fn, ctx)), None)
         if w is None:
             return
-        func = node.func
-        cls = wrapped_class(w, ctx) if isinstance(func, ast.Attribute) and w.target and \
-            dotted(func.value) == w.target + ".module" else None  # `ddp.module.widen()`
         assign = added_parameter(ctx, fn, node, lambda v: _new_parameters(v, ctx) is not None,
-                                 runs=cls.method(func.attr) if cls is not None else None)
+                                 runs=callee_after_wrap(node, w, fn, ctx))
         if assign is None:
             return
         what = _new_parameters(assign.value, ctx) or PARAM
@@ -148,26 +144,6 @@ class ParameterReplacedAfterDdpWrap(Rule):
 CALL_MESSAGE = ("`{call}` gives the model a new {what} (`{target}`, line {at}) after it was "
                 "wrapped in DistributedDataParallel (line {line}): DDP hooked the parameters "
                 "it found then, so {effect}; {remedy}")
-
-
-def _hands_wrapped(call: ast.Call, w: Wrap, ctx: Context) -> bool:
-    """``call`` is made on the model ``w`` wraps or hands it in: ``<wrapper>.module[...]``, or
-    the wrapped name, not rebound since the wrap."""
-    names = [f"{w.target}.module"] if w.target else []
-    inner = dotted(w.call.args[0]) if w.call.args else None
-    if inner is not None and inner != w.target:
-        b = ctx.scope().binding_before(inner.partition(".")[0], call.lineno)
-        if b is None or b.line <= w.line:
-            names.append(inner)
-    f = call.func
-    given = [*call.args, *(k.value for k in call.keywords)]
-    if isinstance(f, ast.Attribute):
-        given.append(f.value)
-    for e in given:
-        d = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
-        if d is not None and any(d == n or d.startswith(n + ".") for n in names):
-            return True
-    return False
 
 
 def _new_parameters(v: ast.expr, ctx: Context) -> str | None:
