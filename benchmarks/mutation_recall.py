@@ -20,7 +20,9 @@ and M13-M23 (session 29: the loss rebuilt from a number, ``.item()`` on a loss t
 ``.data`` on the model output, the model re-created after its optimizer, a child "frozen"
 by a plain attribute, step and backward swapped, ``@torch.no_grad()`` on the step, the forward
 in ``inference_mode``, ``zero_grad()`` commented out, a manual update that rebinds), described
-in ``mutation_ops29.py``. ``--ops M13,M16`` runs only the named operators.
+in ``mutation_ops29.py``, and M24-M27 (session 46: the cut moved one call away, into a helper
+function or a method of the step's class, and M7's grad switch moved into a helper) in ``mutation_ops46.py``. ``--ops M13,M16`` runs only
+the named operators.
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
 not decidable statically); ``--misses FILE`` writes them for reading.
@@ -39,6 +41,7 @@ import sys
 
 from gradtrace.lint import check_source
 from mutation_ops29 import manual_update, model_wiring, step_ops
+from mutation_ops46 import away_ops, leak_ops
 
 
 def files(roots):
@@ -265,6 +268,7 @@ def mutate(src):
                                 o = max(outs, key=lambda n: n.lineno)
                                 break
         yield from step_ops(src, lines, pm, f, inner, b, s0, zg, a, o)
+        yield from away_ops(src, lines, pm, tree, f, o)
         if isinstance(tgt, ast.Name):
             assigns = name_assigns(f, inner, tgt.id, b.lineno)
             if assigns:
@@ -327,6 +331,7 @@ def mutate(src):
                 ind = indent_of(L[first.lineno - 1])
                 L.insert(first.lineno - 1, ind + "torch.set_grad_enabled(False)")
                 yield "M7-grad-disabled", "GT203", f.name, "\n".join(L), {first.lineno}
+            yield from leak_ops(src, lines, tree, f)
 
 
 def codes(src, path):

@@ -11,6 +11,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.distributed._frozen_calls import flag_statement, frozen_by_calls
 from gradtrace.lint.rules.distributed._selected import called_per_entry, selected_entries
 from gradtrace.lint.rules.distributed._ddp import (
     TRIGGERS, Wrap, holds_wrapper, wrapped_by_earlier_call, wrapped_class, wraps,
@@ -328,8 +329,9 @@ class FrozenAfterDdpWrap(Rule):
     Freezing every parameter of the wrapped model (a teacher that is never trained) is fine:
     no backward reaches the reducer.
     Known limits: the freeze must reach the wrapper through a name bound to
-    `DistributedDataParallel(...)` in the same function, or through a parameter of a helper
-    that the file calls with such a name.
+    `DistributedDataParallel(...)` in the same function, through a parameter of a helper
+    that the file calls with such a name, or be made by a function or method of the file
+    called after the wrap on the wrapped model (NOTE [frozen through calls]).
     """
 
     code = "GT452"
@@ -385,10 +387,14 @@ class FrozenAfterDdpWrap(Rule):
                 w = wrapped_by_earlier_call(root, node, flag.stmt.lineno, ctx)
             if w is None or w.finds_unused or _whole_model(flag, root, node, ctx):
                 continue
-            at = _flag_statement(flag.stmt)
+            at = flag_statement(flag.stmt)
             yield self.report(at, ctx, related=(Related(
                 ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
                 root=flag.root, line=w.line)
+        for call, w, root in frozen_by_calls(node, ctx):  # NOTE [frozen through calls]
+            yield self.report(call, ctx, related=(Related(
+                ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
+                root=root, line=w.line)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
@@ -422,21 +428,3 @@ def _from_root(name: str, root: str, fn: ast.AST, depth: int = 0) -> bool:
                         and _from_root(x.id, root, fn, depth + 1):
                     return True
     return False
-
-
-def _flag_statement(s: ast.stmt) -> ast.stmt:
-    """The statement that sets the flag: the assignment inside a freezing loop."""
-    if isinstance(s, (ast.For, ast.AsyncFor)):
-        for n in walk(s):
-            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute)
-                                                 and t.attr == "requires_grad"
-                                                 for t in n.targets):
-                return n
-            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) \
-                    and isinstance(n.value.func, ast.Attribute) \
-                    and n.value.func.attr == "requires_grad_":
-                return n
-    return s
-
-
-

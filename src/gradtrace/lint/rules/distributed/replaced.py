@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -9,8 +10,10 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._ddp import TRIGGERS, Wrap, holds_wrapper, wraps
+from gradtrace.lint.rules.distributed._frozen_calls import callee_after_wrap, hands_wrapped
 from gradtrace.lint.rules.distributed.reducer import REDUCTION_ERROR
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
+from gradtrace.lint.analysis.param_adders import added_parameter
 from gradtrace.lint.rules.registration._modules import owns_params
 
 
@@ -48,6 +51,9 @@ class ParameterReplacedAfterDdpWrap(Rule):
     with one, or the `self.<attr>` a method of the class binds to it), or through the name of
     the wrapped model after the wrap in the same function; `setattr(...)` and
     `load_state_dict` (which copies into the existing parameters) are not assignments here.
+    A call made after the wrap on the wrapped model (or handing it in) that assigns one
+    through the functions and methods of the file counts too
+    (NOTE [parameters added through calls]).
     """
 
     code = "GT614"
@@ -107,6 +113,37 @@ class ParameterReplacedAfterDdpWrap(Rule):
             ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
             target=target, what=what, line=w.line, effect=EFFECTS[PARAM if w.finds_unused else what],
             remedy=FIXES[what])
+
+
+    def visit_Expr(self, stmt: ast.Expr, ctx: Context) -> Iterator[Finding]:
+        node = stmt.value
+        if not isinstance(node, ast.Call) or not wraps(ctx):
+            return
+        fn = ctx.function or ctx.tree
+        w = next((w for w in wraps(ctx) if w.owner is fn and w.line < node.lineno
+                  and hands_wrapped(node, w, fn, ctx)), None)
+        if w is None:
+            return
+        assign = added_parameter(ctx, fn, node, lambda v: _new_parameters(v, ctx) is not None,
+                                 runs=callee_after_wrap(node, w, fn, ctx))
+        if assign is None:
+            return
+        what = _new_parameters(assign.value, ctx) or PARAM
+        target = dotted(assign.targets[0]) or ""
+        f = self.report(node, ctx, related=(
+            Related(ctx.path, assign.lineno, "the new one is assigned here",
+                    ctx.column(assign)),
+            Related(ctx.path, w.line, "the model is wrapped here", ctx.column(w.call))),
+            target=target, what=what, line=w.line,
+            effect=EFFECTS[PARAM if w.finds_unused else what], remedy=FIXES[what])
+        yield replace(f, message=CALL_MESSAGE.format(
+            call=ctx.source(node), target=target, at=assign.lineno, what=what, line=w.line,
+            effect=EFFECTS[PARAM if w.finds_unused else what], remedy=FIXES[what]))
+
+
+CALL_MESSAGE = ("`{call}` gives the model a new {what} (`{target}`, line {at}) after it was "
+                "wrapped in DistributedDataParallel (line {line}): DDP hooked the parameters "
+                "it found then, so {effect}; {remedy}")
 
 
 def _new_parameters(v: ast.expr, ctx: Context) -> str | None:

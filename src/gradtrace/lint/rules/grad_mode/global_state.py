@@ -8,6 +8,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.analysis.called_backwards import backward_through_calls, called_function
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.nodes import bfs_walk
 
@@ -45,7 +46,9 @@ class SetGradEnabledNeverRestored(Rule):
     is undone later (`torch.set_grad_enabled(True)`, `set_grad_enabled(prev)`), are fine.
     Known limits: the training must be visible in the same file (a `backward()` after the call,
     in a caller, anywhere in the file for a module-level call, or in the script after it runs a
-    model whose `forward` makes the call, directly or through a method on `self`).
+    model whose `forward` makes the call, directly or through a method on `self`); callers and
+    backward calls are followed through the functions and the methods of the file's classes,
+    three calls deep (NOTE [backward through calls]).
     """
 
     code = "GT203"
@@ -176,7 +179,9 @@ def _sink_after(owner: ast.AST, line: int, ctx: Context, follow: bool = True) ->
         if backward_loss(c, ctx) is not None:
             return c
         if follow:
-            inner = _local_training_sink(c, ctx)
+            inner = _local_training_sink(c, ctx) or backward_through_calls(
+                ctx, c, owner if isinstance(owner, FUNCTION_TYPES) else ctx.tree,
+                lambda b: backward_loss(b, ctx) is not None)
             if inner is not None:
                 return inner
     return None
@@ -233,7 +238,9 @@ def _sink_in_callers(fn: ast.AST, ctx: Context, switch: tuple[str, int] | None =
     for other in bfs_walk(ctx.tree):
         if not isinstance(other, FUNCTION_TYPES) or other is fn:
             continue
-        calls = [c for c in _calls(other) if dotted(c.func) in (name, "self." + name)]
+        calls = [c for c in _calls(other) if dotted(c.func) in (name, "self." + name) or (
+            isinstance(c.func, ast.Attribute) and c.func.attr == name
+            and called_function(ctx, other, c) is fn)]  # NOTE [backward through calls]
         if any(_switched_on(c, switch) for c in calls):
             continue  # the caller switches grad back on, as a setter would (`_restored`)
         for c in calls:
@@ -241,7 +248,7 @@ def _sink_in_callers(fn: ast.AST, ctx: Context, switch: tuple[str, int] | None =
                 sink = _sink_after(other, c.lineno, ctx) or _sink_in_loop_before(other, c, ctx)
                 if sink is not None:
                     return sink
-    return _sink_in_script(name, ctx) or _sink_after_model_run(fn, ctx)
+    return _sink_in_script(name, ctx, fn) or _sink_after_model_run(fn, ctx)
 
 
 def _sink_after_model_run(fn: ast.AST, ctx: Context) -> ast.Call | None:
@@ -268,12 +275,15 @@ def _sink_after_model_run(fn: ast.AST, ctx: Context) -> ast.Call | None:
     return _sink_after(ast.Module(body=top, type_ignores=[]), run.lineno, ctx)
 
 
-def _sink_in_script(name: str, ctx: Context) -> ast.Call | None:
-    """A backward call at module level (a script) after a module-level call of ``name``,
-    with nothing at module level turning grad back on."""
+def _sink_in_script(name: str, ctx: Context, fn: ast.AST | None = None) -> ast.Call | None:
+    """A backward call at module level (a script) after a module-level call of ``name``
+    (or of the method ``fn`` on an instance, NOTE [backward through calls]), with nothing at
+    module level turning grad back on."""
     top = [s for s in ctx.tree.body if not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))]
     calls = [c for s in top for c in _calls(s)]
-    first = next((c for c in calls if dotted(c.func) == name), None)
+    first = next((c for c in calls if dotted(c.func) == name or (
+        fn is not None and isinstance(c.func, ast.Attribute) and c.func.attr == name
+        and called_function(ctx, ctx.tree, c) is fn)), None)
     if first is None or any(_restored(s, 0, ctx) for s in top):
         return None
     holder = ast.Module(body=top, type_ignores=[])
@@ -287,7 +297,10 @@ def _sink_in_loop_before(fn: ast.AST, call: ast.Call, ctx: Context) -> ast.Call 
                 loop.lineno <= call.lineno <= (loop.end_lineno or 0):
             for c in _calls(loop):
                 if c.lineno < call.lineno:
-                    sink = c if backward_loss(c, ctx) is not None else _local_training_sink(c, ctx)
+                    sink = c if backward_loss(c, ctx) is not None else \
+                        _local_training_sink(c, ctx) or backward_through_calls(
+                            ctx, c, fn if isinstance(fn, FUNCTION_TYPES) else ctx.tree,
+                            lambda b: backward_loss(b, ctx) is not None)
                     if sink is not None:
                         return sink
     return None

@@ -9,6 +9,7 @@ from gradtrace.lint.analysis.kinds import PARAMETER
 from gradtrace.lint.analysis.grad_values import (
     is_parameter, passed_param, passed_requiring, requires_grad, runs_with_grad,
 )
+from gradtrace.lint.analysis.marked_grad import marked_before, passed_marked, peeled_path
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.excerpt import excerpt
@@ -43,7 +44,9 @@ class NumpyOfTensorRequiringGrad(Rule):
     a)` after training `a`). Read `t.detach().cpu().numpy()`. The value is followed through
     its bindings (NOTE [values that require grad]): in the same function, or from the callers
     of the function whose parameter reaches NumPy, two calls up (a classmethod called through
-    its class counts; a module class's `forward` is called by its instances' calls).
+    its class counts; a module class's `forward` is called by its instances' calls), and a
+    tensor marked with `requires_grad_()` earlier in the function, or by a caller before it
+    hands the tensor (or an object holding it) in (NOTE [marked by the caller]).
     Known limits: a file that freezes anything, a value unpacked from a tuple, a loop target
     and a helper's result are not followed; a function is read as run with grad enabled only
     when every call of it the file makes is, up to the module's own code (a file that only
@@ -163,10 +166,14 @@ def _origin(ctx: Context, where: ast.AST, value: ast.expr, line: int
     if ctx.scope(where).grad_off_at(s if s is not None else value) is not None:
         return None
     src = requires_grad(ctx, where, value, line) if local else None
+    if src is None and local:  # NOTE [marked by the caller], in the function itself
+        d = peeled_path(value)
+        src = marked_before(ctx, where, d, line) if d is not None else None
     calls: list[ast.Call] = []
     if src is None:
         p = passed_param(ctx, where, value, line)
         got = passed_requiring(ctx, where, p) if p is not None else None
+        got = got or passed_marked(ctx, where, value)  # NOTE [marked by the caller]
         if got is None:
             return None
         src, calls = got
@@ -225,4 +232,6 @@ def _why(src: ast.AST, ctx: Context) -> str:
         ctx.qualified_name(src.func) or "") == "torch.nn.Parameter" else "a model's output"
     if isinstance(src, ast.Call) and any(k.arg == "requires_grad" for k in src.keywords):
         what = "made with requires_grad=True"
+    if isinstance(src, (ast.Expr, ast.Assign)):  # NOTE [marked by the caller]
+        what = "marked as requiring grad"
     return f"{what}, line {src.lineno}"  # type: ignore[attr-defined]
