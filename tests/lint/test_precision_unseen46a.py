@@ -1,0 +1,106 @@
+"""Shapes from the projects of docs/triage/unseen46a.md (session 46), each in another
+spelling than the project's and next to a buggy twin that is still reported; the single-file
+ones run on real torch, the two-file ones are small projects in tmp_path (run too, imported
+from there)."""
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gradtrace.lint import check_paths
+from gradtrace.lint.config import Settings
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import importlib.machinery
+import importlib.util
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.autograd import Variable
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # CoinCheung/Deeplab-Large-FOV: the config module loaded by
+    # `importlib.util.module_from_spec(spec)` before the training loop; GT507 read the callee's
+    # spelling ("module") as a model whose graph the first backward frees. A function of the
+    # standard library runs no forward. Twin: a layer's output computed once before the loop
+    # (reported; the second backward raises)
+    "standard-library-module-loader-before-the-loop": (Shape("""
+    class Pairs(torch.utils.data.Dataset):
+        def __init__(self, cfg):
+            self.n = cfg.n
+        def __len__(self):
+            return self.n
+        def __getitem__(self, i):
+            return torch.randn(3), torch.randn(1)
+    class Poly:
+        def __init__(self, params, lr):
+            self.sgd = torch.optim.SGD(params, lr=lr)
+        def zero_grad(self):
+            self.sgd.zero_grad()
+        def step(self):
+            self.sgd.step()
+    def train(spec):
+        config = importlib.util.module_from_spec(spec)
+        config.n, config.dataset, config.lr = 16, "Pairs", 0.1
+        net = nn.Linear(3, 1)
+        opt = Poly(params=net.parameters(), lr=config.lr)
+        loader = torch.utils.data.DataLoader(eval(config.dataset)(config), batch_size=4)
+        batches = iter(loader)
+        for step in range(6):
+            try:
+                x, y = next(batches)
+            except StopIteration:
+                batches = iter(loader)
+                x, y = next(batches)
+            opt.zero_grad()
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            opt.step()
+        return loss
+    loss = train(importlib.machinery.ModuleSpec("config", None))
+    """, "GT507", holds="loss.item() >= 0"),
+        Shape("""
+    module = nn.Linear(3, 3)
+    head = nn.Linear(3, 1)
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    feats = module(torch.randn(4, 3))
+    for step in range(3):
+        opt.zero_grad()
+        loss = head(feats).pow(2).mean()
+        loss.backward()
+        opt.step()
+    """, "GT507", line=4, raises=(RuntimeError, "second time"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_silent_look_alike_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).write_text(textwrap.dedent(text).lstrip("\n"))
+
+
+def _run(root: Path, module: str, monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.syspath_prepend(str(root))
+    for m in [m for m in sys.modules if m in ("features", "evaluate", "builders", "trainer")]:
+        del sys.modules[m]
+    return importlib.import_module(module)
