@@ -81,6 +81,48 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         loss.backward()
         opt.step()
     """, "GT507", line=4, raises=(RuntimeError, "second time"))),
+    # jwf40/Bayesian-Adaptive-Moment-Estimation-Continual-Learning: Bayesian gradient descent
+    # clears, backpropagates and hands each Monte-Carlo sample's gradient to the optimizer
+    # (`self.optim.aggregate_grads(n)`), which steps once after the loop with their mean;
+    # GT518 said the step applies only the last pass. Twin: nothing gathers the gradient
+    # (reported; the step applies the last pass's gradient)
+    "gradient-gathered-by-the-optimizer-each-pass": (Shape("""
+    class Gathering(torch.optim.SGD):
+        def gather(self):
+            grads = [p.grad.clone() for g in self.param_groups for p in g["params"]]
+            self.sums = grads if not hasattr(self, "sums") else [
+                a + b for a, b in zip(self.sums, grads)]
+        def step(self):
+            for g in self.param_groups:
+                for p, total in zip(g["params"], self.sums):
+                    p.grad = total / 3
+            del self.sums
+            super().step()
+    net = nn.Linear(2, 1)
+    opt = Gathering(net.parameters(), lr=0.1)
+    x = torch.randn(4, 2)
+    for it in range(2):
+        want = 0
+        for k in range(3):
+            opt.zero_grad()
+            loss = net(x + k).sum()
+            want = want + torch.autograd.grad(loss, net.weight, retain_graph=True)[0] / 3
+            loss.backward()
+            opt.gather()
+        opt.step()
+    """, "GT518", holds="torch.allclose(net.weight.grad, want)"),
+        Shape("""
+    net = nn.Linear(2, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x = torch.randn(4, 2)
+    for it in range(2):
+        for k in range(3):
+            opt.zero_grad()
+            loss = net(x + k).sum()
+            want = torch.autograd.grad(loss, net.weight, retain_graph=True)[0]
+            loss.backward()
+        opt.step()
+    """, "GT518", line=10, holds="torch.allclose(net.weight.grad, want)")),
 }
 
 
