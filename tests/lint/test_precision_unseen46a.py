@@ -146,3 +146,42 @@ def _run(root: Path, module: str, monkeypatch: pytest.MonkeyPatch) -> object:
     for m in [m for m in sys.modules if m in ("features", "evaluate", "builders", "trainer")]:
         del sys.modules[m]
     return importlib.import_module(module)
+
+
+FEATURES = """
+    import torch
+    def extract(model, data_loader):
+        feats = []
+        for x in data_loader:
+            out = model(x)
+            feats.append(out)
+        return torch.cat(feats, 0)
+    """
+EVALUATE = """
+    import torch
+    import torch.nn as nn
+    import features
+    def evaluate(model, data_loader):
+        {guard}
+            return features.extract(model, data_loader)
+    def run():
+        return evaluate(nn.Linear(3, 2), [torch.randn(4, 3) for _ in range(3)])
+    """
+
+
+@pytest.mark.parametrize("guard, line", [("with torch.no_grad():", None), ("if True:", 6)])
+def test_features_gathered_under_no_grad_of_another_file(tmp_path: Path, guard: str,
+                                                          line: int | None,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """ArthurZakirov/Multi-Object-Tracking-Competition (and Kristobal-Khunta's copy): the
+    re-identification features of every batch are collected by `extract_features` of
+    `market/utils.py`, which every caller (`train_reid.py`, `market/eval.py`) runs inside
+    `with torch.no_grad():`; GT505 said memory grows with every batch's graph. Twin: the
+    caller runs it with grad on (reported; the features hold a graph)."""
+    _write(tmp_path, {"features.py": FEATURES, "evaluate.py": EVALUATE.format(guard=guard)})
+    found = check_paths([str(tmp_path / "features.py")], Settings()).findings
+    assert [(f.line, f.code) for f in found if f.code == "GT505"] == (
+        [] if line is None else [(line, "GT505")])
+    got = _run(tmp_path, "evaluate", monkeypatch).run()  # type: ignore[attr-defined]
+    assert got.requires_grad == (line is not None)
