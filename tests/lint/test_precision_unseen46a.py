@@ -123,6 +123,29 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
         opt.step()
     """, "GT518", line=10, holds="torch.allclose(net.weight.grad, want)")),
+    # HERO-MDH/DASS (Hydra's free adversarial training): `Variable(noise[0:n],
+    # requires_grad=True).to(device)` where the global noise buffer was made with
+    # `.to(device)` already: the move returns the leaf itself and its `.grad` is filled; GT305
+    # said the name holds a non-leaf. Here the same with a dtype (runs on CPU). Twin: the
+    # buffer was never moved (reported; `.grad` stays None and reading it raises)
+    "leaf-moved-where-its-buffer-already-is": (Shape("""
+    kind = torch.float64
+    buf = torch.zeros(8, 3).to(kind)
+    net = nn.Linear(3, 1).double()
+    for i in range(2):
+        noise = Variable(buf[0:4], requires_grad=True).to(kind)
+        net(torch.randn(4, 3, dtype=kind) + noise).sum().backward()
+        buf[0:4] += noise.grad.sign() * 0.1
+    """, "GT305", holds="noise.is_leaf and buf.abs().sum() > 0"),
+        Shape("""
+    kind = torch.float64
+    buf = torch.zeros(8, 3)
+    net = nn.Linear(3, 1).double()
+    for i in range(2):
+        noise = Variable(buf[0:4], requires_grad=True).to(kind)
+        net(torch.randn(4, 3, dtype=kind) + noise).sum().backward()
+        buf[0:4] += noise.grad.sign() * 0.1
+    """, "GT305", line=5, raises=(AttributeError, "NoneType"))),
 }
 
 
