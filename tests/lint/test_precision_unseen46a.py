@@ -29,6 +29,36 @@ torch.manual_seed(0)
 warnings.simplefilter("ignore", UserWarning)
 '''
 
+WRAP = """    class Scaled(nn.Module):
+        def __init__(self, layer):
+            super().__init__()
+            self.layer = layer
+        def forward(self, x):
+            return F.linear(x, self.layer.weight * 2, self.layer.bias)
+    class Wrapper(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.net = []
+            for layer in model:
+                if isinstance(layer, nn.Linear):
+                    self.net.append({made})
+                if "Mystery" in type(layer).__name__:
+                    self.net.append(Mystery(layer))
+            self.net = nn.Sequential(*self.net)
+        def forward(self, x):
+            return self.net(x)
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(3, 3))
+        def forward(self, x):
+            wrapped = Wrapper(self.body)
+            return wrapped(x)
+    m = Model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    x = torch.randn(2, 3)
+    """
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # CoinCheung/Deeplab-Large-FOV: the config module loaded by
     # `importlib.util.module_from_spec(spec)` before the training loop; GT507 read the callee's
@@ -146,6 +176,17 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         net(torch.randn(4, 3, dtype=kind) + noise).sum().backward()
         buf[0:4] += noise.grad.sign() * 0.1
     """, "GT305", line=5, raises=(AttributeError, "NoneType"))),
+    # HERO-MDH/DASS (symbolic interval analysis): `Interval_network(self.net, c)` built in
+    # `forward` wraps each layer of the trained network in a class that keeps the layer and
+    # reads its weight, collected in a list turned into `nn.Sequential(*self.net)` (one
+    # branch calls a class the project defines nowhere: a dead branch); GT420 said a new
+    # layer with random weights. Twin: the wrapper makes a new `nn.Linear` per layer
+    # (reported; two calls give different outputs)
+    "parameter-free-wrapper-built-in-forward": (Shape(WRAP.format(made="Scaled(layer)"),
+                                                      "GT420", holds="torch.equal(m(x), m(x))"),
+                                                Shape(WRAP.format(made="nn.Linear(3, 3)"),
+                                                      "GT420", line=24,
+                                                      holds="not torch.equal(m(x), m(x))")),
 }
 
 
