@@ -59,6 +59,32 @@ WRAP = """    class Scaled(nn.Module):
     x = torch.randn(2, 3)
     """
 
+ACC = """    def run(name):
+        torch.manual_seed(0)
+        net = nn.Linear(3, 1)
+        opt = getattr(torch.optim, name)(net.parameters(), lr=0.01, {kw})
+        k = 2
+        for i in range(4):
+            x, y = torch.randn(4, 3), torch.randn(4, 1)
+            loss = F.mse_loss(net(x), y)
+            loss.backward()
+            if (i + 1) % k == 0:
+                opt.step()
+                opt.zero_grad()
+        return net.weight.detach()
+    def reference(name):
+        torch.manual_seed(0)
+        net = nn.Linear(3, 1)
+        opt = getattr(torch.optim, name)(net.parameters(), lr=0.01, {kw})
+        for i in range(4):
+            x, y = torch.randn(4, 3), torch.randn(4, 1)
+            (F.mse_loss(net(x), y) / 2).backward()
+            if i % 2 == 1:
+                opt.step()
+                opt.zero_grad()
+        return net.weight.detach()
+    """
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # CoinCheung/Deeplab-Large-FOV: the config module loaded by
     # `importlib.util.module_from_spec(spec)` before the training loop; GT507 read the callee's
@@ -187,6 +213,16 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                                                 Shape(WRAP.format(made="nn.Linear(3, 3)"),
                                                       "GT420", line=24,
                                                       holds="not torch.equal(m(x), m(x))")),
+    # AI-sangbeom/2D-Human-Pose-Estimation (unseen45b's left shape): the optimizer class is
+    # looked up by a config string, `getattr(torch.optim, name)(params, lr=..., alpha=0.99,
+    # eps=1e-8)`: only RMSprop takes `alpha` and `eps`, and RMSprop ignores the scale of the
+    # undivided sum of micro-batch gradients; GT513 said each step is k times too large. Twin:
+    # `momentum=0.9` also fits SGD (reported; with SGD the update differs from the divided one)
+    "optimizer-named-by-a-string-and-scale-free": (
+        Shape(ACC.format(kw="alpha=0.99, eps=1e-8"), "GT513",
+              holds='torch.allclose(run("RMSprop"), reference("RMSprop"), atol=1e-4)'),
+        Shape(ACC.format(kw="momentum=0.9"), "GT513", line=9,
+              holds='not torch.allclose(run("SGD"), reference("SGD"), atol=1e-4)')),
 }
 
 
