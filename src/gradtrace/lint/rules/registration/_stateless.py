@@ -121,7 +121,7 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
                 if isinstance(v, ast.Name) and v.id in maybe_module and not a_number(n, c, ctx):
                     return False  # `self.m = m`: maybe the caller's module
                 if isinstance(v, ast.Call) and not _plain_value_call(v, stateless, ctx) \
-                        and not wraps_free(v, fn, stateless, ctx):  # NOTE [container of ...]
+                        and not wraps_free(v, fn, stateless, ctx):
                     return False  # an object from an unknown call: it may hold parameters
     return True
 
