@@ -47,8 +47,8 @@ KEYWORDS: dict[str, frozenset[str]] = {name: frozenset(words.split()) for name, 
 
 def optimizer_classes(call: ast.AST, ctx: Context) -> frozenset[str] | None:
     """The ``torch.optim`` classes ``call`` may build: one for ``torch.optim.Adam(...)``,
-    those that take every keyword given for ``getattr(torch.optim, name)(...)`` (NOTE
-    [optimizer named by a string]); None when it builds none of them or cannot be told."""
+    those that take every keyword given for ``getattr(torch.optim, name)(...)``
+    (NOTE [optimizer named by a string]); None when it builds none of them or cannot be told."""
     if not isinstance(call, ast.Call):
         return None
     q = ctx.qualified_name(call.func) or ""

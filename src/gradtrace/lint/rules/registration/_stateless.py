@@ -122,6 +122,7 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
                     return False  # `self.m = m`: maybe the caller's module
                 if isinstance(v, ast.Call) and not _plain_value_call(v, stateless, ctx) \
                         and not wraps_free(v, fn, stateless, ctx):
+                    # (a container of them: NOTE [container of parameter-free wrappers])
                     return False  # an object from an unknown call: it may hold parameters
     return True
 

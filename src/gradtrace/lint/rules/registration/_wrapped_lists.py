@@ -31,8 +31,8 @@ FILLING = frozenset({"append", "extend", "insert"})
 def wraps_free(call: ast.Call, fn: ast.AST, free: set[str] | frozenset[str],
                ctx: Context) -> bool:
     """``call`` is ``nn.Sequential(*xs)`` or ``nn.ModuleList(xs)`` over a list ``xs`` that
-    the function ``fn`` fills only with instances of the classes ``free`` (NOTE [container
-    of parameter-free wrappers])."""
+    the function ``fn`` fills only with instances of the classes ``free``
+    (NOTE [container of parameter-free wrappers])."""
     if ctx.call_name(call) not in CONTAINER_CTORS or len(call.args) != 1 or call.keywords:
         return False
     arg = call.args[0]
