@@ -12,6 +12,7 @@ dependency walk: NOTE [graph-carrying bindings]).
 from __future__ import annotations
 
 import ast
+import sys
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.cuts import (
@@ -51,7 +52,29 @@ def module_like(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
     owner, _, last = callee.rpartition(".")
     if last in FORWARD_METHODS and owner:  # `vae.encode(x)`, `clip.get_text_features(t)`
         return bound_module(ctx, scope, owner, line) or model_spelling(owner.rpartition(".")[2])
-    return model_spelling(last) and not _other_library(ctx, scope, callee, line)
+    return model_spelling(last) and not _other_library(ctx, scope, callee, line) \
+        and not _standard_library(ctx, scope, callee, line)
+
+
+def _standard_library(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
+    """``callee`` is a function of Python's standard library by the file's imports
+    (``importlib.util.module_from_spec``, ``copy.deepcopy``): it runs no torch module, however
+    its name reads (NOTE [standard library callees]). A name bound in the function
+    shadows the import."""
+    root = callee.partition(".")[0]
+    if not ctx.imports.is_imported(root) or scope.binding_before(root, line) is not None \
+            and scope.node is not ctx.tree:
+        return False
+    return ctx.imports.aliases[root].partition(".")[0] in sys.stdlib_module_names
+
+
+# NOTE [standard library callees]
+# The fallback that reads a callee's spelling (`model_spelling`: "module", "net", "encoder")
+# never applies to a function the file imports from Python's standard library
+# (`sys.stdlib_module_names`): `importlib.util.module_from_spec(spec)` loads a config module,
+# `copy.deepcopy(model)` copies one; neither runs a forward, so neither puts a graph on its
+# result (CoinCheung's DeepLab `train.py`: the config module loaded before the loop is no
+# graph the first backward frees).
 
 
 # array libraries whose functions and compiled callables make no torch graph

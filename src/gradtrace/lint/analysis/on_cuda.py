@@ -70,3 +70,62 @@ def on_cuda_already(e: ast.expr, scope: Scope, ctx: Context, depth: int = 0) -> 
         if v is None or b.stmt is use or not on_cuda_already(v, scope, ctx, depth + 1):
             return False
     return True
+
+
+# NOTE [moved where it already is]
+# ``Tensor.to(device)`` to the device the tensor is on (or ``.to(dtype)`` to its dtype) returns
+# the tensor itself (no copy, no graph node). ``noise = Variable(buf[:n], requires_grad=True).to(device)`` after
+# ``buf = torch.zeros(...).to(device)`` keeps the leaf, and ``noise.grad`` is filled (free
+# adversarial training: the global noise buffer is moved once, each batch's slice is made a
+# leaf). As for ``.cuda()`` (NOTE [cuda of what is on cuda]), the value is followed back through
+# device-keeping wrappers to bindings that all end in ``.to(D)`` with the same ``D``: one
+# positional argument spelled alike (a name, an attribute, a constant), a name ``D`` with the
+# same bindings reaching both moves. A ``.to`` with keywords or another argument, a binding
+# elsewhere: unknown, the alarm stands.
+
+
+def moved_already(move: ast.Call, factory: ast.Call, ctx: Context) -> bool:
+    """``Variable(x, requires_grad=True).to(D)`` (``move``, ``factory``) where ``x`` is sure
+    to be on ``D`` already (NOTE [moved where it already is])."""
+    if not (isinstance(move.func, ast.Attribute) and move.func.attr == "to"
+            and len(move.args) == 1 and not move.keywords and factory.args
+            and ctx.call_name(factory) == _VARIABLE):
+        return False
+    device = move.args[0]
+    if not isinstance(device, (ast.Name, ast.Attribute, ast.Constant)):
+        return False
+    scope = ctx.scope()
+    use = scope.statement_of(move)
+    return use is not None and _on_device(factory.args[0], device, use, scope, ctx, 0)
+
+
+def _on_device(e: ast.expr, device: ast.expr, use: ast.stmt, scope: Scope, ctx: Context,
+               depth: int) -> bool:
+    e = _source(e, ctx)
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "to" \
+            and len(e.args) == 1 and not e.keywords \
+            and ast.dump(e.args[0]) == ast.dump(device):
+        where = scope.statement_of(e)
+        return where is not None and _same_device(device, where, use, scope)
+    if not isinstance(e, ast.Name) or depth > 4:
+        return False
+    at = scope.statement_of(e)
+    bs = reaching(scope, e.id, at.lineno, at) if at is not None else []
+    return bool(bs) and all(b.value is not None and b.stmt is not at and _on_device(
+        b.value, device, use, scope, ctx, depth + 1) for b in bs)
+
+
+def _same_device(device: ast.expr, a: ast.stmt, b: ast.stmt, scope: Scope) -> bool:
+    """``device`` means the same at the statements ``a`` and ``b``: a constant, or a name (or
+    the root of an attribute) whose reaching bindings are the same at both."""
+    root = device
+    while isinstance(root, ast.Attribute):
+        root = root.value
+    if isinstance(root, ast.Constant):
+        return True
+    if not isinstance(root, ast.Name):
+        return False
+    if root.id == "self":
+        return True
+    ids = [{id(x.stmt) for x in reaching(scope, root.id, s.lineno, s)} for s in (a, b)]
+    return ids[0] == ids[1]

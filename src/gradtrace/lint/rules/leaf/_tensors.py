@@ -9,7 +9,7 @@ import ast
 import bisect
 from typing import TYPE_CHECKING, Iterator
 
-from gradtrace.lint.analysis.on_cuda import on_cuda_already
+from gradtrace.lint.analysis.on_cuda import moved_already, on_cuda_already
 from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._same_place import float32_made, made_of, to_new_layer_weight
@@ -187,7 +187,7 @@ def made_non_leaf(node: ast.AST, ctx: Context) -> tuple[ast.Call, str] | None:
             inner = node.func.value
             f = grad_factory(inner, ctx)
             if f is not None and not (method == "cuda" and not node.args and not node.keywords
-                                      and _on_cuda_already(f, ctx)):
+                                      and _on_cuda_already(f, ctx) or moved_already(node, f, ctx)):
                 return f, f".{method}()"
             got = made_non_leaf(inner, ctx)
             if got is not None and method in COPY_METHODS | VIEW_METHODS:

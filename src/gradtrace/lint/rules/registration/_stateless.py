@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.params import module_ctor
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.registration._numbers import stores_number as a_number
+from gradtrace.lint.rules.registration._wrapped_lists import wraps_free
 from gradtrace.lint.nodes import of_types, walk
 
 if TYPE_CHECKING:
@@ -106,7 +107,7 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
                 f = n.func
                 if (isinstance(f, ast.Attribute) and f.attr in owning) or \
                         is_parameter_call(n, ctx) or grad_factory(n, ctx) is not None or \
-                        _owning_ctor(n, stateless, ctx):
+                        _owning_ctor(n, stateless, ctx) and not wraps_free(n, fn, stateless, ctx):
                     return False
             elif isinstance(n, ast.Assign) and any(
                     isinstance(t, ast.Attribute) and dotted(t.value) == "self" for t in n.targets):
@@ -119,7 +120,9 @@ def _stateless(c: ast.ClassDef, stateless: set[str], ctx: Context,
                     continue  # an argument never called, a plain object of the file
                 if isinstance(v, ast.Name) and v.id in maybe_module and not a_number(n, c, ctx):
                     return False  # `self.m = m`: maybe the caller's module
-                if isinstance(v, ast.Call) and not _plain_value_call(v, stateless, ctx):
+                if isinstance(v, ast.Call) and not _plain_value_call(v, stateless, ctx) \
+                        and not wraps_free(v, fn, stateless, ctx):
+                    # (a container of them: NOTE [container of parameter-free wrappers])
                     return False  # an object from an unknown call: it may hold parameters
     return True
 

@@ -34,7 +34,8 @@ def _random_layer(e: ast.AST, ctx: Context) -> bool:
     while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
             and e.func.attr in SELF_RETURNING:
         e = e.func.value
-    if not isinstance(e, ast.Call) or not owns_params(e, ctx) or pretrained_root(e, ctx):
+    if not isinstance(e, ast.Call) or not owns_params(e, ctx, buffers_count=False) \
+            or pretrained_root(e, ctx):
         return False
     q = ctx.call_name(e) or ""
     if q.startswith("torch.nn."):

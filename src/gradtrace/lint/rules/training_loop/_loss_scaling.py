@@ -7,6 +7,7 @@ import ast
 
 from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.analysis.kinds import OPTIMIZER
+from gradtrace.lint.analysis.optimizer_classes import optimizer_classes
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -100,7 +101,9 @@ def _subclasses(ctx: Context, cls: ast.ClassDef) -> list[ast.ClassDef]:
 # unscaled sum of k micro-batches then changes nothing, unless something reads the gradient's
 # size: a coupled `weight_decay` (added to the gradient before the division: its share shrinks
 # k-fold; AdamW decouples it) or a clip between the backward and the step (its bound is met k
-# times sooner). Any other optimizer, or one the code does not show, keeps the finding.
+# times sooner). Any other optimizer, or one the code does not show, keeps the finding; one
+# looked up by a string counts when every class its keywords allow is scale-free
+# (NOTE [optimizer named by a string]).
 SCALE_FREE = frozenset({"Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad"})
 DECOUPLED = frozenset({"AdamW"})
 
@@ -117,13 +120,13 @@ def scale_free(f: LoopFacts, s: Step) -> bool:
         return False
     k = f.ctx.analysis.kind(expr, f.scope, s.call.lineno)
     built = k.node if k is not None and k.what == OPTIMIZER else None
-    if not isinstance(built, ast.Call):
+    if built is None and (name := dotted(expr)) is not None:  # `getattr(torch.optim, n)(...)`
+        b = f.scope.binding_before(name, s.call.lineno)
+        built = b.value if b is not None else None
+    kinds = optimizer_classes(built, f.ctx) if built is not None else None
+    if not kinds or not kinds <= SCALE_FREE:
         return False
-    q = f.ctx.qualified_name(built.func) or ""
-    last = q.rpartition(".")[2]
-    if q != "torch.optim." + last or last not in SCALE_FREE:
-        return False
-    return last in DECOUPLED or not any(
+    return kinds <= DECOUPLED or not any(
         (isinstance(n, ast.keyword) and n.arg == "weight_decay" and not _zero(n.value))
         or (isinstance(n, ast.Dict) and any(
             isinstance(key, ast.Constant) and key.value == "weight_decay" and not _zero(v)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, Step
 
 
@@ -26,3 +27,27 @@ def other_phase(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
         for s2 in f.steps) for b in inner) and any(
         f.before(loop, b.stmt) and f.before(b.stmt, s.stmt) and not f.inside(b.stmt, loop)
         for b in f.backwards)
+
+
+# NOTE [gradient gathered by the optimizer]
+# A pass that clears, backpropagates, then hands the fresh gradient to the stepped optimizer
+# itself (`opt.aggregate_grads(n)` of a Bayesian gradient descent: every Monte-Carlo sample
+# of the weights clears, backpropagates and adds its gradient into the optimizer's own
+# sums; `step()` after the loop applies their mean): the step after the loop applies what
+# every pass gave, not the last pass alone. Any call of another method of the stepped
+# optimizer's object after each backward of the loop, in that pass, counts (the optimizer
+# reads the gradient there); `zero_grad`, `step` and the state methods do not.
+NOT_GATHERING = frozenset({"zero_grad", "step", "state_dict", "load_state_dict",
+                           "add_param_group", "register_step_pre_hook",
+                           "register_step_post_hook"})
+
+
+def gathered(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
+    """NOTE [gradient gathered by the optimizer]."""
+    inner = [b for b in f.backwards if f.inside(b.stmt, loop)]
+    takes = [n for n in ast.walk(loop) if isinstance(n, ast.Call)
+             and isinstance(n.func, ast.Attribute) and n.func.attr not in NOT_GATHERING
+             and dotted(n.func.value) == s.optimizer]
+    return bool(inner and takes) and all(any(
+        f.before(b.stmt, st) and f.inside(st, loop)
+        for st in f.within(loop) if any(c in takes for c in ast.walk(st))) for b in inner)

@@ -16,6 +16,7 @@ from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumul
 from gradtrace.lint.analysis.model_calls import model_calls
 from gradtrace.lint.analysis.method_freezes import graph_call
 from gradtrace.lint.analysis.graphless_returns import graphless_call
+from gradtrace.lint.analysis.caller_grad import callers_grad_off
 from gradtrace.lint.analysis.returned_arrays import unpacked_arrays
 from gradtrace.lint.analysis.step_forwards import step_forward
 from gradtrace.lint.analysis.reach import (
@@ -24,8 +25,7 @@ from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.rules.training_loop._foreign import foreign_call, other_framework
 from gradtrace.lint.rules.training_loop._step_keeps import step_keeps
 from gradtrace.lint.rules.training_loop._unroll import unrolled
-from gradtrace.lint.rules.training_loop._after_loop import (
-    ctx_names, only_formatted, read_as_numpy)
+from gradtrace.lint.rules.training_loop._after_loop import ctx_names, only_formatted, read_as_numpy
 from gradtrace.lint.rules.training_loop._returned_keeps import calls_returner, handed_back, term_kept
 from gradtrace.lint.rules.training_loop._loop import LoopFacts, facts
 from gradtrace.lint.rules.training_loop._base import LoopRule, function_text, related_at
@@ -171,8 +171,8 @@ class LossAccumulatedWithGraph(LoopRule):
     collects that step's micro-batches (the step follows the inner loop), or the sub-steps
     of one training iteration (an outer pass that also steps outside the inner loop: a GAN's
     generator step, then `rep_discriminator` critic steps summed). An evaluation function
-    its callers run under `no_grad` in another file is reported; one called under `no_grad` in
-    the same file, a loop in `with utils.eval_mode(net, no_grad=True):` (a grad-off switch), a
+    every call of which (here or in another file: NOTE [grad off by the callers]) runs with
+    grad off, a loop in `with utils.eval_mode(net, no_grad=True):` (a grad-off switch), a
     Lightning validation hook is not, nor a loop over a hand-written list of samples (a
     display, a function returning one, torch's `DataLoader` over it:
     NOTE [hand-written collections]): it keeps a fixed number of graphs. Values count as
@@ -377,8 +377,8 @@ class LossAccumulatedWithGraph(LoopRule):
         if ctx.mentions("set_grad_enabled") or not isinstance(fn, ast.Module) and (
                 NO_GRAD_HOOKS.search(fn.name)  # type: ignore[attr-defined]
                 or fn.name in _no_grad_callers(ctx)  # type: ignore[attr-defined]
-                or _in_module_class(ctx, fn)) or read_as_numpy(f, acc, loop) \
-                or step_forward(ctx, fn) \
+                or _in_module_class(ctx, fn) or callers_grad_off(ctx, fn)) \
+                or read_as_numpy(f, acc, loop) or step_forward(ctx, fn) \
                 or in_switched_off(f, loop, ctx) or fed_to_model(f, acc, loop, ctx) \
                 or over_written_list(ctx, f.scope, loop.iter, loop.lineno):
             return None  # (the last: NOTE [hand-written collections])

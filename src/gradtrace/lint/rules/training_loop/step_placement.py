@@ -25,7 +25,7 @@ from gradtrace.lint.rules.training_loop._clear_calls import clearing_calls
 from gradtrace.lint.rules.training_loop._clear_facts import covers as clears
 from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
-from gradtrace.lint.rules.training_loop._other_phase import other_phase
+from gradtrace.lint.rules.training_loop._other_phase import gathered, other_phase
 from gradtrace.lint.rules.training_loop.micro_steps import (
     conditional, _period_one, _remainders, periodic_guard,
 )
@@ -121,8 +121,8 @@ class StepOutsideBackwardLoop(LoopRule):
                         b.accumulates and f.inside(b.stmt, loop) and f.before(z.stmt, b.stmt)
                         for b in f.backwards) or any(
                         s2.optimizer == s.optimizer and f.inside(s2.stmt, loop)
-                        for s2 in f.steps) or _own_pass(f, loop, s) or _retried(f, loop) \
-                    or _grads_written(f, loop, s) or other_phase(f, loop, s):
+                        for s2 in f.steps) or _own_pass(f, loop, s) or _retried(f, loop) or \
+                    _grads_written(f, loop, s) or other_phase(f, loop, s) or gathered(f, loop, s):
                 continue
             done.add(id(s.call))
             fields = dict(loop_line=loop.lineno, clear=ctx.source(z.call),
