@@ -4,18 +4,41 @@ from __future__ import annotations
 
 import ast
 
-from gradtrace.lint.analysis.calls import FIND_LIMIT, ascii_code, word_index
-from gradtrace.lint.analysis.class_calls import class_call_index
+from gradtrace.lint.analysis.calls import (
+    BODY_FIELDS, FIND_LIMIT, ascii_code, holding, word_index, word_lines,
+)
 from gradtrace.lint.context import FUNCTION_TYPES, Context
-from gradtrace.lint.nodes import of_types, walk
+from gradtrace.lint.nodes import child_fields, children, of_types, walk
 
 
 def class_calls(ctx: Context, cls: str) -> list[tuple[ast.AST, ast.Call]]:
     """(enclosing function or module, call) for every ``cls(...)`` call of a class of the
-    file, in one walk order (one walk for all classes: NOTE [class call index])."""
-    if cls not in ctx.analysis.classes:
-        return []
-    return class_call_index(ctx).get(cls, [])
+    file, in one walk order (cached per class)."""
+    def make() -> list[tuple[ast.AST, ast.Call]]:
+        out: list[tuple[ast.AST, ast.Call]] = []
+        if cls not in ctx.analysis.classes:
+            return out
+        # statements whose lines never name the class hold no such call (NOTE [call sites])
+        lines = word_lines(ctx, (cls,)) if ascii_code(ctx) else None
+        stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
+        while stack:
+            owner, n = stack.pop()
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == cls:
+                out.append((owner, n))
+            inner = n if isinstance(n, FUNCTION_TYPES) else owner
+            if lines is None or not isinstance(n, STATEMENTS):
+                stack.extend((inner, c) for c in children(n))
+                continue
+            for f in child_fields(type(n)):  # children in order, quiet statements left out
+                v = getattr(n, f, None)
+                if f in BODY_FIELDS:
+                    stack.extend((inner, c) for c in holding(ctx, n, f, lines))
+                elif v.__class__ is list:
+                    stack.extend((inner, c) for c in v if isinstance(c, ast.AST))
+                elif isinstance(v, ast.AST):
+                    stack.append((inner, v))
+        return out
+    return ctx.memo("gt4-class-calls:" + cls, ctx.tree, make)
 
 
 def call_count(name: str, ctx: Context) -> int:
@@ -38,6 +61,9 @@ def call_count(name: str, ctx: Context) -> int:
             pos = code.find(needle, pos + 1)
         counts[name] = got
     return got
+
+
+STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case, ast.Module)
 
 
 def nn_rooted(name: str, ctx: Context, depth: int = 0) -> bool:
