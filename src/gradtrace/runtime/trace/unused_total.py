@@ -120,9 +120,9 @@ def unused_total_findings(state: Any) -> list[Finding]:
             out.append(make(
                 CODE, site,
                 f"this running total adds up at least {rec.count} tensors with their autograd "
-                "graph and no backward() ever runs through it: every term's forward graph, with the "
-                "activations it saved for a backward that never comes, stays alive in the "
-                "total, so memory grows with every pass (the static check's GT505 names a "
+                "graph and no backward() ever runs through it: every term's forward graph, "
+                "with the activations it saved for a backward that never comes, stays alive in "
+                "the total, so memory grows with every pass (the static check's GT505 names a "
                 "running total kept across backward() calls)",
                 fix="add `.item()` (a float) or `.detach()` to the total, or run this loop "
                     "under `torch.no_grad()`",
