@@ -1,9 +1,9 @@
 """GT860, GT861, GT863, GT868, GT896-GT899: silent bugs of
-:mod:`gradtrace.code_tables.trace_silent` seen across calls and modules (a derivative that skips values computed under no_grad, a random weight
-kept as a buffer, a reward weight not detached, an optimizer state holding the gradient, values
-reduced before they were paired with their weights, a resumed optimizer back at the saved
-learning rate, a running total no backward() runs through); GT863, a crash whose cause is a module
-attribute (a plain tensor `.to()` left behind);
+:mod:`gradtrace.code_tables.trace_silent` seen across calls and modules (a derivative that skips
+values computed under no_grad, a random weight kept as a buffer, a reward weight not detached, an
+optimizer state holding the gradient, values reduced before they were paired with their weights, a
+resumed optimizer back at the saved learning rate, a running total no backward() runs through);
+GT863, a crash whose cause is a module attribute (a plain tensor `.to()` left behind);
 ``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
 
