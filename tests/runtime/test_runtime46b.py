@@ -171,3 +171,69 @@ def test_program_that_never_trains_is_silent(run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert not [f for f in res.findings if f["code"] == "GT868"], res.findings
+
+
+# NOTE [NaN made by a step] (GT825): a hand-written optimizer whose step rescales by a ratio of
+# norms; a weight whose gradient is all zeros gives 0 / 0 = NaN inside step(). Named at the
+# division. Silent: the denominator clamped; the ratio replaced where the norm is 0 (the NaN
+# made and dropped: the parameters stay finite).
+RATIO_STEP = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+
+class Rescaled(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.05):
+        super().__init__(params, dict(lr=lr))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                update = p.grad.sign()
+                RATIO
+                p.add_(update * ratio, alpha=-group["lr"])
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(6, 8, bias=False)
+        self.out = nn.Linear(8, 1, bias=False)
+        nn.init.zeros_(self.out.weight)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.inp(x))).squeeze(-1)
+
+
+model = Net()
+opt = Rescaled(model.parameters())
+x, y = torch.randn(16, 6), torch.randn(16)
+for step in range(4):
+    loss = nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(loss.item())
+"""
+BARE = "ratio = p.grad.norm() / update.norm()  # <- cause"
+CLAMPED = "ratio = p.grad.norm() / update.norm().clamp(min=1e-8)"
+GUARDED = ("n = update.norm()\n                ratio = torch.where(n > 0, p.grad.norm() / n, "
+           "torch.ones(()))")
+
+
+def test_nan_made_inside_a_user_step_named_at_its_division(run_script):
+    src = RATIO_STEP.replace("RATIO", BARE)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert _codes(res)[:1] == [("GT825", marked_line(src))], res.findings
+
+
+@pytest.mark.parametrize("ratio", [CLAMPED, GUARDED])
+def test_user_step_without_nan_in_its_parameters_is_silent(run_script, ratio):
+    res = run_script(RATIO_STEP.replace("RATIO", ratio))
+    assert res.code == 0, res.err
+    assert not res.findings, res.findings

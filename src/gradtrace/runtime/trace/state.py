@@ -146,6 +146,7 @@ class TraceState(GradEvents):
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
         self.loss_nan: Any = None  # NOTE [NaN loss hunted]: None, False (hunted), (line, op)
         self.totals: dict[Site, Any] | None = None  # NOTE [total never backpropagated]
+        self.step_hunt: Any = None  # NOTE [NaN made by a step] (step_nan.StepHunt)
         self.blowup: tuple[Site, str, str, float, float] | None = None  # NOTE [gradient blown up]
         # NOTE [forward NaN origin] (fwd_nan.py): hunting in the first forward, infs made
         # from finite inputs, the first NaN (line named, op, its own line), the loss non-finite
