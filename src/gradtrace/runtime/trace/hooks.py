@@ -203,7 +203,7 @@ class Hooks:
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         closure = (args[1] if len(args) > 1 else kwargs.get("closure")) is not None
         if self.arming is not None:  # NOTE [trace arming]: the mode is off during the step
-            self.arming.step_start(closure or hunt_starts(self.state, opt))  # (on: step_nan.py)
+            self.arming.step_start(closure, not closure and hunt_starts(self.state, opt))
         d, st = self.data, self.state
         st.closure_steps = st.closure_steps or closure  # NOTE [discarded gradients]
         if closure and st.closure_sum is None:  # NOTE [closure evaluations summed]
