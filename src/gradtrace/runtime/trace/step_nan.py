@@ -4,12 +4,12 @@
 A hand-written optimizer (dion's NorMuon, LAMB/LARS trust ratios) can make NaN out of finite
 gradients: ``norm_u / norm_u_new`` is ``0 / 0`` for a weight whose gradient is all zeros (the
 input projection behind a zero-initialised output projection). The step writes NaN into the
-weight, the next loss is NaN and so is every gradient after it: NOTE [NaN origin] and NOTE
-[forward NaN origin] then name the forward op that first carries the NaN weights, never the
-division. The run takes the tracer's mode off the stack for an optimizer's own work (NOTE
-[trace arming]); for a ``step`` whose code is the user's (``inspect.unwrap`` of the class's
-``step`` is not in torch), during its first ``_STEPS`` steps (``_HUNTS`` in a session), the mode
-stays on and every floating-point output of a call in the step is checked as the first forward's
+weight, the next loss is NaN and so is every gradient after it: NOTE [NaN origin] and
+NOTE [forward NaN origin] then name the forward op that first carries the NaN weights, never
+the division. The run takes the tracer's mode off the stack for an optimizer's own work
+(NOTE [trace arming]); for a ``step`` whose code is the user's (``inspect.unwrap`` of the
+class's ``step`` is not in torch), during its first ``_STEPS`` steps (``_HUNTS`` in a session),
+the mode stays on and every floating-point output of a call in the step is checked as the first forward's
 are (:func:`fwd_nan.check_output`'s rule: the first output holding NaN from inputs without NaN;
 an inf made from finite inputs and then met is named where it was made). The origin is kept
 only if, when the step ends, a parameter of that optimizer holds a non-finite value (a NaN in a
