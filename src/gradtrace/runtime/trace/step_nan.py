@@ -9,12 +9,13 @@ NOTE [forward NaN origin] then name the forward op that first carries the NaN we
 the division. The run takes the tracer's mode off the stack for an optimizer's own work
 (NOTE [trace arming]); for a ``step`` whose code is the user's (``inspect.unwrap`` of the
 class's ``step`` is not in torch), during its first ``_STEPS`` steps (``_HUNTS`` in a session),
-the mode stays on and every floating-point output of a call in the step is checked as the first forward's
-are (:func:`fwd_nan.check_output`'s rule: the first output holding NaN from inputs without NaN;
-an inf made from finite inputs and then met is named where it was made). The origin is kept
-only if, when the step ends, a parameter of that optimizer holds a non-finite value (a NaN in a
-branch the step drops changes nothing). GT825 then names it, before the forward origins, when a
-later step sees a non-finite gradient. Optimizers from ``torch.optim`` are never hunted.
+the mode stays on and every floating-point output of a call in the step is checked as the first
+forward's are (:func:`fwd_nan.check_output`'s rule: the first output holding NaN from inputs
+without NaN; an inf made from finite inputs and then met is named where it was made). The origin
+is kept only if, when the step ends, a parameter of that optimizer holds a non-finite value (a
+NaN in a branch the step drops changes nothing). GT825 then names it, before the forward
+origins, when a later step sees a non-finite gradient. Optimizers from ``torch.optim`` are never
+hunted.
 """
 from __future__ import annotations
 
