@@ -77,6 +77,10 @@ def step_call(state: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
                 check_output(state, func, args, out)
             if state.fwd_nan is not None:
                 hunt.found = (state.fwd_nan[0], state.fwd_nan[1])
+        except Exception as exc:  # ours: never the user's step
+            from gradtrace.runtime.trace.mode_checks import _oops
+
+            _oops(exc)
         finally:
             state.fwd_nan, state.fwd_hunt, state.fwd_inf, state.fwd_nan_nograd = saved
     return out
