@@ -1,9 +1,9 @@
-"""GT860, GT861, GT863, GT896-GT899: silent bugs of :mod:`gradtrace.code_tables.trace_silent` seen
-across calls and modules (a derivative that skips values computed under no_grad, a random weight
-kept as a buffer, a reward weight not detached, an optimizer state holding the gradient, values
-reduced before they were paired with their weights, a resumed optimizer back at the saved
-learning rate); GT863, a crash whose cause is a module
-attribute (a plain tensor `.to()` left behind);
+"""GT860, GT861, GT863, GT868, GT896-GT899: silent bugs of
+:mod:`gradtrace.code_tables.trace_silent` seen across calls and modules (a derivative that skips
+values computed under no_grad, a random weight kept as a buffer, a reward weight not detached, an
+optimizer state holding the gradient, values reduced before they were paired with their weights, a
+resumed optimizer back at the saved learning rate, a running total no backward() runs through);
+GT863, a crash whose cause is a module attribute (a plain tensor `.to()` left behind);
 ``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
 
@@ -163,4 +163,25 @@ ACROSS_CODES = (
          """,
          "Set each group's `lr` again after the load (or drop it from the saved groups).",
          "gradtrace.runtime.trace.restored_lr", severity="warning"),
+    Code("GT868", "total-never-backpropagated",
+         "a running total collects tensors with their autograd graph and no backward() ever "
+         "runs through it",
+         "`total += loss` without `.item()` in a loop that never calls backward() on the total "
+         "(a validation loop run without `torch.no_grad()`) keeps every term's forward graph, "
+         "with the activations it saved for a backward that never comes: memory grows with "
+         "every batch, and nothing fails. The run sees eight or more in-place adds of graph "
+         "tensors into one total, on one line outside any module's forward, with no backward() "
+         "between them and none through the total afterwards, in a program that trains; it "
+         "names the add. The static GT505 names the training loop's twin (a total kept across "
+         "backward() calls, whose terms' saved tensors were freed).",
+         """
+         for x, y in val_loader:
+             val_loss += criterion(model(x), y)
+         """,
+         """
+         for x, y in val_loader:
+             val_loss += criterion(model(x), y).item()
+         """,
+         "Add `.item()` (or `.detach()`) to the total, or run the loop under `torch.no_grad()`.",
+         "gradtrace.runtime.trace.unused_total", severity="warning"),
 )

@@ -71,6 +71,7 @@ class Arming:
         self.thread = 0
         self._grad_at_disarm = True
         self.popped = False  # the mode is off the stack for an optimizer step's own work
+        self.hunted = False  # ... or on, for a hunted step (NOTE [NaN made by a step])
         self.ran = RanRecorder()  # the functions that start (NOTE [code that ran])
 
     # -- the tracer's block --------------------------------------------------------------------
@@ -92,13 +93,17 @@ class Arming:
             self.mode.__exit__(exc_type, exc, tb)
 
     # -- inside optimizer.step() ---------------------------------------------------------------
-    def step_start(self, closure: bool) -> None:
-        """Take the mode off the stack for the optimizer's own work (see the NOTE)."""
+    def step_start(self, closure: bool, hunt: bool = False) -> None:
+        """Take the mode off the stack for the optimizer's own work (see the NOTE); a hunted
+        step keeps it on (NOTE [NaN made by a step]), the code that ran is not recorded."""
         if self.armed and not closure and not _POPPED \
                 and threading.get_ident() == self.thread and _on_top(self.mode):
-            self.mode.__exit__(None, None, None)
-            self.popped = True
-            _POPPED.append(self.mode)
+            if hunt:
+                self.hunted = True
+            else:
+                self.mode.__exit__(None, None, None)
+                self.popped = True
+                _POPPED.append(self.mode)
             self.ran.stop()
 
     def resume(self) -> None:
@@ -119,6 +124,10 @@ class Arming:
             resume_after_import()
         if self.popped:
             self.resume()
+        elif self.hunted:
+            self.hunted = False
+            if self.steps < RAN_STEPS:
+                self.ran.start()
         armed, steps = self.armed, self.steps
         self.steps = steps = steps + 1
         if steps == RAN_STEPS:

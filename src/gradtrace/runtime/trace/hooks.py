@@ -38,6 +38,7 @@ from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.windows import note_window
 from gradtrace.runtime.trace.random_buffer import note_buffer
 from gradtrace.runtime.trace.state_alias import check_state_alias
+from gradtrace.runtime.trace.step_nan import hunt_ends, hunt_starts
 from gradtrace.runtime.trace.hook_state import HookState, OptimizerRecord
 
 Tensor = torch.Tensor
@@ -202,7 +203,7 @@ class Hooks:
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         closure = (args[1] if len(args) > 1 else kwargs.get("closure")) is not None
         if self.arming is not None:  # NOTE [trace arming]: the mode is off during the step
-            self.arming.step_start(closure)
+            self.arming.step_start(closure, not closure and hunt_starts(self.state, opt))
         d, st = self.data, self.state
         st.closure_steps = st.closure_steps or closure  # NOTE [discarded gradients]
         if closure and st.closure_sum is None:  # NOTE [closure evaluations summed]
@@ -327,6 +328,7 @@ class Hooks:
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         rec = self.data.optimizers.get(id(opt))
+        hunt_ends(self.state, opt)  # NOTE [NaN made by a step]
         if self.state.closure_watch is not None:
             from gradtrace.runtime.trace.closure_sum import step_ends
             step_ends(self.state)

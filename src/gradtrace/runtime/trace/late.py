@@ -1,7 +1,8 @@
 """Silent findings of the end of a run that read the hook state and the trace state together:
 an evaluation in train mode (NOTE [evaluated in train mode]) and losses kept alive after their
 backward() (NOTE [losses kept alive]), an average that skips the statistics
-(NOTE [average that skips the statistics]); joined here for :mod:`.silent`."""
+(NOTE [average that skips the statistics]), a running total no backward() runs through
+(NOTE [total never backpropagated]); joined here for :mod:`.silent`."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,10 +11,12 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.trace.average_stats import average_stats_findings
 from gradtrace.runtime.trace.eval_in_train import train_eval_findings
 from gradtrace.runtime.trace.kept_losses import kept_loss_findings
+from gradtrace.runtime.trace.unused_total import unused_total_findings
 
 
 def late_findings(state: Any, data: Any) -> list[Finding]:
-    return train_eval_findings(data, state) + kept_loss_findings(state) \
+    return train_eval_findings(data, state) + unused_total_findings(state) \
+        + kept_loss_findings(state) \
         + average_stats_findings(state, data)
 
 

@@ -12,6 +12,7 @@ from gradtrace.runtime.trace.hooks import HookState, param_name
 from gradtrace.runtime.trace.loop_order import step_early_finding, wiped_step_early
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, forward_origin, nan_text
 from gradtrace.runtime.trace.state import TraceState
+from gradtrace.runtime.trace.step_nan import step_nan_finding
 from gradtrace.runtime.trace.summed_outside import summed_findings
 
 
@@ -67,6 +68,9 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
             name, step, site = rec.nonfinite
             if (eps := eps_underflow(data, rec, step, site, param_name)) is not None:
                 out.append(eps)  # NOTE [eps below the dtype]
+                continue
+            if (made := step_nan_finding(state, name, step, site)) is not None:
+                out.append(made)  # NOTE [NaN made by a step]
                 continue
             where = next((k[1] for k in state.events if k[0] == "where-nonfinite"), None)
             if where is not None:

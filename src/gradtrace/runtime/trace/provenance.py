@@ -42,6 +42,7 @@ from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
 from gradtrace.runtime.trace.provenance_handlers import SpecialHandlers
 from gradtrace.runtime.trace.reached_cuts import note_meet
+from gradtrace.runtime.trace.step_nan import step_call
 
 if TYPE_CHECKING:
     from gradtrace.runtime.trace.state import TraceState
@@ -69,6 +70,9 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
         if kwargs is None:
             kwargs = {}
         if self.busy or self.state.in_step:  # our own work, or an optimizer's internals
+            hunt = self.state.step_hunt
+            if hunt is not None and hunt.hunting and not self.busy:
+                return step_call(self.state, func, args, kwargs)  # NOTE [NaN made by a step]
             return func(*args, **kwargs)
         if PAUSED:  # NOTE [imports unrecorded]
             resume_after_import()

@@ -20,6 +20,7 @@ from gradtrace.runtime.trace.layer_sites import layer_here
 from gradtrace.runtime.trace.leaves import upstream_leaves
 from gradtrace.runtime.trace.accum_caller import caller_of_argument, returned_backpropagated
 from gradtrace.runtime.trace.kept_losses import adds_chained
+from gradtrace.runtime.trace.unused_total import note_total
 from gradtrace.runtime.trace.records import Counter, Cut, Event, RawSite, created_site, node_name
 from gradtrace.runtime.trace.root_leaf import mark_root_cut
 from gradtrace.runtime.trace.reached_cuts import watch_after_backward
@@ -144,6 +145,8 @@ class TraceState(GradEvents):
         self.backward_hunted = False  # the session's first backward() was hunted (nan_origin.py)
         self.nan_origin: tuple[Site, str, str] | None = None  # line, op, leaf: a NaN's birth
         self.loss_nan: Any = None  # NOTE [NaN loss hunted]: None, False (hunted), (line, op)
+        self.totals: dict[Site, Any] | None = None  # NOTE [total never backpropagated]
+        self.step_hunt: Any = None  # NOTE [NaN made by a step] (step_nan.StepHunt)
         self.blowup: tuple[Site, str, str, float, float] | None = None  # NOTE [gradient blown up]
         # NOTE [forward NaN origin] (fwd_nan.py): hunting in the first forward, infs made
         # from finite inputs, the first NaN (line named, op, its own line), the loss non-finite
@@ -348,6 +351,7 @@ class TraceState(GradEvents):
         self.inplace.append((self.site(raw), op, names, shape, version, made, layer_here(self)))
         stamp_view_write(gf, after, self.site(raw), op)
         self._check_accumulate(raw, op, gf, after)
+        note_total(self, raw, op, gf, after)  # NOTE [total never backpropagated]
 
     def on_plain_inplace(self, raw: RawSite | None, op: str, version: int,
                          shape: tuple[int, ...], cut: Cut | None = None) -> None:
