@@ -105,3 +105,54 @@ def test_model_wrapped_again_after_the_change_is_silent(run_script):
     res = run_script(REWRAPPED)
     assert res.code == 0, res.err
     assert "GT614" not in res.codes(), res.findings
+
+
+# NOTE [guard lets a frozen module into DDP] (crash, kind ddp-wraps-frozen-module, shown as GT456)
+PER_CHILD = """
+import os, tempfile
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+class PerChildDDP(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        for name, child in list(model._modules.items()):
+            if GUARD:
+                model._modules[name] = nn.parallel.DistributedDataParallel(child)
+
+if not dist.is_initialized():
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "s"),
+                            rank=0, world_size=1)
+net = nn.Module()
+net.body = nn.Linear(4, 4)
+net.teacher = nn.Linear(4, 4).requires_grad_(False)
+PerChildDDP(net)
+print("wrapped")
+"""
+GUARD_BY_COUNT = PER_CHILD.replace(
+    "if GUARD:", "if len(list(child.parameters())) > 0:  # <- cause")
+GUARD_BY_GRAD = PER_CHILD.replace(
+    "if GUARD:", "if any(p.requires_grad for p in child.parameters()):")
+UNGUARDED = PER_CHILD.replace("if GUARD:", "if True:").replace(
+    "model._modules[name] = nn.parallel.DistributedDataParallel(child)",
+    "model._modules[name] = nn.parallel.DistributedDataParallel(child)  # <- cause")
+
+
+def test_guard_on_having_parameters_named_when_ddp_refuses_a_frozen_child(run_script):
+    res = run_script(GUARD_BY_COUNT)
+    assert res.code != 0
+    assert _first(res) == [("GT456", marked_line(GUARD_BY_COUNT))], res.findings
+
+
+def test_unguarded_wrap_of_a_frozen_child_named_at_the_ddp_call(run_script):
+    res = run_script(UNGUARDED)
+    assert res.code != 0
+    assert _first(res) == [("GT456", marked_line(UNGUARDED))], res.findings
+
+
+def test_guard_on_requires_grad_is_silent(run_script):
+    res = run_script(GUARD_BY_GRAD)
+    assert res.code == 0, res.err
+    assert not res.findings, res.findings
