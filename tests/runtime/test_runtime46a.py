@@ -1,6 +1,6 @@
 """runtime46a on real torch, one process each (gloo, world size 1), tiny models.
 
-- NOTE [registered after the DDP wrap] (kind parameter-replaced-after-ddp-wrap, shown as its
+- NOTE [after the DDP wrap] (kind parameter-replaced-after-ddp-wrap, shown as its
   static twin GT614): a parameter or layer added to ``ddp.module`` after the wrap is trained
   and never all-reduced. Twins: a helper registering extra weights called after the wrap (named
   at the call, in the function that built the wrapper), a new parameter assigned after the

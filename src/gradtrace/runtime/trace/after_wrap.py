@@ -1,4 +1,4 @@
-"""# NOTE [registered after the DDP wrap]
+"""# NOTE [after the DDP wrap]
 
 ``DistributedDataParallel`` takes the list of parameters it all-reduces (``_module_parameters``)
 and broadcasts once, in its constructor. A parameter or layer added to the wrapped model
@@ -35,8 +35,7 @@ KIND = "parameter-replaced-after-ddp-wrap"
 
 def note_wrap_registration(state: Any, data: Any, module: Any, name: str, value: Any) -> None:
     """From the global module/parameter registration hook: a DDP registering the module it
-    wraps, or a parameter/layer added after some DDP was built (NOTE [registered after the DDP
-    wrap])."""
+    wraps, or a parameter/layer added after some DDP was built (NOTE [after the DDP wrap])."""
     wraps = data.ddp_wraps
     if isinstance(module, _DDP):
         if name == "module" and len(wraps) < 16:
@@ -72,7 +71,7 @@ def _adding_line(state: Any, builders: set[Any]) -> Any:
 
 
 def after_wrap_findings(data: Any) -> list[Finding]:
-    """The findings of NOTE [registered after the DDP wrap]."""
+    """The findings of NOTE [after the DDP wrap]."""
     if not data.ddp_wraps or not data.after_wrap:
         return []
     live = [d for d in (ref() for ref, _ in data.ddp_wraps) if d is not None]

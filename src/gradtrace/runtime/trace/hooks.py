@@ -175,7 +175,7 @@ class Hooks:
         """``module.<name> = value`` (a submodule or a Parameter): when it replaces another
         object, remember where (NOTE [replaced after the optimizer] in replaced.py)."""
         d = self.data
-        note_wrap_registration(self.state, d, module, name, value)  # NOTE [registered after ...]
+        note_wrap_registration(self.state, d, module, name, value)  # NOTE [after the DDP wrap]
         if value is None or len(d.replaced) >= 4096 and not prune_replaced(d):
             return
         if isinstance(value, torch.nn.Module):

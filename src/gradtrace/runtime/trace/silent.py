@@ -95,7 +95,7 @@ def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
     missing = _params_without_grad(state, data, _replaced(data) if recreated else frozenset())
     if recreated:  # the stale parameters are explained by that finding
         missing = [f for f in missing if f.path != "<unknown>"]
-    return out + missing + after_wrap_findings(data)  # NOTE [registered after the DDP wrap]
+    return out + missing + after_wrap_findings(data)  # NOTE [after the DDP wrap]
 
 
 def _replaced(data: HookState) -> frozenset[int]:
