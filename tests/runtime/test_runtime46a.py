@@ -128,7 +128,10 @@ if not dist.is_initialized():
 net = nn.Module()
 net.body = nn.Linear(4, 4)
 net.teacher = nn.Linear(4, 4).requires_grad_(False)
-PerChildDDP(net)
+try:
+    PerChildDDP(net)
+finally:
+    dist.destroy_process_group()
 print("wrapped")
 """
 GUARD_BY_COUNT = PER_CHILD.replace(

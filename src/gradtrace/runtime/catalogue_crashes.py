@@ -222,6 +222,9 @@ if not dist.is_initialized():
 net = nn.Module()
 net.body = nn.Linear(4, 4)
 net.teacher = nn.Linear(4, 4).requires_grad_(False)
-PerChildDDP(net)
+try:
+    PerChildDDP(net)
+finally:
+    dist.destroy_process_group()
 """, twin="ddp-wraps-frozen-module"),
 )
