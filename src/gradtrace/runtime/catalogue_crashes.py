@@ -191,4 +191,40 @@ opt = torch.optim.Adam([R], lr=0.1)  # <- cause
 net = Scaled().double()
 net(torch.randn(2, 4, dtype=torch.float64))
 """, diagnosis="GT863"),
+    pattern_entry(
+        "ddp-frozen-module", r"DistributedDataParallel is not needed when a module doesn't have "
+        r"any parameter that requires a gradient", "GT839",
+        "DistributedDataParallel given a module with every parameter frozen",
+        """DDP all-reduces the gradients of the parameters that require grad; a module whose
+        parameters are all frozen (a perceptual loss's VGG, a teacher, a pretrained encoder) has
+        none, and DDP refuses it. Wrappers that give each child its own DDP usually guard the call
+        with a test on the child's parameters: a frozen child has parameters, passes the test and
+        reaches DDP.""",
+        """Leave frozen modules unwrapped: test any(p.requires_grad for p in m.parameters())
+        before wrapping (in the wrapper's guard, or at the call).""",
+        """import os
+import tempfile
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+class PerChildDDP(nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        for name, child in list(model._modules.items()):
+            if next(child.parameters(), None) is not None:  # <- cause
+                model._modules[name] = nn.parallel.DistributedDataParallel(child)
+
+if not dist.is_initialized():
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "s"),
+                            rank=0, world_size=1)
+net = nn.Module()
+net.body = nn.Linear(4, 4)
+net.teacher = nn.Linear(4, 4).requires_grad_(False)
+try:
+    PerChildDDP(net)
+finally:
+    dist.destroy_process_group()
+""", twin="ddp-wraps-frozen-module"),
 )

@@ -38,6 +38,8 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "checkpoint-no-grad": ("GT205", "checkpoint-input-without-grad"),
     "unregistered-submodule": ("GT401", "modules-in-plain-container"),
     "unfrozen-after-optimizer": ("GT410", "unfrozen-after-optimizer"),
+    "parameter-replaced-after-ddp-wrap": ("GT614", "parameter-replaced-after-ddp-wrap"),
+    "ddp-wraps-frozen-module": ("GT456", "ddp-wraps-frozen-module"),
     "non-differentiable-op": ("GT108", "non-differentiable-loss-path"),
     "probabilities-into-cross-entropy": ("GT758", "probabilities-into-cross-entropy"),
     "graph-copied-into-new-leaf": ("GT104", "tensor-rebuilt-from-graph"),

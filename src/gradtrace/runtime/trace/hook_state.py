@@ -107,6 +107,9 @@ class HookState:
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
     rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
     built: dict[int, Any] = field(default_factory=dict)  # NOTE [layer built here]
+    # (NOTE [after the DDP wrap]) (DDP ref, builder code); param id -> (ref, site)
+    ddp_wraps: list[Any] = field(default_factory=list)
+    after_wrap: dict[int, Any] = field(default_factory=dict)
     eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
     train_calls: int = 0
     sig_changed: bool = False  # an optimizer's step signature changed (NOTE [quiet warm-up])

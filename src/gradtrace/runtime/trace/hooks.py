@@ -14,6 +14,7 @@ import torch
 from gradtrace.env import strict
 from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.attribute_site import attribute_site  # noqa: F401 - re-exported
+from gradtrace.runtime.trace.after_wrap import note_wrap_registration
 from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.clip_target import on_step
 from gradtrace.runtime.trace.extra_step import watch_clears
@@ -175,6 +176,7 @@ class Hooks:
         """``module.<name> = value`` (a submodule or a Parameter): when it replaces another
         object, remember where (NOTE [replaced after the optimizer] in replaced.py)."""
         d = self.data
+        note_wrap_registration(self.state, d, module, name, value)  # NOTE [after the DDP wrap]
         if value is None or len(d.replaced) >= 4096 and not prune_replaced(d):
             return
         if isinstance(value, torch.nn.Module):

@@ -443,3 +443,6 @@ _POSTHOC.update(_GRAD_OF_GRAD)
 from gradtrace.runtime.trace.left_behind import left_behind  # noqa: E402 NOTE [tensor attribute left behind]
 
 _POSTHOC["attribute-left-behind"] = left_behind
+from gradtrace.runtime.trace.ddp_guard import POSTHOC as _DDP_GUARD  # noqa: E402
+
+_POSTHOC.update(_DDP_GUARD)

@@ -8,6 +8,7 @@ import torch
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import NEVER_RAN, OUTPUT_UNUSED, code_for, listed, make, src
 from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.after_wrap import after_wrap_findings
 from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
@@ -94,7 +95,7 @@ def parameter_findings(state: TraceState, data: HookState) -> list[Finding]:
     missing = _params_without_grad(state, data, _replaced(data) if recreated else frozenset())
     if recreated:  # the stale parameters are explained by that finding
         missing = [f for f in missing if f.path != "<unknown>"]
-    return out + missing
+    return out + missing + after_wrap_findings(data)  # NOTE [after the DDP wrap]
 
 
 def _replaced(data: HookState) -> frozenset[int]:
