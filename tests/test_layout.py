@@ -179,3 +179,22 @@ def test_no_module_over_500_lines() -> None:
     long = {str(p.relative_to(SRC.parent)): n for p in SRC.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, f"split these modules (over {MAX_LINES} lines): {long}"
+
+
+ROOT_FILES = {".gitignore", ".pre-commit-hooks.yaml", "CHANGELOG.md", "LICENSE", "README.md",
+              "pyproject.toml"}
+
+
+def test_no_stray_file_at_the_repository_root() -> None:
+    """Gate outputs and scratch lists belong in /tmp, not in the tracked root (sessions 45-46
+    committed nine of them by mistake)."""
+    import subprocess
+
+    root = SRC.parent.parent
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=root, capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("not a git checkout")
+    stray = sorted({f for f in out.splitlines() if "/" not in f} - ROOT_FILES)
+    assert not stray, f"untrack or move these files: {stray}"
