@@ -1,6 +1,7 @@
 """Removal of the temporary folders that earlier runs of ours left behind.
 
-NOTE [stale folders]: a run under torchrun or Lightning shares one exchange folder per run
+# NOTE [stale folders]
+A run under torchrun or Lightning shares one exchange folder per run
 (``gradtrace-ddp-<uid>/<run key>``); rank 0 removes the records once it has printed, but the
 ``done`` file has to outlive it, because the other ranks wait for it. A spawn parent's folder
 (``gradtrace-spawn-<pid>-*``) is removed when the parent finishes, but not when it is killed.
