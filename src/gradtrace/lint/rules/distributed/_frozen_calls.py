@@ -38,6 +38,14 @@ def wrapped_names(w: Wrap, owner: ast.AST, line: int, ctx: Context) -> list[str]
     return names
 
 
+def wrapped_again(w: Wrap, owner: ast.AST, line: int, ctx: Context) -> bool:
+    """A later wrap in ``owner`` (after ``line``) takes the model ``w`` wraps again: the new
+    DDP hooks the parameters as they are then, so a change made in between reaches it."""
+    names = set(wrapped_names(w, owner, line, ctx))
+    return any(o.owner is owner and o.line > line and o.call.args
+               and dotted(o.call.args[0]) in names for o in wraps(ctx))
+
+
 def hands_wrapped(call: ast.Call, w: Wrap, owner: ast.AST, ctx: Context) -> bool:
     """``call`` is made on the model ``w`` wraps, or hands it (or a part of it) in."""
     names = wrapped_names(w, owner, call.lineno, ctx)

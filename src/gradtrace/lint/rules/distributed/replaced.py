@@ -10,7 +10,8 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._ddp import TRIGGERS, Wrap, holds_wrapper, wraps
-from gradtrace.lint.rules.distributed._frozen_calls import callee_after_wrap, hands_wrapped
+from gradtrace.lint.rules.distributed._frozen_calls import (callee_after_wrap, hands_wrapped,
+                                                             wrapped_again)
 from gradtrace.lint.rules.distributed.reducer import REDUCTION_ERROR
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.analysis.param_adders import added_parameter
@@ -107,7 +108,7 @@ class ParameterReplacedAfterDdpWrap(Rule):
         if target is None or target.endswith(".data"):
             return
         w = _wrapper_reached(target, node, ctx)
-        if w is None:
+        if w is None or wrapped_again(w, ctx.function or ctx.tree, node.lineno, ctx):
             return
         yield self.report(node, ctx, related=(Related(
             ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
@@ -122,7 +123,7 @@ class ParameterReplacedAfterDdpWrap(Rule):
         fn = ctx.function or ctx.tree
         w = next((w for w in wraps(ctx) if w.owner is fn and w.line < node.lineno
                   and hands_wrapped(node, w, fn, ctx)), None)
-        if w is None:
+        if w is None or wrapped_again(w, fn, node.lineno, ctx):
             return
         assign = added_parameter(ctx, fn, node, lambda v: _new_parameters(v, ctx) is not None,
                                  runs=callee_after_wrap(node, w, fn, ctx))
