@@ -443,3 +443,6 @@ _POSTHOC.update(_GRAD_OF_GRAD)
 from gradtrace.runtime.trace.left_behind import left_behind  # noqa: E402 NOTE [tensor attribute left behind]
 
 _POSTHOC["attribute-left-behind"] = left_behind
+from gradtrace.runtime.trace.inference_after import POSTHOC as _INFERENCE  # noqa: E402 NOTE [inference block from the frames]
+
+_POSTHOC.update(_INFERENCE)
