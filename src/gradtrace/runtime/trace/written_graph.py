@@ -16,10 +16,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.records import created_site
+from gradtrace.runtime.frames import Site, raw_site
+from gradtrace.runtime.trace.records import META_CREATED, created_site
 
 _WRITES = ("CopySlices", "CopyBackwards")
+
+
+def stamp_write(target: Any, seq: int) -> None:
+    """Called by the tracer after an in-place op that gave ``target`` (no graph before) one:
+    a copy node is stamped with the user line of the write (the hot path leaves in-place
+    outputs unstamped)."""
+    gf = target.grad_fn
+    if gf is not None and type(gf).__name__ in _WRITES and META_CREATED not in gf.metadata:
+        raw = raw_site()
+        if raw is not None:
+            gf.metadata[META_CREATED] = (raw[0], raw[1], seq)
 
 
 def plain_tensor_written(t: Any, site: Site | None, limit: int = 256) -> Site | None:
