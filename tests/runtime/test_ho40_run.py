@@ -96,3 +96,76 @@ def test_graph_written_into_plain_tensor(run_script, how: str, line: int | None)
         assert got == [] and res.code == 0, res.err
     else:  # the write into the plain buffer; a buffer with a graph keeps `targets()` (20)
         assert got[:1] == [("GT807", line)], res.err
+
+
+DDP_BRANCH = """
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+class Proj(nn.Sequential):
+    def __init__(self, n):
+        super().__init__(nn.Linear(n, n), nn.Tanh())
+
+class Stage(nn.Module):
+    def __init__(self, n, first, aux_everywhere):
+        super().__init__()
+        self.body = nn.Linear(n, n)
+        self.first = first
+        if first and not aux_everywhere:
+            self.side = nn.Identity()
+        else:
+            self.side = Proj(n)
+    def forward(self, pair):
+        x, s = pair
+        x = self.body(x)
+        s = x if self.first else self.side(s) + x
+        return x, s
+
+def train(aux_everywhere):
+    torch.manual_seed(0)
+    net = nn.Sequential(Stage(4, True, aux_everywhere), Stage(4, False, aux_everywhere))
+    model = DistributedDataParallel(net)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        x, s = model((torch.randn(3, 4), None))
+        opt.zero_grad()
+        (x.sum() + s.sum()).backward()
+        opt.step()
+"""
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("no gloo backend")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("everywhere", [True, False])
+def test_unrun_branch_named_where_built(tmp_path, one_rank_group, everywhere: bool) -> None:
+    """everywhere: the first stage also builds a Proj it never calls (the buggy twin)."""
+    import runpy
+
+    import gradtrace
+    from gradtrace.runtime.distributed.ranks import rank_session
+
+    path = tmp_path / "prog.py"
+    path.write_text(DDP_BRANCH, encoding="utf-8")
+    train = runpy.run_path(str(path))["train"]
+    found, error = [], ""
+    with gradtrace.trace() as tr, rank_session(tr, check_sync=0) as rs:
+        try:
+            train(everywhere)
+        except RuntimeError as exc:
+            error = str(exc)
+            found = rs.diagnose(exc)
+    if not everywhere:  # the look-alike: the first stage's side branch is an Identity
+        assert error == "" and not [f for f in tr.findings if f.code == "GT880"]
+    else:  # the buggy twin: the Proj built in the first stage, never run (18), not DDP (28)
+        assert "finished reduction" in error
+        assert [(f.code, f.line) for f in found] == [("GT880", 18)], found
