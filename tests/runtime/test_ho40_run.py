@@ -169,3 +169,39 @@ def test_unrun_branch_named_where_built(tmp_path, one_rank_group, everywhere: bo
     else:  # the buggy twin: the Proj built in the first stage, never run (18), not DDP (28)
         assert "finished reduction" in error
         assert [(f.code, f.line) for f in found] == [("GT880", 18)], found
+
+
+FOCAL = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+
+def focal(p, gt):
+    keep = gt.lt(1).float()
+    return -(torch.log(1 - p) * p.pow(2) * keep).sum() / gt.numel()
+
+head = nn.Linear(4, 3)
+opt = torch.optim.SGD(head.parameters(), lr=0.01)
+for step in range(4):
+    x, gt = torch.randn(8, 4), (torch.rand(8, 3) > 0.7).float()
+    if step == {start}:
+        head.bias.data.fill_(40.0)
+    p = {squash}
+    loss = focal(p, gt)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("squash,start,line", [
+    ("torch.sigmoid(head(x))", 0, 15),  # NaN in the first forward (NOTE [forward NaN origin])
+    ("torch.sigmoid(head(x))", 2, 15),  # a later NaN loss (NOTE [NaN loss hunted])
+    ("torch.sigmoid(head(x)).clamp(1e-4, 1 - 1e-4)", 0, None)])
+def test_log_of_saturated_sigmoid(run_script, squash: str, start: int, line: int | None) -> None:
+    res = run_script(FOCAL.replace("{squash}", squash).replace("{start}", str(start)))
+    got = [(f["code"], f["line"]) for f in res.findings if f["code"] == "GT825"]
+    if line is None:  # the look-alike: the sigmoid's output is clamped into (eps, 1 - eps)
+        assert got == [] and res.code == 0, res.err
+    else:  # the sigmoid that rounded to 1.0, not the log's product on the loss line (8)
+        assert got[:1] == [("GT825", line)], res.err
