@@ -39,6 +39,7 @@ from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
+from gradtrace.lint.analysis.flag_between import flag_set_between
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -90,13 +91,14 @@ def is_inference_function(fn: ast.AST, ctx: Context) -> bool:
 
 @dataclass
 class _Query:
-    """The state of one walk: the bindings already followed (a cycle guard) and, for a caller
-    that only wants sources that are *all* dead, whether a live one was met (then every later
-    part answers live at once: a script that rebinds ``loss`` in loop after loop otherwise
-    traces every earlier one)."""
+    """The state of one walk: the bindings already followed (a cycle guard; NOTE [binding met
+    twice]: met again, its sources are given again, without the ops recorded the first time:
+    ``loss = loss + kd`` with ``kd`` from the ``preds`` that ``loss`` already followed is live)
+    and, for a caller that only wants sources that are *all* dead, whether a live one was met
+    (then every later part answers live at once: ``loss`` rebound in loop after loop)."""
 
     stop_on_live: bool = False
-    seen: set[tuple[str, int]] = field(default_factory=set)
+    seen: dict[tuple[str, int], Deps | None] = field(default_factory=dict)  # None: in progress
     live: bool = False
 
 
@@ -201,11 +203,17 @@ class Tracer:
         return d
 
     def _binding(self, e: ast.AST, name: str, b: Binding, depth: int) -> Deps:
-        d = Deps()
         key = (name, b.line)
-        if key in self._q.seen:
-            return d
-        self._q.seen.add(key)
+        if key in self._q.seen:  # NOTE [binding met twice]: its sources again, not its ops
+            done = self._q.seen[key]
+            return Deps(list(done.dead), done.live, done.unknown, done.explicit_grad, [],
+                        done.called) if done is not None else Deps()
+        self._q.seen[key] = None
+        d = self._q.seen[key] = self._bound(e, name, b, depth)
+        return d
+
+    def _bound(self, e: ast.AST, name: str, b: Binding, depth: int) -> Deps:
+        d = Deps()
         if b.kind in (PARAMETER, PARAMS):
             d.live = True
             return d
@@ -433,21 +441,3 @@ def local_sources(ctx: Context, node: ast.AST) -> Tracer:
     """The :class:`Tracer` of the function or module ``node`` alone (calls of the file's
     helpers unknown), built once per file: :func:`.grad_off_returns.returns_off` reads it."""
     return ctx.memo("gt2-sources-local", node, lambda: Tracer(ctx, ctx.scope(node)))
-
-
-def flag_set_between(scope: Scope, name: str, start: int, line: int) -> bool:
-    """``name.requires_grad = True`` or ``name.requires_grad_()`` (a statement) after the
-    binding of ``name`` at ``start`` and before ``line``: the tensor bound there now requires
-    grad. A tensor without history becomes a leaf that does (one with history raises at the
-    flag); either way a loss read from it has a gradient to give."""
-    for m in scope.calls_to("requires_grad_"):  # indexed: a module scope holds thousands
-        if m.receiver == name and start < m.stmt.lineno < line \
-                and isinstance(m.stmt, ast.Expr) and m.stmt.value is m.call and (
-                    not m.call.args or _is_true(m.call.args[0])):
-            return True
-    return any(start < fb.line < line and _is_true(fb.value)
-               for fb in scope.bindings.get(name + ".requires_grad", ()))
-
-
-def _is_true(v: ast.AST | None) -> bool:
-    return isinstance(v, ast.Constant) and v.value is True

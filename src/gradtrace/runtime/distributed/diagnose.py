@@ -210,8 +210,12 @@ def _why_unused(session: Any, ddp: Any, name: str, p: Any, runs: dict[int, int])
         from gradtrace.runtime.trace.silent import defined_at
 
         before = bool(rec and rec.grad_runs) and tracked
+        from gradtrace.runtime.distributed.branch_site import unrun_branch_site
+
+        site = defined_at(data, p) or unrun_branch_site(ddp.module, name, lambda m: (
+            runs.get(id(m), 0) > 0 if tracked else bool(_rec_of(data, m).grad_runs)))
         return {**out, "why": "not-run-this-iteration" if before else "not-run",
-                "site": _site_list(defined_at(data, p)),
+                "site": _site_list(site),
                 "call": _site_list(rec.site if rec is not None else None)}
     from gradtrace.runtime.trace.silent import cuts_upstream_of
 
@@ -222,6 +226,15 @@ def _why_unused(session: Any, ddp: Any, name: str, p: Any, runs: dict[int, int])
     leaf = mod is not None and not any(True for _ in mod.children()) and mod is not ddp.module
     return {**out, "why": "output-unused" if leaf else "param-unused",
             "site": _site_list(rec.site if rec is not None else None)}
+
+
+def _rec_of(data: Any, m: Any) -> Any:
+    rec = data.modules.get(id(m))
+    return rec if rec is not None and rec.ref() is m else _NO_RUNS
+
+
+class _NO_RUNS:  # a module no hook recorded: it never ran
+    grad_runs = 0
 
 
 def _used_sites(session: Any, ddp: Any, runs: dict[int, int]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.records import created_site
 from gradtrace.runtime.trace.state import TraceState
+from gradtrace.runtime.trace.written_graph import plain_tensor_written
 
 Tensor = torch.Tensor
 
@@ -63,6 +64,9 @@ def kept_numpy_finding(pat: ErrorPattern, exc: BaseException, func: Any, args: t
                      "converts it to numpy", fix="pass `.detach()` of the tensor (a plotting "
                      "or drawing call needs the values only)",
                      related=[(made, "the tensor was computed here")])]
+    written = plain_tensor_written(t, site)
+    if written is not None:  # NOTE [graph written into a plain tensor]
+        return [_written_finding(code, written, site, made)]
     left = _left_function(t, site) if t is not None else None
     if left is not None:  # computed in another function and returned with its graph
         return [make(code, left, "numpy conversion of a tensor that requires grad: it is "
@@ -155,12 +159,25 @@ def kept_numpy_after(pat: ErrorPattern, exc: BaseException, frame: Any, site: Si
     t = next((s for f in reversed(frames) for s in [f.f_locals.get("self")]
               if isinstance(s, Tensor) and s.requires_grad), None)
     code = code_for("numpy-on-grad-tensor", pat.code)
+    written = plain_tensor_written(t, site)
     found = (_dropped_detach(code, t, site) or _total_finding(code, state, t, site)
-             or _kept_finding(code, t, site, frames)) if t is not None else None
+             or _kept_finding(code, t, site, frames)
+             or (_written_finding(code, written, site, None) if written else None)) \
+        if t is not None else None
     return [found] if found is not None else []
 
 
 POSTHOC = {"numpy-grad": kept_numpy_after}
+
+
+def _written_finding(code: str, written: Site, site: Site | None, made: Site | None) -> Finding:
+    """NOTE [graph written into a plain tensor]: the write leads."""
+    return make(code, written, "numpy conversion of a tensor that requires grad: this line "
+                "writes a value that requires grad in place into a tensor that had no graph, "
+                f"so it and everything computed from it carry the graph; {src(site)} converts "
+                "one of them to numpy", fix="write `.detach()` of the value (or write under "
+                "torch.no_grad())", related=[(made, "the converted tensor was computed here"),
+                                             (site, "it is converted to numpy here")])
 
 
 def _live_frame(site: Site | None) -> Any:

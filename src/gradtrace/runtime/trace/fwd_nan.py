@@ -36,6 +36,7 @@ import torch
 
 from gradtrace.runtime.frames import raw_site
 from gradtrace.runtime.trace.classify import call_name
+from gradtrace.runtime.trace.saturated import saturated_log_input, saturated_under
 
 Tensor = torch.Tensor
 _isfinite, _isnan = torch.isfinite, torch.isnan
@@ -85,8 +86,9 @@ def check_output(state: Any, func: Any, args: Any, out: Any) -> None:
         site = state.site(raw) if raw is not None else None
         if not bad:
             if not nan:
-                if len(state.fwd_inf) < 64:
-                    state.fwd_inf[id(out)] = (weakref.ref(out), site)
+                if len(state.fwd_inf) < 64:  # NOTE [log of a saturated sigmoid]
+                    state.fwd_inf[id(out)] = (weakref.ref(out),
+                                              saturated_log_input(name, args) or site)
                 return
         elif not nan or any(_has_nan(a) for a in bad):
             return
@@ -96,6 +98,7 @@ def check_output(state: Any, func: Any, args: Any, out: Any) -> None:
             if hit is not None and hit[0]() is a:
                 made = hit[1]
                 break
+        made = made or saturated_under(bad)  # NOTE [log of a saturated sigmoid]
     state.fwd_nan = (made or site, name, site)
     state.fwd_nan_nograd = not grad_on
     state.fwd_hunt = False

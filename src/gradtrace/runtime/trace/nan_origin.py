@@ -32,6 +32,7 @@ import torch
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.custom_backward import custom_backward_site
 from gradtrace.runtime.trace.records import created_site, node_name
+from gradtrace.runtime.trace.saturated import SATURATED, saturated_sigmoid
 
 _LIMIT = 20_000  # nodes hooked at most (a larger graph is hunted in its first part only)
 # NOTE [gradient blown up]
@@ -141,7 +142,9 @@ class Hunt:
                         return None
                     if not _finite(grad_inputs):
                         site, _ = created_site(node)
-                        if site is not None:
+                        if site is not None and (sat := saturated_sigmoid(node)) is not None:
+                            self.origin = (sat, SATURATED + node_name(node))  # NOTE [log of a saturated sigmoid]
+                        elif site is not None:
                             self.origin = (site, node_name(node))
                         elif hasattr(node, "_forward_cls"):  # NOTE [NaN born in a custom backward]
                             self.origin = custom_backward_site(node, next(

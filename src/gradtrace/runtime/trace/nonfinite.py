@@ -39,9 +39,14 @@ NAN_FIX = ("keep the op's input away from where its derivative is infinite (e.g.
 
 
 RECEIVED = "received:"  # nan_origin._receiver_site's op prefix
+from gradtrace.runtime.trace.saturated import SATURATED  # noqa: E402
 
 
 def nan_text(op: str) -> str:
+    if op.startswith(SATURATED):  # NOTE [log of a saturated sigmoid]
+        return (f"this sigmoid's output rounds to exactly 0.0 or 1.0 (float32 saturation), a "
+                f"log of it (or of 1 minus it) is -inf, and the backward of "
+                f"`{op[len(SATURATED):]}` then passes on NaN/Inf")
     if op.startswith(RECEIVED):  # NOTE [NaN born in a library op]
         return (f"the backward of `{op[len(RECEIVED):]}`, inside a library call, sends a "
                 "NaN/Inf gradient to the tensor made here (its derivative is infinite or "

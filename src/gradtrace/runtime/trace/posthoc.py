@@ -446,3 +446,6 @@ _POSTHOC["attribute-left-behind"] = left_behind
 from gradtrace.runtime.trace.ddp_guard import POSTHOC as _DDP_GUARD  # noqa: E402
 
 _POSTHOC.update(_DDP_GUARD)
+from gradtrace.runtime.trace.inference_after import POSTHOC as _INFERENCE  # noqa: E402 NOTE [inference block from the frames]
+
+_POSTHOC.update(_INFERENCE)

@@ -23,6 +23,7 @@ from gradtrace.runtime.trace.loss_nan import loss_hunt, loss_hunted
 from gradtrace.runtime.trace.nan_origin import end_hunt, start_hunt
 from gradtrace.runtime.trace.random_buffer import FILLS, note_fill
 from gradtrace.runtime.trace.records import META_CREATED
+from gradtrace.runtime.trace.written_graph import stamp_write
 from gradtrace.runtime.trace.root_leaf import forced_number_leaf, graphless_grads
 
 Tensor = torch.Tensor
@@ -74,6 +75,8 @@ class SpecialHandlers:
             # a total that starts as a plain tensor (defaultdict(lambda: torch.tensor(0.)))
             # takes its graph here: stamped like an op's output, for the running-total check
             self._after(func, args, target)
+        elif target is not None:  # NOTE [graph written into a plain tensor]
+            stamp_write(target, self.seq)
         return out
 
     def _detach(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
