@@ -23,3 +23,15 @@ def read_chain(expr: ast.AST, frame: FrameType, attr: Callable[[Any, str], Any],
         base = read_chain(expr.value, frame, attr, builtins)
         return MISSING if base is MISSING else attr(base, expr.attr)
     return MISSING
+
+
+def stored_attr(base: Any, name: str) -> Any:
+    """``base.<name>`` from the instance's own ``__dict__`` or its registered ``_modules``,
+    running no user code (a property's getter could have side effects); MISSING otherwise."""
+    d = getattr(base, "__dict__", None)
+    if not isinstance(d, dict):
+        return MISSING
+    if name in d:
+        return d[name]
+    mods = d.get("_modules")
+    return mods.get(name, MISSING) if isinstance(mods, dict) else MISSING

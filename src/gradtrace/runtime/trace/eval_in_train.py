@@ -43,7 +43,6 @@ statistics of the rollout batch, which is the same mistake.
 """
 from __future__ import annotations
 
-import ast
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -158,32 +157,13 @@ def _refresh(site: Site, frame: Any) -> bool:
     ``no_grad``, after an explicit ``model.train()``): a pass that only refreshes the running
     statistics (schedule-free's recipe before validation, a BN re-estimation), not an
     evaluation, which reads its outputs."""
+    from gradtrace.runtime.frame_values import read_chain, stored_attr
     from gradtrace.runtime.trace.locate import bare_call
 
     call = bare_call(site)
-    chain, e = [], call.func if call is not None else None
-    while isinstance(e, ast.Attribute):
-        chain.append(e.attr)
-        e = e.value
-    if not isinstance(e, ast.Name):
+    if call is None:
         return False
-    ns = frame.f_locals
-    obj = ns[e.id] if e.id in ns else frame.f_globals.get(e.id)
-    for a in reversed(chain):
-        obj = _stored(obj, a)
-    return isinstance(obj, torch.nn.Module)
-
-
-def _stored(obj: Any, name: str) -> Any:
-    """``obj.<name>`` read from the instance's own dict or its registered modules, running no
-    user code (a property's getter could have side effects)."""
-    d = getattr(obj, "__dict__", None)
-    if not isinstance(d, dict):
-        return None
-    if name in d:
-        return d[name]
-    mods = d.get("_modules")
-    return mods.get(name) if isinstance(mods, dict) else None
+    return isinstance(read_chain(call.func, frame, stored_attr), torch.nn.Module)
 
 
 def train_run(hooks: Any, module: torch.nn.Module, args: Any = ()) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from gradtrace.findings import Finding
-from gradtrace.runtime.frame_values import MISSING, read_chain
+from gradtrace.runtime.frame_values import read_chain, stored_attr
 from gradtrace.runtime.frames import Site, is_internal
 
 _NormBase = torch.nn.modules.batchnorm._NormBase
@@ -79,17 +79,7 @@ def _is_train(n: ast.AST) -> bool:
 def _read(expr: ast.AST, frame: FrameType) -> Any:
     """The value of a name or attribute chain in ``frame``, without calling anything user-made
     (instance ``__dict__`` and module ``_modules`` only); MISSING when it cannot be read."""
-    return read_chain(expr, frame, _instance_attr)
-
-
-def _instance_attr(base: Any, name: str) -> Any:
-    d = getattr(base, "__dict__", None)
-    if not isinstance(d, dict):
-        return MISSING
-    if name in d:
-        return d[name]
-    mods = d.get("_modules")
-    return mods.get(name, MISSING) if isinstance(mods, dict) else MISSING
+    return read_chain(expr, frame, stored_attr)
 
 
 def _switches(value: Any, layer: torch.nn.Module) -> bool:
