@@ -89,12 +89,15 @@ def is_inference_function(fn: ast.AST, ctx: Context) -> bool:
     return decorated_off(fn, ctx)
 
 
+# NOTE [binding met twice]
+# A binding met again on one walk (the cycle guard) gives its sources again, without the ops
+# recorded the first time: ``loss = loss + kd`` with ``kd`` from the ``preds`` that ``loss``
+# already followed is live.
 @dataclass
 class _Query:
-    """The state of one walk: the bindings already followed (a cycle guard; NOTE [binding met
-    twice]: met again, its sources are given again, without the ops recorded the first time:
-    ``loss = loss + kd`` with ``kd`` from the ``preds`` that ``loss`` already followed is live)
-    and, for a caller that only wants sources that are *all* dead, whether a live one was met
+    """The state of one walk: the bindings already followed (a cycle guard, see
+    NOTE [binding met twice]) and, for a caller that only wants sources that are *all* dead,
+    whether a live one was met
     (then every later part answers live at once: ``loss`` rebound in loop after loop)."""
 
     stop_on_live: bool = False

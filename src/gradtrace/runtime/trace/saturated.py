@@ -89,8 +89,8 @@ def saturated_log_input(name: str, args: Any) -> Site | None:
 
 def saturated_under(tensors: list[Any]) -> Site | None:
     """The forward op that made NaN from an inf (``-inf * 0``): the inf's graph holds a log of
-    an exact 0 made by a saturated sigmoid, a node or two down (NOTE [log of a saturated
-    sigmoid]): the sigmoid's line."""
+    an exact 0 made by a saturated sigmoid, a node or two down: the sigmoid's line
+    (NOTE [log of a saturated sigmoid])."""
     nodes = [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
     return saturated_sigmoid(_Above(*nodes)) if nodes else None
 
