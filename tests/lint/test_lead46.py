@@ -65,3 +65,72 @@ def test_change_then_a_new_wrap_is_silent(change, again):
 @pytest.mark.parametrize("change", CHANGES)
 def test_a_wrap_of_another_model_after_the_change_keeps_it(change):
     assert _gt614(change, "other = DDP(nn.Linear(4, 4))") == [LINE]
+
+
+# GT539: the optimizers held in a dict, stepped through a loop over the dict itself (its keys)
+def _gt539(src: str) -> list[int]:
+    return [f.line for f in check_source(textwrap.dedent(src)) if f.code == "GT539"]
+
+
+HELD = '''
+import torch
+from torch import nn
+
+gen, disc = nn.Linear(2, 2), nn.Linear(2, 1)
+optims = BUILD
+
+
+def train(batch):
+    loss = disc(gen(batch)).mean()
+    loss.backward()
+    LOOP
+'''
+BUILDS = ['{"gen": torch.optim.SGD(gen.parameters(), lr=0.1), "disc": torch.optim.SGD(disc.parameters(), lr=0.1)}',
+          'dict(gen=torch.optim.SGD(gen.parameters(), lr=0.1), disc=torch.optim.SGD(disc.parameters(), lr=0.1))']
+
+
+@pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.parametrize("loop", ["for opt in optims:\n        opt.step()",
+                                  "[o.zero_grad() for o in optims]",
+                                  "any(o['x'].step() for o in optims if 'x' in o)"])
+def test_a_loop_over_the_dict_stepping_its_items_is_reported(build, loop):
+    src = HELD.replace("BUILD", build).replace("LOOP", loop)
+    assert _gt539(src) == [12]
+
+
+@pytest.mark.parametrize("build", BUILDS)
+@pytest.mark.parametrize("loop", ["for opt in optims.values():\n        opt.step()",
+                                  "for name, opt in optims.items():\n        opt.step()",
+                                  "for name in optims:\n        optims[name].step()",
+                                  "for o in optims:\n        o = optims[o]\n        o.step()",
+                                  "for name in optims:\n        print(name.upper())"])
+def test_a_loop_over_values_items_or_keys_used_as_keys_is_silent(build, loop):
+    src = HELD.replace("BUILD", build).replace("LOOP", loop)
+    assert _gt539(src) == []
+
+
+def test_a_dict_with_other_keys_or_built_key_by_key_is_silent():
+    by_model = HELD.replace("BUILD", "{gen: torch.optim.SGD(gen.parameters(), lr=0.1)}")
+    assert _gt539(by_model.replace("LOOP", "for m in optims:\n        m.zero_grad()")) == []
+    rebound = HELD.replace("BUILD", '{"gen": None}').replace(
+        "LOOP", "optims = [torch.optim.SGD(gen.parameters())]\n    for o in optims:\n        o.step()")
+    assert _gt539(rebound) == []
+
+
+def test_self_attribute_dicts_follow_every_assignment_in_the_class():
+    src = '''
+import torch
+
+class T:
+    def __init__(self, a, b):
+        self.optims = {"a": torch.optim.SGD(a, lr=0.1), "b": torch.optim.SGD(b, lr=0.1)}
+
+    def reset(self, a):
+        self.optims = ONE
+
+    def step(self):
+        for o in self.optims:
+            o.step()
+'''
+    assert _gt539(src.replace("ONE", '{"a": torch.optim.SGD(a, lr=0.1)}')) == [12]
+    assert _gt539(src.replace("ONE", "[torch.optim.SGD(a, lr=0.1)]")) == []
