@@ -134,3 +134,14 @@ class T:
 '''
     assert _gt539(src.replace("ONE", '{"a": torch.optim.SGD(a, lr=0.1)}')) == [12]
     assert _gt539(src.replace("ONE", "[torch.optim.SGD(a, lr=0.1)]")) == []
+
+
+def test_a_clearing_loop_beside_a_stepping_one_is_told_with_the_step():
+    both = HELD.replace("BUILD", BUILDS[0]).replace(
+        "LOOP", "[o.step() for o in optims]\n    [o.zero_grad() for o in optims]")
+    found = [f for f in check_source(textwrap.dedent(both)) if f.code == "GT539"]
+    assert [f.line for f in found] == [12]
+    assert [r.line for r in found[0].related] == [6, 13]
+    alone = HELD.replace("BUILD", BUILDS[0]).replace(
+        "LOOP", "[o.zero_grad() for o in optims]\n    [o.step() for o in optims.values()]")
+    assert _gt539(alone) == [12]

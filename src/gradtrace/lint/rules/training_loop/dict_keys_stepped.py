@@ -61,6 +61,28 @@ def _stepped_through(var: str, body: list[ast.AST]) -> ast.Call | None:
     return hit
 
 
+def _loops_over(it: ast.expr, ctx: Context) -> list[ast.Call]:
+    """The ``.step()`` / ``.zero_grad()`` calls made through the variable of every loop or
+    comprehension over ``it`` in the enclosing class (else function, else module)."""
+    where = ctx.class_def or ctx.function or ctx.tree
+    spelled = dotted(it)
+    out = []
+    for n in ast.walk(where):
+        if isinstance(n, ast.For) and isinstance(n.target, ast.Name):
+            gens = [(n.iter, n.target.id, n.body)]
+        elif isinstance(n, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) \
+                and len(n.generators) == 1 and isinstance(n.generators[0].target, ast.Name):
+            g = n.generators[0]
+            gens = [(g.iter, g.target.id, [n.elt])]  # type: ignore[list-item]
+        else:
+            continue
+        for i, var, body in gens:
+            c = _stepped_through(var, body) if dotted(i) == spelled else None
+            if c is not None:
+                out.append(c)
+    return out
+
+
 class DictKeysStepped(Rule):
     """A loop (or comprehension) meant to step or clear the optimizers held in a dict
     iterates the dict itself, which yields its keys: the strings, never the optimizers.
@@ -151,10 +173,16 @@ class DictKeysStepped(Rule):
         d = _dict_value(it, node.lineno, ctx)
         if d is None:
             return
+        others = [c for c in _loops_over(it, ctx) if c is not call]
+        if call.func.attr == "zero_grad" and any(  # type: ignore[attr-defined]
+                c.func.attr == "step" for c in others):  # type: ignore[attr-defined]
+            return  # told with the step's finding: that loop is why nothing trains
+        related = [Related(ctx.path, d.lineno, "the dict is built here", ctx.column(d))]
+        related += [Related(ctx.path, c.lineno, "the same loop shape, with the same keys",
+                            ctx.column(c)) for c in others]
         keys = [k.value for k in d.keys] if isinstance(d, ast.Dict) \
             else [k.arg for k in d.keywords]  # type: ignore[attr-defined]
         shown = ", ".join(f'"{k}"' for k in keys[:3]) + (", ..." if len(keys) > 3 else "")
-        yield self.report(node, ctx, related=(Related(ctx.path, d.lineno, "the dict is built here",
-                                                      ctx.column(d)),),
+        yield self.report(node, ctx, related=related,
                           dict=ctx.source(it), line=d.lineno, keys=shown,
                           call=ctx.source(call), guard=guard)
