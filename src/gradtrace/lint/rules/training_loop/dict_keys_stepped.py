@@ -83,7 +83,7 @@ def _loops_over(it: ast.expr, ctx: Context) -> list[ast.Call]:
     return out
 
 
-class DictKeysStepped(Rule):
+class OptimizerDictIteratedForKeys(Rule):
     """A loop (or comprehension) meant to step or clear the optimizers held in a dict
     iterates the dict itself, which yields its keys: the strings, never the optimizers.
 
