@@ -89,8 +89,9 @@ class OptimizerDictIteratedForKeys(Rule):
 
     `for opt in self.optims: opt.step()` raises AttributeError on a string, but the
     guarded form `[o[k].step() for o in self.optims if k in o]` runs without error: `k in
-    o` is a substring test on the key, False for each, so no optimizer ever steps and the
-    weights never change while the losses are backpropagated. Iterate `.values()` (or
+    o` is a substring test on the key string, False unless the key happens to contain `k`
+    (then `o[k]` raises TypeError), so no optimizer ever steps and the weights never change
+    while the losses are backpropagated. Iterate `.values()` (or
     `.items()`). Reported when the dict is a display (or `dict(...)` of keywords) whose keys
     are all strings, bound to a name of the function or to `self.<attr>` (every assignment
     in the class a display of that kind), and the loop variable itself (or its item) is
@@ -161,8 +162,8 @@ class OptimizerDictIteratedForKeys(Rule):
         g = gens[0]
         guard = ""
         if g.ifs:
-            guard = (" (the filter is a test on the key string, so no item passes and "
-                     "nothing raises)")
+            guard = (" (the filter tests the key string, so no item passes and nothing "
+                     "raises)")
         yield from self._check(node, g.iter, g.target.id, elts, guard, ctx)
 
     def _check(self, node: ast.AST, it: ast.expr, var: str, body: list[ast.AST], guard: str,
