@@ -162,8 +162,8 @@ class OptimizerDictIteratedForKeys(Rule):
         g = gens[0]
         guard = ""
         if g.ifs:
-            guard = (" (the filter tests the key string, so no item passes and nothing "
-                     "raises)")
+            guard = (" (the filter tests the key string: it usually lets nothing through, and "
+                     "nothing raises)")
         yield from self._check(node, g.iter, g.target.id, elts, guard, ctx)
 
     def _check(self, node: ast.AST, it: ast.expr, var: str, body: list[ast.AST], guard: str,
