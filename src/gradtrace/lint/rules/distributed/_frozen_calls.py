@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterator
 from gradtrace.lint.analysis.called_backwards import called_function
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import bfs_walk, walk
+from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.rules.distributed._ddp import Wrap, wrapped_class, wraps
 from gradtrace.lint.rules.registration._grad_flags import grad_flags
 
@@ -99,16 +99,3 @@ def frozen_by_calls(fn: ast.AST, ctx: Context) -> Iterator[tuple[ast.Call, Wrap,
                     break
 
 
-def flag_statement(s: ast.stmt) -> ast.stmt:
-    """The statement that sets the flag: the assignment inside a freezing loop."""
-    if isinstance(s, (ast.For, ast.AsyncFor)):
-        for n in walk(s):
-            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute)
-                                                 and t.attr == "requires_grad"
-                                                 for t in n.targets):
-                return n
-            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) \
-                    and isinstance(n.value.func, ast.Attribute) \
-                    and n.value.func.attr == "requires_grad_":
-                return n
-    return s

@@ -11,13 +11,13 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.distributed._frozen_calls import flag_statement, frozen_by_calls
+from gradtrace.lint.rules.distributed._frozen_calls import frozen_by_calls
 from gradtrace.lint.rules.distributed._selected import called_per_entry, selected_entries
 from gradtrace.lint.rules.distributed._ddp import (
     TRIGGERS, Wrap, holds_wrapper, wrapped_by_earlier_call, wrapped_class, wraps,
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
-from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
+from gradtrace.lint.rules.registration._grad_flags import GradFlag, flag_statement, grad_flags
 from gradtrace.lint.rules.registration._modules import owns_params
 from gradtrace.lint.rules.registration._unused import unused_layers
 

@@ -25,6 +25,26 @@ class GradFlag:
     conditional: bool    # only some parameters (an ``if`` inside the loop)
 
 
+def flag_statement(s: ast.stmt) -> ast.stmt:
+    """The statement that sets the flag: for a loop, the ``requires_grad`` write (or
+    ``requires_grad_`` call) of its body, else one nested deeper (under an ``if``); ``s``
+    itself otherwise."""
+    if not isinstance(s, (ast.For, ast.AsyncFor)):
+        return s
+    direct = next((b for b in s.body if _sets_flag(b)), None)
+    if direct is not None:
+        return direct
+    nested = (n for b in s.body for n in walk(b) if _sets_flag(n))
+    return next(nested, s)  # type: ignore[arg-type]
+
+
+def _sets_flag(n: ast.AST) -> bool:
+    if isinstance(n, ast.Assign):
+        return any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets)
+    return isinstance(n, ast.Expr) and isinstance(n.value, ast.Call) \
+        and isinstance(n.value.func, ast.Attribute) and n.value.func.attr == "requires_grad_"
+
+
 def grad_flags(scope: Scope) -> list[GradFlag]:
     """Freeze/unfreeze statements of a scope, in source order (cached)."""
     return scope.ctx.memo("gt4-grad-flags", scope.node, lambda: _grad_flags(scope))

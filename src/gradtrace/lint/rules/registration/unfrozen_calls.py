@@ -11,26 +11,11 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, function_scopes, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
+from gradtrace.lint.rules.registration._grad_flags import flag_statement, grad_flags
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, covers, optimizer_builds, rebound_between, step_lines,
 )
 from gradtrace.lint.rules.registration.freezing import trainable_only_filter
-
-
-def _flag_statement(flag: GradFlag) -> ast.stmt:
-    """The statement that sets the flag: the assignment inside a loop over parameters."""
-    s = flag.stmt
-    if isinstance(s, (ast.For, ast.AsyncFor)):
-        for b in s.body:
-            if isinstance(b, ast.Assign) and any(
-                    isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in b.targets):
-                return b
-            if isinstance(b, ast.Expr) and isinstance(b.value, ast.Call) \
-                    and isinstance(b.value.func, ast.Attribute) \
-                    and b.value.func.attr == "requires_grad_":
-                return b
-    return s
 
 
 def _filters_trainable(ob: OptimizerBuild, scope: Scope) -> bool:
@@ -147,7 +132,7 @@ class UnfrozenByCallAfterOptimizer(Rule):
                 got = self._stale(site, fn, root, ctx)
                 if got is not None:
                     ob = got
-                    at = _flag_statement(flag)
+                    at = flag_statement(flag.stmt)
                     yield self.report(at, ctx, related=[
                         Related(ctx.path, site.lineno, "called here", ctx.column(site)),
                         Related(ctx.path, ob.stmt.lineno, f"`{ob.name}` is built here",
