@@ -1,4 +1,5 @@
 """The layer-wise distillation trainer after the fix: besides the student blocks, `prepare_epoch` also unfreezes the teacher blocks that were replaced (`unfreeze(names, student=False)`), so the teacher loss reaches those blocks' weights through autograd and the importance of each replaced block can be read from its weight gradient.
+
 source: https://github.com/lehduong/Knowledge-Distillation-by-Replacing-Cheap-Conv/commit/98ac00c5db2ab95117e7dee11052dd2679bb2be0
 kind: lookalike
 """

@@ -1,4 +1,5 @@
 """The Show-Attend-Tell captioning trainer after the fix: `decoder.train()` is called at the start of every epoch, so the eval mode that the validator's `greedy_decoding` leaves behind is undone before the next epoch's training steps and every step trains with dropout on.
+
 source: https://github.com/wiktorlazarski/Image-Captioning-with-Visual-Attention/commit/7bbc59c6802f53a4be5ead33898478cecc0286e6
 kind: lookalike
 """

@@ -1,4 +1,5 @@
 """The adversarial-training trainer after the fix: the PGD examples are generated with gradients enabled (the model only switched to eval mode around the attack), and each attack step starts from a detached copy of the perturbed images marked `requires_grad`, so `torch.autograd.grad` gets the input gradient and training runs on the adversarial batch.
+
 source: https://github.com/martinez-hub/underconfidence-adversarial-training/commit/5033ed812acce8e7125977bbaa35e82c89307429
 kind: lookalike
 """

@@ -1,4 +1,5 @@
 """torchlake's PixelCNN++ discretized logistic mixture loss after the fix: the channel-conditioned means are built out of place (`torch.cat` of the first channel's mean and each later channel's mean plus its coefficient term), so the network output that `maximum` saved (through its log-scale slice) is never written to and the training step's backward succeeds.
+
 source: https://github.com/gitE0Z9/pytorch-implementations/commit/35fbc49ad73c75d37ee51e004d458f90c2799f53
 kind: lookalike
 """

@@ -1,4 +1,5 @@
 """The gradient-boosted normalizing flow after the fix: the learning rates of the per-component parameter groups are reset after every component switch, the wrap-around to component 0 included, so the second pass over component 0 trains it with the learning rate and the other components with 0.
+
 source: https://github.com/robert-giaquinto/gradient-boosted-normalizing-flows/commit/e86b61f5017fabc28a23417277ce836453850fb6
 kind: lookalike
 """

@@ -1,4 +1,5 @@
 """The hierarchical DARTS search after the fix: the bilevel step in `train` calls each level's alpha optimizer `step()` right after the validation loss's `backward()`, so the architecture weights of every level move with their gradients during the search.
+
 source: https://github.com/sjoshi804/hierarchical-darts-neural-architecture-search/commit/002d51f9fe780aef7f6c656e171a1a7f2655ef3c
 kind: lookalike
 """
