@@ -54,7 +54,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 37 (session 43)", "d9d7aab9"),
            ("held-out 38 (session 44)", "43e69a4c"),
            ("held-out 39 (session 45)", "19cfb677"),
-           ("held-out 40 (session 46)", "2efba42b"))
+           ("held-out 40 (session 46)", "2efba42b"),
+           ("held-out 41 (session 47)", "ce6c8449"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -98,6 +99,7 @@ FIRST_CONTACT = {
     "held-out 38 (session 44)": ("1/12", "0/5", "2/7", 0, 1),
     "held-out 39 (session 45)": ("2/12", "3/5", "1/7", 0, 0),
     "held-out 40 (session 46)": ("1/12", "1/5", "2/7", 0, 0),
+    "held-out 41 (session 47)": ("1/12", "1/5", "0/7", 0, 1),
 }
 
 
