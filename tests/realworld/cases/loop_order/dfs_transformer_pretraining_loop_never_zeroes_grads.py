@@ -41,11 +41,11 @@ params = list(model.parameters())
 for epoch in range(1):
     epoch_loss = 0.0
     for i in range(1, 21):
-        inputs, codes, mask = masked_batch()  # ROOT
+        inputs, codes, mask = masked_batch()
         logits = model(inputs)
         loss = F.cross_entropy(logits[mask], codes[mask])
         own = torch.autograd.grad(loss, params, retain_graph=True)
-        loss.backward()
+        loss.backward()  # ROOT
         if i == 20:
             own_flat = torch.cat([g.flatten() for g in own])
             used_flat = torch.cat([p.grad.flatten() for p in params])
