@@ -57,11 +57,11 @@ def _all_per_pass(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> b
         got = _method_sites(octx, fn.name)
         if got is None:
             return False  # `x.name` read as a value
-        sites += [(octx, c, w) for c, w in got if not _own_method(octx, c, w, cls)]
+        sites += [(octx, c, w) for c, w in got if not own_method(octx, c, w, cls)]
     return bool(sites) and all(_per_pass(octx, call, where) for octx, call, where in sites)
 
 
-def _own_method(octx: Context, call: ast.Call, where: ast.AST, cls: ClassInfo) -> bool:
+def own_method(octx: Context, call: ast.Call, where: ast.AST, cls: ClassInfo) -> bool:
     """``self.name(...)`` in a method of another class that defines ``name`` itself (and is
     no base of ``fn``'s class): it calls that class's method, not ``fn``."""
     f = call.func
