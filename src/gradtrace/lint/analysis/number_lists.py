@@ -20,8 +20,8 @@ NUMBER_METHODS = frozenset({"item", "size", "numel", "dim"})
 
 
 def holds_numbers(cls: ast.ClassDef, attr: str) -> bool:
-    """Every write of ``self.attr`` in ``cls`` keeps it a list of Python numbers (NOTE [list
-    of numbers on self])."""
+    """Every write of ``self.attr`` in ``cls`` keeps it a list of Python numbers
+    (NOTE [list of numbers on self])."""
     seen = False
     for n in walk(cls):
         if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
