@@ -5,9 +5,11 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.int_values import integer_valued
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.inplace._ops import _statements
 
@@ -35,6 +37,8 @@ class AllGatherDropsGraph(Rule):
     differentiable `torch.distributed.nn.all_gather(t)`.
     Known limits: in one function, where it trains (a module's `forward`, or before a
     backward); any later read of `t` (the slot written back, a local term) is taken as the fix.
+    Buffers made as integer tensors (`[torch.zeros(n).long() for _ in ...]`) gather integer
+    labels, which carry no gradient: not reported.
     """
 
     code = "GT611"
@@ -132,10 +136,24 @@ def _trains(fn: ast.FunctionDef | ast.AsyncFunctionDef, s: ast.stmt, t: str,
     """``t`` may carry a graph where ``s`` runs: grad on, ``t`` not a number, an array, a
     detached tensor or a leaf, in a module's ``forward`` or before a backward of ``fn``."""
     scope = ctx.scope(fn)
-    if scope.grad_off_at(s) is not None or scope.kind(ast.Name(t, ast.Load()), s.lineno) in (
+    if _integer_buffers(fn, s, ctx) or scope.grad_off_at(s) is not None or scope.kind(ast.Name(t, ast.Load()), s.lineno) in (
             NUMBER, NUMPY, DETACHED, LEAF):
         return False
     info = ctx.analysis.class_of(fn)
     if info is not None and info.is_module and fn.name == "forward":
         return True
     return any(b.call.lineno > s.lineno for b in step_calls(ctx, fn).losses())
+
+
+def _integer_buffers(fn: ast.FunctionDef | ast.AsyncFunctionDef, s: ast.stmt,
+                     ctx: Context) -> bool:
+    """The buffers of the gather ``s`` are integer tensors by how they are made (every binding
+    a list display or comprehension of them: ``[torch.zeros(n).long().cuda() for _ in ...]``):
+    `all_gather` needs the gathered tensor to have their dtype, so it is an integer one (labels),
+    which never carries a gradient."""
+    bufs = s.value.args[0].id  # type: ignore[attr-defined]
+    made = [b.value for b in walk(fn) if isinstance(b, ast.Assign) and b.lineno < s.lineno
+            and any(isinstance(t, ast.Name) and t.id == bufs for t in b.targets)]
+    elts = [e for v in made for e in (
+        [v.elt] if isinstance(v, ast.ListComp) else v.elts if isinstance(v, ast.List) else [None])]
+    return bool(elts) and all(e is not None and integer_valued(e, fn) for e in elts)

@@ -9,6 +9,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import NUMBER, NUMPY
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.cuts import CUT_FUNCS
+from gradtrace.lint.analysis.number_lists import holds_numbers
 from gradtrace.lint.analysis.self_state import method_rebinds
 from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.analysis.unpacked_kinds import unpacked_kind
@@ -222,7 +223,8 @@ class NumpyRoundTripInLoss(LossCutRule):
     have a grad_fn`; next to other terms it silently adds nothing to the gradient. Write the
     computation with torch operations instead.
     Known limits: follows names inside one function; NumPy work in a helper function that
-    returns a tensor is not seen.
+    returns a tensor is not seen. A `self` list the class fills only with Python numbers
+    (`self.record.append(loss.item())`) holds no tensor: NOTE [list of numbers on self].
     """
 
     code = "GT103"
@@ -280,8 +282,8 @@ class NumpyRoundTripInLoss(LossCutRule):
 
 
     def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding | None:
-        if _returns_the_array(c, v, lp):
-            return None
+        if _returns_the_array(c, v, lp) or _number_list(c.operand, lp, ctx):
+            return None  # NOTE [list of numbers on self]
         qual = ctx.qualified_name(c.node.func) if isinstance(c.node, ast.Call) else None
         if qual in NUMPY_READERS:
             return None  # `np.load(path)`: NumPy is handed a file name, never a tensor
@@ -308,6 +310,12 @@ def _fed_numpy(o: ast.expr, lp: LossPaths) -> bool:
     return isinstance(v, ast.Call) and any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy"
         for a in v.args for n in ast.walk(a))
+
+
+def _number_list(o: ast.expr, lp: LossPaths, ctx: Context) -> bool:
+    cls = ctx.analysis.class_of(lp.scope.node)
+    return isinstance(o, ast.Attribute) and isinstance(o.value, ast.Name) and o.value.id == \
+        "self" and cls is not None and holds_numbers(cls.node, o.attr)
 
 
 def _converted(call: ast.AST) -> bool:

@@ -9,6 +9,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.params import FLAG, flag_call, param_loop_var
+from gradtrace.lint.analysis.setup_order import runs_before_build
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import of_types, walk
@@ -37,7 +38,9 @@ class UnfrozenAcrossMethods(Rule):
     trains the head alone, silently (verified on torch 2.13). Rebuild the optimizer after
     unfreezing (call the method that creates it) or `add_param_group` the unfrozen part.
     Known limits: the methods must be of one class; the unfreeze is a loop over
-    `.parameters()`, `requires_grad_()` or a helper of the file that sets the flag.
+    `.parameters()`, `requires_grad_()` or a helper of the file that sets the flag. A method
+    every call of which runs in an `__init__` before the build (a base class's of another
+    file) is left alone: NOTE [run at construction before the build].
     """
 
     code = "GT440"
@@ -98,8 +101,8 @@ class UnfrozenAcrossMethods(Rule):
                 if self._rebuilds(cls, m, builds, set(), ctx):
                     break
                 opt, (bm, bs) = next(iter(builds.items()))
-                if not self._stepped(cls, opt):
-                    break
+                if not self._stepped(cls, opt) or runs_before_build(ctx, cls, m.name, bm.name):
+                    break  # NOTE [run at construction before the build]
                 yield self.report(s, ctx, related=[Related(
                     ctx.path, bs.lineno, f"`{opt}` is built here", ctx.column(bs))],
                     part=part, opt=opt, line=bs.lineno, method=m.name)

@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.per_pass_returns import made_each_pass
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.graph_breaks._paths import LOSS_FUNC_RE
@@ -32,7 +33,10 @@ class ParameterMovedAfterWrapping(Rule):
     `requires_grad` the function then turns on, is left alone, and so is a value assigned to
     `.data` (`emb.weight.data = nn.Parameter(t).to(d)`: the registered weight gets new data),
     and a local that only feeds the function's own computation: made anew on every call,
-    nothing trains it, moved or not (NOTE [parameter spent in its function]).
+    nothing trains it, moved or not (NOTE [parameter spent in its function]); and so is a
+    value a method returns when every call of it, in the project, binds the result to local
+    names of a module's `forward` (an initial hidden state made on every pass:
+    NOTE [made anew on every forward pass]).
     """
 
     code = "GT403"
@@ -110,6 +114,8 @@ class ParameterMovedAfterWrapping(Rule):
             return  # a dummy loss for a model with nothing to train: backwarded, not registered
         if spent_locally(node, ctx):
             return  # NOTE [parameter spent in its function]
+        if _returned(node, ctx) and made_each_pass(ctx, ctx.function):
+            return  # NOTE [made anew on every forward pass]
         data = inner.args[0]
         if isinstance(data, ast.Starred) or asks_what_it_has(node, data, ctx) or regrad_leaf(
                 node, ctx):  # `nn.Parameter(t.to(d)).to(d)`: the Parameter; a leaf (no_grad)
@@ -126,3 +132,10 @@ class ParameterMovedAfterWrapping(Rule):
         new = f"{ctx.source(inner.func)}({', '.join([moved, *rest])})"
         yield self.report(node, ctx, fix=self.fix(ctx.edit(node, new)),
                           expr=f"nn.Parameter(...).{f.attr}()")
+
+
+def _returned(node: ast.Call, ctx: Context) -> bool:
+    """``node`` is what the function returns, or an element of the tuple it returns."""
+    st = ctx.statement
+    return isinstance(st, ast.Return) and st.value is not None and (st.value is node or isinstance(
+        st.value, (ast.Tuple, ast.List)) and any(e is node for e in st.value.elts))
