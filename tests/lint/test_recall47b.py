@@ -1,0 +1,149 @@
+"""Session 47, helper recall47b: static facts that generalise (issue 13 part 3). Each fact: a
+buggy twin reported on the cause's line and silent look-alikes, in words of no corpus."""
+from __future__ import annotations
+
+import textwrap
+
+from gradtrace.lint import check_source
+
+
+def _found(src: str, code: str) -> list[int]:
+    return sorted(f.line for f in check_source(textwrap.dedent(src)) if f.code == code)
+
+
+# NOTE [mode switches]: a stage switch freezes a trunk; the switch back never thaws it
+STAGES = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(6, 8), nn.Tanh())
+        self.rebuild = nn.Linear(8, 6)
+        self.classify = nn.Linear(8, 3)
+        self.stage = "rebuild"
+
+    def to_rebuild(self):
+        self.stage = "rebuild"{thaw}
+
+    def to_classify(self, lock):
+        self.stage = "classify"
+        if lock:
+            for w in self.trunk.parameters():
+                w.requires_grad = False
+
+    def forward(self, x):
+        z = self.trunk(x)
+        return self.rebuild(z) if self.stage == "rebuild" else self.classify(z)
+
+
+def fit_rebuild(model, xs):
+    model.to_rebuild()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for x in xs:
+        opt.zero_grad()
+        (model(x) - x).pow(2).mean().backward()
+        opt.step()
+
+
+def fit_classify(model, xs, ys):
+    model.to_classify({lock})
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for x, y in zip(xs, ys):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+
+
+m = Model()
+xs, ys = [torch.randn(4, 6)], [torch.randint(0, 3, (4,))]
+fit_rebuild(m, xs)
+fit_classify(m, xs, ys)
+fit_rebuild(m, xs)
+'''
+
+
+def test_mode_switch_keeps_freeze_twin():
+    assert _found(STAGES.format(thaw="", lock="lock=True"), "GT128") == [15]
+
+
+def test_mode_switch_keeps_freeze_twin_positional_flag():
+    assert _found(STAGES.format(thaw="", lock="True"), "GT128") == [15]
+
+
+def test_mode_switch_thaws_lookalike():
+    thaw = "\n        self.trunk.requires_grad_(True)"
+    assert _found(STAGES.format(thaw=thaw, lock="lock=True"), "GT128") == []
+
+
+def test_mode_switch_never_locks_lookalike():
+    assert _found(STAGES.format(thaw="", lock="lock=False"), "GT128") == []
+
+
+def test_mode_switch_thaws_through_helper_lookalike():
+    thaw = "\n        set_trainable(self.trunk)"
+    src = STAGES.format(thaw=thaw, lock="lock=True") + (
+        "\n\ndef set_trainable(mod):\n    for w in mod.parameters():\n        w.requires_grad = True\n")
+    assert _found(src, "GT128") == []
+
+
+def test_mode_switch_mode_without_trunk_lookalike():
+    src = STAGES.format(thaw="", lock="lock=True").replace(
+        "        z = self.trunk(x)\n        return self.rebuild(z) if",
+        "        return self.rebuild(x) if").replace("self.classify(z)", "self.classify(x)")
+    # forward no longer runs the trunk in any mode
+    assert _found(src, "GT128") == []
+
+
+def test_mode_switch_not_trained_after_lookalike():
+    src = STAGES.format(thaw="", lock="lock=True").replace(
+        "fit_rebuild(m, xs)\nfit_classify", "fit_classify").replace(
+        "def fit_rebuild(model, xs):\n    model.to_rebuild()\n",
+        "def fit_rebuild(model, xs):\n")
+    assert _found(src, "GT128") == []
+
+
+METHOD_MODES = '''
+import torch
+import torch.nn as nn
+
+
+class Twin(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(5, 5)
+        self.out_a = nn.Linear(5, 1)
+        self.out_b = nn.Linear(5, 1)
+        self.use_a()
+
+    def use_a(self):
+        self.forward = self._run_a
+
+    def use_b(self):
+        self.forward = self._run_b
+        self.body.requires_grad_(False)
+
+    def _run_a(self, x):
+        return self.out_a({a_in})
+
+    def _run_b(self, x):
+        return self.out_b(self.body(x))
+
+
+net = Twin()
+net.use_b()
+net.use_a()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+net(torch.randn(2, 5)).sum().backward()
+opt.step()
+'''
+
+
+def test_method_mode_runs_frozen_body_twin():
+    assert _found(METHOD_MODES.format(a_in="self.body(x)"), "GT128") == [15]
+
+
+def test_method_mode_skips_body_lookalike():
+    assert _found(METHOD_MODES.format(a_in="x"), "GT128") == []
