@@ -147,3 +147,97 @@ def test_method_mode_runs_frozen_body_twin():
 
 def test_method_mode_skips_body_lookalike():
     assert _found(METHOD_MODES.format(a_in="x"), "GT128") == []
+
+
+# NOTE [flag turned on by a call] and NOTE [uncalled methods]: reentrant checkpoints over a
+# frozen token table, turned on by a method the script calls; the method that would mark the
+# table's output as requiring grad is defined but never run
+RECOMPUTE = '''
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Adapter(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.low = nn.Linear(inner.in_features, inner.out_features, bias=False)
+
+    def forward(self, x):
+        return self.inner(x) + self.low(x)
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Embedding(50, 16)
+        self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(3))
+        self.out = nn.Linear(16, 50)
+        self.recompute = False
+
+    def turn_recompute_on(self):
+        self.recompute = True
+
+    def mark_inputs(self):
+        def hook(mod, args, result):
+            result.requires_grad_(True)
+        self.table.register_forward_hook(hook)
+
+    def forward(self, token_ids):
+        z = self.table(token_ids)
+        for layer in self.layers:
+            if self.recompute:
+                z = checkpoint(layer, z, use_reentrant=True)
+            else:
+                z = layer(z)
+        return self.out(z)
+
+
+def build():
+    net = Stack()
+    net.requires_grad_(False)
+    for i, layer in enumerate(net.layers):
+        net.layers[i] = Adapter(layer)
+    net.turn_recompute_on(){mark}
+    return net
+
+
+net = build()
+opt = torch.optim.SGD([p for p in net.parameters() if p.requires_grad], lr=0.1)
+ids = torch.randint(0, 50, (2, 8))
+loss = nn.functional.cross_entropy(net(ids).flatten(0, 1), ids.flatten())
+loss.backward()
+opt.step()
+'''
+
+
+def test_recompute_turned_on_by_call_twin():
+    assert _found(RECOMPUTE.format(mark=""), "GT205") == [48]
+
+
+def test_recompute_inputs_marked_lookalike():
+    assert _found(RECOMPUTE.format(mark="\n    net.mark_inputs()"), "GT205") == []
+
+
+def test_recompute_marked_by_name_lookalike():
+    # the marking method is reached by name: it may run
+    src = RECOMPUTE.format(mark='\n    getattr(net, "mark_inputs")()')
+    assert _found(src, "GT205") == []
+
+
+def test_recompute_on_in_init_reports_checkpoint():
+    src = RECOMPUTE.format(mark="").replace("self.recompute = False", "self.recompute = True")
+    assert _found(src, "GT205") == [37]
+
+
+def test_recompute_flag_set_twice_reports_checkpoint():
+    src = RECOMPUTE.format(mark="\n    net.turn_recompute_on()")
+    assert _found(src, "GT205") == [37]
+
+
+def test_uncalled_method_in_library_file_lookalike():
+    # no module-level statement runs anything: a library's methods are called by its users
+    src = RECOMPUTE.format(mark="")
+    src = src[:src.index("net = build()")]
+    assert _found(src, "GT205") == []

@@ -11,8 +11,9 @@ one of them (the freeze found by the instance's kind, read by the analysis layer
 - ``for n, p in inst.named_parameters(): p.requires_grad = <test of n>`` whose test is false
   for the attribute's weight (``'<attr>.weight'``): a constant, ``'s' in n``, ``n.startswith``,
   ``n.endswith``, ``not``, ``and``, ``or``.
-Nothing is known when the file also sets ``requires_grad`` to True anywhere but in that loop,
-or builds an instance it does not freeze.
+Nothing is known when the file also sets ``requires_grad`` to True anywhere but in that loop
+(or in a method nothing runs: NOTE [uncalled methods]), or builds an instance it does not
+freeze.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.uncalled import uncalled_nodes
 from gradtrace.lint.nodes import function_scopes, scope_nodes
 
 if TYPE_CHECKING:
@@ -66,7 +68,10 @@ def _freezes(ctx: Context) -> dict[str, tuple[int, list[tuple[ast.stmt, tuple | 
                 cls, stmt, test = got
                 if cls in out:
                     out[cls][1].append((stmt, test))
+    dead = uncalled_nodes(ctx)  # NOTE [uncalled methods]
     for n in ast.walk(ctx.tree):  # anything set back to True outside those loops
+        if id(n) in dead:
+            continue
         if isinstance(n, ast.Assign) and id(n) not in loop_sets and any(
                 isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets) \
                 and not (isinstance(n.value, ast.Constant) and n.value.value is False):
