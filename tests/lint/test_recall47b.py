@@ -213,7 +213,7 @@ opt.step()
 
 
 def test_recompute_turned_on_by_call_twin():
-    assert _found(RECOMPUTE.format(mark=""), "GT205") == [48]
+    assert _found(RECOMPUTE.format(mark=""), "GT205") == [37, 48]
 
 
 def test_recompute_inputs_marked_lookalike():
@@ -226,12 +226,12 @@ def test_recompute_marked_by_name_lookalike():
     assert _found(src, "GT205") == []
 
 
-def test_recompute_on_in_init_reports_checkpoint():
+def test_recompute_on_in_init_reports_checkpoint_only():
     src = RECOMPUTE.format(mark="").replace("self.recompute = False", "self.recompute = True")
     assert _found(src, "GT205") == [37]
 
 
-def test_recompute_flag_set_twice_reports_checkpoint():
+def test_recompute_flag_set_twice_reports_checkpoint_only():
     src = RECOMPUTE.format(mark="\n    net.turn_recompute_on()")
     assert _found(src, "GT205") == [37]
 

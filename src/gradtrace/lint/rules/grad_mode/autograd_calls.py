@@ -59,7 +59,7 @@ class CheckpointInputWithoutGrad(Rule):
     and outputs of a module frozen with `requires_grad_(False)` on such inputs;
     other inputs are left to the runtime (`gradtrace run`). A checkpoint that runs only once a
     method of the model turns a `self` flag on (`model.gradient_checkpointing_enable()`) is
-    reported at the script's call of that method (NOTE [flag turned on by a call]).
+    also reported at the script's call of that method (NOTE [flag turned on by a call]).
     """
 
     code = "GT205"
@@ -155,11 +155,15 @@ class CheckpointInputWithoutGrad(Rule):
         edit = ctx.edit(kw.value, "False") if kw is not None \
             else _insert_kw(node, ctx, "use_reentrant=False")
         fn = ctx.source(node.args[0]) if node.args else "the block"
+        why = "; ".join(dict.fromkeys(whys))
+        yield self.report(node, ctx, fix=self.fix(edit), why=why, fn=fn, this="this")
         on = enabling_call(ctx, ctx.scope().node, ctx.statement)  # NOTE [flag turned on by a call]
-        rel = [Related(ctx.path, node.lineno, "the checkpoint it turns on", ctx.column(node))]
-        yield self.report(on or node, ctx, fix=self.fix(edit), why="; ".join(dict.fromkeys(
-            whys)), fn=fn, this=f"the (line {node.lineno})" if on else "this",
-            related=rel if on else ())
+        told = ctx.memo("gt205-told-calls", ctx.tree, set)
+        if on is not None and id(on) not in told:
+            told.add(id(on))
+            yield self.report(on, ctx, why=why, fn=fn, this=f"the (line {node.lineno})",
+                              related=[Related(ctx.path, node.lineno, "the checkpoint it turns "
+                                               "on", ctx.column(node))])
 
 
 def _no_grad_reason(a: ast.expr, ctx: Context, scope: Scope | None = None,
