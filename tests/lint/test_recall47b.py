@@ -241,3 +241,70 @@ def test_uncalled_method_in_library_file_lookalike():
     src = RECOMPUTE.format(mark="")
     src = src[:src.index("net = build()")]
     assert _found(src, "GT205") == []
+
+
+# NOTE [loops through calls]: the scheduler steps with the optimizer in a method that a batch
+# loop of another method runs, itself run by the script's epoch loop
+RUNNER = '''
+import torch
+import torch.nn as nn
+
+
+class Runner:
+    def attach(self, net, opt, sched):
+        self.net, self.opt, self.sched = net, opt, sched
+
+    def run_pass(self, batches):
+        total = 0.0
+        for xb, yb in batches:
+            {call}
+        {after}
+        return total
+
+    def fit_batch(self, xb, yb):
+        self.opt.zero_grad()
+        err = nn.functional.mse_loss(self.net(xb), yb)
+        err.backward()
+        self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
+        return err.item()
+
+
+rounds = 6
+net = nn.Linear(3, 1)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size={period}, gamma=0.5)
+runner = Runner()
+runner.attach(net, opt, sched)
+batches = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(10)]
+for r in range(rounds):
+    runner.run_pass(batches)
+'''
+
+
+def _runner(call="total += self.fit_batch(xb, yb)", after="", period="rounds // 3"):
+    return RUNNER.format(call=call, after=after, period=period)
+
+
+def test_scheduler_stepped_through_batch_method_twin():
+    assert _found(_runner(), "GT526") == [23]
+
+
+def test_scheduler_period_in_iterations_lookalike():
+    assert _found(_runner(period="rounds * len(batches)"), "GT526") == []
+
+
+def test_scheduler_batch_method_called_on_some_passes_lookalike():
+    call = "if len(xb) > 3:\n                total += self.fit_batch(xb, yb)"
+    assert _found(_runner(call=call), "GT526") == []
+
+
+def test_scheduler_stepped_only_under_pass_condition_lookalike():
+    src = _runner().replace("if self.sched is not None:", "if self.opt.param_groups[0]['lr'] > 1:")
+    assert _found(src, "GT526") == []
+
+
+def test_scheduler_method_run_once_per_round_lookalike():
+    src = _runner().replace("    runner.run_pass(batches)", "    runner.fit_batch(*batches[0])")
+    assert _found(src, "GT526") == []

@@ -3,8 +3,8 @@
 # NOTE [uncalled methods]
 ``def enable_input_require_grads(self): ... output.requires_grad_(True)`` defined on a model
 class of a script that never calls it (nor names it anywhere: an attribute, a name, a string
-``getattr`` could read, docstrings aside) changes nothing when the script runs. Known only for a class whose
-bases are ``torch.nn.Module`` or such classes of the file (a framework base, Lightning's, calls
+``getattr`` could read, docstrings aside) changes nothing when the script runs. Known only for
+a class whose bases are ``torch.nn.Module`` or such classes of the file (a framework base, Lightning's, calls
 hooks the file never names), for a method name that ``nn.Module`` itself neither defines nor
 calls (``forward``, ``train``, ``_apply``... run without the file naming them), in a file
 that is a script (a module-level statement calls something): a library's method is called by

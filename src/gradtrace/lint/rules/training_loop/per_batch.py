@@ -12,6 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
+from gradtrace.lint.rules.training_loop._per_batch_calls import stepped_per_batch
 from gradtrace.lint.rules.training_loop.schedule import optimizer_steps
 from gradtrace.lint.nodes import bfs_walk
 
@@ -107,7 +108,9 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
     batches: the learning rate drops by `gamma` again and again in the first epoch and
     training stalls (SRGAN-PyTorch#1). Nothing fails. Step the scheduler once per epoch,
     after the batch loop, or give it a period in iterations (`epochs * len(loader)`).
-    Known limits: the epoch loop and the batch loop must be in one function; the period must
+    Known limits: the epoch loop and the batch loop must be in one function, or the step (with
+    the optimizer's, outside every loop of its function) in a function they run once per batch
+    pass (NOTE [loops through calls]); the period must
     be read from the epoch loop's bound or from a name counting epochs (`num_epochs`,
     `args.epochs`); a step under an `if` in the batch loop is not reported.
     """
@@ -158,6 +161,8 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
         steps = None
         for stmt in f.scope.stmts:
             loops = f.loops_of(stmt)
+            if not loops:
+                yield from self._through_calls(stmt, f, ctx)
             if len(loops) < 2:
                 continue
             for call in f.calls_of(stmt):
@@ -189,3 +194,22 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
                     related_at(ctx, k.node, "its period is set here"),),
                     call=ctx.source(call), cls=got[0], period=ctx.source(got[1])[:40],
                     line=k.node.lineno)
+
+    def _through_calls(self, stmt: ast.stmt, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        """A step outside every loop of a function run once per batch by its callers
+        (NOTE [loops through calls])."""
+        for call in f.calls_of(stmt):
+            func = call.func
+            if not (isinstance(func, ast.Attribute) and func.attr == "step"
+                    and not call.args and not call.keywords):
+                continue
+            k = ctx.analysis.kind(func.value, f.scope, call.lineno)
+            got = _period(k.node, ctx) if k is not None and k.what == SCHEDULER \
+                and isinstance(k.node, ast.Call) else None
+            why = got and stepped_per_batch(f, stmt, func.value, got[1], optimizer_steps(
+                f, ctx), epoch_counted, ctx)
+            if got and why:
+                yield self.report(call, ctx, related=(
+                    related_at(ctx, k.node, "its period is set here"),),  # type: ignore[union-attr]
+                    call=ctx.source(call), cls=got[0], period=ctx.source(got[1])[:40],
+                    line=k.node.lineno)  # type: ignore[union-attr]
