@@ -68,18 +68,15 @@ def _freezes(ctx: Context) -> dict[str, tuple[int, list[tuple[ast.stmt, tuple | 
                 cls, stmt, test = got
                 if cls in out:
                     out[cls][1].append((stmt, test))
-    dead = uncalled_nodes(ctx)  # NOTE [uncalled methods]
     for n in ast.walk(ctx.tree):  # anything set back to True outside those loops
-        if id(n) in dead:
-            continue
         if isinstance(n, ast.Assign) and id(n) not in loop_sets and any(
                 isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets) \
-                and not (isinstance(n.value, ast.Constant) and n.value.value is False):
-            return {}
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and not (isinstance(n.value, ast.Constant) and n.value.value is False) \
+                or isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and n.func.attr == "requires_grad_" and not (
                     n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value is False):
-            return {}
+            if id(n) not in uncalled_nodes(ctx):  # NOTE [uncalled methods]
+                return {}
     return out
 
 
