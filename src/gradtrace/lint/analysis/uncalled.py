@@ -15,20 +15,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.module_api import MODULE_METHODS, ROOT_BASES
+
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
-
-MODULE_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
-# nn.Module's own public methods (torch 2.x): an override of one is run by torch or by code
-# that only knows it is a module
-NN_MODULE_API = frozenset({
-    "add_module", "apply", "bfloat16", "buffers", "children", "compile", "cpu", "cuda",
-    "double", "eval", "extra_repr", "float", "forward", "get_buffer", "get_extra_state",
-    "get_parameter", "get_submodule", "half", "ipu", "load_state_dict", "modules", "mtia",
-    "named_buffers", "named_children", "named_modules", "named_parameters", "parameters",
-    "register_buffer", "register_module", "register_parameter", "requires_grad_",
-    "reset_parameters", "set_extra_state", "set_submodule", "share_memory", "state_dict",
-    "to", "to_empty", "train", "type", "xpu", "zero_grad"})
 
 
 def uncalled_nodes(ctx: Context) -> frozenset[int]:
@@ -46,7 +36,7 @@ def _uncalled(ctx: Context) -> frozenset[int]:
         if not info.is_module or not _own_bases(ctx, info.node, set()):
             continue
         cands.extend(m for n, m in info.methods.items()
-                     if not n.startswith("_") and n not in NN_MODULE_API)
+                     if not n.startswith("_") and n not in MODULE_METHODS)
     if not cands:
         return frozenset()
     named: dict[str, int] = {}
@@ -72,7 +62,7 @@ def _own_bases(ctx: Context, node: ast.ClassDef, seen: set[str]) -> bool:
     if not node.bases or node.keywords:
         return False
     for b in node.bases:
-        if (ctx.qualified_name(b) or "") in MODULE_BASES:
+        if (ctx.qualified_name(b) or "") in ROOT_BASES:
             continue
         own = ctx.analysis.classes.get(b.id) if isinstance(b, ast.Name) else None
         if own is None or own.name in seen:

@@ -5,7 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.kinds import SCHEDULER
+from gradtrace.lint.analysis.kinds import SCHEDULER, Kind
 from gradtrace.lint.analysis.vocabulary import is_epoch_count_name
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -165,17 +165,7 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
                 yield from self._through_calls(stmt, f, ctx)
             if len(loops) < 2:
                 continue
-            for call in f.calls_of(stmt):
-                func = call.func
-                if not (isinstance(func, ast.Attribute) and func.attr == "step"
-                        and not call.args and not call.keywords):
-                    continue
-                k = ctx.analysis.kind(func.value, f.scope, call.lineno)
-                if k is None or k.what != SCHEDULER or not isinstance(k.node, ast.Call):
-                    continue
-                got = _period(k.node, ctx)
-                if got is None:
-                    continue
+            for call, k, got in _scheduler_steps(stmt, f, ctx):
                 inner = loops[-1]
                 if any(isinstance(s, ast.If) and s is not stmt and f.inside(stmt, s)
                        and f.inside(s, inner) for s in f.within(inner)):
@@ -190,26 +180,35 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
                 why = epoch_counted(got[1], outer, f)
                 if why is None:
                     continue
-                yield self.report(call, ctx, related=(
-                    related_at(ctx, k.node, "its period is set here"),),
-                    call=ctx.source(call), cls=got[0], period=ctx.source(got[1])[:40],
-                    line=k.node.lineno)
+                yield self._report(call, k.node, got, ctx)
+
+    def _report(self, call: ast.Call, built: ast.Call, got: tuple[str, ast.expr],
+                ctx: Context) -> Finding:
+        return self.report(call, ctx, related=(related_at(ctx, built, "its period is set here"),),
+                           call=ctx.source(call), cls=got[0], period=ctx.source(got[1])[:40],
+                           line=built.lineno)
 
     def _through_calls(self, stmt: ast.stmt, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         """A step outside every loop of a function run once per batch by its callers
         (NOTE [loops through calls])."""
-        for call in f.calls_of(stmt):
-            func = call.func
-            if not (isinstance(func, ast.Attribute) and func.attr == "step"
-                    and not call.args and not call.keywords):
-                continue
-            k = ctx.analysis.kind(func.value, f.scope, call.lineno)
-            got = _period(k.node, ctx) if k is not None and k.what == SCHEDULER \
-                and isinstance(k.node, ast.Call) else None
-            why = got and stepped_per_batch(f, stmt, func.value, got[1], optimizer_steps(
-                f, ctx), epoch_counted, ctx)
-            if got and why:
-                yield self.report(call, ctx, related=(
-                    related_at(ctx, k.node, "its period is set here"),),  # type: ignore[union-attr]
-                    call=ctx.source(call), cls=got[0], period=ctx.source(got[1])[:40],
-                    line=k.node.lineno)  # type: ignore[union-attr]
+        for call, k, got in _scheduler_steps(stmt, f, ctx):
+            if stepped_per_batch(f, stmt, call.func.value, got[1],  # type: ignore[attr-defined]
+                                 optimizer_steps(f, ctx), epoch_counted, ctx):
+                yield self._report(call, k.node, got, ctx)
+
+
+def _scheduler_steps(stmt: ast.stmt, f: LoopFacts, ctx: Context
+                     ) -> Iterator[tuple[ast.Call, Kind, tuple[str, ast.expr]]]:
+    """(call, scheduler kind, (class, period)) for each ``<scheduler>.step()`` of ``stmt``
+    whose scheduler is built with a period counting ``step()`` calls."""
+    for call in f.calls_of(stmt):
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "step"
+                and not call.args and not call.keywords):
+            continue
+        k = ctx.analysis.kind(func.value, f.scope, call.lineno)
+        if k is None or k.what != SCHEDULER or not isinstance(k.node, ast.Call):
+            continue
+        got = _period(k.node, ctx)
+        if got is not None:
+            yield call, k, got
