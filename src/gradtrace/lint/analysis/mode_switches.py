@@ -131,8 +131,12 @@ def _may_freeze(m: ast.FunctionDef | ast.AsyncFunctionDef, freeze: ast.stmt,
     tests of the ``if`` statements around it) read only the method's arguments and
     constants; unknown counts as may."""
     env = _bind(m, call)
-    v = freeze.value.args[0] if isinstance(freeze, ast.Expr) else next(
-        s.value for s in freeze.body if isinstance(s, ast.Assign))  # type: ignore[attr-defined]
+    if isinstance(freeze, ast.Expr):
+        v = freeze.value.args[0]  # type: ignore[attr-defined]
+    else:
+        v = next(s.value for s in freeze.body  # type: ignore[attr-defined]
+                 if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Attribute)
+                 and s.targets[0].attr == "requires_grad")
     if _eval(v, env) is True:
         return False
     for s in ast.walk(m):
