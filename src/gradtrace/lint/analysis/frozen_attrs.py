@@ -11,8 +11,9 @@ one of them (the freeze found by the instance's kind, read by the analysis layer
 - ``for n, p in inst.named_parameters(): p.requires_grad = <test of n>`` whose test is false
   for the attribute's weight (``'<attr>.weight'``): a constant, ``'s' in n``, ``n.startswith``,
   ``n.endswith``, ``not``, ``and``, ``or``.
-Nothing is known when the file also sets ``requires_grad`` to True anywhere but in that loop,
-or builds an instance it does not freeze.
+Nothing is known when the file also sets ``requires_grad`` to True anywhere but in that loop
+(or in a method nothing runs: NOTE [uncalled methods]), or builds an instance it does not
+freeze.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.uncalled import uncalled_nodes
 from gradtrace.lint.nodes import function_scopes, scope_nodes
 
 if TYPE_CHECKING:
@@ -69,12 +71,12 @@ def _freezes(ctx: Context) -> dict[str, tuple[int, list[tuple[ast.stmt, tuple | 
     for n in ast.walk(ctx.tree):  # anything set back to True outside those loops
         if isinstance(n, ast.Assign) and id(n) not in loop_sets and any(
                 isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in n.targets) \
-                and not (isinstance(n.value, ast.Constant) and n.value.value is False):
-            return {}
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and not (isinstance(n.value, ast.Constant) and n.value.value is False) \
+                or isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and n.func.attr == "requires_grad_" and not (
                     n.args and isinstance(n.args[0], ast.Constant) and n.args[0].value is False):
-            return {}
+            if id(n) not in uncalled_nodes(ctx):  # NOTE [uncalled methods]
+                return {}
     return out
 
 

@@ -6,6 +6,7 @@ import re
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.findings import Edit, Finding, Related
+from gradtrace.lint.analysis.flag_switches import enabling_call
 from gradtrace.lint.analysis.graphless import asked_grad
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import DETACHED, LEAF, NUMBER
@@ -56,13 +57,15 @@ class CheckpointInputWithoutGrad(Rule):
     Known limits: "cannot require grad" is decided for loader batches, integer-like names
     (`*_ids`, `*_mask`, `labels`), new tensors, detached values, values made under no-grad
     and outputs of a module frozen with `requires_grad_(False)` on such inputs;
-    other inputs are left to the runtime (`gradtrace run`).
+    other inputs are left to the runtime (`gradtrace run`). A checkpoint that runs only once a
+    method of the model turns a `self` flag on (`model.gradient_checkpointing_enable()`) is
+    also reported at the script's call of that method (NOTE [flag turned on by a call]).
     """
 
     code = "GT205"
     gate_statements = True
     name = "checkpoint-input-without-grad"
-    message = ("none of the inputs of this reentrant `checkpoint` can require grad ({why}): "
+    message = ("none of the inputs of {this} reentrant `checkpoint` can require grad ({why}): "
                "the parameters inside `{fn}` get no gradient")
     fix_title = "Pass `use_reentrant=False`"
     fix_safety = "unsafe"
@@ -152,8 +155,15 @@ class CheckpointInputWithoutGrad(Rule):
         edit = ctx.edit(kw.value, "False") if kw is not None \
             else _insert_kw(node, ctx, "use_reentrant=False")
         fn = ctx.source(node.args[0]) if node.args else "the block"
-        yield self.report(node, ctx, fix=self.fix(edit), why="; ".join(dict.fromkeys(whys)),
-                          fn=fn)
+        why = "; ".join(dict.fromkeys(whys))
+        yield self.report(node, ctx, fix=self.fix(edit), why=why, fn=fn, this="this")
+        on = enabling_call(ctx, ctx.scope().node, ctx.statement)  # NOTE [flag turned on by a call]
+        told = ctx.memo("gt205-told-calls", ctx.tree, set)
+        if on is not None and id(on) not in told:
+            told.add(id(on))
+            yield self.report(on, ctx, why=why, fn=fn, this=f"the (line {node.lineno})",
+                              related=[Related(ctx.path, node.lineno, "the checkpoint it turns "
+                                               "on", ctx.column(node))])
 
 
 def _no_grad_reason(a: ast.expr, ctx: Context, scope: Scope | None = None,

@@ -22,6 +22,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis import ClassInfo
+from gradtrace.lint.analysis.module_api import MODULE_METHODS, ROOT_BASES as _ROOT_BASES
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import bfs_walk, of_types, statements
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -29,20 +30,6 @@ from gradtrace.lint.rules.registration._modules import owns_params
 
 _DYNAMIC = frozenset({"setattr", "add_module", "register_module", "register_parameter",
                       "__setattr__", "__getattr__", "__dict__", "update", "load_state_dict"})
-_ROOT_BASES = frozenset({"torch.nn.Module", "torch.nn.modules.module.Module"})
-# the methods every module inherits from nn.Module (torch 2.x `dir(nn.Module)`, public)
-MODULE_METHODS = frozenset({
-    "add_module", "apply", "bfloat16", "buffers", "children", "compile", "cpu", "cuda",
-    "double", "eval", "extra_repr", "float", "forward", "get_buffer", "get_extra_state",
-    "get_parameter", "get_submodule", "half", "ipu", "load_state_dict", "modules", "mtia",
-    "named_buffers", "named_children", "named_modules", "named_parameters", "parameters",
-    "register_backward_hook", "register_buffer", "register_forward_hook",
-    "register_forward_pre_hook", "register_full_backward_hook",
-    "register_full_backward_pre_hook", "register_load_state_dict_post_hook",
-    "register_load_state_dict_pre_hook", "register_module", "register_parameter",
-    "register_state_dict_post_hook", "register_state_dict_pre_hook", "requires_grad_",
-    "set_extra_state", "set_submodule", "share_memory", "state_dict", "to", "to_empty",
-    "train", "type", "xpu", "zero_grad", "_apply", "_get_name", "_call_impl"})
 
 
 def _self_attr(n: ast.AST) -> str | None:

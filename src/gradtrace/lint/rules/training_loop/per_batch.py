@@ -5,13 +5,14 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
-from gradtrace.lint.analysis.kinds import SCHEDULER
+from gradtrace.lint.analysis.kinds import SCHEDULER, Kind
 from gradtrace.lint.analysis.vocabulary import is_epoch_count_name
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import LoopFacts
+from gradtrace.lint.rules.training_loop._per_batch_calls import stepped_per_batch
 from gradtrace.lint.rules.training_loop.schedule import optimizer_steps
 from gradtrace.lint.nodes import bfs_walk
 
@@ -107,7 +108,9 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
     batches: the learning rate drops by `gamma` again and again in the first epoch and
     training stalls (SRGAN-PyTorch#1). Nothing fails. Step the scheduler once per epoch,
     after the batch loop, or give it a period in iterations (`epochs * len(loader)`).
-    Known limits: the epoch loop and the batch loop must be in one function; the period must
+    Known limits: the epoch loop and the batch loop must be in one function, or the step (with
+    the optimizer's, outside every loop of its function) in a function they run once per batch
+    pass (NOTE [loops through calls]); the period must
     be read from the epoch loop's bound or from a name counting epochs (`num_epochs`,
     `args.epochs`); a step under an `if` in the batch loop is not reported.
     """
@@ -158,19 +161,11 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
         steps = None
         for stmt in f.scope.stmts:
             loops = f.loops_of(stmt)
+            if not loops:
+                yield from self._through_calls(stmt, f, ctx)
             if len(loops) < 2:
                 continue
-            for call in f.calls_of(stmt):
-                func = call.func
-                if not (isinstance(func, ast.Attribute) and func.attr == "step"
-                        and not call.args and not call.keywords):
-                    continue
-                k = ctx.analysis.kind(func.value, f.scope, call.lineno)
-                if k is None or k.what != SCHEDULER or not isinstance(k.node, ast.Call):
-                    continue
-                got = _period(k.node, ctx)
-                if got is None:
-                    continue
+            for call, k, got in _scheduler_steps(stmt, f, ctx):
                 inner = loops[-1]
                 if any(isinstance(s, ast.If) and s is not stmt and f.inside(stmt, s)
                        and f.inside(s, inner) for s in f.within(inner)):
@@ -185,7 +180,35 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
                 why = epoch_counted(got[1], outer, f)
                 if why is None:
                     continue
-                yield self.report(call, ctx, related=(
-                    related_at(ctx, k.node, "its period is set here"),),
-                    call=ctx.source(call), cls=got[0], period=ctx.source(got[1])[:40],
-                    line=k.node.lineno)
+                yield self._report(call, k.node, got, ctx)
+
+    def _report(self, call: ast.Call, built: ast.Call, got: tuple[str, ast.expr],
+                ctx: Context) -> Finding:
+        return self.report(call, ctx, related=(related_at(ctx, built, "its period is set here"),),
+                           call=ctx.source(call), cls=got[0], period=ctx.source(got[1])[:40],
+                           line=built.lineno)
+
+    def _through_calls(self, stmt: ast.stmt, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
+        """A step outside every loop of a function run once per batch by its callers
+        (NOTE [loops through calls])."""
+        for call, k, got in _scheduler_steps(stmt, f, ctx):
+            if stepped_per_batch(f, stmt, call.func.value, got[1],  # type: ignore[attr-defined]
+                                 optimizer_steps(f, ctx), epoch_counted, ctx):
+                yield self._report(call, k.node, got, ctx)
+
+
+def _scheduler_steps(stmt: ast.stmt, f: LoopFacts, ctx: Context
+                     ) -> Iterator[tuple[ast.Call, Kind, tuple[str, ast.expr]]]:
+    """(call, scheduler kind, (class, period)) for each ``<scheduler>.step()`` of ``stmt``
+    whose scheduler is built with a period counting ``step()`` calls."""
+    for call in f.calls_of(stmt):
+        func = call.func
+        if not (isinstance(func, ast.Attribute) and func.attr == "step"
+                and not call.args and not call.keywords):
+            continue
+        k = ctx.analysis.kind(func.value, f.scope, call.lineno)
+        if k is None or k.what != SCHEDULER or not isinstance(k.node, ast.Call):
+            continue
+        got = _period(k.node, ctx)
+        if got is not None:
+            yield call, k, got
