@@ -6,6 +6,11 @@
   difference has exactly zero gradient, named at the subtraction. Silent: the detached output
   subtracted (the fix); a difference with ``x + noise`` (a constant that is not a detached
   value); a straight-through copy transposed once, whose difference with ``x`` keeps a gradient.
+- NOTE [graph values rewritten through .data] (GT864): a generator's output normalised per
+  channel through ``.data`` in a helper, then fed to the loss: named at the write. Silent: the
+  same normalisation out of place; ``masked_fill_`` of ``-inf`` through ``.data`` before a
+  softmax; a perturbation leaf projected through ``.data``; the rewrite of a tensor no
+  backward() runs through (a program that never trains).
 """
 from __future__ import annotations
 
@@ -97,3 +102,95 @@ def test_straight_through_transposed_once_keeps_a_gradient(run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert not [f for f in res.findings if f["code"] == "GT130"], res.findings
+
+
+GEN = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+MEAN, STD = [0.4, 0.5, 0.6], [0.2, 0.25, 0.3]
+gen = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.Tanh())
+clf = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                    nn.Linear(4, 5)).requires_grad_(False)
+opt = torch.optim.Adam(gen.parameters(), lr=1e-3)
+
+
+def shape_output(out):
+    out = (out + 1) * 0.5
+    for c in range(3):
+        WRITE  # <- write
+    return out
+
+
+for step in range(TRAIN):
+    out = shape_output(gen(torch.rand(2, 2, 8, 8)))
+    scores = clf(torch.randn(2, 3, 8, 8) + out)
+    scores.data.masked_fill_(scores.data < -10.0, -float("inf"))
+    loss = -nn.functional.cross_entropy(scores.softmax(-1).log(), torch.randint(0, 5, (2,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+with torch.no_grad():
+    print(shape_output(gen(torch.rand(1, 2, 8, 8))).mean())
+"""
+_NORM = "out.data[:, c] = (out.data[:, c] - MEAN[c]) / STD[c]"
+
+
+def test_graph_output_normalised_through_data_named_at_the_write(run_script):
+    src = GEN.replace("WRITE", _NORM).replace("TRAIN", "3")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert _codes(res)[:1] == [("GT864", marked_line(src, "# <- write"))], res.findings
+
+
+def test_scaled_in_place_through_data_named_at_the_write(run_script):
+    src = GEN.replace("WRITE", "out.data[:, c].mul_(1.0 / STD[c])").replace("TRAIN", "3")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert ("GT864", marked_line(src, "# <- write")) in _codes(res), res.findings
+
+
+def test_normalised_out_of_place_is_silent(run_script):
+    src = GEN.replace("    for c in range(3):\n        WRITE  # <- write\n",
+                      "    out = (out - torch.tensor(MEAN).view(1, 3, 1, 1)) / "
+                      "torch.tensor(STD).view(1, 3, 1, 1)\n").replace("TRAIN", "3")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["code"] == "GT864"], res.findings
+
+
+def test_constant_fill_through_data_is_silent(run_script):
+    src = GEN.replace("WRITE", "out.data[:, c].masked_fill_(out.data[:, c] > 0.99, 1.0)") \
+        .replace("TRAIN", "3")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["code"] == "GT864"], res.findings
+
+
+def test_never_trained_rewrite_is_silent(run_script):
+    src = GEN.replace("WRITE", _NORM).replace("TRAIN", "0").replace(
+        "with torch.no_grad():\n    print(", "if True:\n    print(")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["code"] == "GT864"], res.findings
+
+
+PERTURB = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(6, 3))
+x, y = torch.randn(4, 6), torch.randint(0, 3, (4,))
+delta = torch.zeros(4, 6, requires_grad=True)
+for it in range(3):
+    loss = nn.functional.cross_entropy(model(x + delta), y)
+    loss.backward()
+    delta.data[:] = (delta.data + 0.1 * delta.grad.sign()).clamp(-0.3, 0.3)
+    delta.grad.zero_()
+"""
+
+
+def test_leaf_perturbation_projected_through_data_is_silent(run_script):
+    res = run_script(PERTURB)
+    assert res.code == 0, res.err
+    assert not [f for f in res.findings if f["code"] == "GT864"], res.findings

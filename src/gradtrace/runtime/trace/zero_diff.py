@@ -46,7 +46,7 @@ from gradtrace.runtime.trace.classify import call_name
 from gradtrace.runtime.trace.mode_checks import _oops
 from gradtrace.runtime.trace.records import created_site
 
-CODE = "GT130"  # the static twin: residual-minus-straight-through
+KIND = "residual-minus-straight-through"  # its static twin: GT130
 META_ST = "gradtrace_straight_through"
 _DEPTH = 12
 _SITES = 16
@@ -189,10 +189,10 @@ def zero_diff_findings(state: Any) -> list[Finding]:
     seen = _BY_STATE.pop(state, None)
     if not seen or state.backward_count == 0:
         return []
-    from gradtrace.runtime.build import make
+    from gradtrace.runtime.build import code_for, make
 
     return [make(
-        CODE, site,
+        code_for(KIND, "GT130"), site,
         "this difference subtracts a straight-through copy of its other operand (`x + (q - "
         "x).detach()`, the identity for the gradient): its value is `x - q`, but its gradient "
         "with respect to `x` is exactly zero, so nothing computed from it (the next residual, "
@@ -202,5 +202,5 @@ def zero_diff_findings(state: Any) -> list[Finding]:
         for site, st in seen.items()]
 
 
-__all__ = ["CODE", "META_ST", "NOT_MINE", "note_difference", "on_combine", "straight_through_add", "tag",
-           "zero_diff_findings"]
+__all__ = ["KIND", "META_ST", "NOT_MINE", "note_difference", "on_combine", "straight_through_add",
+           "tag", "zero_diff_findings"]
