@@ -63,7 +63,7 @@ class SpecialHandlers:
             if raw is not None and gf is not None and gf is not info[0]:  # `loss += l`: its
                 gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
         elif target is not None and not target.requires_grad:
-            note_rewrite(self.state, args, call_name(func))  # NOTE [graph values rewritten ...]
+            note_rewrite(self.state, args, call_name(func))  # a graph tensor's `.data` rewritten
             if self.state.data_aliases and id(target) in self.state.data_aliases:
                 raw = raw_site()  # NOTE [values swapped under a saved graph]
                 note_alias_write(self.state, target, None if raw is None else
