@@ -55,6 +55,7 @@ _SUBS = frozenset({"sub", "__sub__", "subtract"})
 _CUT_REASONS = frozenset({"detach", "data"})
 _PASS = frozenset({"CloneBackward0", "AliasBackward0", "BackwardHookFunctionBackward",
                    "ToCopyBackward0"})
+_WALKED = _PASS | {"AddBackward0", "SubBackward0", "TransposeBackward0", "PermuteBackward0"}
 _BY_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 Tensor = torch.Tensor
 NOT_MINE = object()
@@ -112,9 +113,14 @@ def note_difference(state: Any, func: Any, args: tuple[Any, ...]) -> None:
         return
     a, b = args[0], args[1]
     if not (isinstance(a, Tensor) and isinstance(b, Tensor) and a.requires_grad
-            and b.requires_grad) or a.shape != b.shape:
+            and b.requires_grad):
         return
-    st = _copy_of(b, a) or _copy_of(a, b)
+    first_a, first_b = type(a.grad_fn).__name__, type(b.grad_fn).__name__
+    if first_a not in _WALKED and first_b not in _WALKED or a.shape != b.shape:
+        return  # (the common case: neither operand's last op is one the walk can pass)
+    st = _copy_of(b, a) if first_b in _WALKED else None
+    if st is None and first_a in _WALKED:
+        st = _copy_of(a, b)
     if st is None:
         return
     raw = raw_site()
