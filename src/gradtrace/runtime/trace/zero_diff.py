@@ -58,34 +58,20 @@ _PASS = frozenset({"CloneBackward0", "AliasBackward0", "BackwardHookFunctionBack
 _WALKED = _PASS | {"AddBackward0", "SubBackward0", "TransposeBackward0", "PermuteBackward0"}
 _BY_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 Tensor = torch.Tensor
-NOT_MINE = object()
 
 
-def on_combine(mode: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """From the mode's ``COMBINE`` branch: the tagged add's result, else ``NOT_MINE`` (the
-    call goes on as a plain one). Never raises for its own reasons."""
+def on_combine(state: Any, func: Any, args: tuple[Any, ...]) -> bool:
+    """From the mode's ``COMBINE`` branch: True for a straight-through add (the mode then
+    tags its result with :func:`tag`); a difference is checked here. Never raises."""
     try:
         if len(args) < 2:
-            return NOT_MINE
-        if not straight_through_add(mode.state, func, args):
-            note_difference(mode.state, func, args)
-            return NOT_MINE
+            return False
+        if straight_through_add(state, func, args):
+            return True
+        note_difference(state, func, args)
     except Exception as exc:  # recording must never break the user's program
         _oops(exc)
-        return NOT_MINE
-    try:
-        out = func(*args, **kwargs)
-    except Exception as exc:
-        mode._failed(exc, func, args, kwargs)
-        raise
-    mode.seq += 1
-    try:
-        if isinstance(out, Tensor):
-            mode._after(func, args, out)
-            tag(out)
-    except Exception as exc:
-        _oops(exc)
-    return out
+    return False
 
 
 def straight_through_add(state: Any, func: Any, args: tuple[Any, ...]) -> bool:
@@ -208,5 +194,5 @@ def zero_diff_findings(state: Any) -> list[Finding]:
         for site, st in seen.items()]
 
 
-__all__ = ["KIND", "META_ST", "NOT_MINE", "note_difference", "on_combine", "straight_through_add",
+__all__ = ["KIND", "META_ST", "note_difference", "on_combine", "straight_through_add",
            "tag", "zero_diff_findings"]
