@@ -1,8 +1,9 @@
-"""GT860, GT861, GT863, GT868, GT896-GT899: silent bugs of
+"""GT860, GT861, GT863, GT864, GT868, GT896-GT899: silent bugs of
 :mod:`gradtrace.code_tables.trace_silent` seen across calls and modules (a derivative that skips
 values computed under no_grad, a random weight kept as a buffer, a reward weight not detached, an
 optimizer state holding the gradient, values reduced before they were paired with their weights, a
-resumed optimizer back at the saved learning rate, a running total no backward() runs through);
+resumed optimizer back at the saved learning rate, a running total no backward() runs through, the
+values of a graph tensor rewritten from themselves through `.data`);
 GT863, a crash whose cause is a module attribute (a plain tensor `.to()` left behind);
 ``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
@@ -184,4 +185,28 @@ ACROSS_CODES = (
          """,
          "Add `.item()` (or `.detach()`) to the total, or run the loop under `torch.no_grad()`.",
          "gradtrace.runtime.trace.unused_total", severity="warning"),
+    Code("GT864", "graph-values-rewritten-through-data",
+         "the values of an intermediate tensor of the autograd graph are rewritten from "
+         "themselves through `.data`",
+         "`t.data[:, c] = (t.data[:, c] - mean[c]) / std[c]` (or `t.data.mul_(k)`) on a tensor "
+         "`t` that an op of the graph made changes what every later op reads, but autograd "
+         "never sees the write: backward() runs the derivative of the unmodified computation, "
+         "so the gradients through `t` miss the rewrite's own derivative (a normalisation's "
+         "`1/std`). Nothing fails. The run sees a `.data` read of a non-leaf tensor with a "
+         "graph, an arithmetic in-place op (or a `__setitem__`/`copy_` of a value computed from "
+         "the same `.data`) on that alias with grad mode on, and a backward() through the "
+         "tensor's node afterwards; it names the write. Writes of constants (`masked_fill_` "
+         "before a softmax), `clamp_`, and writes through `.data` of parameters or other leaves "
+         "are not reported.",
+         """
+         delta = generator(noise) * 0.5
+         for c in range(3):
+             delta.data[:, c] = (delta.data[:, c] - mean[c]) / std[c]
+         """,
+         """
+         delta = generator(noise) * 0.5
+         delta = (delta - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
+         """,
+         "Write the operation out of place on the tensor itself, not through `.data`.",
+         "gradtrace.runtime.trace.data_rewrite", severity="warning"),
 )

@@ -43,6 +43,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "non-differentiable-op": ("GT108", "non-differentiable-loss-path"),
     "probabilities-into-cross-entropy": ("GT758", "probabilities-into-cross-entropy"),
     "graph-copied-into-new-leaf": ("GT104", "tensor-rebuilt-from-graph"),
+    "residual-minus-straight-through": ("GT130", "residual-minus-straight-through"),
     "grad-mode-left-off": ("GT203", "set-grad-enabled-never-restored"),
     "inference-mode-forward": ("GT204", "inference-tensor-in-training"),
     "graph-reused-across-steps": ("GT507", "graph-reused-across-steps"),

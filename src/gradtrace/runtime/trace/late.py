@@ -9,15 +9,18 @@ from typing import Any
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.trace.average_stats import average_stats_findings
+from gradtrace.runtime.trace.data_rewrite import data_rewrite_findings
 from gradtrace.runtime.trace.eval_in_train import train_eval_findings
 from gradtrace.runtime.trace.kept_losses import kept_loss_findings
 from gradtrace.runtime.trace.unused_total import unused_total_findings
+from gradtrace.runtime.trace.zero_diff import zero_diff_findings
 
 
 def late_findings(state: Any, data: Any) -> list[Finding]:
     return train_eval_findings(data, state) + unused_total_findings(state) \
         + kept_loss_findings(state) \
-        + average_stats_findings(state, data)
+        + average_stats_findings(state, data) + zero_diff_findings(state) \
+        + data_rewrite_findings(state)
 
 
 __all__ = ["late_findings"]

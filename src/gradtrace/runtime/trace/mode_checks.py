@@ -118,6 +118,11 @@ class ModeChecks:
     def _dead_sum(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                   cut: Any) -> Any:
         """A live scalar plus a dead one (NOTE [dead loss term]): mark the sum."""
+        return self._marked(func, args, kwargs, lambda out: mark(self.state, out, cut))
+
+    def _marked(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                marker: Any) -> Any:
+        """The call, recorded as a plain op's, then ``marker(out)`` on a tensor result."""
         try:
             out = func(*args, **kwargs)
         except Exception as exc:
@@ -127,7 +132,7 @@ class ModeChecks:
         try:
             if isinstance(out, Tensor):
                 self._after(func, args, out)
-                mark(self.state, out, cut)
+                marker(out)
         except Exception as exc:
             _oops(exc)
         return out

@@ -43,6 +43,7 @@ from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
 from gradtrace.runtime.trace.provenance_handlers import SpecialHandlers
 from gradtrace.runtime.trace.reached_cuts import note_meet
 from gradtrace.runtime.trace.step_nan import step_call
+from gradtrace.runtime.trace.zero_diff import on_combine, tag
 
 if TYPE_CHECKING:
     from gradtrace.runtime.trace.state import TraceState
@@ -106,6 +107,9 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
                         dead = None
                     if dead is not None and summed_by_user(f):
                         return self._dead_sum(func, args, kwargs, dead)
+                if kind == COMBINE and on_combine(self.state, func, args):
+                    # see NOTE [difference with its straight-through copy]
+                    return self._marked(func, args, kwargs, tag)
                 kind = PLAIN
             elif kind == TO:  # NOTE [loaded state thrown away]
                 if _getframe(1).f_code is PROCESS_CODE:

@@ -14,6 +14,7 @@ from gradtrace.runtime.trace.classify import call_name, first_grad_tensor
 from gradtrace.runtime.trace.average_stats import note_nograd_write
 from gradtrace.runtime.trace.data_swap import (before_set, check_backward, note_alias,
                                                note_alias_write, note_set)
+from gradtrace.runtime.trace.data_rewrite import note_graph_data, note_rewrite
 from gradtrace.runtime.trace.dead_terms import rewrapped_list, seen_in_backward
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
@@ -62,6 +63,7 @@ class SpecialHandlers:
             if raw is not None and gf is not None and gf is not info[0]:  # `loss += l`: its
                 gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
         elif target is not None and not target.requires_grad:
+            note_rewrite(self.state, args, call_name(func))  # a graph tensor's `.data` rewritten
             if self.state.data_aliases and id(target) in self.state.data_aliases:
                 raw = raw_site()  # NOTE [values swapped under a saved graph]
                 note_alias_write(self.state, target, None if raw is None else
@@ -90,9 +92,11 @@ class SpecialHandlers:
     def _data_get(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         out = self._call(func, args, kwargs)
         if args and isinstance(args[0], Tensor) and args[0].requires_grad:
-            self._cut(out, args[0], ".data", "data")
+            cut = self._cut(out, args[0], ".data", "data")
             if args[0].is_leaf and isinstance(out, Tensor):
                 note_alias(self.state, out, args[0])  # NOTE [values swapped under a saved graph]
+            else:  # NOTE [graph values rewritten through .data]
+                note_graph_data(self.state, cut, args[0])
         return out
 
     def _data_set(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
