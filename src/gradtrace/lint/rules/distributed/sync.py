@@ -158,8 +158,7 @@ class ForwardBypassesDdp(Rule):
                 alias = scope.binding_before(n.func.id, n.lineno) \
                     if isinstance(n.func, ast.Name) else None
                 if bwd is None or alias is not None and apart(alias.stmt, bwd, node, ctx):
-                    continue  # the alias is made only where no backward runs: NOTE [arms
-                    # of one flag]
+                    continue  # NOTE [arms of one flag]: the alias is made where none runs
                 yield self.report(n, ctx, related=(Related(
                     ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
                     callee=ctx.source(n.func), line=w.line, bwd=bwd.lineno)

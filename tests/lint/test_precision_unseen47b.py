@@ -1,0 +1,237 @@
+"""Shapes from the projects of docs/triage/unseen47b.md (session 47) and the danielzgsilva
+GT766 left by unseen46b, each in another spelling than the project's and next to a buggy twin
+that is still reported; all run on real torch (the two-file ones as small projects in
+tmp_path, run too)."""
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gradtrace.lint import check_paths
+from gradtrace.lint.config import Settings
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import tempfile
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+warnings.simplefilter("ignore", UserWarning)
+'''
+
+FEATURES = """
+    class Features(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3)
+            self.maps = {{}}
+        def forward(self, x):
+            self.maps = {{}}
+            self.maps["c1"] = self.conv(x)
+            return x
+    def style_loss(a, b):
+        return sum(F.mse_loss(a[k], b[k]) for k in a)
+    def synthesize(model, target, steps=3):
+        img = torch.rand(1, 3, 8, 8, requires_grad=True)
+        opt = torch.optim.Adam([img], lr=0.1)
+        model(target)
+        target_maps = model.maps
+        for _ in range(steps):
+            opt.zero_grad()
+            {call}
+            img_maps = model.maps
+            loss = style_loss(img_maps, target_maps)
+            loss.backward(retain_graph=True)
+            opt.step()
+        return loss
+    loss = synthesize(Features(), torch.rand(1, 3, 8, 8))
+    """
+
+DDP = """
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(),
+                                rank=0, world_size=1)
+    calls = []
+    def count(state, bucket):
+        calls.append(1)
+        fut = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+    def run_epoch(model, batches, opt, train):
+        model.train(train)
+        forward_model = model
+        if {test}isinstance(model, DistributedDataParallel):
+            forward_model = model.module
+        for x, y in batches:
+            loss = F.mse_loss(forward_model(x), y)
+            if train:
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+    ddp = DistributedDataParallel(nn.Linear(3, 1))
+    ddp.register_comm_hook(None, count)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    batches = [(torch.randn(4, 3), torch.randn(4, 1)) for _ in range(2)]
+    run_epoch(ddp, batches, opt, True)
+    run_epoch(ddp, batches, opt, False)
+    """
+
+LAYERS = """
+    class TransformNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = [nn.Linear(4, 4) for _ in range(3)]
+            self.net = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+        def forward(self, x):
+            {body}
+    net = TransformNet()
+    net(torch.randn(2, 4)).sum().backward()
+    """
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # Duanqihuai/Neural-Texture-Synthesis (Synthesis.py): a VGG whose forward sets
+    # `self.features_maps = dict()` anew; `model(target); target_features = model.features_maps`
+    # and in the loop `model(syn_img); syn_features = model.features_maps`: two inputs' features
+    # (NOTE [value computed twice]). Twin: both read after the one call (the loss is 0)
+    "attribute-set-anew-by-each-forward": (
+        Shape(FEATURES.format(call="model(img)"), "GT120", holds="loss.item() > 0"),
+        Shape(FEATURES.format(call="pass"), "GT120", line=20, holds="loss.item() == 0")),
+    # Gonglz/pems-gnn-traffic-forecasting (model/train_sampler.py): `forward_model =
+    # model.module` only `if not train and isinstance(model, DDP)`, the backward only `if
+    # train:` (NOTE [arms of one flag]). Twin: the alias bound whatever `train` is (reported;
+    # DDP's communication hook never runs)
+    "ddp-unwrapped-only-for-evaluation": (
+        Shape(DDP.format(test="not train and "), "GT453", holds="len(calls) == 2"),
+        Shape(DDP.format(test=""), "GT453", line=18, holds="len(calls) == 0")),
+    # b06b01073/perceptual-losses-for-real-time-style-transfer (model.py): `self.res_blocks =
+    # [ResBlock(...) for _ in range(5)]` never read again (the Sequential builds its own):
+    # registering them would add weights that never get a gradient (NOTE [unused layers]).
+    # Twin: forward runs the list (reported; its weights are not in `parameters()`)
+    "layer-list-never-read": (
+        Shape(LAYERS.format(body="return self.net(x)"), "GT401",
+              holds="all(p.grad is not None for p in net.parameters())"),
+        Shape(LAYERS.format(body="for b in self.blocks:\n                x = b(x)\n"
+                            "            return self.net(x)"), "GT401", line=4,
+              holds="not any(p is net.blocks[0].weight for p in net.parameters())")),
+    # danielzgsilva/MonoDepthAttacks (attacks/pgd.py, unseen46b's left GT766): `grad =
+    # _adv.grad` after a plain `cost.backward()`, then `grad / (torch.sqrt(torch.sum(grad *
+    # grad)) + 10e-8)`: the gradient holds no graph (NOTE [gradient without a graph]). Twin:
+    # `backward(create_graph=True)` and the norm backpropagated (NaN at a zero gradient)
+    "normalised-gradient-of-a-plain-backward": (Shape("""
+        class Step(nn.Module):
+            def __init__(self, model, alpha=0.1):
+                super().__init__()
+                self.model = model
+                self.alpha = alpha
+            def forward(self, x, y):
+                x = x.clone().detach().requires_grad_(True)
+                F.mse_loss(self.model(x), y).backward()
+                grad = x.grad
+                grad = grad / (torch.sqrt(torch.sum(grad * grad, dim=1, keepdim=True)) + 1e-8)
+                return (x + self.alpha * grad).detach()
+        model = nn.Linear(3, 1)
+        with torch.no_grad():
+            model.weight.zero_()
+        adv = Step(model)(torch.randn(4, 3), torch.randn(4, 1))
+        """, "GT766", holds="bool(torch.isfinite(adv).all())"), Shape("""
+        def penalty(model, x):
+            x = x.clone().detach().requires_grad_(True)
+            model(x).sum().backward(create_graph=True)
+            grad = x.grad
+            norm = torch.sqrt(torch.sum(grad * grad, dim=1)) + 1e-8
+            model.zero_grad()
+            norm.mean().backward()
+            return model.weight.grad
+        model = nn.Linear(3, 1)
+        with torch.no_grad():
+            model.weight.zero_()
+        g = penalty(model, torch.randn(4, 3))
+        """, "GT766", line=5, holds="bool(torch.isnan(g).any())")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_silent_look_alike_runs(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][0])
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_buggy_twin_is_reported_and_fails(name: str) -> None:
+    judge(PRELUDE, SHAPES[name][1])
+
+
+SMOOTH = """
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    class Smooth(nn.Module):
+        def __init__(self, n=3):
+            super().__init__()
+            {state}
+        def forward(self, x):
+            return x * {scale}
+    """
+ATTACK = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    from smooth import Smooth
+    class Attack(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+            self.smoothing = Smooth()
+        def forward(self, x, y):
+            x = x.clone().detach().requires_grad_(True)
+            F.mse_loss(self.model(x), y).backward()
+            grad = self.smoothing(x.grad)
+            return grad / (torch.sqrt(torch.sum(grad * grad, dim=1, keepdim=True)) + 1e-8)
+    def run():
+        model = nn.Linear(3, 1)
+        with torch.no_grad():
+            model.weight.zero_()
+        attack = Attack(model)
+        d = attack(torch.randn(4, 3), torch.randn(4, 1))
+        if d.requires_grad:
+            d.sum().backward()
+            return d, attack.smoothing.scale.grad
+        return d, None
+    """
+
+
+@pytest.mark.parametrize("state, scale, line", [
+    ("self.kernel = torch.from_numpy(np.linspace(0.5, 1.5, n).astype(np.float32))",
+     "self.kernel", None),
+    ("self.scale = nn.Parameter(torch.ones(n))", "self.scale", 14)])
+def test_gradient_smoothed_by_a_weightless_class_of_another_file(
+        tmp_path: Path, state: str, scale: str, line: int | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """danielzgsilva/MonoDepthAttacks (attacks/pgd.py, left by unseen46b): PGD's `grad =
+    self.smoothing(grad)` with `GaussianSmooth` of `attacks/translation_invariance.py`, a fixed
+    kernel made with numpy (NOTE [weightless class of another file]): the normalised gradient
+    still holds no graph. Twin: the smoothing holds a parameter and the direction is
+    backpropagated (reported; its gradient is NaN where the input gradient is 0)."""
+    for name, text in {"smooth.py": SMOOTH.format(state=state, scale=scale),
+                       "attack.py": ATTACK}.items():
+        (tmp_path / name).write_text(textwrap.dedent(text).lstrip("\n"))
+    found = check_paths([str(tmp_path / "attack.py")], Settings()).findings
+    assert [(f.line, f.code) for f in found if f.code == "GT766"] == (
+        [] if line is None else [(line, "GT766")])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for m in [m for m in sys.modules if m in ("smooth", "attack")]:
+        del sys.modules[m]
+    d, g = importlib.import_module("attack").run()
+    if line is None:
+        assert not d.requires_grad and bool(torch.isfinite(d).all())
+    else:
+        assert bool(torch.isnan(g).any())
