@@ -235,3 +235,36 @@ def test_gradient_smoothed_by_a_weightless_class_of_another_file(
         assert not d.requires_grad and bool(torch.isfinite(d).all())
     else:
         assert bool(torch.isnan(g).any())
+
+
+FROZEN = """
+    import torch
+    import torch.nn as nn
+    class Backproject(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ones = nn.Parameter(torch.ones(2, 1, 4){kw}).to(torch.float64)
+    """
+
+
+@pytest.mark.parametrize("kw, frozen", [(", requires_grad=False", True), ("", False)])
+def test_moved_frozen_parameter_message(kw: str, frozen: bool) -> None:
+    """neetmehta/monodepth2-from-scratch (loss/loss.py, unseen46b's debatable GT403):
+    `nn.Parameter(torch.ones(...), requires_grad=False).to(device)` is a leaf that no optimizer
+    rejects; the finding stays (not registered: `state_dict()` misses it, the module's `.to()`
+    does not move it) and says so. Twin: a trainable one (the optimizer's error is said)."""
+    from gradtrace.lint import check_source
+    found = [f for f in check_source(textwrap.dedent(FROZEN.format(kw=kw)).lstrip("\n"), "m.py",
+                                     select=["GT403"])]
+    assert [f.line for f in found] == [6]
+    assert ("state_dict()" in found[0].message) == frozen
+    assert ("can't optimize a non-leaf Tensor" in found[0].message) == (not frozen)
+    env: dict = {}
+    exec(textwrap.dedent(FROZEN.format(kw=kw)).lstrip("\n"), env)
+    m = env["Backproject"]()
+    assert "ones" not in m.state_dict() and m.ones.is_leaf == frozen
+    m.float()
+    assert m.ones.dtype == torch.float64
+    if not frozen:
+        with pytest.raises(ValueError, match="non-leaf"):
+            torch.optim.SGD([m.ones], lr=0.1)
