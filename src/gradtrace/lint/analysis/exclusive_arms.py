@@ -46,8 +46,8 @@ def _flags(node: ast.AST, fn: ast.AST, parents: dict[int, ast.AST],
 
 
 def apart(first: ast.AST, second: ast.AST, fn: ast.AST, ctx: Context) -> bool:
-    """``first`` never runs in a pass of ``fn`` that runs ``second`` (NOTE [arms of one
-    flag])."""
+    """``first`` never runs in a pass of ``fn`` that runs ``second``
+    (NOTE [arms of one flag])."""
     parents = ctx.memo("exclusive-arms-parents", fn, lambda: parent_map(fn))
     flags = _flags(second, fn, parents, ctx.memo("exclusive-arms-bound", fn,
                                                   lambda: _assigned(fn)))

@@ -185,8 +185,8 @@ def _mutated(fn: ast.AST, names: set[str]) -> bool:
 
 def _rebound(lo: Binding, hi: Binding, scope: Scope) -> bool:
     """A name or attribute the expression reads is assigned between the two bindings, or the
-    object an attribute is read from is called (or a method of it) in between (NOTE [value
-    computed twice])."""
+    object an attribute is read from is called (or a method of it) in between
+    (NOTE [value computed twice])."""
     read = {dotted(n) for n in ast.walk(lo.value) if isinstance(n, (ast.Name, ast.Attribute))}
     read.discard(None)
     owners = {dotted(n.value) for n in ast.walk(lo.value) if isinstance(n, ast.Attribute)}
