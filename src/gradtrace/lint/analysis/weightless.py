@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.kinds import MODULE
-from gradtrace.lint.analysis.weightless_classes import (
-    foreign_weightless, weightless_class, weightless_file_class)
+from gradtrace.lint.analysis.weightless_classes import weightless_class, weightless_file_class
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -42,7 +41,7 @@ def weightless_value(t: Tracer, value: ast.expr | None, scope: Scope, depth: int
     a = t.ctx.analysis
     k = a.kind(value, scope)
     if k is not None:
-        return k.what == MODULE and (weightless_kind(k.cls, t.ctx) or _foreign(value, scope, t))
+        return k.what == MODULE and weightless_kind(k.cls, t.ctx)
     if isinstance(value, ast.Name):  # `judge` handed on, bound by a call of a chooser
         b = scope.binding_before(value.id, value.lineno)
         return b is not None and isinstance(b.stmt, ast.Assign) and weightless_value(
@@ -72,16 +71,3 @@ def weightless_parameter(t: Tracer, name: str) -> bool:
     passed = t.ctx.analysis.argument_values(fn, name)  # every call passes one
     return bool(passed) and all(weightless_value(t, v, t.ctx.scope(where), 1)
                                 for v, where in passed)
-
-
-def _foreign(value: ast.expr, scope: Scope, t: Tracer) -> bool:
-    """A call of a weightless class of another file of the project, or ``self.<x>`` that
-    ``__init__`` builds with one (NOTE [weightless class of another file])."""
-    if isinstance(value, ast.Call):
-        return foreign_weightless(value, t.ctx)
-    if not (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
-            and value.value.id == "self"):
-        return False
-    cls = t.ctx.analysis.class_of(scope.node)
-    info = cls.init_attrs.get(value.attr) if cls is not None else None
-    return info is not None and foreign_weightless(info.value, t.ctx)
