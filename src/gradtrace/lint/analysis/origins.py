@@ -16,8 +16,8 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, DATA, DEAD, FRESH_ATTRS, LIVE, NON_TENSOR_KWARGS, NONDIFF, NUMPY,
     PAIR_METHODS, REBUILD_FUNCS, Cut, Trace, asks_grad, fresh_call, graphless_no_grad,
     is_functional_loss, is_torch_loss, map_cut_kind, objects_of, pair_source, peel, pure_loss,
-    top_defs, unpacks_indices, packed_values,
-)
+    top_defs, unpacks_indices, packed_values)
+from gradtrace.lint.analysis.filled_grads import filled_without_graph
 from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import constructor_input, cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, field
@@ -299,8 +299,8 @@ class Tracer(CallTraces):
             if packed is not None or dotted(e.value) in objects_of(self.scope):
                 return self.trace(packed or e.value, use, line)  # a field of a batch object
             return self._cut(DATA, e, [peel(e.value)], use, line)
-        if e.attr in FRESH_ATTRS:
-            return DEAD
+        if e.attr in FRESH_ATTRS or e.attr == "grad" and filled_without_graph(self.ctx):
+            return DEAD  # NOTE [gradient without a graph]
         name = dotted(e)
         if name is not None and self.scope.bindings.get(name):
             bs = self.bindings_at(name, use, line)

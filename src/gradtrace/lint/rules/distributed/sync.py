@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.exclusive_arms import apart
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
@@ -87,7 +88,9 @@ class ForwardBypassesDdp(Rule):
     forward whose loss is backpropagated.
     Known limits: only a wrapper bound to a name in the same function (or a parameter that a
     call of the file passes one), whose `.module` result reaches a `backward()` in that
-    function through assignments; a file that all-reduces `.grad` itself is left alone.
+    function through assignments; a file that all-reduces `.grad` itself is left alone; an
+    alias bound only under a test its backward's arm contradicts (`if not train: fm =
+    model.module` ... `if train: loss.backward()`) is left alone (NOTE [arms of one flag]).
     """
 
     code = "GT453"
@@ -152,8 +155,10 @@ class ForwardBypassesDdp(Rule):
                 seeds = {t.id for t in walk(st.targets[0]) if isinstance(t, ast.Name)} \
                     if isinstance(st, ast.Assign) else set()
                 bwd = self._backward_of(n, st, node, seeds)
-                if bwd is None:
-                    continue
+                alias = scope.binding_before(n.func.id, n.lineno) \
+                    if isinstance(n.func, ast.Name) else None
+                if bwd is None or alias is not None and apart(alias.stmt, bwd, node, ctx):
+                    continue  # NOTE [arms of one flag]: the alias is made where none runs
                 yield self.report(n, ctx, related=(Related(
                     ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
                     callee=ctx.source(n.func), line=w.line, bwd=bwd.lineno)

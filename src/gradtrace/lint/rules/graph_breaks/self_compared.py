@@ -9,7 +9,11 @@ forward passes of one model differ under dropout: R-Drop and SimCSE compare them
 Nothing the expression reads may be rebound between the two bindings, and it must read a
 value of the program (two tensors made from constants alone are a test's fixture); neither
 name may be changed in place in the function (``append``, ``add_``, ``x[i] = v``, ``+=``), and
-a container literal (``reps = []``, filled later) is not such a value.
+a container literal (``reps = []``, filled later) is not such a value. An attribute read
+(``model.features_maps``) holds the same value only if nothing calls its object, or a method
+of it, between the two bindings: a feature extractor's ``forward`` sets ``self.features_maps``
+anew on each input, so ``model(target); t = model.features_maps`` and later ``model(x); s =
+model.features_maps`` hold the features of two inputs.
 """
 from __future__ import annotations
 
@@ -180,10 +184,17 @@ def _mutated(fn: ast.AST, names: set[str]) -> bool:
 
 
 def _rebound(lo: Binding, hi: Binding, scope: Scope) -> bool:
-    """A name or attribute the expression reads is assigned between the two bindings."""
+    """A name or attribute the expression reads is assigned between the two bindings, or the
+    object an attribute is read from is called (or a method of it) in between
+    (NOTE [value computed twice])."""
     read = {dotted(n) for n in ast.walk(lo.value) if isinstance(n, (ast.Name, ast.Attribute))}
     read.discard(None)
+    owners = {dotted(n.value) for n in ast.walk(lo.value) if isinstance(n, ast.Attribute)}
     for s in scope.stmts:
+        if any(isinstance(n, ast.Call) and lo.line < n.lineno < hi.line and (
+                dotted(n.func) in owners or isinstance(n.func, ast.Attribute)
+                and dotted(n.func.value) in owners) for n in ast.walk(s)):
+            return True  # `model(x)` then `model.feats`: its forward may set the attribute
         if not lo.line < s.lineno < hi.line:
             continue
         targets = s.targets if isinstance(s, ast.Assign) else [getattr(s, "target", None)]

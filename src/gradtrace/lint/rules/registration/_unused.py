@@ -87,6 +87,18 @@ def unused_layers(cls: ClassInfo, ctx: Context) -> list[tuple[str, AttrInfo]]:
     return ctx.memo("unused-layers", cls.node, make)
 
 
+def never_named(cls: ast.ClassDef, attr: str, ctx: Context) -> bool:
+    """``self.<attr>`` is assigned once and its name spelled nowhere else in the file, in a
+    class with its own ``forward`` that reaches no child without naming it and no base of
+    another file may read (NOTE [unused layers]): the container holds layers nothing runs, so
+    registering them would only add weights that never get a gradient (GT401 stays silent)."""
+    if not any(isinstance(f, FUNCTION_TYPES) and f.name == "forward" for f in cls.body):
+        return False  # no forward here: a base whose subclasses may run the layers
+    text = "\n".join(ctx.code_lines[cls.lineno - 1:cls.end_lineno])
+    return _words(ctx)[attr] == 1 and f"'{attr}'" not in ctx.text \
+        and f'"{attr}"' not in ctx.text and not _dynamic(text) and _bases_seen(cls, ctx, set())
+
+
 def forward_returns(fwd: ast.AST, n: int) -> list[ast.Tuple] | None:
     """The ``return a, b`` tuples of ``forward`` (own returns), when every one has ``n``
     elements."""

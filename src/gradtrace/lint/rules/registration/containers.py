@@ -24,6 +24,7 @@ from gradtrace.lint.rules.registration._attrs import (
 from gradtrace.lint.rules.registration._bound_once import appended_once, bound_once
 from gradtrace.lint.rules.registration._callers import call_count, passed_in
 from gradtrace.lint.rules.registration._copies import uncopied
+from gradtrace.lint.rules.registration._unused import never_named
 from gradtrace.lint.rules.registration._foreign_layers import other_file_layer
 from gradtrace.lint.rules.registration._helper_built import MAPPED_TEXT, mapped_entries
 
@@ -38,9 +39,8 @@ MODULE_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloa
 
 
 def _learnable(e: ast.AST, ctx: Context) -> str | None:
-    """"module" / "parameter" when ``e`` builds a module with parameters / a parameter (a
-    class of another file of the project when it owns parameters there); a
-    module moved on (``nn.Sequential(...).to(self.device)``: ``Module.to`` returns itself) too.
+    """"module" / "parameter" when ``e`` builds a module with parameters / a parameter (a class
+    of another file when it owns parameters there); a module moved on too (``Module.to``).
     A module of a class of the file that builds its own optimizer trains itself (a federated
     client, an agent): a participant its holder calls on, not a layer of the holder."""
     if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and _trains_itself(e.func.id, ctx):
@@ -59,8 +59,8 @@ def _learnable(e: ast.AST, ctx: Context) -> str | None:
 
 
 def _trains_itself(name: str, ctx: Context) -> bool:
-    """The class ``name`` of the file builds a ``torch.optim`` optimizer in one of its
-    methods, or freezes all its weights when built (NOTE [frozen when built])."""
+    """The class ``name`` of the file builds a ``torch.optim`` optimizer in a method, or
+    freezes all its weights when built (NOTE [frozen when built])."""
     cls = ctx.analysis.classes.get(name)
     return cls is not None and (freezes_itself(name, ctx) or any(
         isinstance(n, ast.Call) and (q := ctx.call_name(n) or "").startswith("torch.optim.")
@@ -68,8 +68,7 @@ def _trains_itself(name: str, ctx: Context) -> bool:
 
 
 def _present_arm(value: ast.AST) -> ast.AST:
-    """``{...}`` for ``{...} if use_tokens else None``: the container built when the option is
-    on (the other arm builds nothing)."""
+    """``{...}`` for ``{...} if use_tokens else None``: the container built when on."""
     if isinstance(value, ast.IfExp):
         for arm, other in ((value.body, value.orelse), (value.orelse, value.body)):
             if isinstance(other, ast.Constant) and other.value is None:
@@ -162,7 +161,8 @@ class ModulesInPlainContainer(Rule):
     hold, only when named like one (`CrossLayer`, `ResBlock`, `MLP`). An attribute
     set more than once is checked only when every assignment is in `__init__` (`if` arms). A local
     list of `__init__` stored on `self` (`fns.append(...)`; `self.fns = fns`) counts unless the
-    local is also handed to a call (`nn.Sequential(*layers)` registers the same layers).
+    local is also handed to a call (`nn.Sequential(*layers)` registers the same layers). A
+    container whose name the file spells nowhere else is left alone (NOTE [unused layers]).
     """
 
     code = "GT401"
@@ -281,9 +281,9 @@ class ModulesInPlainContainer(Rule):
                 where = init if lo <= st.lineno <= hi else None
                 for f in self._check(st, attr, filled, ctx, where, node.name):
                     if attr not in _wrapped_attrs(ctx) and not _registers_dynamically(node) \
-                            and attr not in picked_attrs(node) | hand_listed(node) \
-                            and not _other_framework(node, ctx, 0):  # last: it may read
-                        yield f  # another file of the project (the cost of a parse)
+                            and attr not in picked_attrs(node) | hand_listed(node) and not \
+                            never_named(node, attr, ctx) and not _other_framework(node, ctx, 0):
+                        yield f  # last: it may read another file of the project (a parse)
 
     def _check(self, stmt: ast.Assign, attr: str, fills: list[tuple[ast.stmt, ast.AST]],
                ctx: Context, init: ast.FunctionDef | None = None, cls: str = ""

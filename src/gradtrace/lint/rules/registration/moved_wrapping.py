@@ -36,7 +36,9 @@ class ParameterMovedAfterWrapping(Rule):
     nothing trains it, moved or not (NOTE [parameter spent in its function]); and so is a
     value a method returns when every call of it, in the project, binds the result to local
     names of a module's `forward` (an initial hidden state made on every pass:
-    NOTE [made anew on every forward pass]).
+    NOTE [made anew on every forward pass]). A Parameter made with `requires_grad=False` is a
+    leaf however moved: the message then says what is lost (`state_dict()`, the module's
+    `.to()`), not the optimizer's error.
     """
 
     code = "GT403"
@@ -44,8 +46,10 @@ class ParameterMovedAfterWrapping(Rule):
     name = "parameter-moved-after-wrapping"
     message = ("`{expr}` returns a plain tensor copy or view when it moves, casts or "
                "reshapes, not an `nn.Parameter` (a non-leaf one when it requires grad): a module attribute set "
-               "to it is not registered, and an optimizer given it raises `ValueError: can't "
-               "optimize a non-leaf Tensor`")
+               "to it is not registered{tail}")
+    tails = (", and an optimizer given it raises `ValueError: can't optimize a non-leaf Tensor`",
+             " (made with `requires_grad=False`: a constant that `state_dict()` misses and the "
+             "module's `.to()` does not move)")
     fix_title = "Move the data before wrapping: `nn.Parameter(t.to(...))`"
     fix_safety = "safe"
     triggers = ("Parameter",)
@@ -93,7 +97,8 @@ class ParameterMovedAfterWrapping(Rule):
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         for move, name in dropped_moves(node, ctx):  # NOTE [parameter dropped for its moved copy]
-            yield self.report(move, ctx, expr=f"{name}.{move.func.attr}()")  # type: ignore[attr-defined]
+            yield self.report(move, ctx, expr=f"{name}.{move.func.attr}()",  # type: ignore[attr-defined]
+                              tail=self.tails[0])
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
@@ -130,8 +135,10 @@ class ParameterMovedAfterWrapping(Rule):
             [f"{k.arg}={ctx.source(k.value)}" for k in inner.keywords if k.arg]
         moved = f"{dsrc}.{f.attr}({', '.join(margs)})"
         new = f"{ctx.source(inner.func)}({', '.join([moved, *rest])})"
+        frozen = any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+                     and k.value.value is False for k in inner.keywords)
         yield self.report(node, ctx, fix=self.fix(ctx.edit(node, new)),
-                          expr=f"nn.Parameter(...).{f.attr}()")
+                          expr=f"nn.Parameter(...).{f.attr}()", tail=self.tails[frozen])
 
 
 def _returned(node: ast.Call, ctx: Context) -> bool:
