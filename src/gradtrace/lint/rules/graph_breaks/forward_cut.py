@@ -7,12 +7,13 @@ from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.forward_cuts import forward_cuts
+from gradtrace.lint.analysis.grouped_params import param_calls
+from gradtrace.lint.analysis.grad_values import weighted
+from gradtrace.lint.analysis.keyed_children import keyed_children
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import child_nodes, of_types
 from gradtrace.lint.rule import Bad, Good, Rule
-
-PARAM_CALLS = ("parameters", "named_parameters")
 
 
 def _trained_classes(ctx: Context) -> frozenset[str]:
@@ -34,9 +35,8 @@ def _trained_classes(ctx: Context) -> frozenset[str]:
         innermost = _innermost_def(defs)
         for n in calls:
             where: ast.AST = innermost(n.lineno) or ctx.tree
-            for m in ast.walk(n):
-                if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) \
-                        and m.func.attr in PARAM_CALLS:
+            for m in param_calls(n, where):  # NOTE [grouped parameters]
+                if isinstance(m.func, ast.Attribute):
                     k = a.kind_in(m.func.value, where, n.lineno)
                     if k is not None and k.what == MODULE and k.cls in a.classes:
                         out.add(k.cls)
@@ -82,14 +82,18 @@ def _innermost_def(defs: list[ast.AST]) -> Callable[[int], ast.AST | None]:
     return find
 
 
-def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AST | None
-                    ) -> bool:
+def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AST | None,
+                    keys: dict[str, ast.expr]) -> bool:
     """``.attr`` appears in the file outside ``forward`` (and the methods it runs) and
     outside its assignments in ``__init__`` (frozen, given to an optimizer, trained by
     another method, updated by EMA)."""
     spans = [(f.lineno, f.end_lineno or f.lineno) for f in walked]  # type: ignore[attr-defined]
-    uses: dict[str, list[ast.Attribute]] = ctx.memo("gt115-attr-uses", ctx.tree, lambda: _index(ctx))
-    for n in uses.get(attr, ()):
+    uses, opened = ctx.memo("gt115-attr-uses", ctx.tree, lambda: _index(ctx))
+    holder, _, key = attr.partition(".")
+    # a keyed child (NOTE [keyed children]): its key read anywhere else, or its container
+    # used whole (not opened by one of its keys) anywhere else
+    for n in (*uses.get(key or holder, ()),
+              *(u for u in (uses.get(holder, ()) if key else ()) if opened.get(id(u)) not in keys)):
         if any(lo <= n.lineno <= hi for lo, hi in spans):
             continue
         if init is not None and isinstance(n.ctx, ast.Store) and \
@@ -119,10 +123,27 @@ def _made_fresh(ctx: Context, info) -> bool:  # type: ignore[no-untyped-def]
                    and n.func.attr in ("from_pretrained", "load_state_dict") for n in ast.walk(v))
 
 
-def _index(ctx: Context) -> dict[str, list[ast.Attribute]]:
+def _fresh(ctx: Context, cls, sub: str) -> bool:  # type: ignore[no-untyped-def]
+    """``_made_fresh`` for ``self.<sub>``; a keyed child (``"body.embed"``: NOTE [keyed
+    children]) also needs its own construction fresh and a weight to train."""
+    attr, _, key = sub.partition(".")
+    if not _made_fresh(ctx, cls.attrs.get(attr)):
+        return False
+    if not key:
+        return True
+    v = keyed_children(ctx, cls, attr).get(key)
+    if not isinstance(v, ast.Call):
+        return False
+    q = ctx.qualified_name(v.func) or ""
+    return weighted(ctx, q or None, v) or (
+        isinstance(v.func, ast.Name) and weighted(ctx, v.func.id, v))
+
+
+def _index(ctx: Context) -> tuple[dict[str, list[ast.Attribute]], dict[int, object]]:
     """Every ``.attr`` of the file by name, but those only looked at: inside ``print(...)``,
     or read through ``.weight``/``.bias`` down to a ``.grad``, a ``.detach()``, a
-    ``.clone()`` (inspection, not training)."""
+    ``.clone()`` (inspection, not training); and, by id, the further attribute or constant
+    key that opens one (``self.body.embed``, ``self.body["embed"]``)."""
     out: dict[str, list[ast.Attribute]] = {}
     parent: dict[int, ast.AST] = {}
     stack: list[tuple[ast.AST, bool]] = [(ctx.tree, False)]
@@ -136,14 +157,19 @@ def _index(ctx: Context) -> dict[str, list[ast.Attribute]]:
         for c in child_nodes(n):
             parent[id(c)] = n
             stack.append((c, shown))
+    opened: dict[int, object] = {}
     for n in found:
         p = parent.get(id(n))
+        if isinstance(p, ast.Attribute):
+            opened[id(n)] = p.attr
+        elif isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant):
+            opened[id(n)] = p.slice.value
         if isinstance(p, ast.Attribute) and p.attr in ("weight", "bias"):
             p = parent.get(id(p))
         if isinstance(p, ast.Attribute) and p.attr in LOOKS and isinstance(p.ctx, ast.Load):
             continue
         out.setdefault(n.attr, []).append(n)
-    return out
+    return out, opened
 
 
 class SubmoduleCutInForward(Rule):
@@ -225,8 +251,9 @@ class SubmoduleCutInForward(Rule):
             init = cls.methods.get("__init__")
             by_cut: dict[int, tuple[ast.AST, list[str]]] = {}
             for sub, at in got.cut.items():
-                if sub in got.called and _made_fresh(ctx, cls.attrs.get(sub)) and \
-                        not _used_elsewhere(ctx, sub, got.walked, init):
+                if sub in got.called and _fresh(ctx, cls, sub) and \
+                        not _used_elsewhere(ctx, sub, got.walked, init, keyed_children(
+                            ctx, cls, sub.partition(".")[0]) if "." in sub else {}):
                     group = got.groups.get(id(at), at)
                     first, subs = by_cut.setdefault(id(group), (at, []))
                     if at.lineno < first.lineno:  # type: ignore[attr-defined]
@@ -236,7 +263,7 @@ class SubmoduleCutInForward(Rule):
                 shown = at.items[0].context_expr if isinstance(at, (ast.With, ast.AsyncWith)) \
                     else at
                 subs.sort()
-                info = cls.attrs.get(subs[0])
+                info = cls.attrs.get(subs[0].partition(".")[0])
                 related = (Related(ctx.path, info.stmt.lineno, f"`self.{subs[0]}` is made here",
                                    ctx.column(info.stmt)),) if info is not None else ()
                 yield self.report(shown, ctx, related=related, cut=_what(ctx, shown, got, at),

@@ -1,0 +1,145 @@
+"""Session 47, helper recall47a: GT115 reads further (issue 13 part 3). Each fact: a buggy
+twin reported on the cut's line and silent look-alikes."""
+from __future__ import annotations
+
+import textwrap
+
+from gradtrace.lint import check_source
+
+
+def _found(src: str, code: str) -> list[int]:
+    return sorted(f.line for f in check_source(textwrap.dedent(src)) if f.code == code)
+
+
+# NOTE [grouped parameters]: the optimizer is given parameter groups built from the module's
+# named parameters a few lines before, in a method of the class
+GROUPED = '''
+import torch
+import torch.nn as nn
+
+
+class Tower(nn.Module):
+    def __init__(self, width=8, depth=2):
+        super().__init__()
+        self.lookup = nn.Embedding(32, width)
+        self.stages = nn.ModuleList([nn.Linear(width, width) for _ in range(depth)])
+        self.scale = nn.LayerNorm(width)
+        self.readout = nn.Linear(width, 32)
+
+    def forward(self, tokens):
+        h = self.lookup(tokens)
+        for stage in self.stages:
+            h = stage(h)
+        h = self.scale({cut})
+        return self.readout(h)
+
+    def build_optimizer(self, rate):
+        by_name = {{k: p for k, p in self.named_parameters()}}
+        by_name = {{k: p for k, p in by_name.items() if p.requires_grad}}
+        matrices = [p for p in by_name.values() if p.dim() >= 2]
+        vectors = [p for p in by_name.values() if p.dim() < 2]
+        sets = [{{"params": matrices, "weight_decay": 0.1}}, {{"params": vectors, "weight_decay": 0.0}}]
+        return torch.optim.AdamW(sets, lr=rate)
+'''
+
+
+def test_cut_in_forward_of_module_trained_through_parameter_groups():
+    assert _found(GROUPED.format(cut="h.detach()"), "GT115") == [18]
+
+
+def test_grouped_look_alike_straight_through_keeps_a_live_path():
+    src = GROUPED.format(cut="h + (torch.round(h) - h).detach()")
+    assert _found(src, "GT115") == []
+
+
+def test_grouped_look_alike_live_forward():
+    assert _found(GROUPED.format(cut="h"), "GT115") == []
+
+
+def test_grouped_look_alike_optimizer_over_another_module():
+    src = GROUPED.format(cut="h.detach()").replace(
+        "self.named_parameters()", "nn.Linear(4, 4).named_parameters()")
+    assert _found(src, "GT115") == []
+
+
+# NOTE [keyed children]: parts kept in a ModuleDict built in one statement; a cut severs some
+# keys while another key (the norm) stays live
+KEYED = '''
+import torch
+import torch.nn as nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, width=8):
+        super().__init__()
+        self.parts = nn.ModuleDict({built})
+        self.head = nn.Linear(width, 4)
+
+    def forward(self, tokens):
+        h = self.parts{lookup}(tokens)
+        for block in self.parts.blocks:
+            h = block(h)
+        h = self.parts["norm"]({cut})
+        return self.head(h)
+{extra}
+
+model = Encoder()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+'''
+_DICT_CALL = ("dict(lookup=nn.Embedding(32, width), blocks=nn.ModuleList([nn.Linear(width, "
+              "width) for _ in range(2)]), norm=nn.LayerNorm(width))")
+_DICT_LIT = ('{"lookup": nn.Embedding(32, width), "blocks": nn.ModuleList([nn.Linear(width, '
+             'width)]), "norm": nn.LayerNorm(width)}')
+
+
+def test_cut_severs_keys_of_a_module_dict_built_with_dict_call():
+    src = KEYED.format(built=_DICT_CALL, lookup=".lookup", cut="h.detach()", extra="")
+    assert _found(src, "GT115") == [16]
+
+
+def test_cut_severs_keys_of_a_module_dict_literal_read_by_subscript():
+    src = KEYED.format(built=_DICT_LIT, lookup='["lookup"]', cut="h.detach()", extra="")
+    assert _found(src, "GT115") == [16]
+
+
+def test_keyed_look_alike_live_forward():
+    src = KEYED.format(built=_DICT_CALL, lookup=".lookup", cut="h", extra="")
+    assert _found(src, "GT115") == []
+
+
+def test_keyed_look_alike_container_frozen_whole_elsewhere():
+    extra = '''
+    def freeze_trunk(self):
+        for p in self.parts.parameters():
+            p.requires_grad_(False)
+'''
+    src = KEYED.format(built=_DICT_CALL, lookup=".lookup", cut="h.detach()", extra=extra)
+    assert _found(src, "GT115") == []
+
+
+def test_keyed_look_alike_cut_keys_updated_elsewhere():
+    extra = '''
+    @torch.no_grad()
+    def follow(self, other, rate=0.99):
+        for a, b in zip(self.parts.lookup.parameters(), other.lookup.parameters()):
+            a.mul_(rate).add_(b, alpha=1 - rate)
+        for a, b in zip(self.parts.blocks.parameters(), other.blocks.parameters()):
+            a.mul_(rate).add_(b, alpha=1 - rate)
+'''
+    src = KEYED.format(built=_DICT_CALL, lookup=".lookup", cut="h.detach()", extra=extra)
+    assert _found(src, "GT115") == []
+
+
+def test_keyed_look_alike_only_weightless_keys_cut():
+    src = KEYED.format(
+        built="dict(lookup=nn.Dropout(0.1), blocks=nn.ModuleList([nn.ReLU()]), "
+              "norm=nn.LayerNorm(width))",
+        lookup=".lookup", cut="h.detach()", extra="")
+    assert _found(src, "GT115") == []
+
+
+def test_keyed_look_alike_dict_built_elsewhere():
+    src = KEYED.format(built="parts", lookup=".lookup", cut="h.detach()", extra="").replace(
+        "def __init__(self, width=8):", "def __init__(self, parts, width=8):").replace(
+        "model = Encoder()", "model = Encoder({})")
+    assert _found(src, "GT115") == []
