@@ -143,3 +143,68 @@ def test_keyed_look_alike_dict_built_elsewhere():
         "def __init__(self, width=8):", "def __init__(self, parts, width=8):").replace(
         "model = Encoder()", "model = Encoder({})")
     assert _found(src, "GT115") == []
+
+
+# NOTE [model probabilities]: the log reads a model's output whose forward ends in a softmax,
+# through a name and a selection of the true classes' entries
+PROBS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 3)
+
+    def forward(self, feats):
+        {body}
+
+
+net = Scorer()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    feats, labels = torch.randn(4, 8), torch.randint(0, 3, (4,))
+    {grad}
+    p = net(feats)
+    chosen = {pick}
+    loss = -torch.log({arg}).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+_SOFT = "return F.softmax(self.proj(feats), dim=1)"
+
+
+def _probs(body=_SOFT, pick="p[torch.arange(4), labels]", arg="chosen", grad=""):
+    return PROBS.format(body=body, pick=pick, arg=arg, grad=grad or "pass")
+
+
+def test_log_of_a_models_softmax_output_picked_by_index():
+    assert _found(_probs(), "GT755") == [23]
+
+
+def test_log_of_a_models_softmax_output_through_gather():
+    assert _found(_probs(pick="p.gather(1, labels[:, None])"), "GT755") == [23]
+
+
+def test_probs_look_alike_epsilon_added():
+    assert _found(_probs(arg="chosen + 1e-8"), "GT755") == []
+
+
+def test_probs_look_alike_forward_returns_logits():
+    assert _found(_probs(body="return self.proj(feats)"), "GT755") == []
+
+
+def test_probs_look_alike_softmax_on_one_branch_only():
+    body = ("h = self.proj(feats)\n        if self.training:\n            return h\n"
+            "        return h.softmax(dim=1)")
+    assert _found(_probs(body=body), "GT755") == []
+
+
+def test_probs_look_alike_module_without_weights():
+    src = _probs().replace("self.proj = nn.Linear(8, 3)", "self.dim = 1").replace(
+        "F.softmax(self.proj(feats), dim=1)", "F.softmax(feats[:, :3], dim=self.dim)").replace(
+        "net.parameters()", "[torch.zeros(1, requires_grad=True)]")
+    assert _found(src, "GT755") == []
