@@ -2,8 +2,8 @@
 
 M1-M29 put their bug in the training step or one call away from it. This one puts it in the
 model: in a module class of the file, the first statement of ``forward`` of the form
-``h = self.<sub>(...)`` (one line, ``<sub>`` assigned once in ``__init__``, run once in
-``forward``) gets ``.detach()`` on its value, so ``<sub>`` (and whatever ran before it) never
+``h = self.<sub>(...)`` (one line, ``<sub>`` assigned once in ``__init__`` to a layer that
+holds weights or a module class of the file, run once in ``forward``) gets ``.detach()`` on its value, so ``<sub>`` (and whatever ran before it) never
 trains: what GT115 reads (and GT107/GT105/GT109 when the step is in the same function).
 
     M30 cut inside forward   ``h = self.sub(x)`` -> ``h = self.sub(x).detach()``
@@ -17,8 +17,24 @@ import ast
 _EXPECT = "GT115|GT107|GT105|GT109"
 
 
-def _init_attrs(cls):
-    """Attributes ``self.<a> = <call>`` assigned exactly once in ``__init__``."""
+# torch.nn layers that hold weights (a cut before them leaves them untrained)
+_WEIGHTED = frozenset({
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "Embedding", "EmbeddingBag", "LSTM", "GRU", "RNN", "LSTMCell",
+    "GRUCell", "RNNCell", "MultiheadAttention", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "Sequential", "ModuleList"})
+
+
+def _weighted_call(v, classes):
+    """``nn.Linear(...)`` (a layer that holds weights) or a module class of the file."""
+    f = v.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in _WEIGHTED or name in classes
+
+
+def _init_attrs(cls, classes=frozenset()):
+    """Attributes ``self.<a> = <call>`` assigned exactly once in ``__init__``, to a layer
+    that holds weights or a module class of the file."""
     init = next((m for m in cls.body if isinstance(m, ast.FunctionDef)
                  and m.name == "__init__"), None)
     counts = {}
@@ -28,7 +44,8 @@ def _init_attrs(cls):
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) \
                         and t.value.id == "self":
                     counts[t.attr] = counts.get(t.attr, 0) + (
-                        1 if isinstance(n.value, ast.Call) else 2)
+                        1 if isinstance(n.value, ast.Call)
+                        and _weighted_call(n.value, classes) else 2)
     return {a for a, c in counts.items() if c == 1}
 
 
@@ -36,6 +53,7 @@ def forward_ops(src, lines, tree):
     """M30 on every module class of the file with a ``forward``."""
     if "import torch" not in src:
         return
+    classes = frozenset(c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef))
     for cls in ast.walk(tree):
         if not isinstance(cls, ast.ClassDef):
             continue
@@ -43,7 +61,7 @@ def forward_ops(src, lines, tree):
                     and m.name == "forward"), None)
         if fwd is None:
             continue
-        attrs = _init_attrs(cls)
+        attrs = _init_attrs(cls, classes)
         runs = {}
         for n in ast.walk(fwd):
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
