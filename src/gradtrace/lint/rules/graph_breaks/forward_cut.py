@@ -183,7 +183,10 @@ class SubmoduleCutInForward(Rule):
     `goals_2D_mlps` output detached before scoring; checked on torch 2.13). Remove the cut,
     or, if the submodule is meant to stay fixed, freeze it explicitly.
     Known limits: the class and its `forward` must be in this file, an optimizer of the file
-    must be built over an instance (or its owner); a submodule named anywhere else in the
+    must be built over an instance (or its owner), also through parameter groups built from
+    its `named_parameters()` in the same function (NOTE [grouped parameters]); the keys of a
+    `ModuleDict` built in one statement count as submodules of their own (NOTE [keyed
+    children]); a submodule named anywhere else in the
     file (frozen, trained by another method, given to an optimizer, updated as an EMA) is
     left alone; a call of another method of the class counts as keeping every submodule
     that method touches.

@@ -100,7 +100,10 @@ class LogOfSoftmax(Rule):
     Known limits: the softmax must be in the same expression or bound to the name the log
     reads in the same function, and its input must come from a module call (`model(x)`,
     `self.fc(h)`) there: a softmax of targets or of a function's tensor arguments is not
-    reported (a target distribution carries no gradient).
+    reported (a target distribution carries no gradient); or it ends every `return` of the
+    `forward` of a model that holds weights (a class of the file, an `nn.Sequential`), whose
+    output the log reads through names, indexing and selections (NOTE [model
+    probabilities]).
     """
 
     code = "GT755"
