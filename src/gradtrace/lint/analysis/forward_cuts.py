@@ -206,8 +206,8 @@ class _Walk:
         return self.children(e)
 
     def keyed(self, e: ast.AST) -> str | None:
-        """``"body.embed"`` for a run or read of ``self.body.embed`` (NOTE [keyed
-        children]), marked as called."""
+        """``"body.embed"`` for a run or read of ``self.body.embed``
+        (NOTE [keyed children]), marked as called."""
         kid = child_path(self.ctx, self.cls, e) \
             if isinstance(e, (ast.Attribute, ast.Subscript)) else None
         if kid is not None and self.submodule(kid.partition(".")[0]):

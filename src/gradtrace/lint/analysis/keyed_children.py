@@ -49,8 +49,8 @@ def keyed_children(ctx: Context, cls: ClassInfo, attr: str) -> dict[str, ast.exp
 
 
 def child_path(ctx: Context, cls: ClassInfo, e: ast.AST) -> str | None:
-    """``"body.embed"`` for ``self.body.embed`` / ``self.body["embed"]`` (NOTE [keyed
-    children]), else None."""
+    """``"body.embed"`` for ``self.body.embed`` / ``self.body["embed"]``
+    (NOTE [keyed children]), else None."""
     if isinstance(e, ast.Attribute):
         key: object = e.attr
     elif isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant):

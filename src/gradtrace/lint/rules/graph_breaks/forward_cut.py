@@ -124,8 +124,8 @@ def _made_fresh(ctx: Context, info) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _fresh(ctx: Context, cls, sub: str) -> bool:  # type: ignore[no-untyped-def]
-    """``_made_fresh`` for ``self.<sub>``; a keyed child (``"body.embed"``: NOTE [keyed
-    children]) also needs its own construction fresh and a weight to train."""
+    """``_made_fresh`` for ``self.<sub>``; a keyed child (``"body.embed"``,
+    NOTE [keyed children]) also needs its own construction fresh and a weight to train."""
     attr, _, key = sub.partition(".")
     if not _made_fresh(ctx, cls.attrs.get(attr)):
         return False
@@ -185,8 +185,8 @@ class SubmoduleCutInForward(Rule):
     Known limits: the class and its `forward` must be in this file, an optimizer of the file
     must be built over an instance (or its owner), also through parameter groups built from
     its `named_parameters()` in the same function (NOTE [grouped parameters]); the keys of a
-    `ModuleDict` built in one statement count as submodules of their own (NOTE [keyed
-    children]); a submodule named anywhere else in the
+    `ModuleDict` built in one statement count as submodules of their own
+    (NOTE [keyed children]); a submodule named anywhere else in the
     file (frozen, trained by another method, given to an optimizer, updated as an EMA) is
     left alone; a call of another method of the class counts as keeping every submodule
     that method touches.

@@ -3,8 +3,8 @@
 # NOTE [model probabilities]
 ``probs = model(x)`` then ``torch.log(probs[torch.arange(n), y])`` (or ``torch.log(probs)``
 into ``nll_loss``): the ``forward`` of the model's class (a class of the file) ends in a
-softmax on every ``return``, or the ``nn.Sequential`` it is ends in one (NOTE [module
-outputs]). :func:`model_probs` follows the log's operand back through names bound once in
+softmax on every ``return``, or the ``nn.Sequential`` it is ends in one
+(NOTE [module outputs]). :func:`model_probs` follows the log's operand back through names bound once in
 the function, views, indexing and the selections that keep values as they are (``gather``,
 ``masked_select``, ``index_select``, ``take_along_dim``, ``select``, ``narrow``): a
 probability that rounds to 0 stays 0 through them. The model must hold a weight

@@ -102,8 +102,8 @@ class LogOfSoftmax(Rule):
     `self.fc(h)`) there: a softmax of targets or of a function's tensor arguments is not
     reported (a target distribution carries no gradient); or it ends every `return` of the
     `forward` of a model that holds weights (a class of the file, an `nn.Sequential`), whose
-    output the log reads through names, indexing and selections (NOTE [model
-    probabilities]).
+    output the log reads through names, indexing and selections
+    (NOTE [model probabilities]).
     """
 
     code = "GT755"
