@@ -208,3 +208,20 @@ def test_probs_look_alike_module_without_weights():
         "F.softmax(self.proj(feats), dim=1)", "F.softmax(feats[:, :3], dim=self.dim)").replace(
         "net.parameters()", "[torch.zeros(1, requires_grad=True)]")
     assert _found(src, "GT755") == []
+
+
+def test_probs_look_alike_log_read_only_inside_a_detached_entropy():
+    src = _probs(pick="p.gather(1, labels[:, None])", arg="chosen").replace(
+        "    loss = -torch.log(chosen).mean()\n",
+        "    logp = torch.log(p)\n    bonus = -(p * logp).sum(-1).detach()\n"
+        "    loss = -(chosen.squeeze(1) * bonus).mean()\n")
+    assert "logp = torch.log(p)" in src
+    assert _found(src, "GT755") == []
+
+
+def test_probs_twin_log_read_live_beside_a_detached_entropy():
+    src = _probs(pick="p.gather(1, labels[:, None])", arg="chosen").replace(
+        "    loss = -torch.log(chosen).mean()\n",
+        "    logp = torch.log(p)\n    bonus = -(p * logp).sum(-1).detach()\n"
+        "    loss = -(logp.gather(1, labels[:, None]).squeeze(1) * bonus).mean()\n")
+    assert _found(src, "GT755") == [23]
