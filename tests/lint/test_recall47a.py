@@ -225,3 +225,48 @@ def test_probs_twin_log_read_live_beside_a_detached_entropy():
         "    logp = torch.log(p)\n    bonus = -(p * logp).sum(-1).detach()\n"
         "    loss = -(logp.gather(1, labels[:, None]).squeeze(1) * bonus).mean()\n")
     assert _found(src, "GT755") == [23]
+
+
+# NOTE [forward cuts]: a copy into a new tensor is a cut too (`torch.Tensor([a, b])` reads each
+# one-element score as a number and builds a new leaf)
+COPIED = '''
+import torch
+import torch.nn as nn
+
+
+class Judge(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(6, 1)
+        self.second = nn.Linear(6, 1)
+        self.mix = nn.Linear(2, 1)
+
+    def forward(self, a, b):
+        sa = self.first(a).squeeze()
+        sb = self.second(b).squeeze()
+        both = {joined}
+        return self.mix(both)
+
+
+judge = Judge()
+opt = torch.optim.SGD(judge.parameters(), lr=0.1)
+for _ in range(3):
+    out = judge(torch.randn(6), torch.randn(6))
+    opt.zero_grad()
+    out.sum().backward()
+    opt.step()
+'''
+
+
+def test_scores_copied_into_a_new_tensor_in_forward():
+    assert _found(COPIED.format(joined="torch.Tensor([sa, sb])"), "GT115") == [16]
+    assert _found(COPIED.format(joined="torch.tensor([sa, sb])"), "GT115") == [16]
+
+
+def test_copied_look_alike_scores_stacked():
+    assert _found(COPIED.format(joined="torch.stack([sa, sb])"), "GT115") == []
+
+
+def test_copied_look_alike_as_tensor_of_one_tensor():
+    src = COPIED.format(joined="torch.as_tensor(torch.stack([sa, sb]))")
+    assert _found(src, "GT115") == []

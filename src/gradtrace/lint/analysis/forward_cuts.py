@@ -3,7 +3,9 @@ through a cut.
 
 # NOTE [forward cuts]
 Inside ``forward``, a submodule's output that goes through ``.detach()``, ``.data``, an
-``argmax``/comparison/``.long()``, a Python number, or is computed under ``torch.no_grad()``
+``argmax``/comparison/``.long()``, a Python number, a copy into a new tensor
+(``torch.tensor([a, b])``, ``torch.Tensor(...)``, ``torch.as_tensor`` of a list), or is
+computed under ``torch.no_grad()``
 carries no graph past that point (cuts.py names every cut). When every path from a
 submodule's calls to every value ``forward`` returns (or stores on ``self``) passes such a
 cut, a loss on the model's outputs never reaches that submodule's parameters: their ``.grad``
@@ -19,7 +21,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS
+from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS, REBUILD_FUNCS
 from gradtrace.lint.analysis.keyed_children import child_path
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.module_results import forward_of
@@ -289,8 +291,9 @@ class _Walk:
             args.merge(self.live_or_cut(kid, e))
             return args
         q = self.ctx.qualified_name(f) or ""
-        if q in CUT_FUNCS:
-            return args.severed(e)
+        if q in CUT_FUNCS or q in REBUILD_FUNCS or q == "torch.as_tensor" and e.args \
+                and isinstance(e.args[0], (ast.List, ast.Tuple)):
+            return args.severed(e)  # `torch.Tensor([a, b])` copies values: a new leaf
         if isinstance(f, ast.Attribute):
             recv = self.value(f.value)
             if f.attr in CUTS:

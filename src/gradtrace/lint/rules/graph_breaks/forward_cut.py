@@ -174,8 +174,9 @@ def _index(ctx: Context) -> tuple[dict[str, list[ast.Attribute]], dict[int, obje
 
 class SubmoduleCutInForward(Rule):
     """A submodule's output reaches what `forward` returns only through a cut (`.detach()`,
-    `.data`, `argmax`, a comparison, a value computed under `torch.no_grad()`), and nothing
-    else in the file uses it: it never gets a gradient.
+    `.data`, `argmax`, a comparison, a copy into a new tensor such as `torch.Tensor([a, b])`,
+    a value computed under `torch.no_grad()`), and nothing else in the file uses it: it never
+    gets a gradient.
 
     Why: the loss on the model's outputs cannot flow back past the cut, so every parameter of
     that submodule keeps `.grad is None` and the optimizer built over `model.parameters()`
@@ -199,7 +200,7 @@ class SubmoduleCutInForward(Rule):
                "no loss on the outputs reaches it, so its parameters get no gradient and "
                "never train; remove the cut, or freeze it on purpose")
     triggers = ("detach", "no_grad", "inference_mode", "argmax", "argmin", ".data", ".long(",
-                ".item(", "round")
+                ".item(", "round", "tensor(", "Tensor(", "Variable(")
     examples = [
         Bad("""
             import torch
