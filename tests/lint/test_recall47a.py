@@ -270,3 +270,28 @@ def test_copied_look_alike_scores_stacked():
 def test_copied_look_alike_as_tensor_of_one_tensor():
     src = COPIED.format(joined="torch.as_tensor(torch.stack([sa, sb]))")
     assert _found(src, "GT115") == []
+
+
+_LOOK = ("before = [p.detach().clone() for p in judge.first.parameters()]\n"
+         "count = sum(p.numel() for p in judge.second.parameters())\n"
+         "moved = max((p.detach() - b).abs().max() for p, b in zip(judge.first.parameters(), before))\n")
+
+
+def test_copied_twin_beside_snapshots_and_counts_of_the_parameters():
+    src = COPIED.format(joined="torch.Tensor([sa, sb])") + _LOOK
+    assert _found(src, "GT115") == [16]
+
+
+def test_copied_look_alike_first_frozen_in_a_comprehension():
+    src = COPIED.format(joined="torch.Tensor([sa, sb])") + _LOOK + (
+        "flags = [p.requires_grad_(False) for p in judge.first.parameters()]\n"
+        "flags = [p.requires_grad_(False) for p in judge.second.parameters()]\n")
+    assert _found(src, "GT115") == []
+
+
+def test_copied_look_alike_first_copied_from_a_teacher():
+    src = COPIED.format(joined="torch.Tensor([sa, sb])") + _LOOK + (
+        "teacher = Judge()\n"
+        "done = [q.data.copy_(p) for p, q in zip(teacher.first.parameters(), judge.first.parameters())]\n"
+        "done = [q.data.copy_(p) for p, q in zip(teacher.second.parameters(), judge.second.parameters())]\n")
+    assert _found(src, "GT115") == []

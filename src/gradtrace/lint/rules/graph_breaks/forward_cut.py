@@ -105,7 +105,7 @@ def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AS
 
 # reads that only look at a module's weights (a snapshot, a norm, a printout)
 LOOKS = frozenset({"grad", "shape", "dtype", "device", "detach", "clone", "norm", "abs", "cpu",
-                   "tolist", "item", "numpy", "sum", "mean"})
+                   "tolist", "item", "numpy", "sum", "mean", "numel"})
 
 
 def _made_fresh(ctx: Context, info) -> bool:  # type: ignore[no-untyped-def]
@@ -168,8 +168,39 @@ def _index(ctx: Context) -> tuple[dict[str, list[ast.Attribute]], dict[int, obje
             p = parent.get(id(p))
         if isinstance(p, ast.Attribute) and p.attr in LOOKS and isinstance(p.ctx, ast.Load):
             continue
+        if isinstance(p, ast.Attribute) and p.attr in ("parameters", "named_parameters") \
+                and _looked_over(p, parent):
+            continue
         out.setdefault(n.attr, []).append(n)
     return out, opened
+
+
+def _looked_over(attr: ast.Attribute, parent: dict[int, ast.AST]) -> bool:
+    """``[p.detach().clone() for p in m.parameters()]``, ``sum(p.numel() for p in ...)``: a
+    comprehension over the parameters that only looks at each one (``LOOKS``)."""
+    call = parent.get(id(attr))
+    it = parent.get(id(call)) if isinstance(call, ast.Call) and call.func is attr else None
+    at = None  # the parameters zipped with other sequences: their place in the target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip" \
+            and call in it.args:
+        at, call, it = it.args.index(call), it, parent.get(id(it))  # type: ignore[arg-type]
+    gen = it
+    comp = parent.get(id(gen)) if isinstance(gen, ast.comprehension) and gen.iter is call \
+        else None
+    if not isinstance(comp, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) \
+            or len(comp.generators) != 1:
+        return False
+    t = gen.target  # type: ignore[union-attr]
+    elts = t.elts if isinstance(t, ast.Tuple) else [t]
+    if at is not None:
+        if not isinstance(t, ast.Tuple) or len(elts) <= at:
+            return False
+        elts = elts[at:at + 1]
+    names = {e.id for e in elts if isinstance(e, ast.Name)}
+    uses = [c for part in (comp.elt, *gen.ifs) for c in ast.walk(part)  # type: ignore[union-attr]
+            if isinstance(c, ast.Name) and c.id in names]
+    return all(isinstance(parent.get(id(c)), ast.Attribute)
+               and parent[id(c)].attr in LOOKS for c in uses)  # type: ignore[attr-defined]
 
 
 class SubmoduleCutInForward(Rule):
