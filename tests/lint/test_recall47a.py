@@ -295,3 +295,78 @@ def test_copied_look_alike_first_copied_from_a_teacher():
         "done = [q.data.copy_(p) for p, q in zip(teacher.first.parameters(), judge.first.parameters())]\n"
         "done = [q.data.copy_(p) for p, q in zip(teacher.second.parameters(), judge.second.parameters())]\n")
     assert _found(src, "GT115") == []
+
+
+# NOTE [trained abroad]: the model file builds no optimizer; a training script of the project
+# builds the model, an optimizer over it and runs a backward
+NET = '''
+import torch.nn as nn
+
+
+class Tower(nn.Module):
+    def __init__(self, width=8):
+        super().__init__()
+        self.lookup = nn.Linear(4, width)
+        self.stage = nn.Linear(width, width)
+        self.out = nn.Linear(width, 2)
+
+    def forward(self, x):
+        h = self.lookup(x)
+        h = self.stage(h)
+        return self.out({cut})
+'''
+TRAIN = '''
+import torch
+from towers import Tower
+
+{built}
+opt = torch.optim.Adam({over}.parameters(), lr=1e-3)
+for _ in range(3):
+    x, y = torch.randn(5, 4), torch.randn(5, 2)
+    out = {run}(x)
+    loss = ((out - y) ** 2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+{extra}
+'''
+
+
+def _project(tmp_path, cut="h.detach()", built="model = Tower().to('cpu')", over="model",
+             run="model", extra="", train=True):
+    import os
+    from gradtrace.lint import check_paths
+    (tmp_path / "towers.py").write_text(textwrap.dedent(NET.format(cut=cut)))
+    if train:
+        (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN.format(
+            built=built, over=over, run=run, extra=extra)))
+    (tmp_path / "notes.py").write_text("print('other file')\n")
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        found = check_paths(["towers.py"]).findings
+    finally:
+        os.chdir(here)
+    return sorted(f.line for f in found if f.code == "GT115")
+
+
+def test_model_file_cut_trained_by_a_script_of_the_project(tmp_path):
+    assert _project(tmp_path) == [15]
+
+
+def test_abroad_look_alike_live_forward(tmp_path):
+    assert _project(tmp_path, cut="h") == []
+
+
+def test_abroad_look_alike_no_training_file(tmp_path):
+    assert _project(tmp_path, train=False) == []
+
+
+def test_abroad_look_alike_built_as_a_teacher_the_optimizer_does_not_hold(tmp_path):
+    built = "teacher = Tower()\nteacher.eval()\nmodel = torch.nn.Linear(4, 2)"
+    assert _project(tmp_path, built=built, run="teacher(x) * 0 + model") == []
+
+
+def test_abroad_look_alike_cut_part_frozen_by_the_script(tmp_path):
+    extra = "model.lookup.requires_grad_(False)\nmodel.stage.requires_grad_(False)"
+    assert _project(tmp_path, extra=extra) == []

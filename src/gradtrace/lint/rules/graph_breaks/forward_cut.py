@@ -11,6 +11,7 @@ from gradtrace.lint.analysis.grouped_params import param_calls
 from gradtrace.lint.analysis.grad_values import weighted
 from gradtrace.lint.analysis.keyed_children import keyed_children
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.trained_abroad import in_project, named_abroad, trained_abroad
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import child_nodes, of_types
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -214,8 +215,10 @@ class SubmoduleCutInForward(Rule):
     never moves it, silently (A-GCN's adjacency detached from `W_theta`/`W_phi`, DenseTNT's
     `goals_2D_mlps` output detached before scoring; checked on torch 2.13). Remove the cut,
     or, if the submodule is meant to stay fixed, freeze it explicitly.
-    Known limits: the class and its `forward` must be in this file, an optimizer of the file
-    must be built over an instance (or its owner), also through parameter groups built from
+    Known limits: the class and its `forward` must be in this file; an optimizer of the file
+    must be built over an instance (or its owner), or, in a file that builds none, an
+    instance must be called in another file of the project that builds an optimizer and
+    runs a backward, the submodule named in no other file (NOTE [trained abroad]); also through parameter groups built from
     its `named_parameters()` in the same function (NOTE [grouped parameters]); the keys of a
     `ModuleDict` built in one statement count as submodules of their own
     (NOTE [keyed children]); a submodule named anywhere else in the
@@ -225,7 +228,6 @@ class SubmoduleCutInForward(Rule):
     """
 
     code = "GT115"
-    needs_step = True  # NOTE [step files]
     name = "submodule-cut-in-forward"
     message = ("{cut} cuts the only path from `self.{sub}` to what `{cls}.{method}` returns: "
                "no loss on the outputs reaches it, so its parameters get no gradient and "
@@ -270,15 +272,18 @@ class SubmoduleCutInForward(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if not ctx.mentions("optim") or not (
-                ctx.mentions("forward") or ctx.mentions("__call__")) or not (
-                "optim." in ctx.code or "torch.optim" in ctx.code):
-            return  # no optimizer or no forward of the file: nothing it could say
+        if not (ctx.mentions("forward") or ctx.mentions("__call__")):
+            return  # no forward of the file: nothing it could say
         a = ctx.analysis
         if not a.module_classes:
             return
-        trained = _trained_classes(ctx)
-        for name in sorted(trained):
+        if ctx.mentions("optim") and ("optim." in ctx.code or "torch.optim" in ctx.code):
+            names, abroad = _trained_classes(ctx), False
+        elif in_project(ctx):  # a model file: trained by another file (NOTE [trained abroad])
+            names, abroad = a.module_classes, True
+        else:
+            return
+        for name in sorted(names):
             cls = a.classes[name]
             got = forward_cuts(ctx, cls)
             if got is None:
@@ -288,12 +293,15 @@ class SubmoduleCutInForward(Rule):
             for sub, at in got.cut.items():
                 if sub in got.called and _fresh(ctx, cls, sub) and \
                         not _used_elsewhere(ctx, sub, got.walked, init, keyed_children(
-                            ctx, cls, sub.partition(".")[0]) if "." in sub else {}):
+                            ctx, cls, sub.partition(".")[0]) if "." in sub else {}) and \
+                        not (abroad and named_abroad(ctx, sub.rpartition(".")[2])):
                     group = got.groups.get(id(at), at)
                     first, subs = by_cut.setdefault(id(group), (at, []))
                     if at.lineno < first.lineno:  # type: ignore[attr-defined]
                         by_cut[id(group)] = (at, subs)
                     subs.append(sub)
+            if abroad and by_cut and not trained_abroad(ctx, name):
+                continue
             for at, subs in sorted(by_cut.values(), key=lambda v: v[0].lineno):  # type: ignore[attr-defined]
                 shown = at.items[0].context_expr if isinstance(at, (ast.With, ast.AsyncWith)) \
                     else at
