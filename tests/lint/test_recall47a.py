@@ -370,3 +370,37 @@ def test_abroad_look_alike_built_as_a_teacher_the_optimizer_does_not_hold(tmp_pa
 def test_abroad_look_alike_cut_part_frozen_by_the_script(tmp_path):
     extra = "model.lookup.requires_grad_(False)\nmodel.stage.requires_grad_(False)"
     assert _project(tmp_path, extra=extra) == []
+
+
+# `self.<name>` in a method of another class of the file is that class's attribute
+OTHER = '''
+import torch
+import torch.nn as nn
+
+
+class Side(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(6, 1)
+
+    def forward(self, a):
+        return self.first(a)
+{sub}
+''' + COPIED.split("import torch.nn as nn\n", 1)[1]
+
+
+def test_copied_twin_beside_another_class_with_the_same_attribute():
+    src = OTHER.format(sub="", joined="torch.Tensor([sa, sb])")
+    assert "class Side" in src and "class Judge" in src
+    assert _found(src, "GT115") == [26]
+
+
+def test_copied_look_alike_same_attribute_in_a_subclass_that_runs_it():
+    sub = '''
+
+class Twice(Judge):
+    def second_look(self, a):
+        return self.first(a) + self.second(a)
+'''
+    src = OTHER.format(sub=sub, joined="torch.Tensor([sa, sb])")
+    assert _found(src, "GT115") == []

@@ -84,11 +84,13 @@ def _innermost_def(defs: list[ast.AST]) -> Callable[[int], ast.AST | None]:
 
 
 def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AST | None,
-                    keys: dict[str, ast.expr]) -> bool:
+                    keys: dict[str, ast.expr], cls: str = "") -> bool:
     """``.attr`` appears in the file outside ``forward`` (and the methods it runs) and
     outside its assignments in ``__init__`` (frozen, given to an optimizer, trained by
-    another method, updated by EMA)."""
+    another method, updated by EMA); ``self.attr`` in a method of another class of the file
+    (not derived from ``cls``) is that class's own attribute, not a use."""
     spans = [(f.lineno, f.end_lineno or f.lineno) for f in walked]  # type: ignore[attr-defined]
+    foreign = _other_class_spans(ctx, cls) if cls else []
     uses, opened = ctx.memo("gt115-attr-uses", ctx.tree, lambda: _index(ctx))
     holder, _, key = attr.partition(".")
     # a keyed child (NOTE [keyed children]): its key read anywhere else, or its container
@@ -100,8 +102,33 @@ def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AS
         if init is not None and isinstance(n.ctx, ast.Store) and \
                 init.lineno <= n.lineno <= (init.end_lineno or 0):  # type: ignore[attr-defined]
             continue
+        if isinstance(n.value, ast.Name) and n.value.id == "self" and any(
+                lo <= n.lineno <= hi for lo, hi in foreign):
+            continue
         return True
     return False
+
+
+def _other_class_spans(ctx: Context, cls: str) -> list[tuple[int, int]]:
+    """Line spans of the classes of the file that are not ``cls``, hold no class, and do not
+    derive from ``cls`` through classes of the file (their ``self`` is never a ``cls``)."""
+    classes = ctx.analysis.classes
+
+    def derives(name: str, depth: int = 0) -> bool:
+        info = classes.get(name)
+        if info is None or depth > 5:
+            return False
+        bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute)
+                 else "" for b in info.node.bases]
+        return cls in bases or any(derives(b, depth + 1) for b in bases if b != name)
+    out = []
+    for name, info in classes.items():
+        node = info.node
+        if name == cls or derives(name) or any(
+                isinstance(c, ast.ClassDef) for c in ast.walk(node) if c is not node):
+            continue
+        out.append((node.lineno, node.end_lineno or node.lineno))
+    return out
 
 
 # reads that only look at a module's weights (a snapshot, a norm, a printout)
@@ -293,7 +320,7 @@ class SubmoduleCutInForward(Rule):
             for sub, at in got.cut.items():
                 if sub in got.called and _fresh(ctx, cls, sub) and \
                         not _used_elsewhere(ctx, sub, got.walked, init, keyed_children(
-                            ctx, cls, sub.partition(".")[0]) if "." in sub else {}) and \
+                            ctx, cls, sub.partition(".")[0]) if "." in sub else {}, name) and \
                         not (abroad and named_abroad(ctx, sub.rpartition(".")[2])):
                     group = got.groups.get(id(at), at)
                     first, subs = by_cut.setdefault(id(group), (at, []))
