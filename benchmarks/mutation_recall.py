@@ -21,7 +21,8 @@ and M13-M23 (session 29: the loss rebuilt from a number, ``.item()`` on a loss t
 by a plain attribute, step and backward swapped, ``@torch.no_grad()`` on the step, the forward
 in ``inference_mode``, ``zero_grad()`` commented out, a manual update that rebinds), described
 in ``mutation_ops29.py``, and M24-M27 (session 46: the cut moved one call away, into a helper
-function or a method of the step's class, and M7's grad switch moved into a helper) in ``mutation_ops46.py``. ``--ops M13,M16`` runs only
+function or a method of the step's class, and M7's grad switch moved into a helper) in ``mutation_ops46.py``,
+and M30 (session 47: a ``.detach()`` inside a module's ``forward``) in ``mutation_ops47.py``. ``--ops M13,M16`` runs only
 the named operators.
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
@@ -42,6 +43,7 @@ import sys
 from gradtrace.lint import check_source
 from mutation_ops29 import manual_update, model_wiring, step_ops
 from mutation_ops46 import away_ops, leak_ops
+from mutation_ops47 import forward_ops
 
 
 def files(roots):
@@ -152,6 +154,7 @@ def mutate(src):
         return
     pm = parent_map(tree)
     yield from model_wiring(tree, lines, pm)
+    yield from forward_ops(src, lines, tree)
     # M8 layers kept in a plain list: `self.x = nn.ModuleList(...)` in __init__ -> `list(...)`
     for fn in ast.walk(tree):
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):

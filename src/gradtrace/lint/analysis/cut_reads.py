@@ -4,7 +4,8 @@
 ``d_reward = -torch.log(torch.sigmoid(self.dis(s, a))) ...`` then ``return d_reward.detach()``:
 the name is bound once in the function and every read of it is the receiver of a cut
 (``.detach()``, ``.item()``, ``.tolist()``, ``.numpy()``, an integer or comparison method:
-cuts.py's ``CUT_METHODS``) or its ``.data``. No graph leaves the function through it, so
+cuts.py's ``CUT_METHODS``) or its ``.data``, or sits in such a receiver through arithmetic,
+indexing and methods called on it (``entropy = -(p * log_p).sum(-1).detach()``). No graph leaves the function through it, so
 nothing is ever backwarded through the ops of that statement: what happens to their
 derivatives (an infinite one, a NaN) never reaches a gradient. A name read anywhere else
 (returned as it is, stored, passed to a call, rebound) keeps the value on the graph.
@@ -43,11 +44,36 @@ def _only_cut(fn: ast.AST, stmt: ast.Assign, name: str) -> bool:
                 if c is not stmt.targets[0]:
                     return False  # rebound, deleted, or a loop/with target
                 continue
-            if not (isinstance(n, ast.Attribute) and (n.attr == "data" or n.attr in CUT_METHODS
-                                                      and _called(fn, n))):
+            if not _cut_above(fn, c, n):
                 return False
             reads += 1
     return reads > 0
+
+
+def _cut_above(fn: ast.AST, c: ast.AST, n: ast.AST) -> bool:
+    """The read ``c`` (child of ``n``) is the receiver of a cut, or sits in the receiver of
+    one through arithmetic, indexing and method calls on it: ``(p * log_p).sum(-1).detach()``."""
+    parents = None
+    while True:
+        if isinstance(n, ast.Attribute) and n.value is c:
+            if n.attr == "data" or n.attr in CUT_METHODS and _called(fn, n):
+                return True
+            parents = parents or _parents(fn)
+            call = parents.get(id(n))
+            if not (isinstance(call, ast.Call) and call.func is n):
+                return False
+            c = call
+        elif isinstance(n, (ast.BinOp, ast.UnaryOp)) or isinstance(n, ast.Subscript) \
+                and n.value is c:
+            c = n
+        else:
+            return False
+        parents = parents or _parents(fn)
+        n = parents.get(id(c))  # type: ignore[assignment]
+
+
+def _parents(fn: ast.AST) -> dict[int, ast.AST]:
+    return {id(c): n for n in walk(fn) for c in child_nodes(n)}
 
 
 def _called(fn: ast.AST, attr: ast.Attribute) -> bool:

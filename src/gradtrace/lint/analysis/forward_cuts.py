@@ -3,7 +3,9 @@ through a cut.
 
 # NOTE [forward cuts]
 Inside ``forward``, a submodule's output that goes through ``.detach()``, ``.data``, an
-``argmax``/comparison/``.long()``, a Python number, or is computed under ``torch.no_grad()``
+``argmax``/comparison/``.long()``, a Python number, a copy into a new tensor
+(``torch.tensor([a, b])``, ``torch.Tensor(...)``, ``torch.as_tensor`` of a list), or is
+computed under ``torch.no_grad()``
 carries no graph past that point (cuts.py names every cut). When every path from a
 submodule's calls to every value ``forward`` returns (or stores on ``self``) passes such a
 cut, a loss on the model's outputs never reaches that submodule's parameters: their ``.grad``
@@ -19,7 +21,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS
+from gradtrace.lint.analysis.cuts import CUT_FUNCS, CUT_METHODS, INTEGER_METHODS, REBUILD_FUNCS
+from gradtrace.lint.analysis.keyed_children import child_path
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.module_results import forward_of
 from gradtrace.lint.analysis.off_forwards import off_forward
@@ -180,6 +183,9 @@ class _Walk:
 
     # -- expressions ------------------------------------------------------------------------
     def value(self, e: ast.expr) -> Flow:
+        kid = self.keyed(e)
+        if kid is not None:
+            return self.live_or_cut(kid, e)
         if isinstance(e, ast.Name):
             got = self.env.get(e.id)
             return Flow(set(got.live), dict(got.cut)) if got is not None else Flow()
@@ -200,6 +206,16 @@ class _Walk:
         if isinstance(e, ast.Call):
             return self.call(e)
         return self.children(e)
+
+    def keyed(self, e: ast.AST) -> str | None:
+        """``"body.embed"`` for a run or read of ``self.body.embed``
+        (NOTE [keyed children]), marked as called."""
+        kid = child_path(self.ctx, self.cls, e) \
+            if isinstance(e, (ast.Attribute, ast.Subscript)) else None
+        if kid is not None and self.submodule(kid.partition(".")[0]):
+            self.called.add(kid)
+            return kid
+        return None
 
     def live_or_cut(self, attr: str, e: ast.AST) -> Flow:
         """A submodule run (or a parameter read) here: cut at once under ``no_grad``."""
@@ -270,9 +286,14 @@ class _Walk:
                         if isinstance(n.ctx, ast.Load):
                             self.called.add(n.attr)
                 return args
+        kid = self.keyed(f)
+        if kid is not None:
+            args.merge(self.live_or_cut(kid, e))
+            return args
         q = self.ctx.qualified_name(f) or ""
-        if q in CUT_FUNCS:
-            return args.severed(e)
+        if q in CUT_FUNCS or q in REBUILD_FUNCS or q == "torch.as_tensor" and e.args \
+                and isinstance(e.args[0], (ast.List, ast.Tuple)):
+            return args.severed(e)  # `torch.Tensor([a, b])` copies values: a new leaf
         if isinstance(f, ast.Attribute):
             recv = self.value(f.value)
             if f.attr in CUTS:

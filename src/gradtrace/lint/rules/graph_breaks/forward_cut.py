@@ -7,12 +7,14 @@ from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.forward_cuts import forward_cuts
+from gradtrace.lint.analysis.grouped_params import param_calls
+from gradtrace.lint.analysis.grad_values import weighted
+from gradtrace.lint.analysis.keyed_children import keyed_children
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.trained_abroad import in_project, named_abroad, trained_abroad
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import child_nodes, of_types
 from gradtrace.lint.rule import Bad, Good, Rule
-
-PARAM_CALLS = ("parameters", "named_parameters")
 
 
 def _trained_classes(ctx: Context) -> frozenset[str]:
@@ -34,9 +36,8 @@ def _trained_classes(ctx: Context) -> frozenset[str]:
         innermost = _innermost_def(defs)
         for n in calls:
             where: ast.AST = innermost(n.lineno) or ctx.tree
-            for m in ast.walk(n):
-                if isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) \
-                        and m.func.attr in PARAM_CALLS:
+            for m in param_calls(n, where):  # NOTE [grouped parameters]
+                if isinstance(m.func, ast.Attribute):
                     k = a.kind_in(m.func.value, where, n.lineno)
                     if k is not None and k.what == MODULE and k.cls in a.classes:
                         out.add(k.cls)
@@ -82,26 +83,57 @@ def _innermost_def(defs: list[ast.AST]) -> Callable[[int], ast.AST | None]:
     return find
 
 
-def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AST | None
-                    ) -> bool:
+def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AST | None,
+                    keys: dict[str, ast.expr], cls: str = "") -> bool:
     """``.attr`` appears in the file outside ``forward`` (and the methods it runs) and
     outside its assignments in ``__init__`` (frozen, given to an optimizer, trained by
-    another method, updated by EMA)."""
+    another method, updated by EMA); ``self.attr`` in a method of another class of the file
+    (not derived from ``cls``) is that class's own attribute, not a use."""
     spans = [(f.lineno, f.end_lineno or f.lineno) for f in walked]  # type: ignore[attr-defined]
-    uses: dict[str, list[ast.Attribute]] = ctx.memo("gt115-attr-uses", ctx.tree, lambda: _index(ctx))
-    for n in uses.get(attr, ()):
+    foreign = _other_class_spans(ctx, cls) if cls else []
+    uses, opened = ctx.memo("gt115-attr-uses", ctx.tree, lambda: _index(ctx))
+    holder, _, key = attr.partition(".")
+    # a keyed child (NOTE [keyed children]): its key read anywhere else, or its container
+    # used whole (not opened by one of its keys) anywhere else
+    for n in (*uses.get(key or holder, ()),
+              *(u for u in (uses.get(holder, ()) if key else ()) if opened.get(id(u)) not in keys)):
         if any(lo <= n.lineno <= hi for lo, hi in spans):
             continue
         if init is not None and isinstance(n.ctx, ast.Store) and \
                 init.lineno <= n.lineno <= (init.end_lineno or 0):  # type: ignore[attr-defined]
             continue
+        if isinstance(n.value, ast.Name) and n.value.id == "self" and any(
+                lo <= n.lineno <= hi for lo, hi in foreign):
+            continue
         return True
     return False
 
 
+def _other_class_spans(ctx: Context, cls: str) -> list[tuple[int, int]]:
+    """Line spans of the classes of the file that are not ``cls``, hold no class, and do not
+    derive from ``cls`` through classes of the file (their ``self`` is never a ``cls``)."""
+    classes = ctx.analysis.classes
+
+    def derives(name: str, depth: int = 0) -> bool:
+        info = classes.get(name)
+        if info is None or depth > 5:
+            return False
+        bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute)
+                 else "" for b in info.node.bases]
+        return cls in bases or any(derives(b, depth + 1) for b in bases if b != name)
+    out = []
+    for name, info in classes.items():
+        node = info.node
+        if name == cls or derives(name) or any(
+                isinstance(c, ast.ClassDef) for c in ast.walk(node) if c is not node):
+            continue
+        out.append((node.lineno, node.end_lineno or node.lineno))
+    return out
+
+
 # reads that only look at a module's weights (a snapshot, a norm, a printout)
 LOOKS = frozenset({"grad", "shape", "dtype", "device", "detach", "clone", "norm", "abs", "cpu",
-                   "tolist", "item", "numpy", "sum", "mean"})
+                   "tolist", "item", "numpy", "sum", "mean", "numel"})
 
 
 def _made_fresh(ctx: Context, info) -> bool:  # type: ignore[no-untyped-def]
@@ -119,10 +151,27 @@ def _made_fresh(ctx: Context, info) -> bool:  # type: ignore[no-untyped-def]
                    and n.func.attr in ("from_pretrained", "load_state_dict") for n in ast.walk(v))
 
 
-def _index(ctx: Context) -> dict[str, list[ast.Attribute]]:
+def _fresh(ctx: Context, cls, sub: str) -> bool:  # type: ignore[no-untyped-def]
+    """``_made_fresh`` for ``self.<sub>``; a keyed child (``"body.embed"``,
+    NOTE [keyed children]) also needs its own construction fresh and a weight to train."""
+    attr, _, key = sub.partition(".")
+    if not _made_fresh(ctx, cls.attrs.get(attr)):
+        return False
+    if not key:
+        return True
+    v = keyed_children(ctx, cls, attr).get(key)
+    if not isinstance(v, ast.Call):
+        return False
+    q = ctx.qualified_name(v.func) or ""
+    return weighted(ctx, q or None, v) or (
+        isinstance(v.func, ast.Name) and weighted(ctx, v.func.id, v))
+
+
+def _index(ctx: Context) -> tuple[dict[str, list[ast.Attribute]], dict[int, object]]:
     """Every ``.attr`` of the file by name, but those only looked at: inside ``print(...)``,
     or read through ``.weight``/``.bias`` down to a ``.grad``, a ``.detach()``, a
-    ``.clone()`` (inspection, not training)."""
+    ``.clone()`` (inspection, not training); and, by id, the further attribute or constant
+    key that opens one (``self.body.embed``, ``self.body["embed"]``)."""
     out: dict[str, list[ast.Attribute]] = {}
     parent: dict[int, ast.AST] = {}
     stack: list[tuple[ast.AST, bool]] = [(ctx.tree, False)]
@@ -136,41 +185,82 @@ def _index(ctx: Context) -> dict[str, list[ast.Attribute]]:
         for c in child_nodes(n):
             parent[id(c)] = n
             stack.append((c, shown))
+    opened: dict[int, object] = {}
     for n in found:
         p = parent.get(id(n))
+        if isinstance(p, ast.Attribute):
+            opened[id(n)] = p.attr
+        elif isinstance(p, ast.Subscript) and isinstance(p.slice, ast.Constant):
+            opened[id(n)] = p.slice.value
         if isinstance(p, ast.Attribute) and p.attr in ("weight", "bias"):
             p = parent.get(id(p))
         if isinstance(p, ast.Attribute) and p.attr in LOOKS and isinstance(p.ctx, ast.Load):
             continue
+        if isinstance(p, ast.Attribute) and p.attr in ("parameters", "named_parameters") \
+                and _looked_over(p, parent):
+            continue
         out.setdefault(n.attr, []).append(n)
-    return out
+    return out, opened
+
+
+def _looked_over(attr: ast.Attribute, parent: dict[int, ast.AST]) -> bool:
+    """``[p.detach().clone() for p in m.parameters()]``, ``sum(p.numel() for p in ...)``: a
+    comprehension over the parameters that only looks at each one (``LOOKS``)."""
+    call = parent.get(id(attr))
+    it = parent.get(id(call)) if isinstance(call, ast.Call) and call.func is attr else None
+    at = None  # the parameters zipped with other sequences: their place in the target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip" \
+            and call in it.args:
+        at, call, it = it.args.index(call), it, parent.get(id(it))  # type: ignore[arg-type]
+    gen = it
+    comp = parent.get(id(gen)) if isinstance(gen, ast.comprehension) and gen.iter is call \
+        else None
+    if not isinstance(comp, (ast.ListComp, ast.GeneratorExp, ast.SetComp)) \
+            or len(comp.generators) != 1:
+        return False
+    t = gen.target  # type: ignore[union-attr]
+    elts = t.elts if isinstance(t, ast.Tuple) else [t]
+    if at is not None:
+        if not isinstance(t, ast.Tuple) or len(elts) <= at:
+            return False
+        elts = elts[at:at + 1]
+    names = {e.id for e in elts if isinstance(e, ast.Name)}
+    uses = [c for part in (comp.elt, *gen.ifs) for c in ast.walk(part)  # type: ignore[union-attr]
+            if isinstance(c, ast.Name) and c.id in names]
+    return all(isinstance(parent.get(id(c)), ast.Attribute)
+               and parent[id(c)].attr in LOOKS for c in uses)  # type: ignore[attr-defined]
 
 
 class SubmoduleCutInForward(Rule):
     """A submodule's output reaches what `forward` returns only through a cut (`.detach()`,
-    `.data`, `argmax`, a comparison, a value computed under `torch.no_grad()`), and nothing
-    else in the file uses it: it never gets a gradient.
+    `.data`, `argmax`, a comparison, a copy into a new tensor such as `torch.Tensor([a, b])`,
+    a value computed under `torch.no_grad()`), and nothing else in the file uses it: it never
+    gets a gradient.
 
     Why: the loss on the model's outputs cannot flow back past the cut, so every parameter of
     that submodule keeps `.grad is None` and the optimizer built over `model.parameters()`
     never moves it, silently (A-GCN's adjacency detached from `W_theta`/`W_phi`, DenseTNT's
     `goals_2D_mlps` output detached before scoring; checked on torch 2.13). Remove the cut,
     or, if the submodule is meant to stay fixed, freeze it explicitly.
-    Known limits: the class and its `forward` must be in this file, an optimizer of the file
-    must be built over an instance (or its owner); a submodule named anywhere else in the
+    Known limits: the class and its `forward` must be in this file; an optimizer of the file
+    must be built over an instance (or its owner), or, in a file that builds none, an
+    instance must be called in another file of the project that builds an optimizer and
+    runs a backward, the submodule named in no other file (NOTE [trained abroad]); also through parameter groups built from
+    its `named_parameters()` in the same function (NOTE [grouped parameters]); the keys of a
+    `ModuleDict` built in one statement count as submodules of their own
+    (NOTE [keyed children]); a submodule named anywhere else in the
     file (frozen, trained by another method, given to an optimizer, updated as an EMA) is
     left alone; a call of another method of the class counts as keeping every submodule
     that method touches.
     """
 
     code = "GT115"
-    needs_step = True  # NOTE [step files]
     name = "submodule-cut-in-forward"
     message = ("{cut} cuts the only path from `self.{sub}` to what `{cls}.{method}` returns: "
                "no loss on the outputs reaches it, so its parameters get no gradient and "
                "never train; remove the cut, or freeze it on purpose")
     triggers = ("detach", "no_grad", "inference_mode", "argmax", "argmin", ".data", ".long(",
-                ".item(", "round")
+                ".item(", "round", "tensor(", "Tensor(", "Variable(")
     examples = [
         Bad("""
             import torch
@@ -209,15 +299,18 @@ class SubmoduleCutInForward(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        if not ctx.mentions("optim") or not (
-                ctx.mentions("forward") or ctx.mentions("__call__")) or not (
-                "optim." in ctx.code or "torch.optim" in ctx.code):
-            return  # no optimizer or no forward of the file: nothing it could say
+        if not (ctx.mentions("forward") or ctx.mentions("__call__")):
+            return  # no forward of the file: nothing it could say
         a = ctx.analysis
         if not a.module_classes:
             return
-        trained = _trained_classes(ctx)
-        for name in sorted(trained):
+        if ctx.mentions("optim") and ("optim." in ctx.code or "torch.optim" in ctx.code):
+            names, abroad = _trained_classes(ctx), False
+        elif in_project(ctx):  # a model file: trained by another file (NOTE [trained abroad])
+            names, abroad = a.module_classes, True
+        else:
+            return
+        for name in sorted(names):
             cls = a.classes[name]
             got = forward_cuts(ctx, cls)
             if got is None:
@@ -225,18 +318,22 @@ class SubmoduleCutInForward(Rule):
             init = cls.methods.get("__init__")
             by_cut: dict[int, tuple[ast.AST, list[str]]] = {}
             for sub, at in got.cut.items():
-                if sub in got.called and _made_fresh(ctx, cls.attrs.get(sub)) and \
-                        not _used_elsewhere(ctx, sub, got.walked, init):
+                if sub in got.called and _fresh(ctx, cls, sub) and \
+                        not _used_elsewhere(ctx, sub, got.walked, init, keyed_children(
+                            ctx, cls, sub.partition(".")[0]) if "." in sub else {}, name) and \
+                        not (abroad and named_abroad(ctx, sub.rpartition(".")[2])):
                     group = got.groups.get(id(at), at)
                     first, subs = by_cut.setdefault(id(group), (at, []))
                     if at.lineno < first.lineno:  # type: ignore[attr-defined]
                         by_cut[id(group)] = (at, subs)
                     subs.append(sub)
+            if abroad and by_cut and not trained_abroad(ctx, name):
+                continue
             for at, subs in sorted(by_cut.values(), key=lambda v: v[0].lineno):  # type: ignore[attr-defined]
                 shown = at.items[0].context_expr if isinstance(at, (ast.With, ast.AsyncWith)) \
                     else at
                 subs.sort()
-                info = cls.attrs.get(subs[0])
+                info = cls.attrs.get(subs[0].partition(".")[0])
                 related = (Related(ctx.path, info.stmt.lineno, f"`self.{subs[0]}` is made here",
                                    ctx.column(info.stmt)),) if info is not None else ()
                 yield self.report(shown, ctx, related=related, cut=_what(ctx, shown, got, at),

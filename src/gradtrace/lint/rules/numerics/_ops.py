@@ -281,8 +281,9 @@ def in_training(ctx: Context, node: ast.AST, forward: bool = True,
         return False
     fn = ctx.function
     stmt = ctx.statement
-    if fn is None:
-        return stmt is not None and _backward_after(ctx.tree, stmt.lineno, ctx)
+    if fn is None:  # a script: its statements read as one function's (NOTE [read only cut])
+        return stmt is not None and _backward_after(ctx.tree, stmt.lineno, ctx) \
+            and not read_only_cut(ctx, ctx.tree, stmt)
     if is_inference_function(fn, ctx) or dataset_method(ctx, fn) \
             or stmt is not None and read_only_cut(ctx, fn, stmt):
         return False  # NOTE [read only cut]

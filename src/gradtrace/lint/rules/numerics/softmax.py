@@ -13,6 +13,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.numerics._model_probs import model_probs
 from gradtrace.lint.rules.numerics._ops import (
     has_positive_shift, in_training, resolve, strip, torch_op)
 from gradtrace.lint.excerpt import excerpt
@@ -99,7 +100,10 @@ class LogOfSoftmax(Rule):
     Known limits: the softmax must be in the same expression or bound to the name the log
     reads in the same function, and its input must come from a module call (`model(x)`,
     `self.fc(h)`) there: a softmax of targets or of a function's tensor arguments is not
-    reported (a target distribution carries no gradient).
+    reported (a target distribution carries no gradient); or it ends every `return` of the
+    `forward` of a model that holds weights (a class of the file, an `nn.Sequential`), whose
+    output the log reads through names, indexing and selections
+    (NOTE [model probabilities]).
     """
 
     code = "GT755"
@@ -178,8 +182,12 @@ class LogOfSoftmax(Rule):
         if sm is None and isinstance(operand, (ast.Name, ast.Attribute)):
             inner = strip(resolve(operand, ctx, node.lineno))
             sm = _softmax(inner, ctx) if inner is not operand else None
-        if sm is None or has_positive_shift(operand, ctx) \
-                or not _from_model(sm, ctx, node.lineno) or not in_training(ctx, node):
+        modeled = False
+        if sm is None and not has_positive_shift(operand, ctx):  # NOTE [model probabilities]
+            sm = model_probs(operand, ctx, node.lineno, _softmax, SOFTMAX_MODULES)
+            modeled = sm is not None
+        if sm is None or has_positive_shift(operand, ctx) or not (
+                modeled or _from_model(sm, ctx, node.lineno)) or not in_training(ctx, node):
             return
         related = [] if sm.lineno == node.lineno else [
             Related(ctx.path, sm.lineno, "the softmax is computed here", ctx.column(sm))]

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.module_outputs import (
-    argument_sink, bound_value, forward_of, holders_of, module_output, same_made,
+    argument_sink, bound_value, forward_of, holders_of, same_made,
     unpacked_output)
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.call_words import call_counts
@@ -20,6 +20,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.words import holds
 from gradtrace.lint.rules.numerics._loss_lines import (
     BCEL, CE, FUNCS, KL, LOSS_CLASSES, NLL, _candidate_lines)
+from gradtrace.lint.rules.numerics._model_probs import model_made
 from gradtrace.lint.rules.numerics._ops import never_differentiated, strip
 from gradtrace.lint.rules.numerics.sigmoid import SIGMOID_MODULES, _sigmoid
 from gradtrace.lint.rules.numerics.softmax import SOFTMAX_MODULES, _softmax
@@ -109,24 +110,9 @@ def layout(e: ast.AST) -> ast.AST:
 
 
 def _model_softmax(call: ast.Call, scope: Scope, ctx: Context, made: Any = _softmax,
-                   classes: frozenset[str] = SOFTMAX_MODULES, depth: int = 0) -> ast.AST | None:
-    """When ``call`` runs a module whose output is a softmax (``made``, or a layer of
-    ``classes``): that softmax (in the ``forward`` of a class of the file, read there, or the
-    last layer of an ``nn.Sequential``; NOTE [module outputs]). A ``forward`` that returns
-    what one submodule gives back (``return self.classifier(x)``) is read through it (three
-    levels down)."""
-    got = module_output(call, scope, ctx, strip)
-    if got is None:
-        return None
-    fscope, values = got
-    if fscope is None:  # the last layer of an nn.Sequential
-        last = values[0]
-        return last if (ctx.qualified_name(getattr(last, "func", last)) or "") in classes \
-            else None
-    found = same_made(values, made, ctx, fscope)
-    if found is None and depth < 3 and len(values) == 1 and isinstance(values[0], ast.Call):
-        return _model_softmax(values[0], fscope, ctx, made, classes, depth + 1)
-    return found
+                   classes: frozenset[str] = SOFTMAX_MODULES) -> ast.AST | None:
+    """NOTE [model probabilities]: ``model_made`` with the softmax as default."""
+    return model_made(call, scope, ctx, made, classes)
 
 
 class ProbabilitiesIntoCrossEntropy(Rule):
