@@ -2,7 +2,8 @@
 an evaluation in train mode (NOTE [evaluated in train mode]) and losses kept alive after their
 backward() (NOTE [losses kept alive]), an average that skips the statistics
 (NOTE [average that skips the statistics]), a running total no backward() runs through
-(NOTE [total never backpropagated]); joined here for :mod:`.silent`."""
+(NOTE [total never backpropagated]), an optimizer never stepped (NOTE [optimizer cleared,
+never stepped]); joined here for :mod:`.silent`."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,13 +12,14 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.trace.average_stats import average_stats_findings
 from gradtrace.runtime.trace.eval_in_train import train_eval_findings
 from gradtrace.runtime.trace.kept_losses import kept_loss_findings
+from gradtrace.runtime.trace.never_stepped import never_stepped_findings
 from gradtrace.runtime.trace.unused_total import unused_total_findings
 
 
 def late_findings(state: Any, data: Any) -> list[Finding]:
     return train_eval_findings(data, state) + unused_total_findings(state) \
         + kept_loss_findings(state) \
-        + average_stats_findings(state, data)
+        + average_stats_findings(state, data) + never_stepped_findings(state, data)
 
 
 __all__ = ["late_findings"]

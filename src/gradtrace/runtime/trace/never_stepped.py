@@ -1,0 +1,96 @@
+"""An optimizer whose gradients are cleared pass after pass and never applied.
+
+# NOTE [optimizer cleared, never stepped]
+A bilevel search keeps one optimizer per level for the architecture weights; the step zeroes
+each level's optimizer, backpropagates the validation loss and moves on to the weight step,
+never calling that optimizer's ``step()``: the weights it holds get gradients every batch and
+never change. The run sees it from four facts together, each a record the tracer already keeps:
+
+- an optimizer built while tracing (``opt_built``) never stepped, while another one stepped at
+  least twice (the program trains; a second phase never reached builds no such pair);
+- none of its tensors is held by an optimizer that stepped (a spare optimizer over the same
+  weights is harmless), and some of them require grad and received a gradient;
+- its tensors' gradients were cleared at least twice with no step in between
+  (``state.discards``, NOTE [discarded gradients] in :mod:`.loop_order`): the program treats
+  the optimizer as one that trains (a saliency pass that only reads ``.grad`` never clears it
+  through an optimizer it then forgets to step: it has no optimizer to clear);
+- no crash cut the run short before the steps (:func:`.silent._cut_first_pass`'s reading).
+
+The line is the first ``backward()`` after that clearing line in the same loop of the same
+function (where ``step()`` belongs), else the clearing line. Optimizers built on one line
+(a list of per-level optimizers) are one finding.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from gradtrace.findings import Finding
+from gradtrace.runtime.build import make
+from gradtrace.runtime.frames import Site
+from gradtrace.runtime.trace.locate import enclosing_loop
+from gradtrace.runtime.trace.opt_state import built_site
+
+CODE = "GT869"
+_KEY = "unstepped"  # data.__dict__ key: id(optimizer) -> (built at, kind, tensor ids)
+
+
+def _after_clear(state: Any, clear: Site) -> Site:
+    """The first backward() line after ``clear`` in its function and loop, else ``clear``."""
+    loop = enclosing_loop(clear)
+    later = [s for s in state.backward_sites if s.path == clear.path and s.function ==
+             clear.function and s.line > clear.line and enclosing_loop(s) is loop]
+    return min(later, key=lambda s: s.line) if later else clear
+
+
+def note_unstepped(data: Any, rec: Any) -> None:
+    """At a checked step of an optimizer that stepped twice or more: remember each optimizer
+    built that has not stepped, holds nothing a stepping optimizer holds and has a gradient
+    on some tensor (plain values: the optimizers may die with the function that built them)."""
+    if rec.steps < 2:
+        return
+    seen = data.__dict__.setdefault(_KEY, {})
+    stepped = [r.ref() for r in list(data.optimizers.values()) if r.steps]
+    held = {id(p) for o in stepped if o is not None for g in o.param_groups for p in g["params"]}
+    for event in list(data.opt_built.values()):
+        opt = event.ref()
+        if opt is None or id(opt) in seen or _stepped(data, opt) or len(seen) >= 64:
+            continue
+        params = [p for g in opt.param_groups for p in g["params"]]
+        if params and not any(id(p) in held for p in params) and any(
+                p.requires_grad and p.grad is not None for p in params):
+            seen[id(opt)] = (built_site(event), type(opt).__name__,
+                             frozenset(id(p) for p in params))
+
+
+def _stepped(data: Any, opt: Any) -> bool:
+    rec = data.optimizers.get(id(opt))
+    return rec is not None and rec.steps > 0
+
+
+def never_stepped_findings(state: Any, data: Any) -> list[Finding]:
+    """NOTE [optimizer cleared, never stepped]."""
+    seen = data.__dict__.get(_KEY)
+    if not seen or state.crash_findings:
+        return []
+    groups: dict[Site | None, list[tuple[str, frozenset[int]]]] = {}
+    for key, (built, kind, ids) in seen.items():
+        if not data.optimizers.get(key) or not data.optimizers[key].steps:
+            groups.setdefault(built, []).append((kind, ids))
+    out = []
+    for built, opts in groups.items():
+        ids = frozenset().union(*(i for _, i in opts))
+        clears = [d[0] for d in state.discards if d[0] is not None and d[3] & ids]
+        if len(clears) < 2:
+            continue
+        site = _after_clear(state, clears[0])
+        kind = opts[0][0]
+        many = f"the {len(opts)} {kind} optimizers" if len(opts) > 1 else f"the {kind} optimizer"
+        related = [(clears[0], "its gradients are cleared here")] + \
+            ([(built, "built here")] if built is not None else [])
+        out.append(make(CODE, site, f"{many} built at line {built.line if built else '?'} "
+                        f"never step: backward() fills their {len(ids)} tensor(s)' "
+                        f"gradients and zero_grad() clears them ({len(clears)} times), while "
+                        "another optimizer steps, so those tensors never change",
+                        fix="call step() on that optimizer after this backward()",
+                        related=related, severity="warning"))
+    return out
