@@ -279,7 +279,7 @@ class Hooks:
         if not rec.changed and _due(rec.steps) and grads:
             rec.before = _checksums(opt)
         if _due(rec.steps) and grads:
-            note_unstepped(d, rec)  # NOTE [optimizer cleared, never stepped]
+            note_unstepped(d, st, rec)  # NOTE [optimizer cleared, never stepped]
             busy = self.mode is not None and self.mode.busy
             if self.mode is not None:
                 self.mode.busy = True

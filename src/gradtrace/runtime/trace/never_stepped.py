@@ -4,16 +4,18 @@
 A bilevel search keeps one optimizer per level for the architecture weights; the step zeroes
 each level's optimizer, backpropagates the validation loss and moves on to the weight step,
 never calling that optimizer's ``step()``: the weights it holds get gradients every batch and
-never change. The run sees it from four facts together, each a record the tracer already keeps:
+never change. The run sees it from four facts together:
 
 - an optimizer built while tracing (``opt_built``) never stepped, while another one stepped at
   least twice (the program trains; a second phase never reached builds no such pair);
 - none of its tensors is held by an optimizer that stepped (a spare optimizer over the same
   weights is harmless), and some of them require grad and received a gradient;
-- its tensors' gradients were cleared at least twice with no step in between
-  (``state.discards``, NOTE [discarded gradients] in :mod:`.loop_order`): the program treats
-  the optimizer as one that trains (a saliency pass that only reads ``.grad`` never clears it
-  through an optimizer it then forgets to step: it has no optimizer to clear);
+- its tensors' gradients were cleared at least twice: seen as discards (cleared after a
+  backward() with no step between, NOTE [discarded gradients] in :mod:`.loop_order`) or by
+  watching one of its tensors from the first checked step on (NOTE [clear on some passes
+  only]'s watch in :mod:`.extra_step`), one count per checked step that finds it cleared
+  since the last. The program treats the optimizer as one that trains (a saliency pass
+  that only reads ``.grad`` never clears it through an optimizer it then forgets to step);
 - no crash cut the run short before the steps (:func:`.silent._cut_first_pass`'s reading).
 
 The line is the first ``backward()`` after that clearing line in the same loop of the same
@@ -31,7 +33,7 @@ from gradtrace.runtime.trace.locate import enclosing_loop
 from gradtrace.runtime.trace.opt_state import built_site
 
 CODE = "GT869"
-_KEY = "unstepped"  # data.__dict__ key: id(optimizer) -> (built at, kind, tensor ids)
+_KEY = "unstepped"  # data.__dict__ key: id(optimizer) -> [built at, kind, ids, ...]
 
 
 def _after_clear(state: Any, clear: Site) -> Site:
@@ -42,13 +44,20 @@ def _after_clear(state: Any, clear: Site) -> Site:
     return min(later, key=lambda s: s.line) if later else clear
 
 
-def note_unstepped(data: Any, rec: Any) -> None:
+def note_unstepped(data: Any, state: Any, rec: Any) -> None:
     """At a checked step of an optimizer that stepped twice or more: remember each optimizer
     built that has not stepped, holds nothing a stepping optimizer holds and has a gradient
-    on some tensor (plain values: the optimizers may die with the function that built them)."""
+    on some tensor (plain values: the optimizers may die with the function that built them),
+    and watch one of its tensors for clears (NOTE [clear on some passes only]'s watch: one
+    line recorded per clear); count the checks that found it cleared since the last one."""
     if rec.steps < 2:
         return
     seen = data.__dict__.setdefault(_KEY, {})
+    for entry in seen.values():  # [built, kind, ids, watched id, clears, first clear line]
+        site = state.clear_sites.pop(entry[3], None)
+        if site is not None:
+            entry[4] += 1
+            entry[5] = entry[5] or site
     stepped = [r.ref() for r in list(data.optimizers.values()) if r.steps]
     held = {id(p) for o in stepped if o is not None for g in o.param_groups for p in g["params"]}
     for event in list(data.opt_built.values()):
@@ -56,10 +65,12 @@ def note_unstepped(data: Any, rec: Any) -> None:
         if opt is None or id(opt) in seen or _stepped(data, opt) or len(seen) >= 64:
             continue
         params = [p for g in opt.param_groups for p in g["params"]]
-        if params and not any(id(p) in held for p in params) and any(
-                p.requires_grad and p.grad is not None for p in params):
-            seen[id(opt)] = (built_site(event), type(opt).__name__,
-                             frozenset(id(p) for p in params))
+        rep = next((p for p in params if p.requires_grad and p.grad is not None), None)
+        if rep is None or any(id(p) in held for p in params) or len(state.clear_watch) >= 512:
+            continue
+        seen[id(opt)] = [built_site(event), type(opt).__name__,
+                         frozenset(id(p) for p in params), id(rep), 0, None]
+        state.clear_watch[id(rep)] = state.clear_watch[id(rep.grad)] = id(rep)
 
 
 def _stepped(data: Any, opt: Any) -> bool:
@@ -72,24 +83,25 @@ def never_stepped_findings(state: Any, data: Any) -> list[Finding]:
     seen = data.__dict__.get(_KEY)
     if not seen or state.crash_findings:
         return []
-    groups: dict[Site | None, list[tuple[str, frozenset[int]]]] = {}
-    for key, (built, kind, ids) in seen.items():
+    groups: dict[Site | None, list[list[Any]]] = {}
+    for key, entry in seen.items():
         if not data.optimizers.get(key) or not data.optimizers[key].steps:
-            groups.setdefault(built, []).append((kind, ids))
+            groups.setdefault(entry[0], []).append(entry)
     out = []
     for built, opts in groups.items():
-        ids = frozenset().union(*(i for _, i in opts))
+        ids = frozenset().union(*(e[2] for e in opts))
         clears = [d[0] for d in state.discards if d[0] is not None and d[3] & ids]
-        if len(clears) < 2:
+        if len(clears) + sum(e[4] for e in opts) < 2:
             continue
+        clears += [e[5] for e in opts if e[4]]
         site = _after_clear(state, clears[0])
-        kind = opts[0][0]
+        kind = opts[0][1]
         many = f"the {len(opts)} {kind} optimizers" if len(opts) > 1 else f"the {kind} optimizer"
         related = [(clears[0], "its gradients are cleared here")] + \
             ([(built, "built here")] if built is not None else [])
         out.append(make(CODE, site, f"{many} built at line {built.line if built else '?'} "
                         f"never step: backward() fills their {len(ids)} tensor(s)' "
-                        f"gradients and zero_grad() clears them ({len(clears)} times), while "
+                        "gradients and zero_grad() clears them, pass after pass, while "
                         "another optimizer steps, so those tensors never change",
                         fix="call step() on that optimizer after this backward()",
                         related=related, severity="warning"))
