@@ -114,3 +114,89 @@ def test_optimizer_cleared_never_stepped(run_script, how: str) -> None:
         assert got == [("GT869", 14)], res.err
     else:
         assert got == [], res.err
+
+
+DDP_FREEZE = """
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+
+class Backbone(nn.Module):
+    def __init__(self, frozen, where):
+        super().__init__()
+        self.frozen, self.where = frozen, where
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+        {init}
+
+    def freeze(self):
+        for block in self.blocks[:self.frozen]:
+            block.requires_grad_(False)
+
+    def train(self, mode=True):
+        super().train(mode)
+        {train}
+        return self
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = torch.relu(block(x))
+        return x
+
+def run(where):
+    torch.manual_seed(0)
+    model = DistributedDataParallel(Backbone(1, where))
+    model.train()
+    if where == "none":
+        model.module.freeze()
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    for _ in range(2):
+        loss = model(torch.randn(3, 4)).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("no gloo backend")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+VARIANTS = {"train": ("pass", "self.freeze()"), "none": ("pass", "pass"),
+            "init": ("self.freeze()", "self.freeze()")}
+
+
+@pytest.mark.parametrize("where,line", [("train", 11), ("none", 15), ("init", None)])
+def test_freeze_applied_by_train_override(tmp_path, one_rank_group, where: str,
+                                          line: int | None) -> None:
+    """train: the freeze only in the `train()` override, run after the wrap (the twin, named
+    at the end of `__init__`); none: frozen by the caller after the wrap (the freeze line,
+    as before); init: the constructor freezes too (the look-alike, clean)."""
+    import runpy
+
+    import gradtrace
+    from gradtrace.runtime.distributed.ranks import rank_session
+
+    path = tmp_path / "prog.py"
+    init, train = VARIANTS[where]
+    path.write_text(DDP_FREEZE.replace("{init}", init).replace("{train}", train),
+                    encoding="utf-8")
+    run = runpy.run_path(str(path))["run"]
+    found, error = [], ""
+    with gradtrace.trace() as tr, rank_session(tr, check_sync=0) as rs:
+        try:
+            run(where)
+        except RuntimeError as exc:
+            error = str(exc)
+            found = rs.diagnose(exc)
+    if line is None:
+        assert error == "" and not [f for f in tr.findings if f.code == "GT880"]
+    else:
+        assert "finished reduction" in error
+        assert [(f.code, f.line) for f in found] == [("GT880", line)], found
