@@ -2,8 +2,8 @@
 an evaluation in train mode (NOTE [evaluated in train mode]) and losses kept alive after their
 backward() (NOTE [losses kept alive]), an average that skips the statistics
 (NOTE [average that skips the statistics]), a running total no backward() runs through
-(NOTE [total never backpropagated]), an optimizer never stepped (NOTE [optimizer cleared,
-never stepped]); joined here for :mod:`.silent`."""
+(NOTE [total never backpropagated]), an optimizer never stepped
+(NOTE [optimizer cleared, never stepped]); joined here for :mod:`.silent`."""
 from __future__ import annotations
 
 from typing import Any

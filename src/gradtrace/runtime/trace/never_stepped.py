@@ -12,8 +12,9 @@ never change. The run sees it from four facts together:
   weights is harmless), and some of them require grad and received a gradient;
 - its tensors' gradients were cleared at least twice: seen as discards (cleared after a
   backward() with no step between, NOTE [discarded gradients] in :mod:`.loop_order`) or by
-  watching one of its tensors from the first checked step on (NOTE [clear on some passes
-  only]'s watch in :mod:`.extra_step`), one count per checked step that finds it cleared
+  watching one of its tensors from the first checked step on
+  (NOTE [clear on some passes only]'s watch in :mod:`.extra_step`), one count per checked
+  step that finds it cleared
   since the last. The program treats the optimizer as one that trains (a saliency pass
   that only reads ``.grad`` never clears it through an optimizer it then forgets to step);
 - no crash cut the run short before the steps (:func:`.silent._cut_first_pass`'s reading).
@@ -48,8 +49,8 @@ def note_unstepped(data: Any, state: Any, rec: Any) -> None:
     """At a checked step of an optimizer that stepped twice or more: remember each optimizer
     built that has not stepped, holds nothing a stepping optimizer holds and has a gradient
     on some tensor (plain values: the optimizers may die with the function that built them),
-    and watch one of its tensors for clears (NOTE [clear on some passes only]'s watch: one
-    line recorded per clear); count the checks that found it cleared since the last one."""
+    and watch one of its tensors for clears
+    (NOTE [clear on some passes only]'s watch: one line recorded per clear); count the checks that found it cleared since the last one."""
     if rec.steps < 2:
         return
     seen = data.__dict__.setdefault(_KEY, {})

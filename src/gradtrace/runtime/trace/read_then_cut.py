@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.frame_values import MISSING, read_chain
-from gradtrace.runtime.frames import user_frame
-from gradtrace.runtime.trace.crash_general import statement_at
+from gradtrace.runtime.frames import Site, user_frame
 from gradtrace.runtime.trace.leaves import upstream_leaves
+from gradtrace.runtime.trace.locate import tree_of
 
 _KEY = "read_then_cut"  # state.__dict__ key: Cut -> frozenset of parameter ids (or None)
 _LIMIT = 256  # cuts remembered
@@ -61,6 +61,18 @@ def _params_read(expr: ast.AST, frame: Any) -> set[int]:
     return out
 
 
+def _statement_at(site: Site) -> ast.stmt | None:
+    """The innermost simple statement of the file spanning ``site.line``."""
+    tree = tree_of(site.path)
+    best: ast.stmt | None = None
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)) \
+                and node.lineno <= site.line <= (node.end_lineno or 0) \
+                and (best is None or node.lineno >= best.lineno):
+            best = node
+    return best
+
+
 def _detached_receiver(stmt: ast.stmt, line: int) -> ast.AST | None:
     """The receiver of the statement's ``.detach()`` call on ``line`` (the only one)."""
     calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and not n.args
@@ -79,7 +91,7 @@ def note_read_then_cut(state: Any, cut: Any, src: torch.Tensor) -> None:
     if src.grad_fn is None:
         return
     frame = user_frame(1)
-    stmt = statement_at(cut.site) if frame is not None and \
+    stmt = _statement_at(cut.site) if frame is not None and \
         frame.f_code.co_filename == cut.site.path else None
     expr = _detached_receiver(stmt, cut.site.line) if stmt is not None else None
     read = _params_read(expr, frame) if expr is not None else set()
@@ -89,8 +101,8 @@ def note_read_then_cut(state: Any, cut: Any, src: torch.Tensor) -> None:
 
 
 def read_where_cut(state: Any, p: torch.Tensor) -> bool:
-    """Whether ``p`` was read by a statement that detached what it computed from it (NOTE
-    [parameter read where it is detached]) and no other cut had it upstream."""
+    """Whether ``p`` was read by a statement that detached what it computed from it
+    (NOTE [parameter read where it is detached]) and no other cut had it upstream."""
     reads = state.__dict__.get(_KEY)
     if not reads or not any(ids and id(p) in ids for ids in reads.values()):
         return False
