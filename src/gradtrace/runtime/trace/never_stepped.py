@@ -14,9 +14,11 @@ never change. The run sees it from four facts together:
   backward() with no step between, NOTE [discarded gradients] in :mod:`.loop_order`) or by
   watching one of its tensors from the first checked step on
   (NOTE [clear on some passes only]'s watch in :mod:`.extra_step`), one count per checked
-  step that finds it cleared
-  since the last. The program treats the optimizer as one that trains (a saliency pass
-  that only reads ``.grad`` never clears it through an optimizer it then forgets to step);
+  step that finds it cleared since the last; and one of the clearing lines calls
+  ``zero_grad()`` on the name the optimizer was bound to where it was built
+  (``alpha_optim = [...]`` ... ``alpha_optim[level].zero_grad()``: its own clear, not a
+  model's ``zero_grad()`` that also clears the tensors of an optimizer kept for a later
+  phase). The program treats that optimizer as one that trains;
 - no crash cut the run short before the steps (:func:`.silent._cut_first_pass`'s reading).
 
 The line is the first ``backward()`` after that clearing line in the same loop of the same
@@ -25,16 +27,45 @@ function (where ``step()`` belongs), else the clearing line. Optimizers built on
 """
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.build import make
 from gradtrace.runtime.frames import Site
-from gradtrace.runtime.trace.locate import enclosing_loop
+from gradtrace.runtime.trace.locate import enclosing_loop, tree_of
 from gradtrace.runtime.trace.opt_state import built_site
 
 CODE = "GT869"
 _KEY = "unstepped"  # data.__dict__ key: id(optimizer) -> [built at, kind, ids, ...]
+
+
+def _root(expr: ast.AST) -> str:
+    """``alpha_optim[level]`` -> ``alpha_optim``; ``self.opt_d`` -> ``self.opt_d``."""
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        head = _root(expr.value)
+        return f"{head}.{expr.attr}" if head else ""
+    return ""
+
+
+def _cleared_through(built: Site | None, clear: Site) -> bool:
+    """Whether the line ``clear`` calls ``zero_grad()`` on the name the optimizer built at
+    ``built`` was bound to (``opts = [Adam(...) ...]`` ... ``opts[i].zero_grad()``): its own
+    clear, not a model's ``zero_grad()`` that also clears tensors it holds."""
+    if built is None:
+        return False
+    names: set[str] = set()
+    for node in ast.walk(tree_of(built.path) or ast.Module(body=[], type_ignores=[])):
+        if isinstance(node, ast.Assign) and node.lineno <= built.line <= (node.end_lineno or 0):
+            names.update(_root(t) for t in node.targets)
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "zero_grad" and n.lineno == clear.line
+               and _root(n.func.value) in names - {""}
+               for n in ast.walk(tree_of(clear.path) or ast.Module(body=[], type_ignores=[])))
 
 
 def _after_clear(state: Any, clear: Site) -> Site:
@@ -92,9 +123,10 @@ def never_stepped_findings(state: Any, data: Any) -> list[Finding]:
     for built, opts in groups.items():
         ids = frozenset().union(*(e[2] for e in opts))
         clears = [d[0] for d in state.discards if d[0] is not None and d[3] & ids]
-        if len(clears) + sum(e[4] for e in opts) < 2:
-            continue
         clears += [e[5] for e in opts if e[4]]
+        if len(clears) + sum(max(e[4] - 1, 0) for e in opts) < 2 or \
+                not any(_cleared_through(built, c) for c in clears):
+            continue
         site = _after_clear(state, clears[0])
         kind = opts[0][1]
         many = f"the {len(opts)} {kind} optimizers" if len(opts) > 1 else f"the {kind} optimizer"
