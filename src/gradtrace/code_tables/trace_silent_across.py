@@ -1,9 +1,10 @@
-"""GT860, GT861, GT863, GT864, GT868, GT896-GT899: silent bugs of
+"""GT860, GT861, GT863, GT864, GT868, GT869, GT896-GT899: silent bugs of
 :mod:`gradtrace.code_tables.trace_silent` seen across calls and modules (a derivative that skips
 values computed under no_grad, a random weight kept as a buffer, a reward weight not detached, an
 optimizer state holding the gradient, values reduced before they were paired with their weights, a
 resumed optimizer back at the saved learning rate, a running total no backward() runs through, the
-values of a graph tensor rewritten from themselves through `.data`);
+values of a graph tensor rewritten from themselves through `.data`, an optimizer cleared and never
+stepped);
 GT863, a crash whose cause is a module attribute (a plain tensor `.to()` left behind);
 ``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
@@ -209,4 +210,31 @@ ACROSS_CODES = (
          """,
          "Write the operation out of place on the tensor itself, not through `.data`.",
          "gradtrace.runtime.trace.data_rewrite", severity="warning"),
+    Code("GT869", "optimizer-cleared-never-stepped",
+         "an optimizer's gradients are cleared pass after pass and its step() never runs, "
+         "while another optimizer steps",
+         "A program with several optimizers (one per level of an architecture search, an "
+         "encoder's and a head's) zeroes one of them and backpropagates a loss into its "
+         "parameters, but never calls that optimizer's `step()`: the parameters get gradients "
+         "at every batch and never change, and nothing fails. The run sees an optimizer built "
+         "while tracing that never stepped while another stepped twice or more, none of its "
+         "tensors held by an optimizer that stepped, some of them given a gradient, and that "
+         "gradient cleared at least twice with no step between; it names the first "
+         "`backward()` after the clearing line in the same loop (where the step belongs).",
+         """
+         for level in range(levels):
+             alpha_optim[level].zero_grad()
+             loss = criterion(model(val_x), val_y)
+             loss.backward()
+         """,
+         """
+         for level in range(levels):
+             alpha_optim[level].zero_grad()
+             loss = criterion(model(val_x), val_y)
+             loss.backward()
+             alpha_optim[level].step()
+         """,
+         "Call the optimizer's `step()` after the backward() whose gradients it should apply "
+         "(or drop the optimizer).",
+         "gradtrace.runtime.trace.never_stepped", severity="warning"),
 )

@@ -106,6 +106,8 @@ def _param_kind(a: Analysis, fn: Fn, name: str) -> Kind | None:
         if binds is None:
             return None
         v = binds.get(name)
+        if v is None and _spread(call):  # NOTE [arguments before a spread]
+            return None
         if v is None:
             d = argument_default(name, fn)
             if d is None:
@@ -166,15 +168,25 @@ def _own_names(fn: Fn) -> set[str]:
             if x is not None}
 
 
+def _spread(call: ast.Call) -> bool:
+    return any(isinstance(x, ast.Starred) for x in call.args)
+
+
 def _binds(a: Analysis, fn: Fn, call: ast.Call) -> dict[str, ast.expr] | None:
     """Parameter -> argument of ``call`` (``Cls(...)`` binds ``__init__``'s parameters after
-    ``self``); None when a ``*args``/``**kw`` hides which argument goes where."""
-    if any(isinstance(x, ast.Starred) for x in call.args) or \
-            any(k.arg is None for k in call.keywords):
+    ``self``); None when a ``**kw`` hides which argument goes where.
+
+    # NOTE [arguments before a spread]
+    The positional arguments before the first ``*args`` bind the first parameters, as
+    Python binds them (``validate(decoder, *val)``: ``decoder`` is the first); the
+    parameters after them come from the spread and stay unknown (no default stands in)."""
+    if any(k.arg is None for k in call.keywords):
         return None
     if fn.name == "__init__" and isinstance(call.func, ast.Name):
         names = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)][1:]
-        return {**dict(zip(names, call.args)),
+        args = call.args[:next((i for i, x in enumerate(call.args)
+                                if isinstance(x, ast.Starred)), len(call.args))]
+        return {**dict(zip(names, args)),
                 **{k.arg: k.value for k in call.keywords if k.arg is not None}}
     return a.arguments(fn, call)
 

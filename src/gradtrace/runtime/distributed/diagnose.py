@@ -19,6 +19,7 @@ import ast
 import re
 from typing import Any
 
+from gradtrace.runtime.distributed.freeze_site import constructor_end
 from gradtrace.runtime.frames import Site
 
 UNUSED_RE = re.compile(r"Expected to have finished reduction in the prior iteration before "
@@ -203,7 +204,12 @@ def _why_unused(session: Any, ddp: Any, name: str, p: Any, runs: dict[int, int])
     ran = runs.get(id(mod), 0) > 0 if tracked else bool(rec and rec.grad_runs)
     out: dict[str, Any] = {"name": name, "module": mname}
     if not p.requires_grad:
-        return {**out, "why": "frozen-after-wrap", "site": _site_list(state.frozen_at(p))}
+        at = state.frozen_at(p)  # NOTE [freeze applied by a train() override]
+        end = constructor_end(at)
+        if end is not None and at is not None:
+            return {**out, "why": "frozen-by-train-override", "site": _site_list(end),
+                    "detail": f"it is frozen (line {at.line}) only by the module's `train()`"}
+        return {**out, "why": "frozen-after-wrap", "site": _site_list(at)}
     if not ran:
         if rec is not None and rec.grad_runs == 0 and rec.nograd_runs > 0:
             return {**out, "why": "no-grad", "site": _site_list(rec.nograd_site or rec.site)}

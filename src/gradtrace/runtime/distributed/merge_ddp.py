@@ -32,6 +32,9 @@ WHY_TEXT = {
                     "part of the loss)",
     "frozen-after-wrap": "it was frozen (requires_grad=False) here after DistributedDataParallel "
                          "was built, and DDP still waits for its gradient",
+    "frozen-by-train-override": "{detail}, which ran after DistributedDataParallel was built; "
+                                "the constructor that ends here does not apply it, and DDP "
+                                "still waits for its gradient",
 }
 _USED_ELSEWHERE = ("not-run-this-iteration", "output-unused", "param-unused")
 FIX_FROZEN = ("freeze parameters before wrapping the model in DistributedDataParallel (DDP "
@@ -99,7 +102,7 @@ def _all_unused_finding(group: list[str], per_rank: dict[int, Rec],
     related = [(p.get("call"), "the module was called here in other iterations")] \
         if p["why"] == "not-run-this-iteration" else []
     related.append((facts.get("site"), f"DDP raised the error here on rank {rank}"))
-    fix = FIX_FROZEN if p["why"] == "frozen-after-wrap" else FIX_UNUSED
+    fix = FIX_FROZEN if p["why"].startswith("frozen-") else FIX_UNUSED
     lead = p.get("site") or facts.get("site")
     if p["why"] in _USED_ELSEWHERE and facts.get("built") and not facts.get("find_unused"):
         # the module does the model's work (it ran, now or in other iterations), only not on

@@ -40,6 +40,7 @@ from gradtrace.runtime.trace.windows import note_window
 from gradtrace.runtime.trace.random_buffer import note_buffer
 from gradtrace.runtime.trace.state_alias import check_state_alias
 from gradtrace.runtime.trace.step_nan import hunt_ends, hunt_starts
+from gradtrace.runtime.trace.never_stepped import note_unstepped
 from gradtrace.runtime.trace.hook_state import HookState, OptimizerRecord
 
 Tensor = torch.Tensor
@@ -278,6 +279,7 @@ class Hooks:
         if not rec.changed and _due(rec.steps) and grads:
             rec.before = _checksums(opt)
         if _due(rec.steps) and grads:
+            note_unstepped(d, st, rec)  # NOTE [optimizer cleared, never stepped]
             busy = self.mode is not None and self.mode.busy
             if self.mode is not None:
                 self.mode.busy = True

@@ -2,7 +2,8 @@
 an evaluation in train mode (NOTE [evaluated in train mode]) and losses kept alive after their
 backward() (NOTE [losses kept alive]), an average that skips the statistics
 (NOTE [average that skips the statistics]), a running total no backward() runs through
-(NOTE [total never backpropagated]); joined here for :mod:`.silent`."""
+(NOTE [total never backpropagated]), an optimizer never stepped
+(NOTE [optimizer cleared, never stepped]); joined here for :mod:`.silent`."""
 from __future__ import annotations
 
 from typing import Any
@@ -12,6 +13,7 @@ from gradtrace.runtime.trace.average_stats import average_stats_findings
 from gradtrace.runtime.trace.data_rewrite import data_rewrite_findings
 from gradtrace.runtime.trace.eval_in_train import train_eval_findings
 from gradtrace.runtime.trace.kept_losses import kept_loss_findings
+from gradtrace.runtime.trace.never_stepped import never_stepped_findings
 from gradtrace.runtime.trace.unused_total import unused_total_findings
 from gradtrace.runtime.trace.zero_diff import zero_diff_findings
 
@@ -20,7 +22,7 @@ def late_findings(state: Any, data: Any) -> list[Finding]:
     return train_eval_findings(data, state) + unused_total_findings(state) \
         + kept_loss_findings(state) \
         + average_stats_findings(state, data) + zero_diff_findings(state) \
-        + data_rewrite_findings(state)
+        + data_rewrite_findings(state) + never_stepped_findings(state, data)
 
 
 __all__ = ["late_findings"]

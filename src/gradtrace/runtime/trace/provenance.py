@@ -42,6 +42,7 @@ from gradtrace.runtime.trace.locate import inference_block
 from gradtrace.runtime.trace.records import META_CREATED, Cut, Event, RawSite
 from gradtrace.runtime.trace.provenance_handlers import SpecialHandlers
 from gradtrace.runtime.trace.reached_cuts import note_meet
+from gradtrace.runtime.trace.read_then_cut import note_read_then_cut
 from gradtrace.runtime.trace.step_nan import step_call
 from gradtrace.runtime.trace.zero_diff import on_combine, tag
 
@@ -294,6 +295,8 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
         library = reason == "nondiff" and called_by_library()
         cut = self.state.make_cut(raw, op, reason, origin, block, library)
         self.state.add_cut(out, cut, src)
+        if reason == "detach" and src is not None:  # NOTE [parameter read where it is detached]
+            note_read_then_cut(self.state, cut, src)
         if reason in DEAD and src is not None and \
                 cut not in self.state.block_stmt and len(self.state.block_stmt) < 1024:
             self.state.block_stmt[cut] = block_statement(self.state.grad_off) \

@@ -41,6 +41,7 @@ from gradtrace.runtime.trace.data_swap import swap_findings
 from gradtrace.runtime.trace.chained_state import chained_state_findings
 from gradtrace.runtime.trace.swapped import _swapped, _ungraded_steppers
 from gradtrace.runtime.trace.reached_cuts import unused_snapshot
+from gradtrace.runtime.trace.read_then_cut import read_where_cut
 from gradtrace.runtime.trace.untaken import UNTAKEN, untaken_branch
 from gradtrace.runtime.trace.modes import eval_findings
 from gradtrace.runtime.trace.opt_state import thrown_away_findings
@@ -289,7 +290,8 @@ def _params_without_grad(state: TraceState, data: HookState,
     for rec, p in _optimizer_params(data):
         if rec.wiped is not None or id(rec) in explained:  # reported as such
             continue
-        if id(p) in seen or not p.requires_grad or p.grad is not None or data.graded(p):
+        if id(p) in seen or not p.requires_grad or p.grad is not None or data.graded(p) \
+                or read_where_cut(state, p):  # NOTE [parameter read where it is detached]
             continue
         seen.add(id(p))
         reason = unreached_reason(state, data, p, owners)
