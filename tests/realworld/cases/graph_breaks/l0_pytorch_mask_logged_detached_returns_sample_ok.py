@@ -1,4 +1,4 @@
-"""An L0 gate layer in the style of moskomule/l0.pytorch that keeps the sampled mask for TensorBoard the way the maintainer's answer allows: `_get_mask` stores a detached copy in the frozen `self.mask` parameter for logging but returns the computed hard-concrete sample, so the task loss reaches the gate locations `loc` as well as the L0 penalty.
+"""An L0 gate layer in the style of moskomule/l0.pytorch that keeps the sampled mask for TensorBoard without cutting the graph: `_get_mask` stores a detached copy in the frozen `self.mask` parameter for logging but returns the computed hard-concrete sample, so the task loss reaches the gate locations `loc` as well as the L0 penalty.
 
 source: https://github.com/moskomule/l0.pytorch/issues/3
 kind: lookalike
