@@ -39,8 +39,8 @@ class L0Linear(nn.Module):
         else:
             s = torch.sigmoid(self.loc) * (self.zeta - self.gamma) + self.gamma
             penalty = 0
-        self.mask.data = hard_sigmoid(s)
-        return self.mask, penalty  # ROOT
+        self.mask.data = hard_sigmoid(s)  # ROOT
+        return self.mask, penalty
 
     def forward(self, x):
         mask, penalty = self._get_mask()
