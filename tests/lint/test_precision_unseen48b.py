@@ -10,6 +10,7 @@ import importlib
 import sys
 import textwrap
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -27,9 +28,16 @@ def _project(tmp_path: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPa
         (tmp_path / name).write_text(textwrap.dedent(text).lstrip("\n"))
     found = check_paths([str(tmp_path / checked)], Settings()).findings
     monkeypatch.syspath_prepend(str(tmp_path))
-    for m in [m for m in sys.modules if m + ".py" in files]:
-        del sys.modules[m]
     return [f.line for f in found if f.code == code]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_modules() -> Iterator[None]:
+    """The small projects' modules are imported fresh by each test and forgotten after it
+    (another test file may have a package of the same name)."""
+    yield
+    for m in [m for m in sys.modules if m.startswith("u48b_")]:
+        del sys.modules[m]
 
 
 SMOOTH = """
@@ -47,7 +55,7 @@ ATTACK = """
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-    from smooth import Smooth
+    from u48b_smooth import Smooth
     class Attack(nn.Module):
         def __init__(self, model):
             super().__init__()
@@ -85,9 +93,10 @@ def test_gradient_smoothed_by_a_weightless_class_of_another_file(
     direction is finite and asks no gradient). Twin: the smoothing holds a parameter and the
     direction is backpropagated (reported; its gradient is NaN where the input gradient is
     0)."""
-    files = {"smooth.py": SMOOTH.format(state=state, scale=scale), "attack.py": ATTACK}
-    assert _project(tmp_path, files, monkeypatch, "attack.py", "GT766") == lines
-    d, g = importlib.import_module("attack").run()
+    files = {"u48b_smooth.py": SMOOTH.format(state=state, scale=scale),
+             "u48b_attack.py": ATTACK}
+    assert _project(tmp_path, files, monkeypatch, "u48b_attack.py", "GT766") == lines
+    d, g = importlib.import_module("u48b_attack").run()
     if not lines:
         assert not d.requires_grad and bool(torch.isfinite(d).all())
     else:
@@ -107,7 +116,7 @@ EMB_LOSS = """
 RECOMMENDER = """
     import torch
     import torch.nn as nn
-    from losses import EmbLoss
+    from u48b_losses import EmbLoss
     class Rec(nn.Module):
         def __init__(self):
             super().__init__()
@@ -137,7 +146,7 @@ def test_regulariser_of_another_file_on_detached_embeddings(
     constant and regularises nothing (twin: reported; the fit term is 0 here, so the
     embedding gets no gradient at all). Look-alike: the embeddings not detached (silent; the
     regulariser's gradient reaches them)."""
-    files = {"losses.py": EMB_LOSS, "rec.py": RECOMMENDER.format(cut=cut)}
-    assert _project(tmp_path, files, monkeypatch, "rec.py", "GT107") == lines
-    g = importlib.import_module("rec").run()
+    files = {"u48b_losses.py": EMB_LOSS, "u48b_rec.py": RECOMMENDER.format(cut=cut)}
+    assert _project(tmp_path, files, monkeypatch, "u48b_rec.py", "GT107") == lines
+    g = importlib.import_module("u48b_rec").run()
     assert (g is not None and bool(g.abs().sum() > 0)) == (not lines)
