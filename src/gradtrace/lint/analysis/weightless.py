@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.foreign_weightless import foreign_weightless_value
 from gradtrace.lint.analysis.weightless_classes import weightless_class, weightless_file_class
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ def weightless_value(t: Tracer, value: ast.expr | None, scope: Scope, depth: int
     a = t.ctx.analysis
     k = a.kind(value, scope)
     if k is not None:
-        return k.what == MODULE and weightless_kind(k.cls, t.ctx)
+        return k.what == MODULE and (weightless_kind(k.cls, t.ctx)
+                                    or foreign_weightless_value(value, scope, t.ctx))
     if isinstance(value, ast.Name):  # `judge` handed on, bound by a call of a chooser
         b = scope.binding_before(value.id, value.lineno)
         return b is not None and isinstance(b.stmt, ast.Assign) and weightless_value(
@@ -71,3 +73,4 @@ def weightless_parameter(t: Tracer, name: str) -> bool:
     passed = t.ctx.analysis.argument_values(fn, name)  # every call passes one
     return bool(passed) and all(weightless_value(t, v, t.ctx.scope(where), 1)
                                 for v, where in passed)
+

@@ -11,7 +11,10 @@ constants, and arguments of ``__init__`` that no method calls (a weight tensor, 
 reduction); that registers nothing (no ``register_buffer``/``register_parameter``/
 ``add_module``, no ``nn.Parameter``) and makes no tensor that requires grad. Anything else it
 stores (a layer with weights, a model handed in and called, an object of an unknown class)
-keeps it out: a perceptual loss around a VGG, an ArcFace head.
+keeps it out: a perceptual loss around a VGG, an ArcFace head. A plain tensor or array made
+in ``__init__`` (``self.kernel = torch.from_numpy(np.outer(k, k)).cuda()``: calls of ``numpy``,
+of ``torch`` functions that build no layer, of array and tensor methods, of the class's own
+methods) is no weight either: a fixed Gaussian or Sobel kernel.
 """
 from __future__ import annotations
 
@@ -65,6 +68,7 @@ def _weightless(cls: ast.ClassDef, ctx: Context) -> bool:
     called = {n.func.attr for n in ast.walk(cls) if isinstance(n, ast.Call)
               and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
               and n.func.value.id == "self"}
+    own = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
     for n in ast.walk(cls):
         if isinstance(n, ast.Call):
             q = ctx.qualified_name(n.func) or ""
@@ -84,7 +88,31 @@ def _weightless(cls: ast.ClassDef, ctx: Context) -> bool:
                 continue
             if isinstance(v, ast.Name) and v.id in args and t.attr not in called:
                 continue  # a weight tensor, a margin: read, never called
-            if isinstance(v, ast.Call) and weightless_class(ctx.qualified_name(v.func)):
+            if isinstance(v, ast.Call) and weightless_class(ctx.qualified_name(v.func)) \
+                    or _plain_tensor(v, own, ctx):
                 continue
             return False
     return True
+
+
+_ARRAY_METHODS = frozenset({"cuda", "cpu", "to", "float", "double", "half", "astype", "reshape",
+                            "view", "unsqueeze", "squeeze", "contiguous", "clone", "numpy",
+                            "transpose", "permute", "repeat", "expand", "flip", "copy"})
+
+
+def _plain_tensor(v: ast.expr, own: set[str], ctx: Context) -> bool:
+    """``v`` computes an array or a tensor that is no layer and asks no gradient: every call
+    in it is of ``numpy``, of a ``torch`` function outside ``torch.nn``, an array or tensor
+    method, or a method of the class (NOTE [weightless class of the file])."""
+    calls = [n for n in ast.walk(v) if isinstance(n, ast.Call)]
+    for c in calls:
+        q = ctx.qualified_name(c.func) or ""
+        f = c.func
+        if q.startswith("numpy.") or q.startswith("torch.") and not q.startswith("torch.nn."):
+            continue
+        if isinstance(f, ast.Attribute) and (f.attr in _ARRAY_METHODS and not (
+                isinstance(f.value, ast.Name) and f.value.id == "self") or isinstance(
+                f.value, ast.Name) and f.value.id == "self" and f.attr in own):
+            continue
+        return False
+    return bool(calls)
