@@ -62,8 +62,9 @@ def test_slice_written_back_on_its_own_line_is_named(run_script):
 
 
 def test_view_taken_on_another_line_keeps_the_view_named(run_script):
-    src = ROPE.replace("WRITE", "tail = torch.view_as_complex(q[:, 1:].reshape(2, 3, 2, 2))  # <- view\n"
-                                "    q[:, 1:] = torch.view_as_real(tail * freqs).flatten(-2)")
+    view = "tail = torch.view_as_complex(q[:, 1:].reshape(2, 3, 2, 2))  # <- view\n"
+    back = "    q[:, 1:] = torch.view_as_real(tail * freqs).flatten(-2)"
+    src = ROPE.replace("WRITE", view + back)
     res = run_script(src)
     assert res.code != 0
     assert _codes(res)[:1] == [("GT602", marked_line(src, "# <- view"))], res.findings

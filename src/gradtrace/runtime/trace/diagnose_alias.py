@@ -206,7 +206,8 @@ def saved_view_or_saver(node: Any, saver: Site | None, shape: tuple[int, ...], s
     op = node_name(node)
     hit = _view_input(node, shape)
     if hit is not None:
-        back = written_back(hit[0], state.inplace)  # NOTE [slice written back on its own line]
+        # NOTE [slice written back on its own line]
+        back = written_back(hit[0], state.inplace, VIEW_NODES)
         if back is not None:
             return [make(kind, back[0],
                          f"`{back[1]}` here writes back into the tensor that this same line "

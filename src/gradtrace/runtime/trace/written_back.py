@@ -25,15 +25,15 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.records import created_site, node_name
 
 
-def written_back(view: Any, writes: Iterable[Any]) -> tuple[Site, str] | None:
+def written_back(view: Any, writes: Iterable[Any], views: frozenset[str]
+                 ) -> tuple[Site, str] | None:
     """(site, op) of the last recorded in-place write made by a statement that also made one
-    of the view nodes from ``view`` down to the first node that is not a view, or None."""
-    from gradtrace.runtime.trace.diagnose_alias import VIEW_NODES
-
+    of the nodes from ``view`` down to the first node whose name is not in ``views`` (the
+    view ops), or None."""
     sites: set[Site] = set()
     node = view
     for _ in range(64):
-        if node is None or node_name(node) not in VIEW_NODES:
+        if node is None or node_name(node) not in views:
             break
         made = created_site(node)[0]
         if made is not None:
