@@ -206,7 +206,7 @@ def saved_view_or_saver(node: Any, saver: Site | None, shape: tuple[int, ...], s
     op = node_name(node)
     hit = _view_input(node, shape)
     if hit is not None:
-        # NOTE [slice written back on its own line]
+        # the statement that sliced and wrote back: NOTE [slice written back on its own line]
         back = written_back(hit[0], state.inplace, VIEW_NODES)
         if back is not None:
             return [make(kind, back[0],
