@@ -22,11 +22,12 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.records import created_site, node_name
+from gradtrace.runtime.trace.written_back import written_back
 
 VIEW_NODES = frozenset({"View", "ReshapeAlias", "UnsafeView", "Select", "Slice", "AsStrided",
                         "Transpose", "Permute", "Expand", "Unsqueeze", "Squeeze", "T",
                         "Diagonal", "Unfold", "Split", "SplitWithSizes", "Unbind", "Alias",
-                        "Narrow", "Unflatten", "ViewAs", "Chunk"})
+                        "Narrow", "Unflatten", "ViewAs", "Chunk", "ViewAsComplex", "ViewAsReal"})
 _VIEW_METHODS = frozenset({"view", "view_as", "reshape", "t", "transpose", "permute", "expand",
                            "expand_as", "unsqueeze", "squeeze", "narrow", "select", "unflatten",
                            "flatten", "diagonal", "unfold", "T", "mT", "detach"})
@@ -205,6 +206,18 @@ def saved_view_or_saver(node: Any, saver: Site | None, shape: tuple[int, ...], s
     op = node_name(node)
     hit = _view_input(node, shape)
     if hit is not None:
+        # the statement that sliced and wrote back: NOTE [slice written back on its own line]
+        back = written_back(hit[0], state.inplace, VIEW_NODES)
+        if back is not None:
+            return [make(kind, back[0],
+                         f"`{back[1]}` here writes back into the tensor that this same line "
+                         f"sliced and handed on: a view of that slice (shape {list(shape)}) "
+                         f"was saved for backward by `{op}` ({src(saver)}) and shares its "
+                         "memory, so the write changed it and backward() found it changed",
+                         fix="build the new tensor out of place (torch.cat of the untouched "
+                             "part and the result) instead of writing the result back",
+                         related=[(saver, f"`{op}` saved the view for backward here"),
+                                  (site, "backward() failed here")])]
         view_at = created_site(hit[0])[0]
         base_at = created_site(hit[1])[0]
         write = next((r for r in reversed(state.inplace) if base_at is not None

@@ -49,6 +49,13 @@ _EVENT_TEXT = {
         "gradient are wrong (torch warns 'Using a target size ... that is different to the input "
         "size')", "give the input and the target the same shape (squeeze/unsqueeze/view the one "
         "that differs) before the loss"),
+    "log-prob-per-dimension": (  # NOTE [per-dimension log-probability in the loss]
+        "GT842", "this `log_prob` gives one log-probability per dimension of the sample, "
+        "never summed over them: it reaches a loss whose input "
+        "and target then differ ({op}) and broadcast against each other, so each prediction "
+        "is compared with every dimension's value and the loss and its gradient are wrong",
+        "sum it over the action dimension (`.sum(-1, keepdim=True)`), or wrap the "
+        "distribution in `torch.distributions.Independent(dist, 1)`"),
     "non-full-backward-hook": (
         "GT857", "this `register_backward_hook` is on a module whose forward runs more than one "
         "autograd op: the hook receives the gradients of the module's last op only, not of its "

@@ -57,6 +57,13 @@ def _target_size(m: re.Match[str], site: Site, frame: types.FrameType | None,
     from gradtrace.runtime.trace.squeezed_side import squeezed_site
 
     where = squeezed_site(frame)  # NOTE [squeezed loss input]
+    if where is None:
+        from gradtrace.runtime.trace.log_prob_dims import log_prob_site
+
+        made = log_prob_site(frame)  # NOTE [per-dimension log-probability in the loss]
+        if made is not None and made != site:
+            return "log-prob-per-dimension", made, op, (
+                (site, "the loss compares the two shapes here"),)
     if where is None or where == site:
         return "loss-target-broadcast", site, op, ()
     return "loss-target-broadcast", where, op, (
