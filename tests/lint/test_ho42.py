@@ -1,0 +1,161 @@
+"""The static facts widened for held-out batch 42 (docs/triage/ho42.md).
+
+1. A constant index (``-1`` included) picks its element of an ``nn.ModuleList`` /
+   ``nn.Sequential`` built from a literal, when no ``*spread`` lies between it and the end it
+   counts from (``analysis/elements.indexed``): ``self.model[-1]`` of
+   ``nn.ModuleList([*self.backbone, Detect()])`` is the ``Detect``, so GT302 reads
+   ``b = mi.bias.view(...)`` over its layers and the in-place add into that view.
+2. An accessor returning a list of ``self`` tensors is not the caller's parameter group when
+   the file builds its own optimizer and only iterates or counts the accessor's lists
+   (NOTE [accessor only looked at]): GT402 names the plain tensors that require grad.
+
+Buggy twins on their line and silent look-alikes; the GT302 snippets run on real torch and the
+test checks what the finding claims (the build raises, or not); the GT402 twin checks that the
+tensors get gradients and that no optimizer holds them."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace import check_source
+
+torch = pytest.importorskip("torch")
+
+HEAD = '''
+import math
+import torch
+import torch.nn as nn
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.m = nn.ModuleList(nn.Conv2d(4, 6, 1) for _ in range(2))
+        self.stride = torch.tensor([8.0, 16.0])
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.ModuleList([nn.Conv2d(3, 4, 1)])
+        self.model = nn.ModuleList([{elements}])
+        self.seed()
+
+    def forward(self, x):
+        return self.model[-1].m[0](self.model[0](x))
+
+    def seed(self):
+        m = self.model[{index}]
+        for mi, s in zip(m.m, m.stride):
+            b = mi.bias.view(2, -1)
+            {write}
+
+net = Net()
+net(torch.ones(1, 3, 2, 2)).sum().backward()
+'''
+INTO_VIEW = "b[:, 1] += math.log(8 / s)"
+
+
+def _src(elements: str, index: str, write: str = INTO_VIEW) -> str:
+    return textwrap.dedent(HEAD).format(elements=elements, index=index, write=write)
+
+
+def _findings(src: str, code: str) -> list[int]:
+    return sorted(f.line for f in check_source(src, path="snippet.py") if f.code == code)
+
+
+def _raises(src: str) -> bool:
+    try:
+        exec(compile(src, "snippet.py", "exec"), {})
+    except RuntimeError as e:
+        assert "a view of a leaf Variable that requires grad" in str(e)
+        return True
+    return False
+
+
+WRITE_LINE = 26
+
+
+@pytest.mark.parametrize("elements,index", [
+    ("*self.stem, Head()", "-1"),       # the spread before the last element
+    ("nn.Conv2d(3, 4, 1), Head()", "1"),  # mixed classes, a positive index
+])
+def test_indexed_element_view_write_is_gt302(elements: str, index: str) -> None:
+    src = _src(elements, index)
+    assert src.splitlines()[WRITE_LINE - 1].strip() == INTO_VIEW
+    assert WRITE_LINE in _findings(src, "GT302")
+    assert _raises(src)
+
+
+def test_indexed_element_written_through_data_is_silent() -> None:
+    src = _src("*self.stem, Head()", "-1", "b[:, 1].data += math.log(8 / s)")
+    assert _findings(src, "GT302") == []
+    assert not _raises(src)
+
+
+def test_spread_after_the_index_leaves_the_element_unknown() -> None:
+    """``[Head(), *self.stem]``: ``[-1]`` may be any element of the spread (here a Conv2d,
+    whose ``.m`` does not exist); nothing is claimed."""
+    src = _src("Head(), *self.stem", "-1")
+    assert _findings(src, "GT302") == []
+
+
+FUSION = '''
+import torch
+import torch.nn as nn
+
+class Fuse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.w1 = torch.tensor(1.0, requires_grad=True)
+        self.w2 = torch.tensor(1.0, requires_grad=True)
+
+    def weights(self):
+        return [self.w1, self.w2]
+
+    def forward(self, x):
+        return (self.w1 * self.a(x) + self.w2 * x) / (self.w1 + self.w2 + 1e-4)
+
+model = Fuse()
+opt = torch.optim.SGD({params}, lr=0.5)
+ws = model.weights()
+print(len(ws), [w.item() for w in ws])
+model(torch.randn(4, 3)).pow(2).mean().backward()
+held = {id(p) for g in opt.param_groups for p in g["params"]}
+trained = [id(w) in held for w in ws]
+'''
+
+
+def _fusion(params: str) -> str:
+    return textwrap.dedent(FUSION).replace("{params}", params)
+
+
+def _run(src: str) -> dict:
+    """Run the snippet; the optimizer only records what it is given (the first optimizer
+    built in a process costs seconds of lazy imports, and no step is needed here)."""
+    env: dict = {"Given": lambda params, lr: type("Opt", (), {
+        "param_groups": [{"params": list(params)}], "zero_grad": lambda self: None})()}
+    exec(compile(src.replace("torch.optim.SGD(", "Given("), "snippet.py", "exec"), env)
+    return env
+
+
+def test_accessor_only_looked_at_is_gt402() -> None:
+    src = _fusion("model.parameters()")
+    assert _findings(src, "GT402") == [9, 10]
+    env = _run(src)
+    assert env["trained"] == [False, False]  # gradients, but no optimizer holds them
+    assert all(w.grad is not None for w in env["ws"])
+
+
+def test_accessor_handed_to_the_optimizer_is_silent() -> None:
+    src = _fusion("list(model.parameters()) + model.weights()")
+    assert _findings(src, "GT402") == []
+    env = _run(src)
+    assert env["trained"] == [True, True]
+
+
+def test_accessor_list_passed_on_is_silent() -> None:
+    """The list handed to a function (a group built elsewhere): unknown, left alone."""
+    src = _fusion("model.parameters()").replace("print(len(ws)", "register(ws)\nprint(len(ws)")
+    src = "def register(ws):\n    pass\n" + src
+    assert _findings(src, "GT402") == []
