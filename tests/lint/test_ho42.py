@@ -159,3 +159,87 @@ def test_accessor_list_passed_on_is_silent() -> None:
     src = _fusion("model.parameters()").replace("print(len(ws)", "register(ws)\nprint(len(ws)")
     src = "def register(ws):\n    pass\n" + src
     assert _findings(src, "GT402") == []
+
+
+EVAL_HEAD = '''
+import torch
+import torch.nn as nn
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        x = self.conv(x)
+        if not self.training:
+            y = x.sigmoid()
+            y[..., 0:2] = y[..., 0:2] * 2.0 - 0.5
+            return y
+        return x
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = Head()
+
+    def forward(self, x):
+        return self.head(x)
+
+def attack(model, img):
+    delta = torch.zeros_like(img, requires_grad=True)
+    for _ in range(2):
+        model(img + delta).max().backward()
+        with torch.no_grad():
+            delta -= 0.01 * delta.grad.sign()
+        delta.grad.zero_()
+    return delta
+
+model = Net(){mode}
+{after}
+attack(model, torch.rand(1, 3, 4, 4))
+'''
+EVAL_WRITE = 14
+
+
+def _eval_src(mode: str, after: str = "") -> str:
+    return textwrap.dedent(EVAL_HEAD).replace("{mode}", mode).replace("{after}", after)
+
+
+def _raises_saved(src: str) -> bool:
+    try:
+        exec(compile(src, "snippet.py", "exec"), {})
+    except RuntimeError as e:
+        assert "modified by an inplace operation" in str(e)
+        return True
+    return False
+
+
+@pytest.mark.parametrize("mode,after", [(".eval()", ""), ("", "model.train(False)")])
+def test_eval_branch_backpropagated_is_gt602(mode: str, after: str) -> None:
+    src = _eval_src(mode, after)
+    assert src.splitlines()[EVAL_WRITE - 1].strip().startswith("y[..., 0:2] =")
+    assert _findings(src, "GT602") == [EVAL_WRITE]
+    assert _raises_saved(src)
+
+
+def test_eval_branch_of_a_training_instance_is_silent() -> None:
+    """Never put in eval mode: the arm does not run under the backward."""
+    src = _eval_src("")
+    assert _findings(src, "GT602") == []
+    assert not _raises_saved(src)
+
+
+def test_eval_branch_back_in_train_mode_is_silent() -> None:
+    """Put back in train mode: the file does not show which mode the backward meets."""
+    src = _eval_src(".eval()", "model.train()")
+    assert _findings(src, "GT602") == []
+    assert not _raises_saved(src)
+
+
+def test_eval_instance_run_without_grad_is_silent() -> None:
+    src = _eval_src(".eval()").replace("model(img + delta).max().backward()",
+                                       "with torch.no_grad():\n            model(img + delta)\n"
+                                       "        (img + delta).sum().backward()")
+    assert _findings(src, "GT602") == []
+    assert not _raises_saved(src)

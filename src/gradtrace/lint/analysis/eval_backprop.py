@@ -68,14 +68,15 @@ def _runs(ctx: Context) -> dict[str, ast.Call]:
         nodes = list(scope_nodes(fn))
         backs = sorted((n for n in nodes if isinstance(n, ast.Call)
                         and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"),
-                       key=lambda b: b.lineno)
+                       key=lambda b: (b.end_lineno, b.end_col_offset))
         if not backs or not runs_with_grad(ctx, fn):
             continue
         scope = ctx.scope(fn)
         for n in nodes:
             if not isinstance(n, ast.Call) or not isinstance(n.func, (ast.Name, ast.Attribute)):
                 continue
-            after = next((b for b in backs if b.lineno > n.lineno), None)
+            end = (n.end_lineno, n.end_col_offset)  # `model(x).max().backward()` too
+            after = next((b for b in backs if (b.end_lineno, b.end_col_offset) > end), None)
             if after is None:
                 continue
             k = ctx.analysis.kind_in(n.func, fn, n.lineno)
