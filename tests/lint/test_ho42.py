@@ -243,3 +243,57 @@ def test_eval_instance_run_without_grad_is_silent() -> None:
                                        "        (img + delta).sum().backward()")
     assert _findings(src, "GT602") == []
     assert not _raises_saved(src)
+
+
+GATE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.loc = nn.Parameter(torch.zeros(2, 3))
+        self.mask = nn.Parameter(torch.zeros(2, 3), requires_grad=False)
+
+    def _mask(self):
+        m = torch.sigmoid(self.loc)
+        {store}
+        return {returned}
+
+    def forward(self, x):
+        return F.linear(x, self.lin.weight * self._mask(), self.lin.bias)
+
+g = Gate()
+(loc_grad,) = torch.autograd.grad(g(torch.randn(4, 3)).sum(), g.loc, allow_unused=True)
+'''
+STORE_LINE = 15
+
+
+def _gate(store: str, returned: str) -> str:
+    return textwrap.dedent(GATE).replace("{store}", store).replace("{returned}", returned)
+
+
+def _loc_grad(src: str):  # type: ignore[no-untyped-def]
+    env: dict = {}
+    exec(compile(src, "snippet.py", "exec"), env)
+    return env["loc_grad"]
+
+
+def test_parameter_replaced_through_data_then_used_is_gt113() -> None:
+    src = _gate("self.mask.data = m", "self.mask")
+    assert _findings(src, "GT113") == [STORE_LINE]
+    assert _loc_grad(src) is None  # the task never reaches `loc`
+
+
+def test_parameter_logged_through_data_computed_value_used_is_silent() -> None:
+    src = _gate("self.mask.data = m.detach()", "m")
+    assert _findings(src, "GT113") == []
+    assert _loc_grad(src) is not None
+
+
+def test_parameter_updated_from_itself_is_silent() -> None:
+    """A running update of the Parameter's own value (it reads what it replaces)."""
+    src = _gate("self.mask.data = 0.9 * self.mask + 0.1 * m", "self.mask")
+    assert _findings(src, "GT113") == []
