@@ -297,3 +297,56 @@ def test_parameter_updated_from_itself_is_silent() -> None:
     """A running update of the Parameter's own value (it reads what it replaces)."""
     src = _gate("self.mask.data = 0.9 * self.mask + 0.1 * m", "self.mask")
     assert _findings(src, "GT113") == []
+
+
+TRAINER = '''
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(self.enc(x))
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(self, x, y):
+        {forward}
+        loss = nn.functional.cross_entropy(out, y)
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+def main(x, y):
+    model = DDP(Pair())
+    trainer = Trainer({given})
+    trainer.step(x, y)
+'''
+BYPASS_LINE = 22
+
+
+def _trainer(forward: str, given: str = "model") -> str:
+    return textwrap.dedent(TRAINER).replace("{forward}", forward).replace("{given}", given)
+
+
+def test_submodules_of_stored_wrapper_bypass_ddp_is_gt453() -> None:
+    src = _trainer("inner = self.model.module\n        out = inner.head(inner.enc(x))")
+    assert set(_findings(src, "GT453")) == {BYPASS_LINE}  # both submodule calls
+
+
+def test_stored_wrapper_called_is_silent() -> None:
+    assert _findings(_trainer("out = self.model(x)"), "GT453") == []
+
+
+def test_stored_plain_model_is_silent() -> None:
+    """The trainer is given the inner model, not the wrapper: nothing to bypass."""
+    src = _trainer("inner = self.model.module\n        out = inner.head(inner.enc(x))", "Pair()")
+    assert _findings(src, "GT453") == []
