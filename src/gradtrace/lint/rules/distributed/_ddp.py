@@ -139,12 +139,15 @@ def held_wrapper(e: ast.AST, fn: ast.AST, line: int, ctx: Context) -> Wrap | Non
     if cls is None:
         return None
     return next((w for w in wraps(ctx) if w.target == t
-                 and ctx.analysis.class_of(w.owner) is cls), None) or _stored_wrapper(cls, t, ctx)
+                 and ctx.analysis.class_of(w.owner) is cls), None) or ctx.memo(
+        "gt45-stored-" + t, cls.node, lambda: _stored_wrapper(cls, t, ctx))
 
 
 def _stored_wrapper(cls: ClassInfo, t: str, ctx: Context) -> Wrap | None:
     """The wrap a class's only ``self.<attr> = <parameter>`` stores, when the file's calls
     of that method pass one (a trainer built with ``Trainer(ddp_model)`` keeps it)."""
+    if not wraps(ctx):
+        return None
     stores = [(m, n) for m in cls.methods.values() for n in walk(m)
               if isinstance(n, ast.Assign) and any(dotted(x) == t for x in n.targets)]
     if len(stores) != 1 or len(stores[0][1].targets) != 1:
