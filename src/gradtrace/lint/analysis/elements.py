@@ -70,25 +70,27 @@ CONTAINERS = frozenset({"torch.nn.ModuleList", "torch.nn.Sequential"})
 def layer_element(kind_of: KindOf, k: Kind, scope: Scope, line: int, depth: int,
                   index: ast.expr | None = None) -> Kind | None:
     """The kind of every element of the module container ``k`` (see the module's
-    docstring), or of the one at the constant ``index`` of a ``Sequential``; or None."""
+    docstring), or of the one a constant ``index`` picks from its literal elements
+    (:func:`indexed`); or None."""
     if k.what != MODULE or k.cls not in CONTAINERS or not isinstance(k.node, ast.Call):
         return None
     args = k.node.args
-    if k.cls == "torch.nn.Sequential" and isinstance(index, ast.Constant) \
-            and type(index.value) is int and -len(args) <= index.value < len(args) \
-            and not any(isinstance(a, ast.Starred) for a in args):
-        return kind_of(args[index.value], scope, line, depth + 1)
     if k.cls == "torch.nn.ModuleList":
         if len(args) != 1:
             return None
         args = args[0]
+        if isinstance(args, (ast.List, ast.Tuple)):
+            args = args.elts
+    picked = indexed(args, index) if isinstance(args, list) else None
+    if picked is not None:
+        return kind_of(picked, scope, line, depth + 1)
+    if k.cls == "torch.nn.ModuleList":
         if isinstance(args, (ast.ListComp, ast.GeneratorExp)) and len(args.generators) == 1:
             e = kind_of(args.elt, scope, line, depth + 1)
             return Kind(e.what, cls=e.cls, node=args.elt) if e is not None \
                 and e.what == MODULE else None
-        if not isinstance(args, (ast.List, ast.Tuple)):
+        if not isinstance(args, list):
             return None
-        args = args.elts
     if not args or any(not isinstance(a, ast.Call) for a in args):
         return None
     kinds = {(x.what, x.cls) if x is not None else None
@@ -96,6 +98,21 @@ def layer_element(kind_of: KindOf, k: Kind, scope: Scope, line: int, depth: int,
     if len(kinds) != 1 or None in kinds or next(iter(kinds))[0] != MODULE:  # type: ignore[index]
         return None
     return Kind(MODULE, cls=next(iter(kinds))[1])  # type: ignore[index]
+
+
+def indexed(args: list[ast.expr], index: ast.expr | None) -> ast.expr | None:
+    """The element a constant ``index`` picks from a container's literal elements (``-1``
+    included), when no ``*spread`` lies between it and the end it counts from: in
+    ``nn.ModuleList([*self.backbone, Detect(...)])``, ``[-1]`` is the ``Detect(...)``."""
+    i = index.operand if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub) \
+        else index
+    if not isinstance(i, ast.Constant) or type(i.value) is not int:
+        return None
+    at = -i.value if i is not index else i.value
+    if not -len(args) <= at < len(args):
+        return None
+    span = args[at:] if at < 0 else args[:at + 1]
+    return None if any(isinstance(a, ast.Starred) for a in span) else args[at]
 
 
 def element_kind(kind_of: KindOf, loop: ast.For | ast.AsyncFor, name: str, scope: Scope,

@@ -107,6 +107,13 @@ def holds_wrapper(name: str, fn: ast.AST, line: int, ctx: Context) -> Wrap | Non
 
 def _calls_of(fn: ast.AST, ctx: Context) -> Iterator[tuple[ast.AST, ast.Call]]:
     """(enclosing function or module, call) for the calls of the file that run ``fn``."""
+    for owner, call in _all_calls(ctx):
+        if ctx.analysis.callee(call, owner) is fn:
+            yield owner, call
+
+
+def _all_calls(ctx: Context) -> list[tuple[ast.AST, ast.Call]]:
+    """(enclosing function or module, call) for every call of the file."""
     def make() -> list[tuple[ast.AST, ast.Call]]:
         out: list[tuple[ast.AST, ast.Call]] = []
         stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
@@ -117,9 +124,7 @@ def _calls_of(fn: ast.AST, ctx: Context) -> Iterator[tuple[ast.AST, ast.Call]]:
             inner = n if isinstance(n, FUNCTION_TYPES) else owner
             stack.extend((inner, c) for c in children(n))
         return out
-    for owner, call in ctx.memo("gt45-calls", ctx.tree, make):
-        if ctx.analysis.callee(call, owner) is fn:
-            yield owner, call
+    return ctx.memo("gt45-calls", ctx.tree, make)  # type: ignore[no-any-return]
 
 
 def held_wrapper(e: ast.AST, fn: ast.AST, line: int, ctx: Context) -> Wrap | None:
@@ -134,7 +139,37 @@ def held_wrapper(e: ast.AST, fn: ast.AST, line: int, ctx: Context) -> Wrap | Non
     if cls is None:
         return None
     return next((w for w in wraps(ctx) if w.target == t
-                 and ctx.analysis.class_of(w.owner) is cls), None)
+                 and ctx.analysis.class_of(w.owner) is cls), None) or ctx.memo(
+        "gt45-stored-" + t, cls.node, lambda: _stored_wrapper(cls, t, ctx))
+
+
+def _stored_wrapper(cls: ClassInfo, t: str, ctx: Context) -> Wrap | None:
+    """The wrap a class's only ``self.<attr> = <parameter>`` stores, when the file's calls
+    of that method pass one (a trainer built with ``Trainer(ddp_model)`` keeps it)."""
+    if not wraps(ctx):
+        return None
+    stores = [(m, n) for m in cls.methods.values() for n in walk(m)
+              if isinstance(n, ast.Assign) and any(dotted(x) == t for x in n.targets)]
+    if len(stores) != 1 or len(stores[0][1].targets) != 1:
+        return None
+    m, n = stores[0]
+    v = n.value
+    if not isinstance(v, ast.Name) or v.id not in {a.arg for a in m.args.args}:
+        return None
+    got = holds_wrapper(v.id, m, n.lineno, ctx)
+    if got is not None or m.name != "__init__":
+        return got
+    names = [a.arg for a in m.args.args][1:]  # `Trainer(ddp_model)`: the class is called
+    for owner, call in _all_calls(ctx):
+        if not (isinstance(call.func, ast.Name) and call.func.id == cls.name):
+            continue
+        bound = {**dict(zip(names, call.args)), **{k.arg: k.value for k in call.keywords}}
+        arg = bound.get(v.id)
+        if isinstance(arg, ast.Name) and not any(isinstance(a, ast.Starred) for a in call.args):
+            got = holds_wrapper(arg.id, owner, call.lineno, ctx)
+            if got is not None:
+                return got
+    return None
 
 
 def unwrapped(e: ast.AST, fn: ast.AST, line: int, ctx: Context, depth: int = 0

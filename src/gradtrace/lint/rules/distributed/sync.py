@@ -87,7 +87,8 @@ class ForwardBypassesDdp(Rule):
     so the replicas drift apart, silently. Call the wrapper itself (`model(x)`) for every
     forward whose loss is backpropagated.
     Known limits: only a wrapper bound to a name in the same function (or a parameter that a
-    call of the file passes one), whose `.module` result reaches a `backward()` in that
+    call of the file passes one, or `self.<attr>` that a class's only assignment binds to such
+    a parameter: `Trainer(ddp_model)`), whose `.module` result reaches a `backward()` in that
     function through assignments; a file that all-reduces `.grad` itself is left alone; an
     alias bound only under a test its backward's arm contradicts (`if not train: fm =
     model.module` ... `if train: loss.backward()`) is left alone (NOTE [arms of one flag]).

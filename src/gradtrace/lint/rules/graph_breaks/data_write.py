@@ -100,6 +100,9 @@ class WriteThroughDataInForward(Rule):
     layers or parameters without a `.detach()`; a write into a weight (`new.weight.data[:n] =
     old.weight.data`, weight surgery) and a copy of a weight's `.data` are left alone, as is
     the `.data` attribute of a module or an object (`self.data[k] = v`: a dict it keeps).
+    A Parameter's whole value replaced through `.data` by what the module's other parameters
+    compute, the Parameter then used by the method (`self.mask.data = hard_sigmoid(s)`;
+    `return self.mask`) is the same cut (NOTE [parameter replaced through .data, then used]).
     """
 
     code = "GT113"
@@ -168,7 +171,9 @@ class WriteThroughDataInForward(Rule):
                     continue
                 target, value = got
                 owner = _data_target(target).value  # type: ignore[union-attr]
-                if _weight(owner, cls):
+                whole = isinstance(target, ast.Attribute)  # `p.data = v`
+                if (whole or _weight(owner, cls)) and not (
+                        whole and _weight(owner, cls) and _replaced_then_used(s, m, owner, value)):
                     continue  # weight surgery (a resized embedding filled from the old one)
                 k = ctx.analysis.kind(owner, scope, s.lineno)
                 if k is not None and k.what in (MODULE, OBJECT):
@@ -182,13 +187,31 @@ class WriteThroughDataInForward(Rule):
     @staticmethod
     def _write(s: ast.stmt) -> tuple[ast.AST, ast.AST] | None:
         if isinstance(s, ast.Assign) and len(s.targets) == 1 \
-                and isinstance(s.targets[0], ast.Subscript) and _data_target(s.targets[0]):
+                and isinstance(s.targets[0], (ast.Subscript, ast.Attribute)) \
+                and _data_target(s.targets[0]):
             return s.targets[0], s.value
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
                 and isinstance(s.value.func, ast.Attribute) and s.value.func.attr in COPIES \
                 and _data_target(s.value.func.value) is not None and s.value.args:
             return s.value.func.value, s.value.args[-1]
         return None
+
+
+def _replaced_then_used(s: ast.stmt, m: ast.AST, owner: ast.AST, value: ast.AST) -> bool:
+    """# NOTE [parameter replaced through .data, then used]
+    ``self.mask.data = hard_sigmoid(s)`` with ``s`` computed from another parameter
+    (``self.loc``), then ``return self.mask``: the whole value of a registered Parameter is
+    replaced through ``.data`` by what the module's other parameters compute, and the method
+    goes on to use the Parameter, a leaf without that history, in place of the computed value
+    (l0.pytorch issue 3: the gate locations get no gradient from the task). Not a write into
+    a slice (weight surgery), nor a value that reads the written Parameter itself (an update
+    of its own value: a running average, a renormalisation, a clamp)."""
+    name = ast.dump(owner)
+    if any(ast.dump(n) == name for n in ast.walk(value)):
+        return False
+    after = [n for n in ast.walk(m) if getattr(n, "lineno", 0) > s.end_lineno  # type: ignore[operator]
+             and isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)]
+    return any(ast.dump(n) == name for n in after)
 
 
 def _origin(n: ast.AST, scope: Scope, line: int) -> ast.AST:

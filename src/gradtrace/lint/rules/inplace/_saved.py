@@ -11,6 +11,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from gradtrace.lint.analysis.eval_backprop import eval_backward
 from gradtrace.lint.analysis.namespaces import graphless_with_options
 from gradtrace.lint.analysis.module_results import SEQUENTIAL, built, sequential_layers
 from gradtrace.lint.analysis.steps import backward_of, step_calls
@@ -175,9 +176,9 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     if after is not None:  # a helper called before a backward (NOTE [trained helpers])
         return after
     if cls is not None and _runs_as_forward(cls, name, ctx) \
-            and not _eval_branch(_path_to(fn.body, stmt)) \
             and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
-        return True
+        return not _eval_branch(_path_to(fn.body, stmt)) \
+            or eval_backward(ctx, cls.name) or False  # NOTE [eval instance backpropagated]
     return False
 
 

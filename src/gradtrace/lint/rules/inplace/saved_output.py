@@ -55,7 +55,8 @@ class InplaceWriteToSavedOutput(InplaceRule):
     (`self.drop = nn.Dropout(p, inplace=True)`) run on such a result, named or not (`self.drop(self.mlp(x))`, the MLP ending in a ReLU):
     reported at the dropout's constructor, where the flag is.
     Known limits: reported before a `backward()` in the same function, in a module's `forward`
-    (not in an eval-only branch) and in a loss function (`focal_loss`); the Sequential case only
+    (not in an eval-only branch, unless the file backpropagates through an instance it puts in
+    eval mode only: NOTE [eval instance backpropagated]) and in a loss function (`focal_loss`); the Sequential case only
     in a file that runs a backward; of the other names, only a view bound once in a module's
     method is followed (`w = out[..., :n]; w /= c`, nflows#89); a
     local module (`gate = nn.Sigmoid()`, then `h = gate(x)` on a line naming no op) is followed

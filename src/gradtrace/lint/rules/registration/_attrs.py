@@ -8,6 +8,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, peel, walk
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
+from gradtrace.lint.rules.registration._accessor_uses import only_looked_at
 from gradtrace.lint.rules.registration._stateless import CONTAINERS
 
 REGISTERING_CALLS = frozenset({"add_module", "register_module", "register_parameter",
@@ -75,7 +76,8 @@ def _handed_out(ctx: Context) -> set[str]:
     taking nothing but ``self`` (not ``forward``) returns, directly or through a
     ``self.Y = [...]`` it returns (see ``_optimized_attrs``); or that such a ``self.Y`` holds
     which no method of the file reads: the list is there for the caller, who hands it to
-    its own optimizer (another file's ``torch.optim.Adam(model.alpha)``)."""
+    its own optimizer (another file's ``torch.optim.Adam(model.alpha)``); not an accessor
+    whose lists the file only looks at (NOTE [accessor only looked at])."""
     lists: dict[str, ast.expr] = {}
     for n in walk(ctx.tree):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 \
@@ -98,8 +100,8 @@ def _handed_out(ctx: Context) -> set[str]:
                 v = n.value
                 if (held := _self_attr(v)) is not None:
                     v = lists.get(held, v)
-                if isinstance(v, (ast.List, ast.Tuple)) and v.elts \
-                        and all(_self_attr(x) for x in v.elts):
+                if isinstance(v, (ast.List, ast.Tuple)) and v.elts and all(_self_attr(
+                        x) for x in v.elts) and not only_looked_at(ctx, fn.name):
                     out.update(x for x in map(_self_attr, v.elts) if x)
     return out
 
