@@ -33,8 +33,8 @@ MAX_HOPS = 2
 
 
 def caller_backward(ctx: Context, fn: Fn, hops: int = MAX_HOPS) -> ast.Call | None:
-    """A backward of a caller that differentiates what ``fn`` returns (NOTE
-    [backpropagated through callers]); once per function."""
+    """A backward of a caller that differentiates what ``fn`` returns; once per function.
+    NOTE [backpropagated through callers]."""
     return ctx.memo(f"caller-backward:{hops}", fn, lambda: _find(ctx, fn, hops))
 
 
