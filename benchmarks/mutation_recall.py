@@ -22,7 +22,9 @@ by a plain attribute, step and backward swapped, ``@torch.no_grad()`` on the ste
 in ``inference_mode``, ``zero_grad()`` commented out, a manual update that rebinds), described
 in ``mutation_ops29.py``, and M24-M27 (session 46: the cut moved one call away, into a helper
 function or a method of the step's class, and M7's grad switch moved into a helper) in ``mutation_ops46.py``,
-and M30 (session 47: a ``.detach()`` inside a module's ``forward``) in ``mutation_ops47.py``. ``--ops M13,M16`` runs only
+and M30 (session 47: a ``.detach()`` inside a module's ``forward``) in ``mutation_ops47.py``,
+and M31 (session 48: a model's ``eval()``/``train()`` statements removed from a step that
+evaluates it under ``no_grad``) in ``mutation_ops48.py``. ``--ops M13,M16`` runs only
 the named operators.
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
@@ -44,6 +46,7 @@ from gradtrace.lint import check_source
 from mutation_ops29 import manual_update, model_wiring, step_ops
 from mutation_ops46 import away_ops, leak_ops
 from mutation_ops47 import forward_ops
+from mutation_ops48 import mode_ops
 
 
 def files(roots):
@@ -335,6 +338,7 @@ def mutate(src):
                 L.insert(first.lineno - 1, ind + "torch.set_grad_enabled(False)")
                 yield "M7-grad-disabled", "GT203", f.name, "\n".join(L), {first.lineno}
             yield from leak_ops(src, lines, tree, f)
+        yield from mode_ops(lines, f)
 
 
 def codes(src, path):

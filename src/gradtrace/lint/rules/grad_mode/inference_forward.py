@@ -5,6 +5,8 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.caller_trained import caller_backward
+from gradtrace.lint.analysis.installed_forwards import installed_methods
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.steps import step_calls
@@ -29,16 +31,20 @@ class InferenceModeForward(Rule):
     run as a forward pre-hook of the backbone did this). A preprocessing module that needs no
     gradient should use `@torch.no_grad()` (its output is an ordinary tensor), or the caller
     `.clone()` the result outside `inference_mode`.
+    A method installed as an instance's `forward` (`net.forward = partial(net.features,
+    n=4)`, NOTE [installed forwards]) is that instance's `forward`.
     Known limits: the module class must be in the same file, and the file must run
     `backward()`; a call site is training code when it sits in a `forward`, in a function (or
-    lambda) registered with `register_forward_pre_hook`/`register_forward_hook`, or before a
-    `backward()` in its function, and not under `no_grad`/`inference_mode` itself.
+    lambda) registered with `register_forward_pre_hook`/`register_forward_hook`, before a
+    `backward()` in its function, or in a function whose result a caller of the file
+    backpropagates (NOTE [backpropagated through callers]), and not under
+    `no_grad`/`inference_mode` itself.
     """
 
     code = "GT211"
     needs_step = True  # NOTE [step files]
     name = "inference-mode-forward"
-    message = ("`{cls}.forward` runs under `{mode}`, so its outputs are inference tensors, and "
+    message = ("`{cls}.{method}`{installed} runs under `{mode}`, so its outputs are inference tensors, and "
                "training code calls it (line {line}): the first layer that saves one for "
                "backward raises `RuntimeError: Inference tensors cannot be saved for "
                "backward`; use `@torch.no_grad()` for a module that needs no gradient")
@@ -110,7 +116,8 @@ class InferenceModeForward(Rule):
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         cls = ctx.class_def
-        if node.name != "forward" or cls is None or not ctx.mentions("backward"):
+        if cls is None or not ctx.mentions("backward") or node.name != "forward" \
+                and node.name not in installed_methods(ctx, cls.name):
             return
         deco = next((d for d in node.decorator_list
                      if grad_mode_of(d, ctx.imports) == "inference"), None)
@@ -121,7 +128,8 @@ class InferenceModeForward(Rule):
         if call is not None:
             yield self.report(deco, ctx, related=[Related(
                 ctx.path, call.lineno, "training code calls the module here", ctx.column(call))],
-                cls=cls.name, mode="inference_mode", line=call.lineno)
+                cls=cls.name, mode="inference_mode", line=call.lineno, method=node.name,
+                installed="" if node.name == "forward" else " (installed as `forward`)")
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
@@ -174,4 +182,5 @@ def _trains_at(fn: ast.AST, call: ast.Call, hooked: bool, ctx: Context) -> bool:
         return False
     if hooked or getattr(fn, "name", "") == "forward":
         return True
-    return any(b.stmt.lineno >= stmt.lineno for b in step_calls(ctx, fn).losses())
+    return any(b.stmt.lineno >= stmt.lineno for b in step_calls(ctx, fn).losses()) \
+        or isinstance(fn, FUNCTION_TYPES) and caller_backward(ctx, fn) is not None
