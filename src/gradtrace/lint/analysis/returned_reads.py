@@ -6,8 +6,8 @@ Co-teaching's ``loss_1, loss_2, r1, r2 = loss_coteaching(logits1, logits2, label
 network's logits, indexed by the first network's small-loss ranking (``argsort`` of
 ``loss_1.data``). A subscript's index carries no gradient to its result, nor does ``.data``,
 ``.detach()`` or ``len(...)``: ``loss_2``'s graph holds the second network only, although the
-call is handed both networks' logits. The helper is read in its own file (NOTE [project
-index]); the element's reads are followed through the helper's bindings to its parameters,
+call is handed both networks' logits. The helper is read in its own file (the project
+index); the element's reads are followed through the helper's bindings to its parameters,
 and mapped back to the call's arguments. Unknown (no fact): a return that is not a tuple of
 the bound width, a starred argument, a read bound by anything but a plain assignment.
 """

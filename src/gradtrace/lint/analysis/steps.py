@@ -167,9 +167,10 @@ def backward_of(call: ast.Call, ctx: Context, stmt: ast.stmt | None = None) -> B
             and recv.func.attr == "scale" and recv.args:
         return Backward(call, stmt, recv.args[0],  # type: ignore[arg-type]
                         _retains(call, (1, 2)), True, inputs, dotted(recv.func.value))
-    if dotted(recv) in manual_backward_owners(ctx) or id(call) in used_backwards(ctx):
-        return None  # a plain class's own `backward` (NOTE [manual backward], [backward
-        #              result used])
+    if dotted(recv) in manual_backward_owners(ctx):
+        return None  # a plain class's own `backward` (NOTE [manual backward])
+    if id(call) in used_backwards(ctx):
+        return None  # its result used: NOTE [backward result used]
     if backward_owner(dotted(recv), ctx) or call.args and dotted(recv) in _own_owners(ctx):
         return Backward(call, stmt, call.args[0] if call.args else None,  # type: ignore[arg-type]
                         _retains(call, ()), True)
