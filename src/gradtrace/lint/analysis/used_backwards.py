@@ -12,17 +12,23 @@ no graph and fills no ``.grad``: it is not a backward step of autograd.
 from __future__ import annotations
 
 import ast
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
 
+# what a file must spell for a result to be used: `g = m.backward(`, `.backward(x.backward(`
+_SPELLED = re.compile(r"=[^=\n]*\.backward\(|\.backward\([^()\n]*\.backward\(")
+
+
 def used_backwards(ctx: Context) -> frozenset[int]:
     """ids of the ``.backward(...)`` calls of the file whose result is used (NOTE above)."""
     if ".backward(" not in ctx.code:
         return frozenset()
-    return ctx.memo("used-backwards", ctx.tree, lambda: _used(ctx.tree))
+    return ctx.memo("used-backwards", ctx.tree, lambda: _used(ctx.tree) if _SPELLED.search(
+        ctx.code) else frozenset())
 
 
 def _backward(n: ast.AST) -> bool:
@@ -30,20 +36,36 @@ def _backward(n: ast.AST) -> bool:
         and n.func.attr == "backward"
 
 
+FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
 def _used(tree: ast.Module) -> frozenset[int]:
+    """One walk: per function body (nested functions apart), the names it reads, the names
+    it binds to a backward's result, and its backward calls."""
     out: set[int] = set()
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        nodes = list(ast.walk(fn))
-        read = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        made = {n.targets[0].id for n in nodes if isinstance(n, ast.Assign) and _backward(
-            n.value) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)}
-        for n in nodes:
-            if _backward(n) and n.args and (_backward(n.args[0]) or isinstance(
-                    n.args[0], ast.Name) and n.args[0].id in made):
-                out.update((id(n), id(n.args[0])))  # `model.backward(crit.backward())`
+    todo: list[ast.AST] = [tree]
+    while todo:
+        fn = todo.pop()
+        read: set[str] = set()
+        made: dict[str, ast.Call] = {}
+        calls: list[ast.Call] = []
+        stack = list(ast.iter_child_nodes(fn))
+        while stack:
+            n = stack.pop()
+            if isinstance(n, FUNCS):
+                todo.append(n)
+                continue
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                read.add(n.id)
             elif isinstance(n, ast.Assign) and _backward(n.value) and len(n.targets) == 1 \
-                    and isinstance(n.targets[0], ast.Name) and n.targets[0].id in read:
-                out.add(id(n.value))  # `g = layer.backward(g)`, the result read again
+                    and isinstance(n.targets[0], ast.Name):
+                made[n.targets[0].id] = n.value  # type: ignore[assignment]
+            elif _backward(n) and n.args:  # type: ignore[union-attr]
+                calls.append(n)  # type: ignore[arg-type]
+            stack.extend(ast.iter_child_nodes(n))
+        out.update(id(v) for k, v in made.items() if k in read)  # `g = m.backward(g)`, read
+        for c in calls:
+            a = c.args[0]
+            if _backward(a) or isinstance(a, ast.Name) and a.id in made:
+                out.update((id(c), id(a)))  # `model.backward(crit.backward())`
     return frozenset(out)
