@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.analysis.manual_backwards import manual_backward_owners
+from gradtrace.lint.analysis.used_backwards import used_backwards
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import BODY_FIELDS, of_types
 
@@ -168,6 +169,8 @@ def backward_of(call: ast.Call, ctx: Context, stmt: ast.stmt | None = None) -> B
                         _retains(call, (1, 2)), True, inputs, dotted(recv.func.value))
     if dotted(recv) in manual_backward_owners(ctx):
         return None  # a plain class's own `backward` (NOTE [manual backward])
+    if id(call) in used_backwards(ctx):
+        return None  # its result used: NOTE [backward result used]
     if backward_owner(dotted(recv), ctx) or call.args and dotted(recv) in _own_owners(ctx):
         return Backward(call, stmt, call.args[0] if call.args else None,  # type: ignore[arg-type]
                         _retains(call, ()), True)

@@ -10,6 +10,7 @@ from gradtrace.lint.analysis.head_reads import heads_apart
 from gradtrace.lint.analysis.kinds import OPTIMIZER, PARAMETER
 from gradtrace.lint.analysis.optimizer_owners import aliases, element_owners, stored_owners
 from gradtrace.lint.analysis.reach import value_of
+from gradtrace.lint.analysis.returned_reads import part_arguments
 from gradtrace.lint.analysis.update_helpers import Event, node_code, update_events, update_names
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -144,6 +145,12 @@ class OptimizerStepBeforeBackward(Rule):
                     heads_apart(st, later, o, events, scope, cls, ctx):
                 continue
             part = _returned_parts(b, cls, scope, ctx)
+            args = part_arguments(ctx, b) if part is None else None
+            if args is not None:  # NOTE [returned element reads]
+                if any(_may_reach(a, b.line, names, scope, ctx, args_may=False, cls=cls,
+                                  handed_out=False) for a in args):
+                    return b.line, o, None
+                continue
             if part is not None:
                 m, elts = part
                 inner = names | _passed_as(m, b.stmt.value, names)

@@ -14,6 +14,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.numerics._ops import torch_op
 from gradtrace.lint.analysis.dims import arg, int_value
+from gradtrace.lint.analysis.routing import refined_in_loop
 from gradtrace.lint.rules.numerics.singleton import softmax_call
 
 WEIGHT_OPS = ("softmax", "softmin")  # (log_softmax gives log-weights, not weights)
@@ -438,8 +439,8 @@ class SoftmaxAxisNotSummed(Rule):
     def _report(self, node: ast.AST, w: tuple[ast.Call, int, ast.AST], why: str, ctx: Context,
                 scope: Scope) -> Iterator[Finding]:
         call, dim, where = w
-        if _convention(ctx, scope, dim):
-            return
+        if _convention(ctx, scope, dim) or refined_in_loop(scope.node, call):
+            return  # (NOTE [routing by agreement])
         said: set[int] = ctx.memo("gt764-said", ctx.tree, set)
         if id(where) in said:
             return

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callers import unread_member
+from gradtrace.lint.analysis.indexed_lists import read_by_index
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.context import Context
@@ -365,8 +366,8 @@ class SubmoduleMissingFromParamGroups(Rule):
                        and a not in held
                        and (_used(cls, a, fn, ctx) if cls.is_module
                             else _run_for_backward(cls, a, ctx))]
-            if missing:
-                stmt = scope.statement_of(node) or node
+            if missing and not read_by_index(ctx, scope.statement_of(node)):
+                stmt = scope.statement_of(node) or node  # NOTE [list read by index]
                 where = attrs[missing[0]]
                 names = sorted({p[1] for p in parts if p is not None})
                 yield self.report(stmt, ctx, related=[Related(
