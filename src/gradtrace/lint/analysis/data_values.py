@@ -52,7 +52,7 @@ def _data(ctx: Context, scope: Scope, e: ast.expr, line: int, names: dict[str, a
     if depth > MAX_DEPTH:
         return False
     if isinstance(e, ast.Constant):
-        return True
+        return isinstance(e.value, (int, float, str)) and not isinstance(e.value, bool)
     if isinstance(e, ast.Name):
         b = scope.binding_before(e.id, line)
         if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None or \
@@ -159,9 +159,9 @@ def _weightless(ctx: Context, info: object) -> bool:
             n.id for n in walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
         for n in walk(fn):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in local \
-                    and n.id not in BUILTINS and n.id not in classes \
-                    and not ctx.imports.is_imported(n.id):
-                return False
+                    and n.id not in BUILTINS and not ctx.imports.is_imported(n.id) and (
+                        n.id not in classes or n.id != node.name and classes[n.id].is_module):
+                return False  # a global, a function of the file, another module class
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
                 root = n.func.value
                 if isinstance(root, ast.Name) and root.id == "self" and n.func.attr not in own:
@@ -173,19 +173,38 @@ def _weightless(ctx: Context, info: object) -> bool:
 
 
 def _handed_away(ctx: Context, scope: Scope, names: dict[str, ast.stmt], line: int) -> bool:
-    """A name of ``names`` is given, before ``line``, to a call that could mark it."""
+    """A name of ``names`` is written in place or marked anywhere in the scope (``x[i] = v``,
+    ``x.requires_grad = True``, ``x += v``, ``x.add_(v)``, ``x.requires_grad_()``), or given,
+    before ``line``, to a call that could mark it."""
     for n in scope_nodes(scope.node):
-        if not isinstance(n, ast.Call) or getattr(n, "lineno", line) >= line:
+        if isinstance(n, (ast.Subscript, ast.Attribute)) and isinstance(n.ctx, ast.Store) \
+                and _root(n) in names:
+            return True
+        if isinstance(n, ast.AugAssign) and _root(n.target) in names:
+            return True
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        if isinstance(f, ast.Attribute) and f.attr.endswith("_") and \
+                not f.attr.startswith("_") and _root(f.value) in names:
+            return True
+        if getattr(n, "lineno", line) >= line:
             continue
         given = [a for a in (*n.args, *(k.value for k in n.keywords))]
         if not any(isinstance(x, ast.Name) and x.id in names
                    for a in given for x in walk(a)):
             continue
-        q = ctx.qualified_name(n.func) or ""
-        if q.startswith("torch.") or (isinstance(n.func, ast.Name) and n.func.id in BUILTINS
-                                      and n.func.id not in ctx.analysis.classes):
+        q = ctx.qualified_name(f) or ""
+        if q.startswith("torch.") or (isinstance(f, ast.Name) and f.id in BUILTINS
+                                      and f.id not in ctx.analysis.classes):
             continue
-        if weightless_module(ctx, scope, n.func, n.lineno):
+        if weightless_module(ctx, scope, f, n.lineno):
             continue
         return True
     return False
+
+
+def _root(e: ast.AST) -> str | None:
+    while isinstance(e, (ast.Subscript, ast.Attribute)):
+        e = e.value
+    return e.id if isinstance(e, ast.Name) else None

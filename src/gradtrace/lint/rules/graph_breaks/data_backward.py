@@ -7,7 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.data_values import data_value
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow_kinds import NEW_TENSOR_FUNCS
+from gradtrace.lint.flow_kinds import DETACHED, LEAF, NEW_TENSOR_FUNCS
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # factories whose tensors are integers: they cannot require grad, so not the one to mark
@@ -104,7 +104,9 @@ class BackwardOfDataOnly(Rule):
         if stmt is None or id(stmt) in scope.no_grad:
             return  # GT207's
         names = data_value(ctx, scope, f.value, node.lineno)
-        if names is None:
+        if names is None or not any(
+                (b := scope.binding_before(n, node.lineno)) is not None and b.kind in (LEAF, DETACHED)
+                for n in names):
             return
         fresh = [(n, s) for n, s in names.items() if _float_fresh(ctx, s)]
         value = f.value.id
