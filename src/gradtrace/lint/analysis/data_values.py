@@ -204,6 +204,46 @@ def _handed_away(ctx: Context, scope: Scope, names: dict[str, ast.stmt], line: i
     return False
 
 
+def marked_later(ctx: Context, scope: Scope, name: str, bind: ast.stmt, use: ast.AST) -> bool:
+    """Whether the tensor bound to ``name`` by ``bind`` may be asked to require grad before
+    ``use`` reads it: flagged or written in place (``x.requires_grad = True``,
+    ``x.requires_grad_()``), aliased (``y = x``), put in a container or handed to a call that
+    is not a ``torch`` function, at a line from ``bind`` to ``use`` (or anywhere in a loop
+    around ``use``)."""
+    skip = {id(x) for x in walk(use)} | {id(x) for x in walk(bind)}
+    first, last = bind.lineno, getattr(use, "lineno", bind.lineno)
+    loops = [(n.lineno, n.end_lineno or n.lineno) for n in scope_nodes(scope.node)
+             if isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+             and n.lineno <= last <= (n.end_lineno or n.lineno)]
+    if loops:
+        first, last = min(first, *(a for a, _ in loops)), max(last, *(b for _, b in loops))
+    parents: dict[int, ast.AST] = {}
+    for n in scope_nodes(scope.node):
+        for c in ast.iter_child_nodes(n):
+            parents[id(c)] = n
+    for n in scope_nodes(scope.node):
+        if not isinstance(n, ast.Name) or n.id != name or id(n) in skip or \
+                not isinstance(n.ctx, ast.Load) or not first <= getattr(n, "lineno", 0) <= last:
+            continue
+        p = parents.get(id(n))
+        if isinstance(p, ast.AugAssign) or isinstance(p, ast.Subscript) and \
+                isinstance(p.ctx, ast.Store):
+            return True
+        if isinstance(p, ast.Attribute) and isinstance(p.ctx, ast.Store):
+            return True
+        if isinstance(p, ast.Attribute) and isinstance(parents.get(id(p)), ast.Call) and \
+                parents[id(p)].func is p and p.attr.endswith("_"):  # type: ignore[attr-defined]
+            return True
+        if isinstance(p, (ast.Assign, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Starred,
+                          ast.keyword, ast.Return, ast.Yield)):
+            return True
+        if isinstance(p, ast.Call) and n is not p.func:
+            q = ctx.qualified_name(p.func) or ""
+            if not q.startswith("torch."):
+                return True
+    return False
+
+
 def _root(e: ast.AST) -> str | None:
     while isinstance(e, (ast.Subscript, ast.Attribute)):
         e = e.value
