@@ -145,3 +145,67 @@ def test_function_grad_of_plain_input_next_to_a_trained_one_is_reported():
         return torch.autograd.grad(out, [point, scale])
     '''
     assert _found(src, "GT702") == [5]
+
+
+# NOTE [resize is not training]: a method that trims a submodule's weight and buffers to a
+# shorter length (rebinding each to a slice of itself) is surgery, not a freeze or an EMA: the
+# cut in forward still starves the trimmed parts
+TRIMMED = '''
+import torch
+import torch.nn as nn
+
+
+class Reader(nn.Module):
+    def __init__(self, width=8, span=16):
+        super().__init__()
+        self.place = nn.Embedding(span, width)
+        self.stages = nn.ModuleList([nn.Linear(width, width) for _ in range(2)])
+        self.norm = nn.LayerNorm(width)
+        self.out = nn.Linear(width, 4)
+
+    def forward(self, x):
+        h = x + self.place.weight[: x.shape[1]]
+        for stage in self.stages:
+            h = stage(h)
+        h = self.norm({cut})
+        return self.out(h)
+
+    def shorten(self, span):
+{method}
+
+net = Reader()
+net.shorten(8)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    net(torch.randn(3, 8, 8)).sum().backward()
+    opt.step()
+'''
+_TRIM = '''        self.place.weight = nn.Parameter(self.place.weight[:span])
+        for stage in self.stages:
+            if hasattr(stage, "mask"):
+                stage.mask = stage.mask[:span, :span]'''
+
+
+def test_cut_in_forward_of_module_with_a_resize_method_is_reported():
+    assert _found(TRIMMED.format(cut="h.detach()", method=_TRIM), "GT115") == [18]
+
+
+def test_resize_look_alike_live_forward():
+    assert _found(TRIMMED.format(cut="h", method=_TRIM), "GT115") == []
+
+
+def test_resize_look_alike_method_that_freezes_the_stages():
+    method = _TRIM + '''
+        for p in [*self.place.parameters(), *self.stages.parameters()]:
+            p.requires_grad = False'''
+    assert _found(TRIMMED.format(cut="h.detach()", method=method), "GT115") == []
+
+
+def test_resize_look_alike_loop_that_also_copies_weights():
+    method = '''        for stage in self.stages:
+            stage.weight = nn.Parameter(stage.weight[:span])
+            stage.weight.data.mul_(0.5)
+        self.place.weight = nn.Parameter(self.place.weight[:span])
+        self.place.weight.data.mul_(0.5)'''
+    assert _found(TRIMMED.format(cut="h.detach()", method=method), "GT115") == []
