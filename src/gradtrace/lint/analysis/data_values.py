@@ -1,8 +1,8 @@
 """Values computed only from data: no leaf that requires grad, no weight, anywhere upstream.
 
 # NOTE [data values]
-A value is computed only from data at a line when it is graphless data there (NOTE [graphless
-data]: new tensors, detached ones, ``torch`` ops of them, none asked to require grad), or is
+A value is computed only from data at a line when it is graphless data there
+(NOTE [graphless data]: new tensors, detached ones, ``torch`` ops of them, none asked to require grad), or is
 built from such values through plain names (one dominating assignment each), arithmetic,
 tensor methods (``.mean()``, ``.to(...)``), ``torch`` functions and the run of a **weightless
 module of the file**: an instance of a class deriving ``torch.nn.Module`` directly that builds
@@ -208,7 +208,7 @@ def marked_later(ctx: Context, scope: Scope, name: str, bind: ast.stmt, use: ast
     """Whether the tensor bound to ``name`` by ``bind`` may be asked to require grad before
     ``use`` reads it: flagged or written in place (``x.requires_grad = True``,
     ``x.requires_grad_()``), aliased (``y = x``), put in a container or handed to a call that
-    is not a ``torch`` function, at a line from ``bind`` to ``use`` (or anywhere in a loop
+    may mark it (``_may_mark``), at a line from ``bind`` to ``use`` (or anywhere in a loop
     around ``use``)."""
     skip = {id(x) for x in walk(use)} | {id(x) for x in walk(bind)}
     first, last = bind.lineno, getattr(use, "lineno", bind.lineno)
@@ -237,11 +237,24 @@ def marked_later(ctx: Context, scope: Scope, name: str, bind: ast.stmt, use: ast
         if isinstance(p, (ast.Assign, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Starred,
                           ast.keyword, ast.Return, ast.Yield)):
             return True
-        if isinstance(p, ast.Call) and n is not p.func:
-            q = ctx.qualified_name(p.func) or ""
-            if not q.startswith("torch."):
-                return True
+        if isinstance(p, ast.Call) and n is not p.func and _may_mark(ctx, p, parents):
+            return True
     return False
+
+
+def _may_mark(ctx: Context, call: ast.Call, parents: dict[int, ast.AST]) -> bool:
+    """A call handed a tensor may ask it to require grad: a function of the file that flags or
+    marks something (``t.requires_grad = True``, ``t.requires_grad_()``), or a call of
+    another library whose result is dropped (``enable(x)``); not a ``torch`` function, not a
+    call whose result is kept (a forward: ``score = critic(mix)``)."""
+    if (ctx.qualified_name(call.func) or "").startswith("torch."):
+        return False
+    fn = ctx.analysis.functions.get(call.func.id) if isinstance(call.func, ast.Name) else None
+    if fn is not None:
+        return any(isinstance(x, ast.Attribute) and (
+            x.attr == "requires_grad" and isinstance(x.ctx, ast.Store) or
+            x.attr == "requires_grad_") for x in walk(fn))
+    return isinstance(parents.get(id(call)), ast.Expr)
 
 
 def _root(e: ast.AST) -> str | None:

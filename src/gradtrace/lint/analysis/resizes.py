@@ -24,8 +24,8 @@ TESTS = frozenset({"hasattr", "isinstance", "getattr"})
 
 
 def resize_statements(ctx: Context) -> frozenset[int]:
-    """Ids of the file's resize statements and resize-only loops (NOTE [resize is not
-    training])."""
+    """Ids of the file's resize statements and resize-only loops
+    (NOTE [resize is not training])."""
     def make() -> frozenset[int]:
         out: set[int] = set()
         for n in walk(ctx.tree):

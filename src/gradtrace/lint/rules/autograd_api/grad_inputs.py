@@ -44,7 +44,8 @@ class GradInputNotInGraph(Rule):
     Inputs are read in functions and in scripts (module level).
     Known limits: only inputs that are local names bound in the same function (or script),
     or made in the call; an input flagged, written in place, aliased, put in a container or
-    handed to a function that is not `torch`'s between its making and the call (or in a loop
+    handed to a function that may mark it (one of the file that sets `requires_grad`, or
+    another library's whose result is dropped) between its making and the call (or in a loop
     around the call) is trusted (NOTE [data values]).
     """
 

@@ -26,7 +26,8 @@ class BackwardOfDataOnly(Rule):
     `backward()` raises `RuntimeError: element 0 of tensors does not require grad and does
     not have a grad_fn` (pytorch-facts.md#no-graph-loss). When exactly one floating-point
     tensor made without `requires_grad=True` feeds the value, the finding is on it (give it
-    `requires_grad=True`); otherwise on the `backward()` call (NOTE [data values]).
+    `requires_grad=True`); otherwise on the `backward()` call
+    (NOTE [data values]).
     Known limits: only names bound once, in the function (or script) of the backward; a name
     handed before the backward to a function or method that may mark it (`enable(x)`) is
     trusted.
@@ -64,7 +65,7 @@ class BackwardOfDataOnly(Rule):
             target = torch.ones(8)
             loss = Hinge(margin=0.5)(scores, target)
             loss.backward()
-            """, at=(11, 0)),
+            """, at=(14, 0)),
         Good("""
             import torch
             import torch.nn.functional as F
