@@ -209,3 +209,16 @@ def test_resize_look_alike_loop_that_also_copies_weights():
         self.place.weight = nn.Parameter(self.place.weight[:span])
         self.place.weight.data.mul_(0.5)'''
     assert _found(TRIMMED.format(cut="h.detach()", method=method), "GT115") == []
+
+
+def test_script_grad_of_input_flagged_by_a_helper_of_the_file_is_silent():
+    src = SCRIPT_GRAD.format(mark="", extra="").replace(
+        "left = ", "def enable(ts):\n    for t in ts:\n        t.requires_grad_()\n    return True\n\n\nleft = ").replace(
+        "prod = ", "ok = enable(left)\nprod = ")
+    assert _found(src, "GT702") == []
+
+
+def test_script_grad_of_input_run_through_a_model_is_reported():
+    src = SCRIPT_GRAD.format(mark="", extra="").replace(
+        "prod = left @ right", "net = torch.nn.Linear(2, 2)\nprod = (net(left) @ right)")
+    assert _found(src, "GT702") == [4]
