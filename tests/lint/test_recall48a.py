@@ -222,3 +222,9 @@ def test_script_grad_of_input_run_through_a_model_is_reported():
     src = SCRIPT_GRAD.format(mark="", extra="").replace(
         "prod = left @ right", "net = torch.nn.Linear(2, 2)\nprod = (net(left) @ right)")
     assert _found(src, "GT702") == [4]
+
+
+def test_data_cut_from_a_trained_tensor_is_left_to_the_cut_rules():
+    src = PLAIN.format(extra="").replace("base = torch.rand(n, 3)",
+                                          "base = weight.data.clone()\n    weight.sum()")
+    assert _found(src, "GT125") == []

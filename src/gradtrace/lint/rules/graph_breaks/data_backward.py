@@ -5,14 +5,17 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.data_values import data_value
+from gradtrace.lint.analysis.data_values import BUILTINS, data_value, weightless_module
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow_kinds import DETACHED, LEAF, NEW_TENSOR_FUNCS
+from gradtrace.lint.flow_kinds import (DETACHED, GRAPH, LEAF, MODULE, NEW_TENSOR_FUNCS,
+                                       PARAMETER)
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # factories whose tensors are integers: they cannot require grad, so not the one to mark
 INTEGER_FACTORIES = frozenset({"torch.randint", "torch.randint_like", "torch.randperm",
                                "torch.LongTensor"})
+CUTS = frozenset({"data", "detach", "item", "numpy", "tolist"})
 INTEGER_DTYPES = frozenset({"long", "int", "int64", "int32", "int16", "int8", "uint8", "bool"})
 
 
@@ -109,6 +112,8 @@ class BackwardOfDataOnly(Rule):
                 (b := scope.binding_before(n, node.lineno)) is not None and b.kind in (LEAF, DETACHED)
                 for n in names):
             return
+        if _cut_from_graph(ctx, scope, names):
+            return  # a break of a graph (`.data`, `.detach()`, `.item()`, a copy of outputs)
         fresh = [(n, s) for n, s in names.items() if _float_fresh(ctx, s)]
         value = f.value.id
         if len(fresh) == 1 and fresh[0][0] != value:
@@ -120,6 +125,41 @@ class BackwardOfDataOnly(Rule):
                               remedy=f"; make `{name}` with `requires_grad=True`")
             return
         yield self.report(node, ctx, value=value, line=node.lineno, source="", remedy="")
+
+
+def _cut_from_graph(ctx: Context, scope, names: dict[str, ast.stmt]) -> bool:  # type: ignore[no-untyped-def]
+    """A binding of ``names`` reads a graph through a cut: ``.data``, a cutting method
+    (``detach``, ``item``, ``numpy``, ``tolist``), a name holding a graph, a parameter or a
+    module, or a call of a module: the data is a break, which GT102-GT109 name."""
+    for stmt in names.values():
+        v = stmt.value if isinstance(stmt, ast.Assign) else None
+        for n in walk(v) if v is not None else ():
+            if isinstance(n, ast.Attribute) and n.attr in CUTS:
+                return True
+            if isinstance(n, ast.Call) and _runs_something(ctx, scope, n, stmt.lineno):
+                return True
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in names \
+                    and n.id not in ctx.analysis.classes:  # (a class: its calls are read above)
+                b = scope.binding_before(n.id, stmt.lineno)
+                if b is not None and b.kind in (GRAPH, PARAMETER, MODULE) and \
+                        not weightless_module(ctx, scope, n, stmt.lineno):
+                    return True
+    return False
+
+
+def _runs_something(ctx: Context, scope, call: ast.Call, line: int) -> bool:  # type: ignore[no-untyped-def]
+    """``call`` may run a model: a module, or a function that is neither ``torch``'s nor a
+    builtin (``model(x)`` with ``model`` a parameter); not a weightless module of the file,
+    nor the building of one."""
+    f = call.func
+    if (ctx.qualified_name(f) or "").startswith("torch.") or weightless_module(ctx, scope, f, line):
+        return False
+    if isinstance(f, ast.Name):
+        if f.id in BUILTINS:
+            return False
+        return not any(weightless_module(ctx, scope, c, line) for c in walk(scope.node)
+                       if isinstance(c, ast.Call) and c.func is f)
+    return scope.kind(f, line) == MODULE
 
 
 def _float_fresh(ctx: Context, stmt: ast.stmt) -> bool:
