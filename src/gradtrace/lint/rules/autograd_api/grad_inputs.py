@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.data_values import marked_later
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -40,8 +41,12 @@ class GradInputNotInGraph(Rule):
     outputs: it took no part in their graph and the call raises one of the two errors (GradNorm
     taking the gradient of a clone of the shared weight, checked on torch 2.13). So does a local
     name bound to such a copy and never used before the call.
-    Known limits: only inputs that are local names bound in the same function, or made in the
-    call; a function that mentions `requires_grad` after making the input is trusted.
+    Inputs are read in functions and in scripts (module level).
+    Known limits: only inputs that are local names bound in the same function (or script),
+    or made in the call; an input flagged, written in place, aliased, put in a container or
+    handed to a function that may mark it (one of the file that sets `requires_grad`, or
+    another library's whose result is dropped) between its making and the call (or in a loop
+    around the call) is trusted (NOTE [data values]).
     """
 
     code = "GT702"
@@ -97,9 +102,7 @@ class GradInputNotInGraph(Rule):
         if inputs is None:
             return
         names = inputs.elts if isinstance(inputs, (ast.List, ast.Tuple)) else [inputs]
-        fn = ctx.function
-        if fn is None:
-            return
+        fn = ctx.function or ctx.tree  # a script's names too
         scope = ctx.scope()
         allow_unused = any(k.arg in ("allow_unused", "materialize_grads") and not (
             isinstance(k.value, ast.Constant) and k.value.value is False) for k in node.keywords)
@@ -119,7 +122,7 @@ class GradInputNotInGraph(Rule):
             if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None or \
                     not _dominates(fn, b.stmt, node):
                 continue
-            if _mentions_requires_grad(ctx, b.line, fn, b.value):
+            if marked_later(ctx, scope, n.id, b.stmt, node):
                 continue
             why = _never_requires_grad(b.value, ctx)
             rel = (Related(ctx.path, node.lineno, "the gradient is asked for here",
@@ -211,15 +214,6 @@ def _requires_grad_created(v: ast.expr) -> bool:
     return isinstance(v, ast.Call) and any(
         k.arg == "requires_grad" and isinstance(k.value, ast.Constant) and k.value.value is True
         for k in v.keywords)
-
-
-def _mentions_requires_grad(ctx: Context, line: int, fn: ast.AST, value: ast.expr) -> bool:
-    """``requires_grad`` written after ``line`` in ``fn`` (outside the binding's own value)."""
-    end = fn.end_lineno or line  # type: ignore[attr-defined]
-    first = (value.end_lineno or line) + 1
-    if any("requires_grad" in ctx.code_line(i) for i in range(first, end + 1)):
-        return True
-    return False
 
 
 def _used_between(fn: ast.AST, name: str, bind: ast.stmt, inputs: ast.expr) -> bool:

@@ -11,6 +11,7 @@ from gradtrace.lint.analysis.grouped_params import param_calls
 from gradtrace.lint.analysis.grad_values import weighted
 from gradtrace.lint.analysis.keyed_children import keyed_children
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.resizes import resize_statements
 from gradtrace.lint.analysis.trained_abroad import in_project, named_abroad, trained_abroad
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import child_nodes, of_types
@@ -168,7 +169,8 @@ def _fresh(ctx: Context, cls, sub: str) -> bool:  # type: ignore[no-untyped-def]
 
 
 def _index(ctx: Context) -> tuple[dict[str, list[ast.Attribute]], dict[int, object]]:
-    """Every ``.attr`` of the file by name, but those only looked at: inside ``print(...)``,
+    """Every ``.attr`` of the file by name, but those only looked at: inside ``print(...)`` or
+    a resize (``m.w = nn.Parameter(m.w[:n])``),
     or read through ``.weight``/``.bias`` down to a ``.grad``, a ``.detach()``, a
     ``.clone()`` (inspection, not training); and, by id, the further attribute or constant
     key that opens one (``self.body.embed``, ``self.body["embed"]``)."""
@@ -176,9 +178,11 @@ def _index(ctx: Context) -> tuple[dict[str, list[ast.Attribute]], dict[int, obje
     parent: dict[int, ast.AST] = {}
     stack: list[tuple[ast.AST, bool]] = [(ctx.tree, False)]
     found: list[ast.Attribute] = []
+    resized = resize_statements(ctx)  # surgery, not training (NOTE [resize is not training])
     while stack:
         n, shown = stack.pop()
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print":
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print" \
+                or id(n) in resized:
             shown = True
         if isinstance(n, ast.Attribute) and not shown:
             found.append(n)
