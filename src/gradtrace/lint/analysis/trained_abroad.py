@@ -20,7 +20,7 @@ import ast
 import os
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.callers import project_files, readers
+from gradtrace.lint.analysis.callers import holders, project_files, readers
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.grouped_params import param_calls
 from gradtrace.lint.analysis.project import foreign_def
@@ -41,6 +41,14 @@ def in_project(ctx: Context) -> bool:
         return False
     files = project_files(me)
     return files is not None and len(files) > 1
+
+
+def trainer_abroad(ctx: Context) -> bool:
+    """Another file of the project may train a class of this one: its bytes hold both
+    ``backward`` and ``optim``, as :func:`_trained_in` needs of its code. False: no class of
+    the file is trained abroad, whatever its ``forward`` cuts (one search per file, instead
+    of each module class's cuts looked for first: the model files of a library)."""
+    return bool(holders(ctx, b"backward", b"optim"))
 
 
 def _builders(ctx: Context) -> dict[str, set[str]]:
