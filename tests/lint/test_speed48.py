@@ -51,6 +51,8 @@ def learn(loss):
 
 def _write(tmp_path, split: bool) -> None:
     (tmp_path / "towers.py").write_text(textwrap.dedent(NET))
+    # a sibling whose words are only in comments and strings trains nothing
+    (tmp_path / "layers.py").write_text("# backward compatible names\nX = 'optimized'\n")
     train = TRAIN.format(helper="from steps import learn" if split else "",
                          backward="learn(loss)" if split else "loss.backward()")
     (tmp_path / "train.py").write_text(textwrap.dedent(train))
@@ -85,6 +87,13 @@ def test_buggy_twin_model_file_trained_by_a_script_is_reported(tmp_path):
 
 def test_look_alike_no_file_holds_both_backward_and_optim(tmp_path):
     _write(tmp_path, split=True)  # train.py: the optimizer; steps.py: the backward
+    assert not _trainer(tmp_path)
+    assert _gt115(tmp_path) == []
+
+
+def test_look_alike_words_only_in_comments_and_strings(tmp_path):
+    (tmp_path / "towers.py").write_text(textwrap.dedent(NET))
+    (tmp_path / "layers.py").write_text("# backward compatible names\nX = 'optimized'\n")
     assert not _trainer(tmp_path)
     assert _gt115(tmp_path) == []
 
