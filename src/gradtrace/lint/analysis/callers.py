@@ -126,21 +126,28 @@ def _walk(top: str) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def readers(ctx: Context, *words: bytes, limit: int = MAX_READERS) -> list[Context] | None:
-    """The contexts of the project's other files whose bytes hold every one of ``words``
-    (None: a buffer, a project of one file, too large, too many such files, or one of them
-    unreadable)."""
+def holders(ctx: Context, *words: bytes) -> list[str] | None:
+    """The paths of the project's other files whose bytes hold every one of ``words``, the
+    search recorded for the result cache (NOTE [cache]); None: a buffer, a project of one
+    file, or too large."""
     me = os.path.realpath(ctx.path)
     if not os.path.isfile(me):
         return None  # a buffer or a snippet: no project around it
     files = project_files(me)
     key = SEARCH + "\n".join([_top(me), *(w.decode() for w in words)])
-    holders = [] if files is None else [p for p in files if all(w in _text(p) for w in words)]
-    READS[0][key] = "" if files is None else _holders_digest(holders)  # NOTE [cache]
+    found = [] if files is None else [p for p in files if all(w in _text(p) for w in words)]
+    READS[0][key] = "" if files is None else _holders_digest(found)  # NOTE [cache]
     if files is None or len(files) < 2:
         return None
-    paths = [p for p in holders if p != me]
-    if len(paths) > limit:
+    return [p for p in found if p != me]
+
+
+def readers(ctx: Context, *words: bytes, limit: int = MAX_READERS) -> list[Context] | None:
+    """The contexts of the project's other files whose bytes hold every one of ``words``
+    (None: a buffer, a project of one file, too large, too many such files, or one of them
+    unreadable)."""
+    paths = holders(ctx, *words)
+    if paths is None or len(paths) > limit:
         return None
     out = []
     for p in paths:

@@ -20,11 +20,13 @@ import ast
 import os
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.callers import project_files, readers
+from gradtrace.lint.analysis.callers import holders, project_files, readers
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.grouped_params import param_calls
 from gradtrace.lint.analysis.project import foreign_def
+from gradtrace.lint.analysis.project_files import _decoded, _text
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.code_text import code_text
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
 
@@ -41,6 +43,32 @@ def in_project(ctx: Context) -> bool:
         return False
     files = project_files(me)
     return files is not None and len(files) > 1
+
+
+def trainer_abroad(ctx: Context) -> bool:
+    """Another file of the project may train a class of this one: its code (comments and
+    strings out) holds both ``backward`` and ``optim``, as :func:`_trained_in` needs of it.
+    False: no class of the file is trained abroad, whatever its ``forward`` cuts (one search
+    per file, instead of each module class's cuts looked for first: the model files of a
+    library, whose comments say "backward compatible")."""
+    return any(map(_trains, holders(ctx, b"backward", b"optim") or ()))
+
+
+def _trains(path: str) -> bool:
+    """The code text of the file at ``path`` holds ``backward`` and ``optim`` (kept while
+    its bytes are the project index's)."""
+    data = _text(path)
+    got = _CODE_WORDS.get(path)
+    if got is None or got[0] is not data:
+        text = _decoded(data)
+        code = code_text(text) if text is not None else ""
+        if len(_CODE_WORDS) > 2_000:
+            _CODE_WORDS.clear()
+        got = _CODE_WORDS[path] = (data, "backward" in code and "optim" in code)
+    return got[1]
+
+
+_CODE_WORDS: dict[str, tuple[bytes, bool]] = {}
 
 
 def _builders(ctx: Context) -> dict[str, set[str]]:

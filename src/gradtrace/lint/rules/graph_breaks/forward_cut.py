@@ -12,7 +12,8 @@ from gradtrace.lint.analysis.grad_values import weighted
 from gradtrace.lint.analysis.keyed_children import keyed_children
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.resizes import resize_statements
-from gradtrace.lint.analysis.trained_abroad import in_project, named_abroad, trained_abroad
+from gradtrace.lint.analysis.trained_abroad import (
+    in_project, named_abroad, trained_abroad, trainer_abroad)
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import child_nodes, of_types
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -310,7 +311,7 @@ class SubmoduleCutInForward(Rule):
             return
         if ctx.mentions("optim") and ("optim." in ctx.code or "torch.optim" in ctx.code):
             names, abroad = _trained_classes(ctx), False
-        elif in_project(ctx):  # a model file: trained by another file (NOTE [trained abroad])
+        elif in_project(ctx) and trainer_abroad(ctx):  # NOTE [trained abroad]: a model file
             names, abroad = a.module_classes, True
         else:
             return
