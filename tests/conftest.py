@@ -206,6 +206,17 @@ _SHARED_SETUP = {"forkrun": "rank_server", "_warm_imports": "pytester_warm",
                  "_lightning_loaded": "frameworks", "_transformers_loaded": "frameworks"}
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup` (pyproject.toml) at a per-test cost that does not grow with the
+    number of tests (tests/xdist_sched.py, NOTE [controller cost])."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist_sched import LinearLoadGroupScheduling
+
+    return LinearLoadGroupScheduling(config, log)
+
+
 def _group_of(item: pytest.Item | None) -> str | None:
     mark = item.get_closest_marker("xdist_group") if item is not None else None
     return None if mark is None else mark.kwargs.get("name", (mark.args or (None,))[0])
