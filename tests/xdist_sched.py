@@ -1,7 +1,6 @@
 """xdist's `loadgroup` scheduling at a cost linear in the number of tests (tests/conftest.py's
-`pytest_xdist_make_scheduler`; NOTE [controller cost]).
+`pytest_xdist_make_scheduler`).
 
-# NOTE [controller cost]
 Under `-n 2 --dist loadgroup` every test outside a group is a work unit of its own, and
 pytest-xdist 3's LoadScopeScheduling keeps every unit it ever gave a worker: each finished test
 counts the worker's pending tests by walking all of them (`_pending_of`), and each unit handed
@@ -51,3 +50,14 @@ class LinearLoadGroupScheduling(LoadGroupScheduling):
     def remove_node(self, node: Any) -> str | None:
         self._index.pop(node, None)
         return super().remove_node(node)
+
+
+def linear_scheduler(config: Any, log: Any) -> LoadGroupScheduling | None:
+    """:class:`LinearLoadGroupScheduling`, or None (xdist's own) when this xdist's scheduler
+    lacks the state and methods the class above builds on (written for pytest-xdist 3.8)."""
+    sched = LinearLoadGroupScheduling(config, log)
+    state = ("workqueue", "assigned_work", "registered_collections")
+    methods = ("_split_scope", "_reschedule", "_pending_of")
+    if all(hasattr(sched, name) for name in state + methods):
+        return sched
+    return None
