@@ -3,6 +3,7 @@ torch thread, each test independent of the ones before it, xdist groups for shar
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import subprocess
 import sys
@@ -115,15 +116,6 @@ def cli_inproc(tmp_path: Path) -> CLI:
     return InProcessCLI(tmp_path)
 
 
-@pytest.fixture(autouse=True)
-def _own_check_cache(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own check cache folder (created only if used), never the repo's."""
-    name = str(abs(hash(request.node.nodeid)))
-    folder = tmp_path_factory.getbasetemp() / "gradtrace_cache" / name
-    monkeypatch.setenv("GRADTRACE_CACHE_DIR", str(folder))
-
-
 # Process-global state one test could leave to the next (the order-dependent failure of
 # session 36: `explain(exc)` read the session an earlier test had ended, through
 # `last_tracer()`). Under `-n 2` the tests before a given one change from run to run, so no
@@ -182,12 +174,28 @@ def _left_on() -> list[str]:
     return left
 
 
+_CACHE_DIR = "GRADTRACE_CACHE_DIR"
+_TESTS = itertools.count()
+
+
+# One autouse fixture, no `request` and no `monkeypatch`: the two it replaced (the check cache
+# folder, then the state below) cost 0.26 ms of CPU per test to set up and tear down, 3 s of
+# the suite's at 11,000 tests (docs/triage/suite48.md); a trivial test costs ~1 ms.
 @pytest.fixture(autouse=True)
-def _independent_of_earlier_tests() -> Iterator[None]:
+def _independent_of_earlier_tests(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test starts without an earlier test's ended session and with its own check cache
+    folder (created only if used), never the repo's; what it leaves on is undone after it."""
     tracer = sys.modules.get("gradtrace.runtime.trace.tracer")
     if tracer is not None:
         tracer._LAST.clear()  # an earlier test's ended session: never this test's `last_tracer()`
+    before = os.environ.get(_CACHE_DIR)
+    os.environ[_CACHE_DIR] = str(tmp_path_factory.getbasetemp() / "gradtrace_cache"
+                                 / str(next(_TESTS)))
     yield
+    if before is None:  # as monkeypatch.setenv's undo: a test's own setenv was undone before
+        os.environ.pop(_CACHE_DIR, None)
+    else:
+        os.environ[_CACHE_DIR] = before
     left = _left_on()
     log = os.environ.get("SUITE_LEAK_LOG")
     if left and log:
@@ -204,6 +212,18 @@ def _independent_of_earlier_tests() -> Iterator[None]:
 # instead of once per worker.
 _SHARED_SETUP = {"forkrun": "rank_server", "_warm_imports": "pytester_warm",
                  "_lightning_loaded": "frameworks", "_transformers_loaded": "frameworks"}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`--dist loadgroup` (pyproject.toml) at a per-test cost that does not grow with the
+    number of tests (tests/xdist_sched.py); xdist's own scheduler where that one cannot be
+    used (another --dist, an xdist whose scheduler lacks what it builds on)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist_sched import linear_scheduler
+
+    return linear_scheduler(config, log)
 
 
 def _group_of(item: pytest.Item | None) -> str | None:

@@ -1,6 +1,7 @@
-"""`gradtrace run` in two ranks on real gloo process groups (loopback): the first tests under
-the real `torchrun --nproc-per-node=2`, the others in ranks forked with torchrun's environment
-(`forkrun`: torch imported once, conftest.py)."""
+"""`gradtrace run` in two ranks on real gloo process groups (loopback): the first test under
+the real `torchrun --nproc-per-node=2` (the launcher's face: its agent, its environment, its
+ending of the ranks on a crash), the others in ranks forked with torchrun's environment
+(`forkrun`: torch imported once, conftest.py; a real launch costs three imports of torch)."""
 from __future__ import annotations
 
 import re
@@ -61,9 +62,9 @@ def test_check_sync_finds_gradients_never_averaged(forkrun):
     assert "no_sync()" in f["message"]
 
 
-def test_correct_model_gives_no_finding(torchrun):
+def test_correct_model_gives_no_finding(forkrun):
     """Precision: a correct loop, its gradients compared across ranks at every step."""
-    res = torchrun("correct.py", "--check-sync", "1")
+    res = forkrun("correct.py", "--check-sync", "1")
     assert res.code == 0, res.out
     assert res.doc.get("tool") == "gradtrace", res.out  # the JSON was written (by rank 0)
     assert res.findings == [], res.findings

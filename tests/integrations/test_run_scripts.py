@@ -12,8 +12,12 @@ from gradtrace.runtime.runner import main
 
 # find_spec, not an import: the scripts import lightning when they run; an import here would
 # cost every xdist worker ~4 s of CPU at collection
-pytestmark = pytest.mark.skipif(find_spec("lightning") is None,
-                                reason="lightning is not installed")
+pytestmark = [pytest.mark.skipif(find_spec("lightning") is None,
+                                 reason="lightning is not installed"),
+              # in the worker that has imported lightning and transformers' Trainer for
+              # test_lightning.py and test_transformers.py (tests/conftest.py _SHARED_SETUP):
+              # apart, these two runs paid the imports again, 5 s of CPU
+              pytest.mark.xdist_group("frameworks")]
 
 LIGHTNING = '''
 import lightning.pytorch as L
