@@ -14,6 +14,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, function_scopes, of_types, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop._modes import effects, function_effects
+from gradtrace.lint.rules.training_loop.eval_carried import carried_finding, has_mode_layers
 from gradtrace.lint.rules.training_loop.modes import _kind_has_mode_layers
 
 Def = ast.FunctionDef | ast.AsyncFunctionDef
@@ -170,7 +171,10 @@ class EvaluationInTrainMode(Rule):
     constructor must show a dropout or batch-norm layer (or be a torchvision/timm model). A
     method called as `m.<method>(...)` on a receiver of unknown type after `m.eval()` counts
     as called in eval mode, and a module of the file whose `forward` switches modes itself
-    (`self.generator.eval()`) chooses its own.
+    (`self.generator.eval()`) chooses its own. A module a plain class takes through its
+    constructor (`self.net = net`) and runs under `no_grad` in a method is reported at that
+    store when every construction site of the file passes such a module and no statement of
+    the file switches any module's mode (NOTE [evaluated where it was carried]).
     """
 
     code = "GT540"
@@ -260,7 +264,13 @@ class EvaluationInTrainMode(Rule):
             if not isinstance(n, ast.Call):
                 continue
             k = _runs_mode_model(ctx, n, fn)
-            if k is None:
+            if k is None:  # NOTE [evaluated where it was carried]
+                got = carried_finding(self, ctx, n, fn, mode, lambda k: has_mode_layers(
+                    ctx, k, _kind_has_mode_layers) and not _forward_sets_mode(ctx, k),
+                    _mode_switch)
+                if got is not None:
+                    yield got
+                    return
                 continue
             sites = calls_of(ctx, fn)
             if not sites or _eval_up(ctx, fn, 0):
