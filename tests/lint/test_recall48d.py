@@ -64,3 +64,9 @@ def test_call_under_no_grad_or_rebound_parameter_stays_silent():
     rebound = BUGGY.replace("        x.requires_grad = True\n",
                             "        x = x.detach()\n        x.requires_grad = True\n")
     assert _gt303(rebound) == [16]
+
+
+def test_flag_guarded_by_a_test_of_the_tensor_stays_silent():
+    guarded = BUGGY.replace("        x.requires_grad = True\n",
+                            "        if not x.requires_grad:\n            x.requires_grad = True\n")
+    assert _gt303(guarded) == [16]

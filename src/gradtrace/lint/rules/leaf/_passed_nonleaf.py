@@ -14,6 +14,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import function_sites
+from gradtrace.lint.analysis.grad_values import is_parameter
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._tensors import (
@@ -26,6 +27,24 @@ if TYPE_CHECKING:
 
 Fn = ast.FunctionDef | ast.AsyncFunctionDef
 MAX_HOPS = 3
+STATE_ATTRS = frozenset({"requires_grad", "is_leaf", "grad_fn"})
+
+
+def flagged_non_leaf(fn: ast.AST | None, name: str, stmt: ast.stmt, ctx: Context
+                     ) -> tuple[ast.stmt, ast.AST] | None:
+    """:func:`passed_non_leaf` for the flag statement ``stmt`` on parameter ``name`` of
+    ``fn``, unless ``stmt`` runs under a test of that tensor's state (``if not
+    x.requires_grad:``, ``if x.is_leaf:``): a helper that guards the flag so is silent."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or any(
+            isinstance(n, (ast.If, ast.IfExp, ast.While)) and stmt in list(walk(n))
+            and _tests_state(n.test, name) for n in walk(fn)):
+        return None
+    return passed_non_leaf(fn, name, ctx)
+
+
+def _tests_state(test: ast.expr, name: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr in STATE_ATTRS
+               and isinstance(n.value, ast.Name) and n.value.id == name for n in walk(test))
 
 
 def passed_non_leaf(fn: ast.AST | None, name: str, ctx: Context, hops: int = MAX_HOPS
@@ -34,7 +53,7 @@ def passed_non_leaf(fn: ast.AST | None, name: str, ctx: Context, hops: int = MAX
     or module holding it) when every call of ``fn`` in the file passes one with grad
     enabled; None otherwise (module docstring)."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or hops <= 0 \
-            or fn.name == "__init__" or not _is_param(fn, name):
+            or fn.name == "__init__" or not is_parameter(fn, name):
         return None
     a = ctx.analysis
     sites = function_sites(a, fn)
@@ -53,11 +72,6 @@ def passed_non_leaf(fn: ast.AST | None, name: str, ctx: Context, hops: int = MAX
             return None
         first = first or (st, where)
     return first
-
-
-def _is_param(fn: Fn, name: str) -> bool:
-    a = fn.args
-    return name in {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
 
 
 def _non_leaf_at(v: ast.expr, where: ast.AST, line: int, ctx: Context, hops: int) -> bool:

@@ -10,7 +10,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.leaf._passed_nonleaf import freezes_flag, passed_non_leaf
+from gradtrace.lint.rules.leaf._passed_nonleaf import flagged_non_leaf, freezes_flag
 from gradtrace.lint.rules.leaf._tensors import (
     GRAD_FACTORIES, INT_CASTS, INT_DTYPES, INT_TENSOR_TYPES, is_false, is_true, keyword,
     non_leaf_origin,
@@ -103,7 +103,7 @@ class RequiresGradOnNonLeaf(Rule):
             return
         scope = ctx.scope()
         got = non_leaf_origin(scope, name, stmt.lineno)
-        passed = passed_non_leaf(ctx.function, name, ctx) if got is None \
+        passed = flagged_non_leaf(ctx.function, name, stmt, ctx) if got is None \
             and scope.binding_before(name, stmt.lineno) is None else None
         if passed is not None:
             call, where = passed
