@@ -7,36 +7,16 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.flow import Binding, Scope
+from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._passed_nonleaf import flagged_non_leaf, freezes_flag
 from gradtrace.lint.rules.leaf._tensors import (
     GRAD_FACTORIES, INT_CASTS, INT_DTYPES, INT_TENSOR_TYPES, is_false, is_true, keyword,
     non_leaf_origin,
 )
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.excerpt import excerpt
-
-
-def freezes_flag(scope: Scope, out: Binding) -> bool:
-    """Whether the scope may freeze the model whose output ``out`` is (then it may be a leaf):
-    a loop over its parameters or ``requires_grad_()`` on it or a part of it."""
-    model = out.value.func.id if isinstance(out.value, ast.Call) \
-        and isinstance(out.value.func, ast.Name) else None
-    if model is None:
-        return True
-    for m in scope.method_calls:
-        if m.method == "requires_grad_" and (m.receiver == model
-                                             or m.receiver.startswith(model + ".")):
-            return True
-    for s in scope.stmts:
-        if isinstance(s, (ast.For, ast.AsyncFor)) and isinstance(s.iter, ast.Call) \
-                and isinstance(s.iter.func, ast.Attribute) \
-                and (dotted(s.iter.func.value) or "").partition(".")[0] == model \
-                and any(isinstance(n, ast.Attribute) and n.attr == "requires_grad"
-                        for n in walk(s)):
-            return True
-    return False
 
 
 class RequiresGradOnNonLeaf(Rule):
@@ -49,8 +29,12 @@ class RequiresGradOnNonLeaf(Rule):
     (an adversarial attack), `x.requires_grad = True` followed by `x = torch.clamp(x + r, 0, 1)`
     raises on the next iteration: the rebinding is reported, it must make a new leaf
     (`.detach()`).
-    Known limits: the tensor must be computed in the same function from a leaf that requires
-    grad (`torch.*(..., requires_grad=True)`, `nn.Parameter`) or be a model's output; if the
+    A parameter the flag is set on holds what the calls of its function pass: when every call
+    in the file passes such a non-leaf (or passes on a parameter of its own so passed, a few
+    calls up) with grad enabled, the flag raises there too.
+    Known limits: the tensor must be computed in the same function (or the caller) from a
+    leaf that requires grad (`torch.*(..., requires_grad=True)`, `nn.Parameter`) or be a
+    model's output; if the
     function freezes parameters, model outputs are left alone (they may be leaves then).
     """
 
@@ -119,6 +103,15 @@ class RequiresGradOnNonLeaf(Rule):
             return
         scope = ctx.scope()
         got = non_leaf_origin(scope, name, stmt.lineno)
+        passed = flagged_non_leaf(ctx.function, name, stmt, ctx) if got is None \
+            and scope.binding_before(name, stmt.lineno) is None else None
+        if passed is not None:
+            call, where = passed
+            rel = [Related(ctx.path, call.lineno, f"`{ctx.source(call).strip()}` passes a "
+                           "non-leaf tensor for it", ctx.column(call))]
+            yield self.report(stmt, ctx, related=rel, name=name, why=(
+                f"a parameter every call of `{ctx.function.name}` passes a computed tensor for"))
+            return
         if got is None:
             again = None if off else _loop_rebinding(scope, name, stmt)
             if again is not None:
