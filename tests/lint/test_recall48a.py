@@ -228,3 +228,26 @@ def test_data_cut_from_a_trained_tensor_is_left_to_the_cut_rules():
     src = PLAIN.format(extra="").replace("base = torch.rand(n, 3)",
                                           "base = weight.data.clone()\n    weight.sum()")
     assert _found(src, "GT125") == []
+
+
+ITEMS_REWRAPPED = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+model = nn.Linear(4, 1)
+x, y = torch.randn(16, 4), torch.randn(16, 1)
+parts = [F.mse_loss(model(x[i:i + 4]), y[i:i + 4]).item() for i in range(0, 16, 4)]
+loss = torch.tensor(parts).mean()
+loss.backward()
+"""
+
+
+def test_data_rebuilt_from_items_of_a_model_output_is_left_to_the_cut():
+    """`torch.tensor(parts)` of `.item()` numbers is a cut of the model's graph (GT102 names the
+    `.item()`), not data that never had a graph: GT125 stays silent, GT102 stays."""
+    assert _found(ITEMS_REWRAPPED, "GT125") == []
+    assert _found(ITEMS_REWRAPPED, "GT102") == [8]
+    plain = ITEMS_REWRAPPED.replace("F.mse_loss(model(x[i:i + 4]), y[i:i + 4]).item()",
+                                    "float(i)")
+    assert _found(plain, "GT125") == [10]

@@ -130,8 +130,13 @@ class BackwardOfDataOnly(Rule):
 def _cut_from_graph(ctx: Context, scope, names: dict[str, ast.stmt]) -> bool:  # type: ignore[no-untyped-def]
     """A binding of ``names`` reads a graph through a cut: ``.data``, a cutting method
     (``detach``, ``item``, ``numpy``, ``tolist``), a name holding a graph, a parameter or a
-    module, or a call of a module: the data is a break, which GT102-GT109 name."""
-    for stmt in names.values():
+    module, or a call of a module: the data is a break, which GT102-GT109 name. Names read by
+    those bindings are followed too (``parts = [f(x).item() for ...]`` read by
+    ``torch.tensor(parts)``), a few assignments deep."""
+    todo = list(names.values())
+    seen = {id(s) for s in todo}
+    while todo:
+        stmt = todo.pop()
         v = stmt.value if isinstance(stmt, ast.Assign) else None
         for n in walk(v) if v is not None else ():
             if isinstance(n, ast.Attribute) and n.attr in CUTS:
@@ -144,6 +149,10 @@ def _cut_from_graph(ctx: Context, scope, names: dict[str, ast.stmt]) -> bool:  #
                 if b is not None and b.kind in (GRAPH, PARAMETER, MODULE) and \
                         not weightless_module(ctx, scope, n, stmt.lineno):
                     return True
+                if b is not None and isinstance(b.stmt, ast.Assign) and id(b.stmt) not in seen \
+                        and len(seen) < 16:
+                    seen.add(id(b.stmt))
+                    todo.append(b.stmt)
     return False
 
 
