@@ -1,0 +1,63 @@
+"""osnet-reid-pytorch's batch-hard `TripletLoss` takes each anchor's row of the identity mask as `pos_mask = mask[i]` (a view) and excludes the anchor with `pos_mask[i] = False`: the write lands in the shared `mask`, whose rows the boolean indexing `dist[i][pos_mask]` of the earlier anchors saved for backward, so the next anchor's write bumps the mask's version and `loss.backward()` in the training loop fails (and `~mask[i]` would make every anchor its own hardest negative).
+
+source: https://github.com/seagochen/osnet-reid-pytorch/commit/1a404140a5c5e3f0da4dbfad16c8cd9eea2d5a4d
+kind: bug
+symptom: crash
+verified: RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [CPUBoolType [16]] is at version 16; expected version 15 instead
+"""
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+
+P, K, DIM_IN, DIM = 4, 4, 16, 8
+
+
+class TripletLoss(nn.Module):
+    def __init__(self, margin=0.3):
+        super().__init__()
+        self.ranking_loss = nn.MarginRankingLoss(margin=margin)
+
+    def forward(self, inputs, targets):
+        n = inputs.size(0)
+        dist = inputs.pow(2).sum(dim=1, keepdim=True).expand(n, n)
+        dist = dist + dist.t()
+        dist = dist.addmm(inputs, inputs.t(), beta=1, alpha=-2).clamp(min=1e-12).sqrt()
+        mask = targets.expand(n, n).eq(targets.expand(n, n).t())
+        dist_ap, dist_an, self_negatives = [], [], 0
+        for i in range(n):
+            pos_mask = mask[i]  # ROOT
+            pos_mask[i] = False
+            dist_ap.append(dist[i][pos_mask].max().unsqueeze(0))
+            neg_mask = ~mask[i]
+            self_negatives += int(neg_mask[i])
+            dist_an.append(dist[i][neg_mask].min().unsqueeze(0))
+        dist_ap, dist_an = torch.cat(dist_ap), torch.cat(dist_an)
+        self.self_negatives = self_negatives
+        return self.ranking_loss(dist_an, dist_ap, torch.ones_like(dist_an))
+
+
+def pairwise_gap(embed, x, ids):
+    with torch.no_grad():
+        f = embed(x)
+        d = torch.cdist(f, f)
+        same = ids[:, None] == ids[None, :]
+        off_diag = ~torch.eye(len(ids), dtype=torch.bool)
+        return (d[~same].mean() - d[same & off_diag].mean()).item()
+
+
+centers = torch.randn(P, DIM_IN)
+ids = torch.arange(P).repeat_interleave(K)
+x = centers[ids] + 1.5 * torch.randn(P * K, DIM_IN)
+embed = nn.Sequential(nn.Linear(DIM_IN, 32), nn.ReLU(), nn.Linear(32, DIM))
+criterion = TripletLoss()
+opt = torch.optim.SGD(embed.parameters(), lr=0.05)
+gap_before = pairwise_gap(embed, x, ids)
+for step in range(100):
+    loss = criterion(embed(x), ids)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(f"anchors whose hardest negative is themselves: {criterion.self_negatives}/{P * K}")
+print(f"negative-minus-positive distance gap: {gap_before:.3f} before, {pairwise_gap(embed, x, ids):.3f} after")
