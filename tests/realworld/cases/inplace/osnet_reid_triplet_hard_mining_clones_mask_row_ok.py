@@ -1,6 +1,6 @@
 """osnet-reid-pytorch's batch-hard `TripletLoss` after its fix: `pos_mask = mask[i].clone()` gives each anchor its own copy of its mask row, so excluding the anchor from its positives leaves the shared identity mask (saved by the boolean indexing for backward) untouched, no anchor is its own negative, and the training loop's backward runs.
 
-source: https://github.com/seagochen/osnet-reid-pytorch/commit/1a404140a5c5e3f0da4dbfad16c8cd9eea2d5a4d
+source: https://github.com/seagochen/osnet-reid-pytorch/commit/1a40414744c5d5c270ffae0c3aa00511397cfc4e
 kind: lookalike
 """
 import torch

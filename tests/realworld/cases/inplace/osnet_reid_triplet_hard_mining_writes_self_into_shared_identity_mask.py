@@ -1,6 +1,6 @@
 """osnet-reid-pytorch's batch-hard `TripletLoss` takes each anchor's row of the identity mask as `pos_mask = mask[i]` (a view) and excludes the anchor with `pos_mask[i] = False`: the write lands in the shared `mask`, whose rows the boolean indexing `dist[i][pos_mask]` of the earlier anchors saved for backward, so the next anchor's write bumps the mask's version and `loss.backward()` in the training loop fails (and `~mask[i]` would make every anchor its own hardest negative).
 
-source: https://github.com/seagochen/osnet-reid-pytorch/commit/1a404140a5c5e3f0da4dbfad16c8cd9eea2d5a4d
+source: https://github.com/seagochen/osnet-reid-pytorch/commit/1a40414744c5d5c270ffae0c3aa00511397cfc4e
 kind: bug
 symptom: crash
 verified: RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [CPUBoolType [16]] is at version 16; expected version 15 instead
