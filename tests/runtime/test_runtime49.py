@@ -5,7 +5,9 @@
   ``model.parameters()`` and trains the rest: named at the ``from_pretrained`` line.
   Look-alikes: ``freeze=True`` passed (the caller's own choice), the optimizer built from the
   trainable parameters only, the embedding thawed later by the user, a Parameter the user's
-  own code makes frozen (``nn.Parameter(t, requires_grad=False)``). Silent: ``freeze=False``.
+  own code makes frozen (``nn.Parameter(t, requires_grad=False)``), a weight the user froze
+  and then moved under a parametrization (registered frozen again by library code whose flags
+  are at their defaults). Silent: ``freeze=False``.
 """
 from __future__ import annotations
 
@@ -74,5 +76,37 @@ def test_embedding_frozen_by_from_pretrained_default_is_named(run_script):
 ])
 def test_freeze_the_caller_chose_or_undid_is_not_reported(run_script, make, params, thaw):
     res = run_script(_prog(make, params, thaw))
+    assert res.code == 0, res.err
+    assert _gt867(res) == [], res.findings
+
+
+PARAMETRIZED = """
+import torch
+import torch.nn as nn
+from torch.nn.utils import parametrize
+torch.manual_seed(0)
+
+
+class Scale(nn.Module):
+    def forward(self, w):
+        return 2 * w
+
+
+body, head = nn.Linear(4, 4), nn.Linear(4, 1)
+body.weight.requires_grad_(False)
+parametrize.register_parametrization(body, "weight", Scale())
+model = nn.Sequential(body, nn.ReLU(), head)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_weight_the_user_froze_moved_under_a_parametrization_is_not_reported(run_script):
+    # register_parametrization (flags at their defaults) registers the frozen weight again
+    res = run_script(PARAMETRIZED)
     assert res.code == 0, res.err
     assert _gt867(res) == [], res.findings

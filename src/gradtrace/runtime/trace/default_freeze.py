@@ -17,7 +17,9 @@ A call that sets one (``freeze=True``) made the caller's own choice; a Parameter
 own code makes frozen registers through ``Module.__setattr__``, which has no flags. Reported
 at the end when the parameter is still frozen, was never set back to ``requires_grad=True``,
 and an optimizer that holds it stepped with gradients on its other parameters: handed to the
-optimizer, it was meant to train. Silent: a flag passed explicitly, the optimizer built from
+optimizer, it was meant to train. Not reported either when a ``requires_grad`` write froze it
+(that write is the choice), or when it was registered frozen before (a parametrization moving
+a frozen weight). Silent: a flag passed explicitly, the optimizer built from
 the trainable parameters only (the freeze is known), the parameter thawed later, a run that
 never steps.
 """
@@ -42,7 +44,11 @@ def note_born_frozen(state: Any, born: dict[int, Any], t: Any, site: Any) -> Non
     """The Parameter ``t``, made with ``requires_grad=False``, registered on a module from the
     user's line ``site``: kept in ``born`` (NOTE [registered frozen]), and in this module's
     book when a library call's default made it so (see the NOTE)."""
+    old = born.get(id(t))
+    again = old is not None and old[0]() is t  # registered frozen before (a parametrization)
     born[id(t)] = (weakref.ref(t), site)
+    if again:
+        return
     try:
         f = sys._getframe(1)
     except ValueError:
@@ -121,7 +127,7 @@ def default_freeze_findings(state: Any, data: Any, param_name: Any) -> list[Find
         p = ref()
         rec = held.get(key)
         if p is None or rec is None or p.requires_grad or site in done \
-                or state.unfrozen_at([p]) is not None:
+                or state.unfrozen_at([p]) is not None or state.frozen_at(p) is not None:
             continue
         done.add(site)
         flags = ", ".join(f"`{n}`" for n in left)
@@ -131,9 +137,9 @@ def default_freeze_findings(state: Any, data: Any, param_name: Any) -> list[Find
             f"by a default: the call sets none of its flags ({flags}); the optimizer that "
             f"steps at {src(rec.site)} holds it and stepped {rec.steps} times, updating the "
             f"other parameters, but this one never gets a gradient and keeps its initial values",
-            fix=f"pass the flag that keeps it trainable to `{func}` (for "
-                f"`nn.Embedding.from_pretrained`: `freeze=False`), or leave it out of the "
-                f"optimizer if it should stay fixed",
+            fix=f"pass the flag of `{func}` that keeps it trainable (one of {flags}: "
+                f"`freeze=False` for `from_pretrained`), or leave it out of the optimizer if "
+                f"it should stay fixed",
             related=[(rec.site, "the optimizer holding the frozen parameter steps here")],
             severity="warning"))
     return out
