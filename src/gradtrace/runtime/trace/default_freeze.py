@@ -12,16 +12,16 @@ sees every Parameter registered with ``requires_grad=False`` (NOTE [registered f
 the registering code is not the user's (torch's or an installed package's), the outermost
 library frame is the function the user's line called. When that call (parsed from its line:
 keywords by name, positionals by position, no ``*``/``**`` unpacking) sets none of the
-function's boolean parameters, every flag is at its default: the freeze came from a default.
-A call that sets one (``freeze=True``) made the caller's own choice; a Parameter the user's
-own code makes frozen registers through ``Module.__setattr__``, which has no flags. Reported
-at the end when the parameter is still frozen, was never set back to ``requires_grad=True``,
-and an optimizer that holds it stepped with gradients on its other parameters: handed to the
+function's boolean parameters, every flag is at its default: the freeze came from a default. A
+call that sets one (``freeze=True``) made the caller's own choice; a Parameter the user's own
+code makes frozen registers through ``Module.__setattr__``, which has no flags. Reported at the
+end when the parameter is still frozen, was never set back to ``requires_grad=True``, and an
+optimizer that holds it stepped with gradients on its other parameters: handed to the
 optimizer, it was meant to train. Not reported either when a ``requires_grad`` write froze it
-(that write is the choice), or when it was registered frozen before (a parametrization moving
-a frozen weight). Silent: a flag passed explicitly, the optimizer built from
-the trainable parameters only (the freeze is known), the parameter thawed later, a run that
-never steps.
+(that write is the choice), when it was registered frozen before (a parametrization moving a
+frozen weight), or when it is not floating point (a quantized weight cannot train). Silent: a
+flag passed explicitly, the optimizer built from the trainable parameters only (the freeze is
+known), the parameter thawed later, a run that never steps.
 """
 from __future__ import annotations
 
@@ -126,7 +126,8 @@ def default_freeze_findings(state: Any, data: Any, param_name: Any) -> list[Find
     for key, (ref, site, func, left) in book.items():
         p = ref()
         rec = held.get(key)
-        if p is None or rec is None or p.requires_grad or site in done \
+        if p is None or rec is None or p.requires_grad or not p.is_floating_point() \
+                or site in done \
                 or state.unfrozen_at([p]) is not None or state.frozen_at(p) is not None:
             continue
         done.add(site)
