@@ -12,10 +12,11 @@ Adding a code touches one place plus the generated docs:
   (``code_tables/trace.py`` GT800-GT835, GT839-GT841; ``code_tables/trace_silent.py`` GT836-GT838,
   GT842-GT849, GT857, GT858, GT862, GT865, GT866; ``code_tables/trace_silent_train.py`` GT859,
   GT870-GT879, GT889-GT895; ``code_tables/trace_silent_across.py`` GT860, GT861, GT863,
-  GT864, GT868, GT869, GT896-GT899; ``code_tables/watch.py`` GT850-GT856;
+  GT864, GT867, GT868, GT869, GT896-GT899; ``code_tables/watch.py`` GT850-GT856;
   ``code_tables/distributed.py`` GT880-GT888. The first ranges (trace GT800-GT849, watch
   GT850-GT879, distributed GT880-GT899) are full or shared: a new runtime code takes a free
-  number, GT867 after session 47), naming the module that produces it;
+  number (GT867 taken in session 49: a new one opens a GT9xx table), naming the module
+  that produces it;
 then ``gradtrace rules --markdown > docs/rules.md``. ``tests/test_catalogue_of_codes.py`` checks that codes
 and names are unique across all tables and that every entry is complete.
 """

@@ -1,10 +1,10 @@
-"""GT860, GT861, GT863, GT864, GT868, GT869, GT896-GT899: silent bugs of
+"""GT860, GT861, GT863, GT864, GT867, GT868, GT869, GT896-GT899: silent bugs of
 :mod:`gradtrace.code_tables.trace_silent` seen across calls and modules (a derivative that skips
 values computed under no_grad, a random weight kept as a buffer, a reward weight not detached, an
 optimizer state holding the gradient, values reduced before they were paired with their weights, a
 resumed optimizer back at the saved learning rate, a running total no backward() runs through, the
 values of a graph tensor rewritten from themselves through `.data`, an optimizer cleared and never
-stepped);
+stepped, a parameter frozen by a library call's default flag);
 GT863, a crash whose cause is a module attribute (a plain tensor `.to()` left behind);
 ``trace_silent.CODES`` ends with them."""
 from __future__ import annotations
@@ -237,4 +237,26 @@ ACROSS_CODES = (
          "Call the optimizer's `step()` after the backward() whose gradients it should apply "
          "(or drop the optimizer).",
          "gradtrace.runtime.trace.never_stepped", severity="warning"),
+    Code("GT867", "frozen-by-library-default",
+         "a library call made a parameter with `requires_grad=False` by a default flag, and an "
+         "optimizer holds it while it never trains",
+         "`nn.Embedding.from_pretrained(weights)` freezes the embedding unless `freeze=False` "
+         "is passed: its weight is made with `requires_grad=False`. Handed to an optimizer "
+         "with the rest of `model.parameters()`, it never gets a gradient and keeps the "
+         "pretrained values while everything else trains. Nothing fails. The run sees the "
+         "Parameter registered frozen inside a library function called from the user's line, "
+         "with boolean parameters that call leaves at their defaults, the parameter still "
+         "frozen at the end and never thawed, and an optimizer holding it that stepped with "
+         "gradients on its other parameters; it names the call.",
+         """
+         self.item_embedding = nn.Embedding.from_pretrained(pretrained)
+         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+         """,
+         """
+         self.item_embedding = nn.Embedding.from_pretrained(pretrained, freeze=False)
+         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+         """,
+         "Pass the flag that keeps it trainable (`freeze=False`), or leave the parameter out "
+         "of the optimizer if it should stay fixed.",
+         "gradtrace.runtime.trace.default_freeze", severity="warning"),
 )

@@ -38,6 +38,7 @@ from gradtrace.runtime.trace.shared_layers import note_shared
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.windows import note_window
 from gradtrace.runtime.trace.random_buffer import note_buffer
+from gradtrace.runtime.trace.default_freeze import note_born_frozen
 from gradtrace.runtime.trace.state_alias import check_state_alias
 from gradtrace.runtime.trace.step_nan import hunt_ends, hunt_starts
 from gradtrace.runtime.trace.never_stepped import note_unstepped
@@ -186,7 +187,7 @@ class Hooks:
         param = isinstance(value, torch.nn.Parameter)
         if param and not value.requires_grad and len(d.born_frozen) < 256:
             # a Parameter made with requires_grad=False (NOTE [registered frozen])
-            d.born_frozen[id(value)] = (weakref.ref(value), self._site())
+            note_born_frozen(self.state, d.born_frozen, value, self._site())
         table = module.__dict__.get("_parameters" if param else "_modules")
         old = table.get(name) if table is not None else None
         lazy = old is None and not d.optimizers and _in_forward()  # NOTE [built lazily in forward]

@@ -3,7 +3,8 @@ an evaluation in train mode (NOTE [evaluated in train mode]) and losses kept ali
 backward() (NOTE [losses kept alive]), an average that skips the statistics
 (NOTE [average that skips the statistics]), a running total no backward() runs through
 (NOTE [total never backpropagated]), an optimizer never stepped
-(NOTE [optimizer cleared, never stepped]); joined here for :mod:`.silent`."""
+(NOTE [optimizer cleared, never stepped]), a parameter frozen by a library call's default
+(NOTE [frozen by a library call's default]); joined here for :mod:`.silent`."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,7 +12,9 @@ from typing import Any
 from gradtrace.findings import Finding
 from gradtrace.runtime.trace.average_stats import average_stats_findings
 from gradtrace.runtime.trace.data_rewrite import data_rewrite_findings
+from gradtrace.runtime.trace.default_freeze import default_freeze_findings
 from gradtrace.runtime.trace.eval_in_train import train_eval_findings
+from gradtrace.runtime.trace.hooks import param_name
 from gradtrace.runtime.trace.kept_losses import kept_loss_findings
 from gradtrace.runtime.trace.never_stepped import never_stepped_findings
 from gradtrace.runtime.trace.unused_total import unused_total_findings
@@ -22,7 +25,8 @@ def late_findings(state: Any, data: Any) -> list[Finding]:
     return train_eval_findings(data, state) + unused_total_findings(state) \
         + kept_loss_findings(state) \
         + average_stats_findings(state, data) + zero_diff_findings(state) \
-        + data_rewrite_findings(state) + never_stepped_findings(state, data)
+        + data_rewrite_findings(state) + never_stepped_findings(state, data) \
+        + default_freeze_findings(state, data, param_name)
 
 
 __all__ = ["late_findings"]
