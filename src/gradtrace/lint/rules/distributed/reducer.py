@@ -12,6 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._frozen_calls import frozen_by_calls
+from gradtrace.lint.rules.distributed._ruled_out import ruled_out_layers
 from gradtrace.lint.rules.distributed._selected import called_per_entry, selected_entries
 from gradtrace.lint.rules.distributed._ddp import (
     TRIGGERS, Wrap, holds_wrapper, wrapped_by_earlier_call, wrapped_class, wraps,
@@ -45,13 +46,13 @@ class DdpUnusedSubmodule(Rule):
     or pass `find_unused_parameters=True` (or `static_graph=True`).
     Known limits: only a class of the same file wrapped by `DistributedDataParallel(...)`
     there, whose attribute (a layer with parameters or an `nn.Parameter`) is named nowhere
-    else in the file, in a class that does not reach its children dynamically (`children()`,
-    `getattr`, `parameters()`).
+    else in the file, or only in `if` arms the wrapped instance's constructor arguments rule
+    out (constants, enum members), in a class that does not reach its children dynamically.
     """
 
     code = "GT450"
     name = "ddp-unused-submodule"
-    message = ("`self.{attr}` is never used, but `{cls}` is wrapped in DistributedDataParallel "
+    message = ("`self.{attr}` is never used{how}, but `{cls}` is wrapped in DistributedDataParallel "
                "(line {line}) without `find_unused_parameters=True`: its parameters never get a "
                "gradient and the next forward raises " + REDUCTION_ERROR + "; remove it (or "
                "freeze it before wrapping)")
@@ -97,10 +98,13 @@ class DdpUnusedSubmodule(Rule):
             if cls is None or cls.name in seen:
                 continue
             seen.add(cls.name)
-            for name, info in unused_layers(cls, ctx):
+            ruled = ruled_out_layers(w, cls, ctx)  # NOTE [layers a construction rules out]
+            for name, info in [*unused_layers(cls, ctx), *ruled]:
                 yield self.report(info.stmt, ctx, related=(Related(
                     ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
-                    attr=name, cls=cls.name, line=w.line)
+                    attr=name, cls=cls.name, line=w.line, how=(
+                        " by the instance wrapped (its constructor's arguments rule out the "
+                        "arms that read it)" if (name, info) in ruled else ""))
 
 
 def _data_test(test: ast.expr, params: set[str], fn: ast.AST, ctx: Context,
