@@ -73,7 +73,8 @@ def construction_flags(ctx: Context, info: ClassInfo, call: ast.Call) -> dict[st
                 or v.id not in values or v.id in rebound or stored.get(name, 0) != 1:
             continue
         out[name] = values[v.id]
-    return {**members, **out} if out else {}
+    given = {"$" + p: v for p, v in values.items() if p not in rebound}  # `__init__`'s tests
+    return {**members, **given, **out} if out else {}
 
 
 def _stored_attrs(ctx: Context) -> dict[str, int]:
