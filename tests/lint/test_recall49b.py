@@ -107,3 +107,69 @@ def test_member_against_another_value_decides_nothing(klass, test):
     src = GATES.format(mode="mode=Mode.RAMP", extra="").replace(
         "class Mode(enum.Enum):", klass).replace("if self.mode == Mode.TABLE:", test)
     assert _found(src, "GT450") == []
+
+
+# NOTE [left at a false default]: a trainer class wraps its critic with the flag its own
+# constructor defaults to False; the file builds it without the flag
+CRITIC = '''
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 4)
+        self.rebuild = nn.Linear(4, 4)
+
+    def forward(self, x, rebuild=True):
+        h = self.body(x)
+        extra = None
+        if rebuild:
+            extra = (self.rebuild(h) - x).pow(2).mean()
+        return h.sum(), extra
+
+
+class Duel:
+    def __init__(self, critic, lr=0.1, search=False):
+        self.critic = DistributedDataParallel(critic, find_unused_parameters=search)
+        self.opt = torch.optim.SGD(critic.parameters(), lr=lr)
+
+    def round(self, x):
+        score, _ = self.critic(x, rebuild=False)
+        self.opt.zero_grad()
+        score.backward()
+        self.opt.step()
+
+
+duel = Duel(Critic(){args})
+'''
+
+
+def test_flag_left_at_its_false_default():
+    """The twin: every construction keeps `search=False`; GT451 at the default."""
+    assert _found(CRITIC.format(args=""), "GT451") == [22]
+    assert _found(CRITIC.format(args=", 0.5"), "GT451") == [22]
+
+
+@pytest.mark.parametrize("args", [
+    ", search=True",           # passed by keyword
+    ", 0.5, True",             # passed by position
+    ", **opts",                # may be passed
+])
+def test_flag_passed_by_a_call(args):
+    assert _found(CRITIC.format(args=args), "GT451") == []
+
+
+def test_flag_default_true_or_no_call():
+    assert _found(CRITIC.format(args="").replace("search=False", "search=True"), "GT451") == []
+    src = CRITIC.format(args="").replace("duel = Duel(Critic())\n", "")
+    assert _found(src, "GT451") == []
+
+
+def test_flag_rebound_in_the_constructor():
+    src = CRITIC.format(args="").replace(
+        "        self.critic = Distrib", "        search = torch.cuda.device_count() > 1\n"
+        "        self.critic = Distrib")
+    assert _found(src, "GT451") == []

@@ -15,7 +15,7 @@ from gradtrace.lint.rules.distributed._frozen_calls import frozen_by_calls
 from gradtrace.lint.rules.distributed._ruled_out import ruled_out_layers
 from gradtrace.lint.rules.distributed._selected import called_per_entry, selected_entries
 from gradtrace.lint.rules.distributed._ddp import (
-    TRIGGERS, Wrap, holds_wrapper, wrapped_by_earlier_call, wrapped_class, wraps,
+    TRIGGERS, Wrap, holds_wrapper, wrapped_at, wrapped_by_earlier_call, wrapped_class, wraps,
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.rules.registration._grad_flags import GradFlag, flag_statement, grad_flags
@@ -52,8 +52,8 @@ class DdpUnusedSubmodule(Rule):
 
     code = "GT450"
     name = "ddp-unused-submodule"
-    message = ("`self.{attr}` is never used{how}, but `{cls}` is wrapped in DistributedDataParallel "
-               "(line {line}) without `find_unused_parameters=True`: its parameters never get a "
+    message = ("`self.{attr}` is never used{how}, but `{cls}` is wrapped in "
+               "DistributedDataParallel (line {line}) without `find_unused_parameters=True`: its parameters never get a "
                "gradient and the next forward raises " + REDUCTION_ERROR + "; remove it (or "
                "freeze it before wrapping)")
     triggers = TRIGGERS
@@ -221,7 +221,8 @@ class DdpBranchLeavesLayerUnused(Rule):
     rank), and the next forward raises `RuntimeError: Expected to have finished reduction in
     the prior iteration before starting a new one` (verified on torch 2.13). Pass
     `find_unused_parameters=True` to the wrapper, or make every branch use the layer (a
-    zero-weighted loss term).
+    zero-weighted loss term). A wrapper given a parameter whose false default every call of
+    the file keeps is reported at that default (NOTE [left at a false default]).
     Known limits: only a class of the same file, wrapped there; the branch must test an
     argument of `forward` (or a local made from one); `isinstance` tests, tests on `self`
     (`self.training`, configuration), and `is None` tests are left alone, unless the training
@@ -303,17 +304,18 @@ class DdpBranchLeavesLayerUnused(Rule):
                 continue
             found = False
             for attr, branch in _conditional_layers(cls, ctx, w):
-                yield self.report(w.call, ctx, related=(Related(
+                yield self.report(w.off_at or w.call, ctx, related=(Related(
                     ctx.path, branch.lineno, f"`self.{attr}` runs only on one side of this "
-                    "branch", ctx.column(branch)),), cls=cls.name, attr=attr,
-                    test=ctx.source(branch.test), line=branch.lineno)
+                    "branch", ctx.column(branch)), *wrapped_at(w, ctx)), cls=cls.name,
+                    attr=attr, test=ctx.source(branch.test), line=branch.lineno)
                 found = True
                 break  # one finding per wrapper
             for attr, call in [] if found or called_per_entry(w.target, ctx) \
                     else selected_entries(cls, ctx):
-                f = self.report(w.call, ctx, related=(Related(
+                f = self.report(w.off_at or w.call, ctx, related=(Related(
                     ctx.path, call.lineno, f"one entry of `self.{attr}` runs here",
-                    ctx.column(call)),), cls=cls.name, attr=attr, test="", line=call.lineno)
+                    ctx.column(call)), *wrapped_at(w, ctx)), cls=cls.name, attr=attr, test="",
+                    line=call.lineno)
                 index = ctx.source(call.func.slice)  # type: ignore[attr-defined]
                 yield replace(f, message=self.message_selected.format(
                     cls=cls.name, attr=attr, index=index, line=call.lineno))
