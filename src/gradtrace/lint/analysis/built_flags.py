@@ -49,8 +49,8 @@ def construction(e: ast.AST, owner: ast.AST, line: int, ctx: Context,
 
 def construction_flags(ctx: Context, info: ClassInfo, call: ast.Call) -> dict[str, object]:
     """``self.<attr>`` (as ``attr``) -> its value for the instance ``call`` builds, plus the
-    file's enum members (``"Kind.FIXED"``) for the tests (NOTE [arms a construction rules
-    out]); empty when nothing is known."""
+    file's enum members (``"Kind.FIXED"``) for the tests, and ``__init__``'s arguments
+    (``$name``); empty when nothing is known (NOTE [arms a construction rules out])."""
     init = info.methods.get("__init__")
     if init is None:
         return {}
