@@ -20,7 +20,10 @@ def truth_under(test: ast.expr, flags: dict[str, object]) -> bool | None:
         return None if None in vals else not want
     v = _flag(test, flags)
     if v is not _UNKNOWN:
-        return bool(v)
+        try:
+            return bool(v)
+        except TypeError:  # an enum member (NOTE [enum flags])
+            return None
     if isinstance(test, ast.Compare) and len(test.ops) == 1:
         a, b = _flag(test.left, flags), _flag(test.comparators[0], flags)
         if a is _UNKNOWN or b is _UNKNOWN:
@@ -48,6 +51,8 @@ def _flag(e: ast.expr, flags: dict[str, object]) -> object:
         return tuple(x.value for x in e.elts)  # type: ignore[attr-defined]
     if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
         return flags.get(e.attr, _UNKNOWN)
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name):  # ``Kind.FIXED``
+        return flags.get(f"{e.value.id}.{e.attr}", _UNKNOWN)  # (NOTE [enum flags])
     if isinstance(e, ast.Name):  # an argument of ``__init__`` (:func:`constructor_values`)
         return flags.get("$" + e.id, _UNKNOWN)
     return _UNKNOWN

@@ -14,7 +14,9 @@ import ast
 from dataclasses import dataclass
 from typing import Iterator
 
+from gradtrace.findings import Related
 from gradtrace.lint.analysis import ClassInfo
+from gradtrace.lint.analysis.defaulted_off import left_false
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
@@ -34,6 +36,7 @@ class Wrap:
     target: str | None          # the dotted name it is bound to (``model``, ``self.model``)
     finds_unused: bool          # find_unused_parameters is (or may be) on
     static_graph: bool          # static_graph is (or may be) on
+    off_at: ast.expr | None = None  # the default that leaves find_unused_parameters off
 
     @property
     def line(self) -> int:
@@ -64,13 +67,25 @@ def wraps(ctx: Context) -> list[Wrap]:
                 if t is not None:
                     targets[id(n.value)] = t
             if isinstance(n, ast.Call) and ctx.qualified_name(n.func) in DDP_NAMES and n.args:
-                out.append(Wrap(n, owner, targets.get(id(n)), _on(n, "find_unused_parameters"),
-                                _on(n, "static_graph")))
+                given = next((k.value for k in n.keywords
+                              if k.arg == "find_unused_parameters"), None)
+                off = left_false(given.id, owner, ctx) if isinstance(given, ast.Name) and \
+                    all(k.arg for k in n.keywords) else None  # NOTE [left at a false default]
+                out.append(Wrap(n, owner, targets.get(id(n)), off is None and _on(
+                    n, "find_unused_parameters"), _on(n, "static_graph"), off))
             inner = n if isinstance(n, FUNCTION_TYPES) else owner
             stack.extend((inner, c) for c in children(n))
         out.sort(key=lambda w: (w.call.lineno, w.call.col_offset))
         return out
     return ctx.memo("gt45-wraps", ctx.tree, make)
+
+
+def wrapped_at(w: Wrap, ctx: Context) -> tuple[Related, ...]:
+    """The wrap as a related location, for a finding placed at the default that leaves
+    ``find_unused_parameters`` off (NOTE [left at a false default])."""
+    return () if w.off_at is None else (Related(
+        ctx.path, w.line, "the model is wrapped here, `find_unused_parameters` given that "
+        "default", ctx.column(w.call)),)
 
 
 def wrapped_class(w: Wrap, ctx: Context) -> ClassInfo | None:

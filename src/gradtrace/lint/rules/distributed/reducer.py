@@ -12,9 +12,10 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._frozen_calls import frozen_by_calls
+from gradtrace.lint.rules.distributed._ruled_out import ruled_out_layers
 from gradtrace.lint.rules.distributed._selected import called_per_entry, selected_entries
 from gradtrace.lint.rules.distributed._ddp import (
-    TRIGGERS, Wrap, holds_wrapper, wrapped_by_earlier_call, wrapped_class, wraps,
+    TRIGGERS, Wrap, holds_wrapper, wrapped_at, wrapped_by_earlier_call, wrapped_class, wraps,
 )
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.rules.registration._grad_flags import GradFlag, flag_statement, grad_flags
@@ -45,14 +46,14 @@ class DdpUnusedSubmodule(Rule):
     or pass `find_unused_parameters=True` (or `static_graph=True`).
     Known limits: only a class of the same file wrapped by `DistributedDataParallel(...)`
     there, whose attribute (a layer with parameters or an `nn.Parameter`) is named nowhere
-    else in the file, in a class that does not reach its children dynamically (`children()`,
-    `getattr`, `parameters()`).
+    else in the file, or only in `if` arms the wrapped instance's constructor arguments rule
+    out (constants, enum members), in a class that does not reach its children dynamically.
     """
 
     code = "GT450"
     name = "ddp-unused-submodule"
-    message = ("`self.{attr}` is never used, but `{cls}` is wrapped in DistributedDataParallel "
-               "(line {line}) without `find_unused_parameters=True`: its parameters never get a "
+    message = ("`self.{attr}` is never used{how}, but `{cls}` is wrapped in "
+               "DistributedDataParallel (line {line}) without `find_unused_parameters=True`: its parameters never get a "
                "gradient and the next forward raises " + REDUCTION_ERROR + "; remove it (or "
                "freeze it before wrapping)")
     triggers = TRIGGERS
@@ -97,10 +98,13 @@ class DdpUnusedSubmodule(Rule):
             if cls is None or cls.name in seen:
                 continue
             seen.add(cls.name)
-            for name, info in unused_layers(cls, ctx):
+            ruled = ruled_out_layers(w, cls, ctx)  # NOTE [layers a construction rules out]
+            for name, info in [*unused_layers(cls, ctx), *ruled]:
                 yield self.report(info.stmt, ctx, related=(Related(
                     ctx.path, w.line, "the model is wrapped here", ctx.column(w.call)),),
-                    attr=name, cls=cls.name, line=w.line)
+                    attr=name, cls=cls.name, line=w.line, how=(
+                        " by the instance wrapped (its constructor's arguments rule out the "
+                        "arms that read it)" if (name, info) in ruled else ""))
 
 
 def _data_test(test: ast.expr, params: set[str], fn: ast.AST, ctx: Context,
@@ -217,7 +221,8 @@ class DdpBranchLeavesLayerUnused(Rule):
     rank), and the next forward raises `RuntimeError: Expected to have finished reduction in
     the prior iteration before starting a new one` (verified on torch 2.13). Pass
     `find_unused_parameters=True` to the wrapper, or make every branch use the layer (a
-    zero-weighted loss term).
+    zero-weighted loss term). A wrapper given a parameter whose false default every call of
+    the file keeps is reported at that default (NOTE [left at a false default]).
     Known limits: only a class of the same file, wrapped there; the branch must test an
     argument of `forward` (or a local made from one); `isinstance` tests, tests on `self`
     (`self.training`, configuration), and `is None` tests are left alone, unless the training
@@ -299,17 +304,18 @@ class DdpBranchLeavesLayerUnused(Rule):
                 continue
             found = False
             for attr, branch in _conditional_layers(cls, ctx, w):
-                yield self.report(w.call, ctx, related=(Related(
+                yield self.report(w.off_at or w.call, ctx, related=(Related(
                     ctx.path, branch.lineno, f"`self.{attr}` runs only on one side of this "
-                    "branch", ctx.column(branch)),), cls=cls.name, attr=attr,
-                    test=ctx.source(branch.test), line=branch.lineno)
+                    "branch", ctx.column(branch)), *wrapped_at(w, ctx)), cls=cls.name,
+                    attr=attr, test=ctx.source(branch.test), line=branch.lineno)
                 found = True
                 break  # one finding per wrapper
             for attr, call in [] if found or called_per_entry(w.target, ctx) \
                     else selected_entries(cls, ctx):
-                f = self.report(w.call, ctx, related=(Related(
+                f = self.report(w.off_at or w.call, ctx, related=(Related(
                     ctx.path, call.lineno, f"one entry of `self.{attr}` runs here",
-                    ctx.column(call)),), cls=cls.name, attr=attr, test="", line=call.lineno)
+                    ctx.column(call)), *wrapped_at(w, ctx)), cls=cls.name, attr=attr, test="",
+                    line=call.lineno)
                 index = ctx.source(call.func.slice)  # type: ignore[attr-defined]
                 yield replace(f, message=self.message_selected.format(
                     cls=cls.name, attr=attr, index=index, line=call.lineno))
