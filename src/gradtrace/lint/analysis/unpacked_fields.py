@@ -27,8 +27,8 @@ FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 def unpacked_names(cls: ast.ClassDef | None, fields: tuple[str, ...], ctx: Context
                    ) -> tuple[ast.AST, tuple[str, ...]] | None:
     """(the method, the names its returns give each of ``fields``) when one statement of
-    ``cls`` unpacks all of ``fields`` from ``self.<method>(...)`` (NOTE [fields unpacked from
-    a method's tuple]); None otherwise."""
+    ``cls`` unpacks all of ``fields`` from ``self.<method>(...)``; None otherwise:
+    NOTE [fields unpacked from a method's tuple]."""
     if cls is None:
         return None
     sites = [n for n in walk(cls) if isinstance(n, ast.Assign) and any(

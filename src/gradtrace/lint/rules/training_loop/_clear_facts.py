@@ -148,8 +148,8 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
 
 def _unpacked_pair(f: LoopFacts, optimizer: str, module: str) -> bool:
     """``self._g_optim`` and ``self._generator`` unpacked from one method's tuple, whose
-    ``g_optim`` is built over its ``generator.parameters()`` (NOTE [fields unpacked from a
-    method's tuple])."""
+    ``g_optim`` is built over its ``generator.parameters()``:
+    NOTE [fields unpacked from a method's tuple]."""
     from gradtrace.lint.analysis.unpacked_fields import unpacked_names
     got = unpacked_names(f.ctx.class_def, (optimizer, module), f.ctx)
     if got is None:
