@@ -38,11 +38,35 @@ def exclusive_settings(scope: Scope, a: ast.stmt, b: ast.stmt) -> bool:
                     or hb and not ha and cb <= ca):
                 continue
             lo = min(ia.lineno, ib.lineno)
-            if not scope.bindings_within(name, lo, b.lineno) and not (ca == _TRUE and any(
+            if not _rebound(scope, name, lo, b.lineno) and not (ca == _TRUE and any(
                     lo <= m.stmt.lineno <= b.lineno and _may_change(scope, name, m)
                     for m in scope.method_calls)):
                 return True
     return False
+
+
+def setting_name(e: ast.expr) -> str | None:
+    """``args.sched`` by its dotted name; ``config['scheduler']`` or ``self.args['optim']`` (a
+    setting read from a dict by a constant key, as nested-unet's ``train.py`` does) by its
+    dotted name and key; so is a flag kept in a dict entry (``cfg["per_iter"] = False`` in the
+    plateau's arm, then ``if cfg["per_iter"]: scheduler.step()``)."""
+    if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) \
+            and isinstance(e.slice.value, (str, int)) and (base := dotted(e.value)):
+        return f"{base}[{e.slice.value!r}]"
+    return dotted(e)
+
+
+def _rebound(scope: Scope, name: str, first: int, last: int) -> bool:
+    """``name`` is bound on lines ``first`` to ``last``; for a keyed setting, its dict is
+    rebound there or the key is stored into (``cfg['mode'] = ...``)."""
+    base, key, _ = name.partition("[")
+    if not key:
+        return bool(scope.bindings_within(name, first, last))
+    return bool(scope.bindings_within(base, first, last)) or any(
+        first <= st.lineno <= last and any(
+            isinstance(t, ast.Subscript) and setting_name(t) == name
+            for t in (st.targets if isinstance(st, ast.Assign) else [st.target]))
+        for st in scope.stmts if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)))
 
 
 def _may_change(scope: Scope, flag: str, m: MethodCall) -> bool:
@@ -98,7 +122,7 @@ def _test(e: ast.expr) -> tuple[str, frozenset[object], bool] | None:
         return flag, _TRUE, not negated
     if not (isinstance(e, ast.Compare) and len(e.ops) == 1):
         return None
-    name, op, right = dotted(e.left), e.ops[0], e.comparators[0]
+    name, op, right = setting_name(e.left), e.ops[0], e.comparators[0]
     if name is None:
         return None
     if isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant):

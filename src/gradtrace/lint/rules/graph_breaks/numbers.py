@@ -341,6 +341,8 @@ def _returns_the_array(c: Cut, v: Verdict, lp: LossPaths) -> bool:
             _reads_cut(o, c, v, lp) for o in v.sink.others):
         return True
     if isinstance(e, ast.Name):
+        if not v.sink.others and _array_name(e.id, lp):
+            return True
         b = lp.scope.binding_before(e.id, v.sink.node.lineno)  # type: ignore[attr-defined]
         e = b.value if b is not None and b.value is not None else e
     if not v.sink.others and e is not c.node and isinstance(e, ast.Call) and \
@@ -348,6 +350,16 @@ def _returns_the_array(c: Cut, v: Verdict, lp: LossPaths) -> bool:
         return True  # `return np.array([loss])` of the NumPy values (ART's `compute_loss`)
     return e is c.node and isinstance(c.node.func, ast.Attribute) and \
         c.node.func.attr in ("numpy", "tolist")
+
+
+def _array_name(name: str, lp: LossPaths) -> bool:
+    """Every binding of ``name`` in the function makes a NumPy value (``losses =
+    loss.detach().numpy()`` in each arm) or updates one in place (``losses += ...``, ``losses
+    /= n``: an array stays an array): the caller gets an array (scholar's ``get_losses``)."""
+    bs = lp.scope.bindings.get(name, ())
+    return any(isinstance(b.stmt, ast.Assign) for b in bs) and all(
+        isinstance(b.stmt, ast.AugAssign) or isinstance(b.stmt, ast.Assign)
+        and _numpy_made(b.value, lp) for b in bs)
 
 
 NUMPY_READERS = frozenset({"numpy.load", "numpy.loadtxt", "numpy.genfromtxt", "numpy.fromfile",

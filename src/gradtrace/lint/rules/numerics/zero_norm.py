@@ -21,12 +21,22 @@ def _norm_of(e: ast.AST, ctx: Context) -> ast.expr | None:
     f = e.func
     q = ctx.qualified_name(f) or ""
     if q in NORMS:
-        return e.args[0] if e.args and not isinstance(e.args[0], ast.Starred) else None
+        return e.args[0] if e.args and not isinstance(e.args[0], ast.Starred) \
+            and _per_row(e, 2) else None
     if isinstance(f, ast.Attribute) and f.attr == "norm" and not q.startswith("torch.") \
             and not (isinstance(f.value, ast.Name) and f.value.id == "self") \
-            and not (isinstance(f.value, ast.Name) and ctx.imports.is_imported(f.value.id)):
+            and not (isinstance(f.value, ast.Name) and ctx.imports.is_imported(f.value.id)) \
+            and _per_row(e, 1):
         return f.value
     return None
+
+
+def _per_row(norm: ast.Call, at: int) -> bool:
+    """The norm is taken along a dimension (``dim=1``, or the positional ``dim`` at index
+    ``at``), one per row. Without one it is the norm of the whole tensor, 0 only when every
+    element of the batch is 0 (``o / torch.norm(o, p=2)``): a zero row alone gives 0, not
+    NaN."""
+    return any(k.arg == "dim" for k in norm.keywords) or len(norm.args) > at
 
 
 class ReluOutputOverOwnNorm(Rule):
@@ -43,7 +53,8 @@ class ReluOutputOverOwnNorm(Rule):
     NOTE [rectified values] says: `F.relu`, `x.relu()`, `clamp(min=0)`, an `nn.ReLU`
     module (or a Sequential ending in one), or a name bound once to one of these.
     Known limits: the division and its norm must be spelt together (`x / x.norm(...)`,
-    `x /= torch.norm(x, ...)`), on a path that is differentiated.
+    `x /= torch.norm(x, ...)`), on a path that is differentiated, the norm taken along a
+    `dim` (a norm of the whole tensor is 0 only when all of it is).
     """
 
     code = "GT799"

@@ -54,7 +54,8 @@ def _wrapped_attrs(ctx: Context) -> frozenset[str]:
 
 def _optimized_attrs(ctx: Context) -> frozenset[str]:
     """Attribute names handed to a ``torch.optim`` optimizer directly anywhere in the file
-    (``RMSprop([self.lambda_op])``): tensors the code optimizes itself, not via ``parameters()``;
+    (``RMSprop([self.lambda_op])``, or of an instance: ``Adam([net.w, net.alpha])``, uber's
+    plasticity networks): tensors the code optimizes itself, not via ``parameters()``;
     also those a method of their class returns in a list or tuple, directly or through an
     attribute holding it (DARTS's ``def arch_parameters(self): return self._arch_parameters``
     with ``self._arch_parameters = [self.alphas_normal, ...]``): a parameter group the module
@@ -66,6 +67,8 @@ def _optimized_attrs(ctx: Context) -> frozenset[str]:
                 if isinstance(n, ast.Call) and is_optimizer_call(n, ctx):
                     for a in [*n.args, *(k.value for k in n.keywords)]:
                         out.update(x for x in map(_self_attr, walk(a)) if x)
+                        out.update(e.attr for e in getattr(a, "elts", ()) if isinstance(
+                            e, ast.Attribute) and isinstance(e.value, ast.Name))
         out.update(_handed_out(ctx))
         return frozenset(out)
     return ctx.memo("gt4-optimized-attrs", ctx.tree, make)

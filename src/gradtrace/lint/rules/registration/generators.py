@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.settings import exclusive_settings
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
@@ -120,7 +121,8 @@ class ParametersGeneratorConsumed(Rule):
         for s in scope.stmts:
             if b.line < s.lineno < node.lineno and not isinstance(
                     s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)) \
-                    and not (opt_stmt is not None and scope.exclusive(s, opt_stmt)):
+                    and not (opt_stmt is not None and (scope.exclusive(s, opt_stmt)
+                                                       or exclusive_settings(scope, s, opt_stmt))):
                 c = _consumer(s, name, ctx)
                 if c is not None:
                     related = [Related(ctx.path, node.lineno, "the optimizer receives the "
@@ -146,7 +148,8 @@ class ParametersGeneratorConsumed(Rule):
         for s in scope.stmts:
             if not (b.line < s.lineno < node.lineno) or isinstance(  # type: ignore[union-attr]
                     s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)) \
-                    or (opt_stmt is not None and scope.exclusive(s, opt_stmt)):
+                    or (opt_stmt is not None and (scope.exclusive(s, opt_stmt)
+                                                  or exclusive_settings(scope, s, opt_stmt))):
                 continue
             c = _consumer_of(s, key, ctx)
             if c is not None:

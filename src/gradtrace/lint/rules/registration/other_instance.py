@@ -8,13 +8,14 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, scope_nodes
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import file_says
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._modules import (
-    covers, optimizer_builds, rebound_between, step_lines,
+    SELF_RETURNING, covers, optimizer_builds, rebound_between, step_lines,
 )
 
 
@@ -158,12 +159,32 @@ class OptimizerOverOtherInstance(Rule):
                 continue
             name = dotted(f)
             if not name or covers(a, name) or covers(name, a) or any(
-                    covers(s, name) for o in builds for s in o.sources):
+                    covers(s, name) for o in builds for s in o.sources) \
+                    or _same_module(ctx.scope(fn), a, name, n.lineno):
                 continue
             k = ctx.analysis.kind_in(f, fn, n.lineno)
             if k is not None and k.what == MODULE and k.cls == cls:
                 return n
         return None
+
+
+def _same_module(scope: Scope, a: str, b: str, line: int) -> bool:
+    """``net = self.train()`` (or ``model.to(device).eval()``): ``b`` last bound, before
+    ``line``, to a chain of the module methods that return the module itself, on ``a`` (or
+    the other way round): one instance under two names (``Module.train()`` returns the
+    module, checked on torch 2.13)."""
+    for x, y in ((a, b), (b, a)):
+        bd = scope.binding_before(y, line)
+        e = bd.value if bd is not None else None
+        if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+                and e.func.attr in SELF_RETURNING):
+            continue
+        while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr in SELF_RETURNING:
+            e = e.func.value
+        if dotted(e) == x:
+            return True
+    return False
 
 
 def _callers_pass(fn: ast.AST, a: str, b: str, ctx: Context) -> bool:

@@ -139,9 +139,25 @@ def covers(f: LoopFacts, z: Named, s: Step) -> bool:
             held = self_assignments(f.ctx.class_def, z.receiver, f.ctx)
             if len(held) == 1 and isinstance(held[0], ast.Name):
                 mades.add(f"{held[0].id}.parameters(")
+        if not values and z.receiver.startswith("self."):
+            return _unpacked_pair(f, s.optimizer, z.receiver)
         return bool(values) and all(v is not None and any(m in f.ctx.code_of(v) for m in mades)
                                     for v in values)
     return False
+
+
+def _unpacked_pair(f: LoopFacts, optimizer: str, module: str) -> bool:
+    """``self._g_optim`` and ``self._generator`` unpacked from one method's tuple, whose
+    ``g_optim`` is built over its ``generator.parameters()``:
+    NOTE [fields unpacked from a method's tuple]."""
+    from gradtrace.lint.analysis.unpacked_fields import unpacked_names
+    got = unpacked_names(f.ctx.class_def, (optimizer, module), f.ctx)
+    if got is None:
+        return False
+    fn, (opt, mod) = got
+    bs = f.ctx.scope(fn).bindings.get(opt, ())
+    return bool(bs) and all(b.value is not None and f"{mod}.parameters(" in f.ctx.code_of(
+        b.value) for b in bs)
 
 
 def _owned_by(f: LoopFacts, z: Named, s: Step) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from gradtrace.lint.analysis.settings import setting_name as _setting_name
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes, walk
@@ -168,18 +169,20 @@ def _guards(ctx: Context) -> dict[int, tuple[Setting, ...]]:
                 stack.extend((c, facts + parts, kept) for c in n.body)
                 stack.extend((c, facts, kept) for c in n.orelse)
                 continue
-            if isinstance(n, FUNCS) and kept and n.name != "__init__":
-                kept = {}  # the names are the constructor's arguments only there
+            if isinstance(n, FUNCS) and kept and kept.get("") != str(id(n)):
+                kept = {}  # the names are the method's own arguments only there
             stack.extend((c, facts, kept) for c in child_nodes(n))
         return out
     return ctx.memo("gt531-guards", ctx.tree, make)
 
 
 def _kept_arguments(fn: ast.stmt) -> dict[str, str]:
-    """For a constructor, its arguments that it keeps on ``self`` unchanged (``self.params =
-    params``): argument -> field. Its tests of ``params.sched`` and the other methods' of
-    ``self.params.sched`` read one setting (FourCastNet's ``Trainer``)."""
-    if not isinstance(fn, FUNCS) or fn.name != "__init__":
+    """For a method, its arguments that it keeps on ``self`` unchanged (``self.params =
+    params`` in a constructor, ``self.sched_name = lrsch`` in the method that builds the
+    scheduler): argument -> field, with ``""`` -> the method's id. Its tests of
+    ``params.sched`` and the other methods' of ``self.params.sched`` read one setting
+    (FourCastNet's ``Trainer``)."""
+    if not isinstance(fn, FUNCS):
         return {}
     args = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args[1:], *fn.args.kwonlyargs)}
     bound = [dotted(t) for n in walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign,
@@ -191,7 +194,7 @@ def _kept_arguments(fn: ast.stmt) -> dict[str, str]:
             t = dotted(st.targets[0])
             if t is not None and t.startswith("self.") and bound.count(t) == 1:
                 out[st.value.id] = t
-    return out
+    return {"": str(id(fn)), **out} if out else {}
 
 
 def _targets(n: ast.AST) -> Iterator[ast.expr]:
@@ -248,14 +251,3 @@ def _setting(test: ast.expr, ctx: Context) -> Setting | None:
                 test.left)):
         return name, test.comparators[0].value, isinstance(test.ops[0], ast.Eq)
     return None
-
-
-def _setting_name(e: ast.expr) -> str | None:
-    """``args.sched`` by its dotted name; ``config['scheduler']`` (a setting read from a dict
-    by a constant key, as nested-unet's ``train.py`` does) by its dotted name and key; so is
-    a flag kept in a dict entry (``cfg["per_iter"] = False`` in the plateau's arm, then ``if
-    cfg["per_iter"]: scheduler.step()``)."""
-    if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) \
-            and isinstance(e.slice.value, str) and (base := dotted(e.value)):
-        return f"{base}[{e.slice.value!r}]"
-    return dotted(e)
