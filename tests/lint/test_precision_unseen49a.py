@@ -79,6 +79,30 @@ w = Wrapper()
 w.freeze_layers(2)
 '''
 
+SEEDED = '''
+import numpy as np
+class Grower:
+    def __init__(self):
+        self.model = nn.Conv2d(4, 4, 3, padding=1)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+    def seed(self, n):
+        return torch.from_numpy(np.ones((n, 4, 5, 5))).float()
+    def warm(self, n):
+        return self.model(torch.ones(n, 4, 5, 5))
+    def train_iter(self, target):
+        batch = self.{make}(3)
+        with torch.no_grad():
+            batch = batch[torch.tensor([2, 0, 1])]
+        self.opt.zero_grad()
+        loss = F.mse_loss(self.model(batch), target)
+        loss.backward()
+        self.opt.step()
+        return loss
+g = Grower()
+before = g.model.weight.detach().clone()
+g.train_iter(torch.zeros(3, 4, 5, 5))
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # mohbattharani/Hypergradient-Descent: hand-written optimizers (SGD-HD, Adam-HD) whose
     # `step` clears each parameter's `.grad` after using it; `train(model, ..., optimizer)`
@@ -109,6 +133,14 @@ fit(net, batches, HandSGD(net, 0.1))
         holds="w.model.out.weight.requires_grad and not w.model[0].weight.requires_grad"),
         Shape(HEAD.format(head="        pass"), "GT409", line=10,
               holds="w.model.out.bias.requires_grad and not w.model.out.weight.requires_grad")),
+    # mravelo5874/neural-cellular-automata (artefact NCA notebook): the seed batch is made by
+    # a method that builds it from numpy, then reordered under `no_grad` before the NCA runs
+    # on it; GT216 took every `self.method(...)` for a model output. Twin: the batch made by
+    # a method that runs the model (reported; the warm-up pass gets no gradient).
+    "method-without-graph": (Shape(SEEDED.format(make="seed"), "GT216",
+                                   holds="not torch.equal(before, g.model.weight)"),
+                             Shape(SEEDED.format(make="warm"), "GT216", line=13,
+                                   holds="not torch.equal(before, g.model.weight)")),
 }
 
 

@@ -12,6 +12,8 @@ Some results never carry a graph, whatever their inputs hold (checked on torch 2
 * a tensor method or ``torch.*`` function whose receiver and arguments are all such values
   (``(oss & tss).sum(axis=[1, 2])``, ``((inter + s) / (union + s)).mean()``): an operation
   on tensors that do not require grad records nothing (``requires_grad_`` aside);
+* a NumPy function's result (``np.ones(shape) * 10``): an ndarray holds no autograd graph
+  (and ``torch.from_numpy`` of one is a tensor without history);
 * a dict, list or tuple of such values, a subscript of one.
 
 A function of the file whose every ``return`` (at least one with a value) is such a value, a
@@ -118,14 +120,14 @@ def _call_ok(ctx: Context, e: ast.Call, ok: object) -> bool:
     args = [*e.args, *(k.value for k in e.keywords)]
     if any(isinstance(a, ast.Starred) for a in e.args):
         return False
-    if isinstance(f, ast.Attribute):
+    q = ctx.qualified_name(f) or ""
+    if q in NUMBER_FUNCS and q != "abs" or q.startswith("numpy."):
+        return True
+    if isinstance(f, ast.Attribute) and not q.startswith("torch."):  # a method, not torch.f
         if f.attr in NUMBER_METHODS:
             return True
         return f.attr != "requires_grad_" and ok(f.value) and all(  # type: ignore[operator]
             ok(a) for a in args)  # type: ignore[operator]
-    q = ctx.qualified_name(f) or ""
-    if q in NUMBER_FUNCS and q != "abs":
-        return True
     return q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.autograd.")) \
         and not any(k.arg == "requires_grad" for k in e.keywords) \
         and all(ok(a) for a in args)  # type: ignore[operator]
