@@ -29,8 +29,8 @@ CLEARING_METHODS = frozenset({"zero_", "detach_"})
 
 def self_managed(ctx: Context, scope: Scope, name: str, line: int) -> bool:
     """The optimizer ``name`` needs no ``zero_grad()`` from the loop: its step reads no
-    ``.grad`` (:func:`gradless_optimizer`) or clears the gradients itself (NOTE [step clears
-    the gradients])."""
+    ``.grad`` (:func:`gradless_optimizer`) or clears the gradients itself
+    (NOTE [step clears the gradients])."""
     return gradless_optimizer(ctx, scope, name, line) or step_clears(ctx, scope, name, line)
 
 
