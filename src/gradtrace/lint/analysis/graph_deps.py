@@ -14,6 +14,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from gradtrace.lint.analysis.built_callables import built_and_called
 from gradtrace.lint.analysis.caller_grad import caller_grad_off
 from gradtrace.lint.analysis.cuts import (
     DETACHING_METHODS, FRESH_FUNCS, LEAF_CALLS, NON_VALUE_ATTRS, NUMBER_FUNCS, TEMPLATE_METHODS,
@@ -181,8 +182,7 @@ class Graphs:
     def deps(self, expr: ast.AST, line: int) -> Deps:
         """Bindings reached from ``expr`` (evaluated at ``line``), transitively (cached: the
         rules ask it for every pair of backward calls and accumulations of a script)."""
-        key = (id(expr), line)
-        out = self._deps.get(key)
+        out = self._deps.get(key := (id(expr), line))
         if out is None:
             out = self._deps[key] = self._deps_of(expr, line)
         return out
@@ -229,7 +229,7 @@ class Graphs:
             v = followed_value(b, self.ctx)
             self._direct[id(b)] = False  # cycle guard (a helper that calls itself)
             self._direct[id(b)] = v is not None and b.kind not in (MODULE, OPTIMIZER, PARAMS) \
-                and not self.plain_result(b) and (any(
+                and not self.plain_result(b) and not built_and_called(self.scope, b) and (any(
                     self._runs_model(c, call, b.line) for c, call in model_calls(v))
                     or self.helper_result(b) or self.backpropagated(b))
         return self._direct[id(b)]

@@ -12,6 +12,9 @@ Some results never carry a graph, whatever their inputs hold (checked on torch 2
 * a tensor method or ``torch.*`` function whose receiver and arguments are all such values
   (``(oss & tss).sum(axis=[1, 2])``, ``((inter + s) / (union + s)).mean()``): an operation
   on tensors that do not require grad records nothing (``requires_grad_`` aside);
+* a NumPy function's result (``np.ones(shape) * 10``): an ndarray holds no autograd graph;
+  ``torch.from_numpy(a)`` and ``torch.tensor(data)`` (no ``requires_grad=``) make a tensor
+  without history whatever they are given;
 * a dict, list or tuple of such values, a subscript of one.
 
 A function of the file whose every ``return`` (at least one with a value) is such a value, a
@@ -31,6 +34,8 @@ from gradtrace.lint.nodes import bfs_walk
 NUMBER_METHODS = frozenset({"item", "tolist", "numel", "dim", "ndimension", "nelement",
                             "size"})
 CONTAINERS = (ast.List, ast.Tuple, ast.Set)
+# tensors made anew from data, without history whatever they are given
+FRESH_LEAVES = frozenset({"torch.from_numpy", "torch.tensor"})
 
 
 def text_method(call: ast.Call) -> bool:
@@ -118,14 +123,16 @@ def _call_ok(ctx: Context, e: ast.Call, ok: object) -> bool:
     args = [*e.args, *(k.value for k in e.keywords)]
     if any(isinstance(a, ast.Starred) for a in e.args):
         return False
+    q = ctx.qualified_name(f) or ""
+    if q in NUMBER_FUNCS and q != "abs" or q.startswith("numpy.") or q in FRESH_LEAVES and not \
+            any(k.arg == "requires_grad" for k in e.keywords):
+        return True
     if isinstance(f, ast.Attribute):
         if f.attr in NUMBER_METHODS:
             return True
         return f.attr != "requires_grad_" and ok(f.value) and all(  # type: ignore[operator]
             ok(a) for a in args)  # type: ignore[operator]
-    q = ctx.qualified_name(f) or ""
-    if q in NUMBER_FUNCS and q != "abs":
-        return True
     return q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.autograd.")) \
         and not any(k.arg == "requires_grad" for k in e.keywords) \
         and all(ok(a) for a in args)  # type: ignore[operator]
+

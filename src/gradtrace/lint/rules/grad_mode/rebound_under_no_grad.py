@@ -11,6 +11,7 @@ from gradtrace.lint.flow import Scope
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.graph_deps import graphs
+from gradtrace.lint.analysis.graphless_returns import graphless_call
 from gradtrace.lint.analysis.instance_calls import passed_values
 from gradtrace.lint.analysis.reach import disables_grad
 
@@ -37,7 +38,8 @@ def _live(name: str, scope: Scope, block: ast.With, ctx: Context) -> ast.AST | N
     if isinstance(f, ast.Attribute) and f.attr in NUMBER_METHODS:
         return None
     if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-        return v  # a method or a submodule of the class
+        # a method or a submodule of the class; not a method whose every return has no graph
+        return None if graphless_call(ctx, scope.node, v) else v
     if isinstance(f, (ast.Name, ast.Attribute)) and ctx.analysis.is_module(f, scope, b.line):
         return v
     return None

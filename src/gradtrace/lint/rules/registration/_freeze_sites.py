@@ -7,7 +7,8 @@ from __future__ import annotations
 import ast
 
 from gradtrace.lint.analysis.owners import home
-from gradtrace.lint.analysis.params import builds_module
+from gradtrace.lint.analysis.objects import strip_same
+from gradtrace.lint.analysis.params import builds_module, module_ctor
 from gradtrace.lint.analysis.project import foreign_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -119,12 +120,23 @@ def _rebound(scope: Scope, root: str, first: int, freeze: ast.stmt) -> bool:
         for b in scope.bindings_within(root, first + 1, freeze.lineno - 1))
 
 
-def _new_part(scope: Scope, f: GradFlag, target: str) -> bool:
+def _new_part(scope: Scope, f: GradFlag, target: str, line: int) -> bool:
     """``self.X = nn.Parameter(...)`` after a module froze all it had built so far, on an
     attribute not set before that freeze: a new trainable part (adapter, prompt tuning), not a
-    frozen weight re-wrapped (the freeze never covered it)."""
-    return f.root == "self" and target.count(".") == 1 and not any(
-        b.line < f.stmt.lineno for b in scope.bindings.get(target, ()))
+    frozen weight re-wrapped (the freeze never covered it). Or the module that owns ``target``
+    was replaced by a newly built one between the freeze and ``line`` (``self.model.out =
+    nn.Linear(...)`` after freezing ``self.model``, then its bias re-made): the freeze set the
+    flags of the old module's parameters, and the new head is trainable by design."""
+    if f.root == "self" and target.count(".") == 1 and not any(
+            b.line < f.stmt.lineno for b in scope.bindings.get(target, ())):
+        return True
+    owners = [target.rpartition(".")[0]]
+    while owners[-1].count(".") > f.root.count("."):
+        owners.append(owners[-1].rpartition(".")[0])
+    return any(f.stmt.lineno < b.line < line and not scope.exclusive(b.stmt, f.stmt)
+               and module_ctor(strip_same(b.value), scope.ctx)
+               for o in owners if covers(f.root, o) and o != f.root
+               for b in scope.bindings.get(o, ()) if b.value is not None)
 
 
 def trainable_only_filter(call: ast.Call, scope: Scope) -> bool:

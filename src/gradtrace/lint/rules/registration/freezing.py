@@ -331,7 +331,7 @@ class ParameterWrapResetsRequiresGrad(Rule):
                 return
             for f in grad_flags(scope):
                 if f.stmt.lineno < stmt.lineno and not f.value and not f.conditional \
-                        and covers(f.root, target) and not _new_part(scope, f, target):
+                        and covers(f.root, target) and not _new_part(scope, f, target, stmt.lineno):
                     yield self.report(node, ctx, arg=ctx.source(node.args[0])[:40],
                                       why=f"the freeze of `{f.root}`", line=f.stmt.lineno)
                     return

@@ -18,7 +18,7 @@ from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, uncleared_optimizers)
-from gradtrace.lint.analysis.torch_classes import gradless_optimizer
+from gradtrace.lint.analysis.clearing_steps import self_managed
 from gradtrace.lint.rules.training_loop._part_zero import part_of
 from gradtrace.lint.rules.training_loop._reach import for_another
 from gradtrace.lint.rules.training_loop._clear_facts import (
@@ -146,8 +146,8 @@ class MissingZeroGrad(LoopRule):
         for s in f.steps:
             if only is not None and s.optimizer not in only:
                 continue
-            if gradless_optimizer(ctx, f.scope, s.optimizer, s.call.lineno):
-                continue  # its step reads no `.grad`: the summed gradients change nothing
+            if self_managed(ctx, f.scope, s.optimizer, s.call.lineno):
+                continue  # step reads no `.grad` or clears it (NOTE [step clears the gradients])
             loop = None if s.closure else step_loop(f, s)
             if loop is None:
                 # a per-call step (NOTE [step functions])
