@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.hook_walks import hook_walk, model_layers
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.nodes import bfs_walk
@@ -30,8 +31,8 @@ class FullBackwardHookBeforeInplace(Rule):
 
     code = "GT606"
     name = "full-backward-hook-before-inplace"
-    message = ("`{hooked}` gets a full backward hook, and the next layer `{nxt}` (line {line}) "
-               "writes its output in place: the forward raises `RuntimeError: Output 0 of "
+    message = ("{hooked} gets a full backward hook, and {nxt} writes {what} in place: the "
+               "forward raises `RuntimeError: Output 0 of "
                "BackwardHookFunction is a view and is being modified inplace`; make "
                "that activation out of place")
     triggers = ("register_full_backward_hook",)
@@ -87,9 +88,32 @@ class FullBackwardHookBeforeInplace(Rule):
                 related = [] if got.lineno == node.lineno else [
                     Related(ctx.path, got.lineno, "the in-place layer is built here",
                             ctx.column(got))]
-                yield self.report(node, ctx, related=related, hooked=ctx.source(element),
-                                  nxt=ctx.source(got), line=got.lineno)
+                yield self.report(node, ctx, related=related, hooked=f"`{ctx.source(element)}`",
+                                  nxt=f"the next layer `{ctx.source(got)}` (line {got.lineno})",
+                                  what="its output")
                 return
+        yield from self._walked(node, ctx)
+
+    def _walked(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
+        """Every module of a model hooked in a walk (NOTE [layers a hook walk reaches]): an
+        in-place layer the walk hooks writes its own hooked input; one right after a hooked
+        layer of its ``nn.Sequential`` writes that layer's hooked output."""
+        done: set[int] = set()
+        for walk in hook_walk(node, ctx):
+            for layer, before in model_layers(walk, ctx):
+                if id(layer) in done or not _inplace_layer(layer, ctx):
+                    continue
+                if _admits(walk.classes, layer, ctx):
+                    what = "its input (the module is hooked too)"
+                elif before is not None and _admits(walk.classes, before, ctx):
+                    what = f"the output of the hooked `{ctx.source(before.func)}`"
+                else:
+                    continue
+                done.add(id(layer))
+                yield self.report(layer, ctx, related=[Related(
+                    ctx.path, node.lineno, "the hook is registered here", ctx.column(node))],
+                    hooked=f"each module of `{ctx.source(walk.model)}` it reaches",
+                    nxt=f"`{ctx.source(layer)}`", what=what)
 
 
 def _elements(recv: ast.expr, ctx: Context) -> list[ast.expr]:
@@ -128,6 +152,11 @@ def _sequential(name: str, at: ast.expr, ctx: Context) -> ast.Call | None:
     return found[0]
 
 
+def _admits(classes: frozenset[str] | None, layer: ast.Call, ctx: Context) -> bool:
+    return classes is None or "torch.nn.Module" in classes \
+        or (ctx.qualified_name(layer.func) or "") in classes
+
+
 def _inplace_layer(call: ast.Call, ctx: Context) -> bool:
     """``nn.ReLU(inplace=True)``, ``nn.ReLU(True)``, ``nn.LeakyReLU(0.1, inplace=True)``: a
     torch.nn layer asked to work in place (its ``inplace`` argument by keyword, or the only
@@ -139,4 +168,17 @@ def _inplace_layer(call: ast.Call, ctx: Context) -> bool:
     if kw is None and q.rpartition(".")[2] in ("ReLU", "ReLU6", "SELU", "SiLU", "Mish",
                                                "Hardswish", "Hardsigmoid") and call.args:
         kw = call.args[0]
+    if isinstance(kw, ast.Name):  # `inplace=INPLACE`, a constant of the module
+        kw = _module_constant(kw.id, ctx)
     return isinstance(kw, ast.Constant) and kw.value is True
+
+
+def _module_constant(name: str, ctx: Context) -> ast.expr | None:
+    """The value of ``name`` when the module binds it once, at top level, and nothing else."""
+    found = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.Name) and n.id == name
+             and isinstance(n.ctx, (ast.Store, ast.Del))]
+    if len(found) != 1:
+        return None
+    bound = [s.value for s in ctx.tree.body if isinstance(s, ast.Assign)
+             and len(s.targets) == 1 and s.targets[0] is found[0]]
+    return bound[0] if bound else None
