@@ -15,13 +15,15 @@ modules the tests around the call let through (every module, every leaf, or the 
 :func:`model_layers` lists the layers the model is built from, in the file: the ``torch.nn``
 layer calls assigned to ``self`` attributes of its class and of the classes of the file it
 holds (transitively), and the positional layers of ``nn.Sequential(...)`` calls, each with the
-layer just before it in its ``Sequential`` (whose output it receives), if any.
+layer whose output it receives as such: the one just before it in its ``Sequential``, or, in a
+class, the attribute layer a method runs it on (``self.act(self.lin(x))``, ``h = self.lin(x)``
+then ``self.act(h)``).
 """
 from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.context import FUNCTION_TYPES
@@ -191,9 +193,42 @@ def _class_layers(name: str, seen: set[str], ctx: Context
     seen.add(name)
     info = ctx.analysis.classes[name]
     for c in info.lineage():
-        for attr in c.attrs.values():
-            if isinstance(attr.value, ast.Call):
-                yield from _call_layers(attr.value, None, seen, ctx)
+        attrs = {n: a.value for n, a in c.attrs.items() if isinstance(a.value, ast.Call)}
+        fed = _fed(c.methods.values(), ctx)
+        for n, value in attrs.items():
+            yield from _call_layers(value, None, seen, ctx)
+            for b in fed.get(n, ()):
+                if b in attrs and ctx.qualified_name(attrs[b].func):
+                    yield value, attrs[b]
+
+
+def _fed(methods: Iterable[ast.FunctionDef | ast.AsyncFunctionDef], ctx: Context
+         ) -> dict[str, set[str]]:
+    """``{a: {b}}`` when a method runs ``self.a`` on the output of ``self.b`` itself:
+    ``self.a(self.b(x))``, or ``h = self.b(x)`` then ``self.a(h)``."""
+    out: dict[str, set[str]] = {}
+    for m in methods:
+        for n in ast.walk(m):
+            a = _self_call(n)
+            if a is None or len(n.args) != 1:  # type: ignore[attr-defined]
+                continue
+            arg = n.args[0]  # type: ignore[attr-defined]
+            if isinstance(arg, ast.Name):
+                bound = ctx.scope(m).binding_before(arg.id, n.lineno)
+                arg = bound.value if bound is not None and isinstance(
+                    bound.stmt, ast.Assign) else None
+            b = _self_call(arg)
+            if b is not None:
+                out.setdefault(a, set()).add(b)
+    return out
+
+
+def _self_call(n: ast.AST | None) -> str | None:
+    """``a`` for ``self.a(...)``."""
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+            and isinstance(n.func.value, ast.Name) and n.func.value.id == "self":
+        return n.func.attr
+    return None
 
 
 def _call_layers(call: ast.Call, before: ast.Call | None, seen: set[str], ctx: Context
