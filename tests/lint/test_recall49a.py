@@ -179,3 +179,16 @@ def test_whole_model_hooked_once_is_silent():
         "handles = self.attach(self.model)",
         "handles = [self.model.register_full_backward_hook(lambda m, gi, go: None)]")
     assert _found(src) == []
+
+
+def test_recursive_helper_reaches_a_positional_inplace_flag():
+    src = RECURSIVE.format(register="register_full_backward_hook").replace(
+        "nn.ELU(inplace=True)", "nn.LeakyReLU(0.2, True)")
+    assert _found(src) == [24]
+
+
+def test_recursive_helper_and_dropout_in_place_is_silent():
+    # a dropout writes nothing in eval mode, and its hooked input is only a risk in training
+    src = RECURSIVE.format(register="register_full_backward_hook").replace(
+        "nn.ELU(inplace=True)", "nn.Dropout(0.1, inplace=True)")
+    assert _found(src) == []

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.hook_walks import hook_walk, model_layers
+from gradtrace.lint.analysis.input_writes import inplace_layer
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.nodes import bfs_walk
@@ -101,7 +102,7 @@ class FullBackwardHookBeforeInplace(Rule):
         done: set[int] = set()
         for walk in hook_walk(node, ctx):
             for layer, before in model_layers(walk, ctx):
-                if id(layer) in done or not _inplace_layer(layer, ctx):
+                if id(layer) in done or not _writes_input(layer, ctx):
                     continue
                 if _admits(walk.classes, layer, ctx):
                     what = "its input (the module is hooked too)"
@@ -150,6 +151,12 @@ def _sequential(name: str, at: ast.expr, ctx: Context) -> ast.Call | None:
             (ctx.qualified_name(found[0].func) or "") not in SEQUENTIAL:
         return None
     return found[0]
+
+
+def _writes_input(layer: ast.Call, ctx: Context) -> bool:
+    """An activation built to work in place (a dropout does not write in eval mode)."""
+    return _inplace_layer(layer, ctx) or (
+        inplace_layer(layer, ctx) and "Dropout" not in (ctx.qualified_name(layer.func) or ""))
 
 
 def _admits(classes: frozenset[str] | None, layer: ast.Call, ctx: Context) -> bool:
