@@ -155,8 +155,8 @@ def _sequential(name: str, at: ast.expr, ctx: Context) -> ast.Call | None:
 
 def _writes_input(layer: ast.Call, ctx: Context) -> bool:
     """An activation built to work in place (a dropout does not write in eval mode)."""
-    return _inplace_layer(layer, ctx) or (
-        inplace_layer(layer, ctx) and "Dropout" not in (ctx.qualified_name(layer.func) or ""))
+    return "Dropout" not in (ctx.qualified_name(layer.func) or "") and (
+        _inplace_layer(layer, ctx) or inplace_layer(layer, ctx))
 
 
 def _admits(classes: frozenset[str] | None, layer: ast.Call, ctx: Context) -> bool:
