@@ -188,7 +188,54 @@ def test_recursive_helper_reaches_a_positional_inplace_flag():
 
 
 def test_recursive_helper_and_dropout_in_place_is_silent():
-    # a dropout writes nothing in eval mode, and its hooked input is only a risk in training
+    # a dropout writes nothing in eval mode (an explainer's mode); in training it would raise
+    # too, but the rule does not read the mode: dropouts are left out
     src = RECURSIVE.format(register="register_full_backward_hook").replace(
-        "nn.ELU(inplace=True)", "nn.Dropout(0.1, inplace=True)")
+        "nn.ELU(inplace=True)", "nn.Dropout(0.1, inplace=True)").replace(
+        "Probe(body)", "Probe(body.eval())")
+    assert _found(src) == []
+
+
+# the hooking function is handed to `model.apply`, which calls it on every module
+APPLIED = '''
+import torch
+from torch import nn
+
+
+def watch(layer):
+    if isinstance(layer, nn.Linear):
+        layer.register_full_backward_hook(lambda m, gi, go: print(go[0].norm()))
+
+
+class Keeper:
+    def pick(self, layer):
+        if isinstance(layer, nn.Linear):
+            layer.register_full_backward_hook(self.keep)
+
+    def keep(self, m, gi, go):
+        self.last = go[0]
+
+
+chain = nn.Sequential(nn.Linear(3, 4), {middle}nn.SiLU(inplace=True), nn.Linear(4, 1))
+chain.apply({fn})
+chain(torch.randn(2, 3)).sum().backward()
+'''
+
+
+def test_apply_of_a_function_reaches_the_layer_after_a_hooked_one():
+    assert _found(APPLIED.format(middle="", fn="watch")) == [20]
+
+
+def test_apply_of_a_method_of_an_instance():
+    src = APPLIED.format(middle="", fn="keeper.pick").replace(
+        "chain.apply(", "keeper = Keeper()\nchain.apply(")
+    assert _found(src) == [20]
+
+
+def test_apply_and_activation_after_an_unhooked_layer_is_silent():
+    assert _found(APPLIED.format(middle="nn.LayerNorm(4), ", fn="watch")) == []
+
+
+def test_function_never_applied_is_silent():
+    src = APPLIED.format(middle="", fn="watch").replace("chain.apply(watch)", "watch(chain)")
     assert _found(src) == []

@@ -6,7 +6,8 @@ model, not one layer: ``for m in model.modules(): m.register_full_backward_hook(
 only on leaves (``if len(list(m.children())) == 0``) or on some classes
 (``if isinstance(m, (nn.Conv2d, nn.Linear))``), or through a recursive helper that hooks a
 module when it has no children and otherwise calls itself on each child. The model is
-usually handed in (``BatchGrad(net)``, ``Explainer(model)``): its kind (NOTE [kinds], NOTE
+usually handed in (``BatchGrad(net)``, ``Explainer(model)``), or the hooking function is
+given to ``model.apply(fn)``, which calls it on every module: its kind (NOTE [kinds], NOTE
 [parameter kinds]) names a module class of the file or an ``nn.Sequential(...)`` call.
 
 :func:`hook_walk` reads the walk around a registration call: the model walked, and which
@@ -137,13 +138,59 @@ def _recursive(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
                classes: frozenset[str] | None, ctx: Context) -> list[Walk]:
     """A helper that hooks its parameter ``name`` and calls itself on ``name``'s children:
     the models its other callers hand it, each walked to its leaves at least."""
-    if not any(a.arg == name for a in fn.args.args) or not any(
-            isinstance(n, ast.Call) and _children_of(n, name) for n in ast.walk(fn)):
+    if not any(a.arg == name for a in fn.args.args):
         return []
-    if not any(isinstance(n, ast.Call) and _names_fn(n.func, fn.name) for n in ast.walk(fn)):
-        return []
+    if not any(isinstance(n, ast.Call) and _children_of(n, name) for n in ast.walk(fn)) \
+            or not any(isinstance(n, ast.Call) and _names_fn(n.func, fn.name)
+                       for n in ast.walk(fn)):
+        return _applied(fn, name, classes, ctx)
     return [Walk(v, where, getattr(v, "lineno", 0), classes)
             for v, where in _handed(fn, name, ctx) if where is not fn]
+
+
+def _applied(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+             classes: frozenset[str] | None, ctx: Context) -> list[Walk]:
+    """``model.apply(fn)``: ``fn`` is called on every module of ``model`` (its first
+    parameter, after ``self`` for a method)."""
+    params = [a.arg for a in fn.args.args]
+    if params[:1] == ["self"]:
+        params = params[1:]
+    if params[:1] != [name]:
+        return []
+    return [Walk(call.func.value, where, call.lineno, classes)  # type: ignore[attr-defined]
+            for call, where in _apply_calls(ctx) if _refers(call.args[0], fn, where, ctx)]
+
+
+def _refers(arg: ast.expr, fn: ast.FunctionDef | ast.AsyncFunctionDef, where: ast.AST,
+            ctx: Context) -> bool:
+    """``arg`` is ``fn``: its name, or the method read on ``self`` or on an instance of its
+    class."""
+    cls = ctx.analysis.class_of(fn)
+    if isinstance(arg, ast.Name):
+        return cls is None and arg.id == fn.name
+    if not (cls is not None and isinstance(arg, ast.Attribute) and arg.attr == fn.name):
+        return False
+    if isinstance(arg.value, ast.Name) and arg.value.id == "self":
+        return ctx.analysis.class_of(where) is cls
+    k = ctx.analysis.kind_in(arg.value, where, arg.lineno)
+    return k is not None and k.cls == cls.node.name
+
+
+def _apply_calls(ctx: Context) -> list[tuple[ast.Call, ast.AST]]:
+    """Every ``x.apply(one_argument)`` of the file, with the function (or module) it is in."""
+    def make() -> list[tuple[ast.Call, ast.AST]]:
+        out = []
+        todo: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
+        while todo:
+            node, where = todo.pop()
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
+                        and child.func.attr == "apply" and len(child.args) == 1 \
+                        and not child.keywords:
+                    out.append((child, where))
+                todo.append((child, child if isinstance(child, FUNCTION_TYPES) else where))
+        return out
+    return ctx.memo("hook-walk-applies", ctx.tree, make)
 
 
 def _handed(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str, ctx: Context
