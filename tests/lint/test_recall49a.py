@@ -239,3 +239,49 @@ def test_apply_and_activation_after_an_unhooked_layer_is_silent():
 def test_function_never_applied_is_silent():
     src = APPLIED.format(middle="", fn="watch").replace("chain.apply(watch)", "watch(chain)")
     assert _found(src) == []
+
+
+# forward code writes the output of a hooked layer in place
+WRITTEN = '''
+import torch
+from torch import nn
+
+
+class Cell(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(4)
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.norm(self.proj(x))
+        {write}
+        return h
+
+
+def hook_all(net, fn):
+    for sub in net.modules():
+        if {test}:
+            sub.register_full_backward_hook(fn)
+
+
+cell = Cell()
+hook_all(cell, lambda m, gi, go: None)
+cell(torch.randn(2, 4)).sum().backward()
+'''
+
+
+def test_hooked_output_added_to_in_place():
+    assert _found(WRITTEN.format(write="h += x", test="not list(sub.children())")) == [14]
+
+
+def test_hooked_output_written_by_an_in_place_method():
+    assert _found(WRITTEN.format(write="h.mul_(2.0)", test="not list(sub.children())")) == [14]
+
+
+def test_hooked_output_added_out_of_place_is_silent():
+    assert _found(WRITTEN.format(write="h = h + x", test="not list(sub.children())")) == []
+
+
+def test_unhooked_layer_output_added_in_place_is_silent():
+    assert _found(WRITTEN.format(write="h += x", test="isinstance(sub, nn.Linear)")) == []

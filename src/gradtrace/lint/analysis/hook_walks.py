@@ -219,6 +219,52 @@ def _names_fn(f: ast.expr, name: str) -> bool:
         and f.value.id == "self")
 
 
+def admits(classes: frozenset[str] | None, layer: ast.Call, ctx: Context) -> bool:
+    """The walk hooks the module ``layer`` builds."""
+    return classes is None or "torch.nn.Module" in classes \
+        or (ctx.qualified_name(layer.func) or "") in classes
+
+
+def hooked_writes(walk: Walk, ctx: Context) -> Iterator[tuple[ast.stmt, ast.Call]]:
+    """In-place writes, in the methods of the model's classes, into the output of an
+    attribute layer the walk hooks: ``out = self.norm(h)`` then ``out += skip`` (or
+    ``out.add_(skip)``), with the layer call ``self.norm`` was built by."""
+    a = ctx.analysis
+    k = a.kind_in(walk.model, walk.where, walk.line)
+    if k is None or k.what != MODULE or k.cls not in a.module_classes:
+        return
+    seen: set[str] = set()
+    for _ in _class_layers(k.cls, seen, ctx):
+        pass
+    for name in seen:
+        for c in a.classes[name].lineage():
+            attrs = {n: x.value for n, x in c.attrs.items() if isinstance(x.value, ast.Call)}
+            for m in c.methods.values():
+                for st in ast.walk(m):
+                    target = _written(st)
+                    if target is None:
+                        continue
+                    b = ctx.scope(m).binding_before(target, st.lineno)
+                    attr = _self_call(b.value) if b is not None and isinstance(
+                        b.stmt, ast.Assign) else None
+                    layer = attrs.get(attr) if attr is not None else None
+                    if layer is not None and (ctx.qualified_name(layer.func) or "").startswith(
+                            "torch.nn.") and admits(walk.classes, layer, ctx):
+                        yield st, layer  # type: ignore[misc]
+
+
+def _written(st: ast.AST) -> str | None:
+    """The name ``st`` writes in place: ``n += v``, ``n.add_(v)``."""
+    if isinstance(st, ast.AugAssign) and isinstance(st.target, ast.Name):
+        return st.target.id
+    if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call) \
+            and isinstance(st.value.func, ast.Attribute) and isinstance(st.value.func.value, ast.Name):
+        a = st.value.func.attr
+        if a.endswith("_") and not a.startswith("_"):
+            return st.value.func.value.id
+    return None
+
+
 def model_layers(walk: Walk, ctx: Context) -> Iterator[tuple[ast.Call, ast.Call | None]]:
     """Each layer call the walked model is built from, with the layer before it in its
     ``nn.Sequential`` (None: not in one, or first)."""

@@ -5,13 +5,15 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.hook_walks import hook_walk, model_layers
+from gradtrace.lint.analysis.hook_walks import admits, hook_walk, hooked_writes, model_layers
 from gradtrace.lint.analysis.input_writes import inplace_layer
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.nodes import bfs_walk
 
 SEQUENTIAL = frozenset({"torch.nn.Sequential"})
+ACTIVATION = "make that activation out of place"
+WRITE = "write it out of place (`out = out + skip`)"
 
 
 class FullBackwardHookBeforeInplace(Rule):
@@ -25,17 +27,27 @@ class FullBackwardHookBeforeInplace(Rule):
     saliency tools hook the last convolution of DenseNet/ResNet-like models, where this is
     the usual layout. Use `nn.ReLU()` (not in place) after the hooked layer, or hook the
     output tensor instead (`out.register_hook(...)` in a forward hook).
+    Per-sample-gradient extensions, attribution tools (DeepLIFT) and curvature optimizers
+    hook every module of a model (NOTE [layers a hook walk reaches]): `for m in
+    model.modules()` (all, the leaves, or the classes of an `isinstance` test), a helper that
+    calls itself on each child, or `model.apply(fn)`. Then an in-place activation the walk
+    hooks writes its own wrapped input, one right after a hooked layer (in its `nn.Sequential`,
+    or `self.act(self.conv(x))` in a `forward`) writes that layer's output, and `out += skip`
+    on a hooked layer's output (`out = self.bn(...)`) writes it too: each is reported where
+    it is written (the activation's construction, or the in-place statement).
     Known limits: the hooked module must be an element `seq[i]` of an `nn.Sequential(...)`
     built from positional layers in the same file (the element may reach the call through a
-    parameter of the function or constructor that registers the hook, one call away).
+    parameter of the function or constructor that registers the hook, one call away), or a
+    module of a model whose kind is known (a class of the file or an `nn.Sequential(...)`)
+    reached by a walk whose tests are read; dropouts are left out (they write nothing in
+    eval mode).
     """
 
     code = "GT606"
     name = "full-backward-hook-before-inplace"
     message = ("{hooked} gets a full backward hook, and {nxt} writes {what} in place: the "
                "forward raises `RuntimeError: Output 0 of "
-               "BackwardHookFunction is a view and is being modified inplace`; make "
-               "that activation out of place")
+               "BackwardHookFunction is a view and is being modified inplace`; {remedy}")
     triggers = ("register_full_backward_hook",)
     gate_statements = True
     examples = [
@@ -61,6 +73,17 @@ class FullBackwardHookBeforeInplace(Rule):
             body = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(True), nn.Flatten())
             probe = Saliency(body[0])
             """, at=(5, 22)),
+        Bad("""
+            import torch.nn as nn
+
+            def per_sample(model):
+                for m in model.modules():
+                    if not list(m.children()):
+                        m.register_full_backward_hook(lambda mod, gi, go: None)
+
+            net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(inplace=True), nn.Linear(8, 2))
+            per_sample(net)
+            """, at=(8, 37)),
         Good("""
             import torch.nn as nn
 
@@ -91,7 +114,7 @@ class FullBackwardHookBeforeInplace(Rule):
                             ctx.column(got))]
                 yield self.report(node, ctx, related=related, hooked=f"`{ctx.source(element)}`",
                                   nxt=f"the next layer `{ctx.source(got)}` (line {got.lineno})",
-                                  what="its output")
+                                  what="its output", remedy=ACTIVATION)
                 return
         yield from self._walked(node, ctx)
 
@@ -104,17 +127,27 @@ class FullBackwardHookBeforeInplace(Rule):
             for layer, before in model_layers(walk, ctx):
                 if id(layer) in done or not _writes_input(layer, ctx):
                     continue
-                if _admits(walk.classes, layer, ctx):
+                if admits(walk.classes, layer, ctx):
                     what = "its input (the module is hooked too)"
-                elif before is not None and _admits(walk.classes, before, ctx):
+                elif before is not None and admits(walk.classes, before, ctx):
                     what = f"the output of the hooked `{ctx.source(before.func)}`"
                 else:
                     continue
                 done.add(id(layer))
-                yield self.report(layer, ctx, related=[Related(
-                    ctx.path, node.lineno, "the hook is registered here", ctx.column(node))],
-                    hooked=f"each module of `{ctx.source(walk.model)}` it reaches",
-                    nxt=f"`{ctx.source(layer)}`", what=what)
+                yield self._hooked(layer, what, ACTIVATION, node, walk.model, ctx)
+            for st, layer in hooked_writes(walk, ctx):
+                if id(st) not in done:
+                    done.add(id(st))
+                    yield self._hooked(st, f"the output of the hooked "
+                                       f"`{ctx.source(layer.func)}`", WRITE, node, walk.model,
+                                       ctx)
+
+    def _hooked(self, writer: ast.AST, what: str, remedy: str, node: ast.Call,
+                model: ast.expr, ctx: Context) -> Finding:
+        return self.report(writer, ctx, related=[Related(
+            ctx.path, node.lineno, "the hook is registered here", ctx.column(node))],
+            hooked=f"each module of `{ctx.source(model)}` it reaches",
+            nxt=f"`{ctx.source(writer)}`", what=what, remedy=remedy)
 
 
 def _elements(recv: ast.expr, ctx: Context) -> list[ast.expr]:
@@ -157,11 +190,6 @@ def _writes_input(layer: ast.Call, ctx: Context) -> bool:
     """An activation built to work in place (a dropout does not write in eval mode)."""
     return "Dropout" not in (ctx.qualified_name(layer.func) or "") and (
         _inplace_layer(layer, ctx) or inplace_layer(layer, ctx))
-
-
-def _admits(classes: frozenset[str] | None, layer: ast.Call, ctx: Context) -> bool:
-    return classes is None or "torch.nn.Module" in classes \
-        or (ctx.qualified_name(layer.func) or "") in classes
 
 
 def _inplace_layer(call: ast.Call, ctx: Context) -> bool:
