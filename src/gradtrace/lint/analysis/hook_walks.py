@@ -7,12 +7,15 @@ only on leaves (``if len(list(m.children())) == 0``) or on some classes
 (``if isinstance(m, (nn.Conv2d, nn.Linear))``), or through a recursive helper that hooks a
 module when it has no children and otherwise calls itself on each child. The model is
 usually handed in (``BatchGrad(net)``, ``Explainer(model)``), or the hooking function is
-given to ``model.apply(fn)``, which calls it on every module: its kind (NOTE [kinds], NOTE
-[parameter kinds]) names a module class of the file or an ``nn.Sequential(...)`` call.
+given to ``model.apply(fn)``, which calls it on every module: the model's kind
+(NOTE [kinds], NOTE [parameter kinds]) names a module class of the file or an
+``nn.Sequential(...)`` call.
 
 :func:`hook_walk` reads the walk around a registration call: the model walked, and which
 modules the tests around the call let through (every module, every leaf, or the classes of an
 ``isinstance`` test; any other test, a ``continue`` or ``break`` in the loop: unknown, None).
+:func:`hooked_writes` finds the in-place writes of the model's methods into the output of an
+attribute layer the walk hooks (``out = self.bn(h)`` then ``out += skip``).
 :func:`model_layers` lists the layers the model is built from, in the file: the ``torch.nn``
 layer calls assigned to ``self`` attributes of its class and of the classes of the file it
 holds (transitively), and the positional layers of ``nn.Sequential(...)`` calls, each with the
