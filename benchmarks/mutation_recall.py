@@ -24,7 +24,8 @@ in ``mutation_ops29.py``, and M24-M27 (session 46: the cut moved one call away, 
 function or a method of the step's class, and M7's grad switch moved into a helper) in ``mutation_ops46.py``,
 and M30 (session 47: a ``.detach()`` inside a module's ``forward``) in ``mutation_ops47.py``,
 and M31 (session 48: a model's ``eval()``/``train()`` statements removed from a step that
-evaluates it under ``no_grad``) in ``mutation_ops48.py``. ``--ops M13,M16`` runs only
+evaluates it under ``no_grad``) in ``mutation_ops48.py``, and M32 (session 49: full backward
+hooks put on every leaf of a model holding an in-place activation) in ``mutation_ops49.py``. ``--ops M13,M16`` runs only
 the named operators.
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
@@ -47,6 +48,7 @@ from mutation_ops29 import manual_update, model_wiring, step_ops
 from mutation_ops46 import away_ops, leak_ops
 from mutation_ops47 import forward_ops
 from mutation_ops48 import mode_ops
+from mutation_ops49 import hook_ops
 
 
 def files(roots):
@@ -158,6 +160,7 @@ def mutate(src):
     pm = parent_map(tree)
     yield from model_wiring(tree, lines, pm)
     yield from forward_ops(src, lines, tree)
+    yield from hook_ops(src, lines, tree)
     # M8 layers kept in a plain list: `self.x = nn.ModuleList(...)` in __init__ -> `list(...)`
     for fn in ast.walk(tree):
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):
