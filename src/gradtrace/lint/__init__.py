@@ -94,7 +94,8 @@ def _check_text(text: str, path: str, rules: Sequence[type[Rule]], settings: Set
                         settings.extend_select):
             result.findings.append(problem)
         return
-    active = [r for r in rules if not (ignored and any(r.code.startswith(i) for i in ignored))]
+    active = [r for r in rules if not any(r.code.startswith(i) for i in ignored)] \
+        if ignored else rules
     try:  # the classes: the engine makes the rules active in the file
         checker = FileChecker(path, text, tree, active, code)
     except Exception as exc:  # noqa: BLE001 - NOTE [internal errors]
@@ -188,6 +189,7 @@ def iter_files(paths: Iterable[str], settings: Settings,
                errors: list[str]) -> Iterator[str]:
     """Python files under ``paths``; excluded folders are skipped, missing paths reported."""
     seen: set[str] = set()
+    folders: dict[str, str] = {}  # folder -> its real path, for the files' keys
     for p in paths:
         if os.path.isdir(p):
             for root, dirs, files in os.walk(p):
@@ -195,17 +197,30 @@ def iter_files(paths: Iterable[str], settings: Settings,
                 for f in sorted(files):
                     full = os.path.normpath(os.path.join(root, f))
                     if f.endswith((".py", ".pyi")) and not settings.is_excluded(full):
-                        key = os.path.realpath(full)
+                        key = _real_file(full, folders)
                         if key not in seen:
                             seen.add(key)
                             yield full
         elif os.path.isfile(p) or os.path.islink(p):
-            key = os.path.realpath(p)
+            key = _real_file(p, folders)
             if key not in seen:
                 seen.add(key)
                 yield p
         else:
             errors.append(f"{p}: no such file or directory")
+
+
+def _real_file(path: str, folders: dict[str, str]) -> str:
+    """``os.path.realpath(path)`` for a file: its folder's real path (looked up once in
+    ``folders``) and its name, unless the file itself is a link (realpath resolves the folders
+    first, then the last name only when it is a link)."""
+    if os.path.islink(path):
+        return os.path.realpath(path)
+    head, name = os.path.split(path)
+    real = folders.get(head)
+    if real is None:
+        real = folders[head] = os.path.realpath(head)
+    return os.path.join(real, name)
 
 
 def _worker(args: tuple[list[str], Settings, FileCache | None, list[str]]) -> CheckResult:

@@ -48,6 +48,8 @@ class Settings:
 
     def ignored_for(self, path: str) -> tuple[str, ...]:
         """Code prefixes ignored for this file by per-file-ignores."""
+        if not self.per_file_ignores:
+            return ()  # no pattern to match: the relative path is not needed
         rel = _relative(path, self.root)
         name = os.path.basename(path)
         out: list[str] = []

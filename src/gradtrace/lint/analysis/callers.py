@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.owners import READS
 from gradtrace.lint.analysis.project_files import (
-    FILES, ON_RUN, _bases, _load, _text, imports_of, roots, use)
+    FILES, ON_RUN, _bases, _load, _text, imports_of, real_path, roots, use)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
 
 if TYPE_CHECKING:
@@ -54,7 +54,8 @@ _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "dist-pa
 _LISTED: dict[str, tuple[str, ...] | None] = {}
 SEARCH = "<search>"  # a result-cache dependency that is a search, not a file (NOTE [cache])
 _SEARCHED: dict[str, str] = {}
-ON_RUN.append(lambda: (_LISTED.clear(), _SEARCHED.clear()))  # one tree per check run
+_TOPS: dict[str, str] = {}  # file -> :func:`_top` (the roots and listings of this run)
+ON_RUN.append(lambda: (_LISTED.clear(), _SEARCHED.clear(), _TOPS.clear()))  # one tree a run
 _ANSWERS: dict[tuple[str, str, str], tuple[tuple[object, ...], list[Site] | None]] = {}
 
 
@@ -98,7 +99,11 @@ class Site:
 def project_files(me: str) -> tuple[str, ...] | None:
     """The Python files of the project holding the file ``me`` (None: more than
     :data:`MAX_FILES`)."""
-    top = _top(me)
+    top = _TOPS.get(me)
+    if top is None:
+        if len(_TOPS) > 20_000:
+            _TOPS.clear()
+        top = _TOPS[me] = _top(me)
     if top not in _LISTED:
         _LISTED[top] = _walk(top)
     return _LISTED[top]
@@ -130,11 +135,11 @@ def holders(ctx: Context, *words: bytes) -> list[str] | None:
     """The paths of the project's other files whose bytes hold every one of ``words``, the
     search recorded for the result cache (NOTE [cache]); None: a buffer, a project of one
     file, or too large."""
-    me = os.path.realpath(ctx.path)
+    me = real_path(ctx)
     if not os.path.isfile(me):
         return None  # a buffer or a snippet: no project around it
     files = project_files(me)
-    key = SEARCH + "\n".join([_top(me), *(w.decode() for w in words)])
+    key = SEARCH + "\n".join([_TOPS[me], *(w.decode() for w in words)])
     found = [] if files is None else [p for p in files if all(w in _text(p) for w in words)]
     READS[0][key] = "" if files is None else _holders_digest(found)  # NOTE [cache]
     if files is None or len(files) < 2:
@@ -175,7 +180,7 @@ def foreign_sites(ctx: Context, node: ast.AST) -> list[Site] | None:
     found = readers(ctx, *words)
     if found is None:
         return None
-    me = os.path.realpath(ctx.path)
+    me = real_path(ctx)
     key = (me, kind, node.name)  # type: ignore[attr-defined]
     stamp = tuple((o.path, getattr(FILES.get(o.path), "digest", ""), id(o)) for o in found)
     got = _ANSWERS.get(key)

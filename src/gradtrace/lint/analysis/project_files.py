@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import io
+import itertools
 import os
 import re
 import tokenize
@@ -44,12 +45,23 @@ class _Foreign:
 def set_roots(paths: list[str] | tuple[str, ...]) -> None:
     """The folders given to ``check`` (a file given: its folder); a new run forgets the
     listings of the last one (:data:`ON_RUN`)."""
-    _ROOTS[:] = [os.path.realpath(p if os.path.isdir(p) else os.path.dirname(p) or ".")
-                 for p in paths]
+    folders = dict.fromkeys(p if os.path.isdir(p) else os.path.dirname(p) or "." for p in paths)
+    # each folder once (files of one folder: one realpath), the first of each in order: every
+    # reader takes the first root that holds a file, or the shortest
+    _ROOTS[:] = dict.fromkeys(map(os.path.realpath, folders))
+    key = tuple(_ROOTS)
+    if key not in _ROOT_IDS:
+        if len(_ROOT_IDS) > 1_000:
+            _ROOT_IDS.clear()
+        _ROOT_IDS[key] = next(_NUMBERS)  # never a number given before (keys of _MODULES)
+    _ROOTS_ID[0] = _ROOT_IDS[key]
     for reset in ON_RUN:
         reset()
 
 
+_ROOTS_ID = [0]  # a number per distinct list of roots (for keys: NOTE [project index])
+_ROOT_IDS: dict[tuple[str, ...], int] = {(): 0}
+_NUMBERS = itertools.count(1)
 ON_RUN: list[Callable[[], None]] = []  # what a check run starts afresh (NOTE [reverse index])
 
 
@@ -147,13 +159,18 @@ def _module_file(base: str, module: str) -> str | None:
     return cand  # the folders are real paths already (``_find_module``)
 
 
+def real_path(ctx: Context) -> str:
+    """``os.path.realpath`` of the checked file's path (once per file)."""
+    return ctx.memo("project-realpath", ctx.tree, lambda: os.path.realpath(ctx.path))
+
+
 def _find_module(ctx: Context, level: int, module: str) -> str | None:
     """The file an import of ``module`` at ``level`` in ``ctx``'s file names (looked up once
     per process for each folder: a sibling made while an editor runs needs a restart)."""
     if not level and module.partition(".")[0] in _SKIP_TOP:
         return None
-    me = ctx.memo("project-realpath", ctx.tree, lambda: os.path.realpath(ctx.path))
-    key = (os.path.dirname(me), level, module, tuple(_ROOTS))
+    me = real_path(ctx)
+    key = (os.path.dirname(me), level, module, _ROOTS_ID[0])
     if key not in _MODULES:
         if len(_MODULES) > 100_000:
             _MODULES.clear()
@@ -163,7 +180,7 @@ def _find_module(ctx: Context, level: int, module: str) -> str | None:
     return None if got == me else got
 
 
-_MODULES: dict[tuple[str, int, str, tuple[str, ...]], str | None] = {}
+_MODULES: dict[tuple[str, int, str, int], str | None] = {}
 
 
 def _load(path: str, depth: int) -> _Foreign | None:

@@ -24,7 +24,7 @@ from gradtrace.lint.analysis.callers import holders, project_files, readers
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.grouped_params import param_calls
 from gradtrace.lint.analysis.project import foreign_def
-from gradtrace.lint.analysis.project_files import _decoded, _text
+from gradtrace.lint.analysis.project_files import _decoded, _text, real_path
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.code_text import code_text
 from gradtrace.lint.names import dotted
@@ -38,7 +38,7 @@ LEVELS = 3
 
 def in_project(ctx: Context) -> bool:
     """The file is on disk in a project small enough to search (cached listing)."""
-    me = os.path.realpath(ctx.path)
+    me = real_path(ctx)
     if not os.path.isfile(me):
         return False
     files = project_files(me)
@@ -138,7 +138,7 @@ def _base(v: ast.AST) -> ast.AST:
 
 def trained_abroad(ctx: Context, name: str) -> bool:
     """NOTE [trained abroad] for the module class ``name`` of the file."""
-    me = os.path.realpath(ctx.path)
+    me = real_path(ctx)
     builders = ctx.memo("trained-abroad-builders", ctx.tree, lambda: _builders(ctx))
     todo, seen = [name], {name}
     for _ in range(LEVELS + 1):
