@@ -120,6 +120,29 @@ def test_src_layout(tmp_path):
     assert [(f.code, f.line) for f in findings(root / "train.py")] == [("GT102", LOSS_LINE)]
 
 
+
+def test_a_full_index_keeps_the_file_it_just_loaded(tmp_path, monkeypatch):
+    """When the index is full, a file just loaded is the most recently used: the oldest
+    goes, not the new one (its facts would be lost at once: a long run then disagreed with a
+    short run of the same files)."""
+    from gradtrace.lint.analysis import project_files as pf
+    monkeypatch.setattr(pf, "MAXFILES", 2)
+    for name in ("a", "b", "c"):
+        (tmp_path / f"{name}.py").write_text(f"def {name}():\n    return 1\n")
+    for name in ("a", "b", "c"):
+        got = pf._load(str(tmp_path / f"{name}.py"), 1)
+        assert got is not None
+        if name != "c":
+            pf.use(got)  # a and b were read by a checked file; c is only loaded
+    kept = {Path(p).name for p, f in pf.FILES.items()
+            if f is not None and Path(p).parent == tmp_path}
+    assert kept == {"b.py", "c.py"}
+    root = write(tmp_path / "proj", {"helpers/__init__.py": "from .losses import compute_loss\n",
+                                     "helpers/losses.py": CUTTING,
+                                     "train.py": TRAIN.format(imp="from helpers import compute_loss",
+                                                              call="compute_loss")})
+    assert [(f.code, f.line) for f in findings(root)] == [("GT102", LOSS_LINE)]
+
 @pytest.mark.parametrize("sibling", [None, "def compute_loss(out, y:\n    return out\n",
                                      b"\xff\xfe not text \x00"])
 def test_missing_or_unparsable_sibling_gives_no_fact_and_no_error(tmp_path, sibling):

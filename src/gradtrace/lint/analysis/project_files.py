@@ -219,6 +219,8 @@ def _load(path: str, depth: int) -> _Foreign | None:
     for n in bfs_walk(tree):  # ast.walk's nodes and order, at half its cost
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             OWNERS[id(n)] = (n, ctx)
+    _CLOCK[0] += 1  # the newest file is the most recently used: evict others first
+    got.used = _CLOCK[0]
     _evict()
     return got
 
