@@ -1,29 +1,49 @@
-"""Every rule's embedded Bad/Good examples are its tests (ids like GT101-bad-0)."""
+"""Every rule's embedded Bad/Good examples are its tests (named like GT101-bad-0).
+
+One item per rule family (its package under lint/rules/), each checking every example of its
+rules and naming each failing one (tests/check_each.py): 9 items instead of one per example."""
 from __future__ import annotations
 
 import pytest
 
+from check_each import check_each
 from gradtrace.lint import check_source
 from gradtrace.lint.fix import fix_text
 from gradtrace.lint.registry import all_rules
 from gradtrace.lint.rule import Bad, Good
 
 
-def _cases():
+def family(rule) -> str:
+    """The rule's package under gradtrace.lint.rules (its module's name if it has none)."""
+    parts = rule.__module__.split(".")
+    return parts[3] if len(parts) > 4 and parts[:3] == ["gradtrace", "lint", "rules"] \
+        else rule.__module__
+
+
+def examples(fam: str):
+    """``(id, (rule, example))`` for every example of the family's rules, ids like GT101-bad-0."""
     for rule in all_rules():
+        if family(rule) != fam:
+            continue
         bad = good = 0
         for ex in rule.examples:
             if isinstance(ex, Bad):
-                yield pytest.param(rule, ex, id=f"{rule.code}-bad-{bad}")
+                yield f"{rule.code}-bad-{bad}", (rule, ex)
                 bad += 1
             else:
-                yield pytest.param(rule, ex, id=f"{rule.code}-good-{good}")
+                yield f"{rule.code}-good-{good}", (rule, ex)
                 good += 1
 
 
-@pytest.mark.parametrize(("rule", "example"), list(_cases()))
-def test_example(rule, example, monkeypatch):
-    monkeypatch.setenv("GRADTRACE_STRICT", "1")  # a rule crash fails the test
+FAMILIES = sorted({family(rule) for rule in all_rules()})
+
+
+def test_every_rule_has_a_family():
+    assert len(FAMILIES) >= 5 and sum(1 for f in FAMILIES for _ in examples(f)) >= 500
+
+
+def check_example(pair) -> None:
+    rule, example = pair
     src = example.code
     found = [f for f in check_source(src, "example.py", select=[rule.code])]
     if isinstance(example, Good):
@@ -42,3 +62,9 @@ def test_example(rule, example, monkeypatch):
         # a second pass changes nothing
         again = check_source(out.new, "example.py", select=[rule.code])
         assert fix_text("example.py", out.new, again, unsafe=True).new == out.new
+
+
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_examples(fam, monkeypatch):
+    monkeypatch.setenv("GRADTRACE_STRICT", "1")  # a rule crash fails the test
+    assert check_each(examples(fam), check_example)
