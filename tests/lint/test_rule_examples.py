@@ -7,39 +7,17 @@ from __future__ import annotations
 import pytest
 
 from check_each import check_each
+from example_families import FAMILIES, examples
 from gradtrace.lint import check_source
 from gradtrace.lint.fix import fix_text
 from gradtrace.lint.registry import all_rules
 from gradtrace.lint.rule import Bad, Good
 
 
-def family(rule) -> str:
-    """The rule's package under gradtrace.lint.rules (its module's name if it has none)."""
-    parts = rule.__module__.split(".")
-    return parts[3] if len(parts) > 4 and parts[:3] == ["gradtrace", "lint", "rules"] \
-        else rule.__module__
-
-
-def examples(fam: str):
-    """``(id, (rule, example))`` for every example of the family's rules, ids like GT101-bad-0."""
-    for rule in all_rules():
-        if family(rule) != fam:
-            continue
-        bad = good = 0
-        for ex in rule.examples:
-            if isinstance(ex, Bad):
-                yield f"{rule.code}-bad-{bad}", (rule, ex)
-                bad += 1
-            else:
-                yield f"{rule.code}-good-{good}", (rule, ex)
-                good += 1
-
-
-FAMILIES = sorted({family(rule) for rule in all_rules()})
-
-
-def test_every_rule_has_a_family():
-    assert len(FAMILIES) >= 5 and sum(1 for f in FAMILIES for _ in examples(f)) >= 500
+def test_the_families_hold_every_example():
+    ids = [name for fam in FAMILIES for name, _ in examples(fam)]
+    assert len(FAMILIES) >= 5 and len(ids) >= 500 and len(set(ids)) == len(ids)
+    assert len(ids) == sum(len(rule.examples) for rule in all_rules())
 
 
 def check_example(pair) -> None:
