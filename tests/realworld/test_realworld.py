@@ -7,7 +7,6 @@ The full runtime pass is ``python benchmarks/realworld.py --runtime``.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -17,15 +16,13 @@ from pathlib import Path
 
 import pytest
 
+import realworld_cases
 from check_each import check_each
 
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("realworld_bench", REPO / "benchmarks" / "realworld.py")
-rw = importlib.util.module_from_spec(_spec)
-sys.modules.setdefault("realworld_bench", rw)  # dataclasses look their module up there
-_spec.loader.exec_module(rw)  # type: ignore[union-attr]
+rw = realworld_cases.bench()  # benchmarks/realworld.py
 
-CASES = rw.load_cases()
+CASES = realworld_cases.load_cases()  # once per run under xdist (tests/realworld_cases.py)
 BUGS = [c for c in CASES if c.header.get("kind") == "bug"]
 LOOKALIKES = [c for c in CASES if c.header.get("kind") == "lookalike"]
 REGEN = "regenerate with: python benchmarks/realworld.py --update-baseline"
