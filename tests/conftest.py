@@ -226,6 +226,25 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return linear_scheduler(config, log)
 
 
+_CORPUS_FILE = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs) -> None:
+    """In the controller, before the workers start: the real-world corpus loaded once for all
+    of them (tests/realworld_cases.py), when the run collects a test that reads it."""
+    import realworld_cases
+
+    if realworld_cases.wanted(config.args, config.invocation_params.dir):
+        config.stash[_CORPUS_FILE] = realworld_cases.write_for_workers()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = config.stash.get(_CORPUS_FILE, None)
+    if path is not None:
+        os.unlink(path)
+
+
 def _group_of(item: pytest.Item | None) -> str | None:
     mark = item.get_closest_marker("xdist_group") if item is not None else None
     return None if mark is None else mark.kwargs.get("name", (mark.args or (None,))[0])

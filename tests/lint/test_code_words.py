@@ -8,11 +8,12 @@ import tokenize
 
 import pytest
 
+from check_each import check_each
+from example_families import FAMILIES, examples
 from gradtrace.lint import check_paths, check_source
 from gradtrace.lint.code_text import code_text
 from gradtrace.lint.config import Settings
 from gradtrace.lint.registry import all_rules
-from gradtrace.lint.rule import Bad
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -61,24 +62,21 @@ def decorate(src: str) -> tuple[str, list[int]]:
     return "\n".join(out) + "\n", origin
 
 
-def _examples():
-    for rule in all_rules():
-        for i, ex in enumerate(rule.examples):
-            kind = "bad" if isinstance(ex, Bad) else "good"
-            yield pytest.param(ex.code, id=f"{rule.code}-{kind}-{i}")
-
-
 def _found(src: str) -> list[tuple[str, int, int]]:
     return sorted((f.code, f.line, f.column) for f in check_source(src, "example.py"))
 
 
-@pytest.mark.parametrize("src", list(_examples()))
-def test_words_in_comments_and_strings_change_no_finding(src, monkeypatch):
-    monkeypatch.setenv("GRADTRACE_STRICT", "1")
-    decorated, origin = decorate(src)
-    before = [(code, line) for code, line, _ in _found(src)]
+def _unchanged_by_words(pair) -> None:
+    decorated, origin = decorate(pair[1].code)
+    before = [(code, line) for code, line, _ in _found(pair[1].code)]
     after = sorted((code, origin[line - 1]) for code, line, _ in _found(decorated))
     assert after == before
+
+
+@pytest.mark.parametrize("fam", FAMILIES)  # one item per rule family (tests/check_each.py)
+def test_words_in_comments_and_strings_change_no_finding(fam, monkeypatch):
+    monkeypatch.setenv("GRADTRACE_STRICT", "1")
+    assert check_each(examples(fam), _unchanged_by_words)
 
 
 def test_decorate_puts_every_word_in_comments_and_strings():
