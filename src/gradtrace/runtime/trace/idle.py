@@ -141,11 +141,15 @@ def _stale(state: TraceState, data: HookState, rec: Any) -> Finding | None:
     part trained in a phase and then left alone is not stepped, so it is not reported; one
     stepped with its gradients still set is not empty. When the new tensors are parameters of
     a module that ran, GT821 reports them with the line that added them (the session's
-    ``silent_findings`` then leaves this one out)."""
+    ``silent_findings`` then leaves this one out). When every tensor it holds is still a
+    registered parameter of a live module that ran, nothing replaced them: the losses since
+    only do not use that module (a decoder trained by the first loss of a step and left out
+    of the next ones), and a later loss that uses it reaches them again; not reported."""
     params = _params(rec)
     since = state.backward_count - rec.graded_backwards
     if not params or since < rec.trailing_empty or rec.trailing_empty < max(2, rec.steps // 4) \
-            or not all(p.requires_grad and p.grad is None for p in params):
+            or not all(p.requires_grad and p.grad is None for p in params) \
+            or _registered(data, params):
         return None
     held = {id(p) for r in list(data.optimizers.values()) for p in _params(r)}
     names = [param_name(data, p) for p in params[:3]]
@@ -166,6 +170,16 @@ def _stale(state: TraceState, data: HookState, rec: Any) -> Finding | None:
                                              (built_at(rec.site), "the optimizer was built here"))
                          if s],
                 severity="warning")
+
+
+def _registered(data: HookState, params: list[torch.Tensor]) -> bool:
+    """Every tensor of ``params`` is a registered parameter of a live module that ran."""
+    owned: set[int] = set()
+    for mrec in list(data.modules.values()):
+        m = mrec.ref()
+        if m is not None:
+            owned.update(id(p) for p in m._parameters.values() if p is not None)
+    return all(id(p) in owned for p in params)
 
 
 def _remade(state: TraceState, held: set[int], shapes: set[tuple[int, ...]]) -> Site | None:

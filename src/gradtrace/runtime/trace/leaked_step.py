@@ -72,6 +72,9 @@ def note_step(state: Any, rec: Any, calls: list[tuple[int, Site]]) -> None:
                 own = [(c, s) for c, s in calls if c not in applied]
                 _note_leak(state, rec, other, leaked, own)
                 break
+    lines = order.applied.setdefault(id(rec), set())  # NOTE [soft target not detached]
+    if len(lines) < 64 and not getattr(state.hooks_data, "unobserved", True):
+        lines.update(s for _, s in calls)  # (while every backward() is seen)
     recent.append((rec, rec.steps, mine))
     del recent[:-_RECENT]
 

@@ -175,6 +175,7 @@ class Order:
         self.leaks: list[Any] = []
         self.leak_counts: set[int] = set()
         self.calls: list[Any] = []  # (backward count, site) of the watched modules' calls
+        self.applied: dict[int, set[Site]] = {}  # id(rec) -> backward() lines its steps applied
 
 
 def _param(order: Order, rec: Any) -> Any:

@@ -15,7 +15,14 @@ two sides come from different networks): an entropy term ``-(p * log p)`` over o
 logits reaches the same leaves on both sides and is left alone; a detached target reaches none.
 The finding is made at the end only when an optimizer that stepped holds one of those leaves
 (a teacher no optimizer steps only wastes a backward), and names the line that made the
-softmax, with the product's line as related.
+softmax, with the product's line as related. Not reported either when that loss's gradient
+never reaches those steps: the walk notes the line of the backward() that ran the loss, and
+NOTE [another optimizer's gradient applied again]'s windows record, per optimizer, the
+backward() lines whose gradients each of its steps applied (none cleared between them and the
+step; only while every backward() is seen, before the tracer's first unarmed step); when every optimizer holding the target's leaves has such windows and none holds that
+line, the program clears the target network's gradients after the soft-label loss's backward()
+and before its own step (meta pseudo labels' ``teacher.zero_grad()`` after the student's step).
+Without windows (one step only, gradients zeroed unseen) the finding stays.
 """
 from __future__ import annotations
 
@@ -100,7 +107,20 @@ def check_product(state: Any, node: Any) -> None:
         return
     only = leaf_vars(soft).keys() - leaf_vars(log).keys()
     if only:
-        state.soft_targets[site] = (only, created_site(node)[0])
+        at = state.backward_sites[-1] if state.backward_sites else None
+        state.soft_targets[site] = (only, created_site(node)[0], at)
+
+
+def _cleared(state: Any, data: Any, only: set[int], at: Site | None) -> bool:
+    """Every optimizer that steps one of ``only`` has recorded the backward() lines its steps
+    applied, and none of them is ``at`` (NOTE [soft target not detached])."""
+    order = getattr(state, "order", None)
+    if order is None or at is None:
+        return False
+    recs = [rec for rec in list(data.optimizers.values()) if rec.steps and rec.ref() and any(
+        id(p) in only for g in rec.ref().param_groups for p in g["params"])]
+    return bool(recs) and all(order.applied.get(id(rec)) and at not in order.applied[id(rec)]
+                              for rec in recs)
 
 
 def soft_target_findings(state: Any, data: Any) -> list[Finding]:
@@ -108,9 +128,9 @@ def soft_target_findings(state: Any, data: Any) -> list[Finding]:
     stepped = {id(p) for rec in list(data.optimizers.values()) if rec.steps and rec.ref()
                for g in rec.ref().param_groups for p in g["params"]}
     out: list[Finding] = []
-    for site, (only, product) in list(state.soft_targets.items()):
+    for site, (only, product, at) in list(state.soft_targets.items()):
         trained = len(only & stepped)
-        if not trained:
+        if not trained or _cleared(state, data, only, at):
             continue
         related: list[tuple[Site | None, str]] = [
             (product, "the target probabilities are multiplied by log-probabilities here")]

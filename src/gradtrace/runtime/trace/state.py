@@ -171,8 +171,8 @@ class TraceState(GradEvents):
         self.fn_active: list[Any] = []
         self.loose: dict[int, list[Any]] = {}  # NOTE [hand-made leaf left out of the optimizer]
         # NOTE [soft target not detached] (soft_target.py): softmax line -> (ids of the leaves
-        # only the target reaches, the product's line)
-        self.soft_targets: dict[Site, tuple[set[int], Site | None]] = {}
+        # only the target reaches, the product's line, the backward() line)
+        self.soft_targets: dict[Site, tuple[set[int], Site | None, Site | None]] = {}
         # NOTE [evaluation gradients applied] (windows.py): eval-mode backward() calls in the
         # window since the last step, the module calls in eval mode seen, the last such line
         self.window_evals = 0
