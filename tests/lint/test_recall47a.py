@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from gradtrace.lint import check_source
+from tests.lint.tower_net import tower
 
 
 def _found(src: str, code: str) -> list[int]:
@@ -297,24 +298,8 @@ def test_copied_look_alike_first_copied_from_a_teacher():
     assert _found(src, "GT115") == []
 
 
-# NOTE [trained abroad]: the model file builds no optimizer; a training script of the project
-# builds the model, an optimizer over it and runs a backward
-NET = '''
-import torch.nn as nn
-
-
-class Tower(nn.Module):
-    def __init__(self, width=8):
-        super().__init__()
-        self.lookup = nn.Linear(4, width)
-        self.stage = nn.Linear(width, width)
-        self.out = nn.Linear(width, 2)
-
-    def forward(self, x):
-        h = self.lookup(x)
-        h = self.stage(h)
-        return self.out({cut})
-'''
+# NOTE [trained abroad]: the model file (tests/lint/tower_net.py) builds no optimizer; a training
+# script of the project builds the model, an optimizer over it and runs a backward
 TRAIN = '''
 import torch
 from towers import Tower
@@ -336,7 +321,7 @@ def _project(tmp_path, cut="h.detach()", built="model = Tower().to('cpu')", over
              run="model", extra="", train=True):
     import os
     from gradtrace.lint import check_paths
-    (tmp_path / "towers.py").write_text(textwrap.dedent(NET.format(cut=cut)))
+    (tmp_path / "towers.py").write_text(tower(cut))
     if train:
         (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN.format(
             built=built, over=over, run=run, extra=extra)))

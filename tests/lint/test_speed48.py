@@ -14,23 +14,9 @@ from gradtrace.lint.cache import FileCache
 from gradtrace.lint.config import Settings
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import Imports
+from tests.lint.tower_net import tower
 
-NET = '''
-import torch.nn as nn
-
-
-class Tower(nn.Module):
-    def __init__(self, width=8):
-        super().__init__()
-        self.lookup = nn.Linear(4, width)
-        self.stage = nn.Linear(width, width)
-        self.out = nn.Linear(width, 2)
-
-    def forward(self, x):
-        h = self.lookup(x)
-        h = self.stage(h)
-        return self.out(h.detach())
-'''
+NET = tower()
 TRAIN = '''
 import torch
 from towers import Tower

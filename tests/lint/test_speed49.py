@@ -11,23 +11,9 @@ from gradtrace.lint import _real_file, check_paths, iter_files
 from gradtrace.lint.analysis import project_files
 from gradtrace.lint.analysis.project_files import roots, set_roots
 from gradtrace.lint.config import Settings
+from tests.lint.tower_net import tower
 
-NET = '''
-import torch.nn as nn
-
-
-class Tower(nn.Module):
-    def __init__(self, width=8):
-        super().__init__()
-        self.lookup = nn.Linear(4, width)
-        self.stage = nn.Linear(width, width)
-        self.out = nn.Linear(width, 2)
-
-    def forward(self, x):
-        h = self.lookup(x)
-        h = self.stage(h)
-        return self.out(h.detach())
-'''
+NET = tower()
 TRAIN = '''
 import torch
 from {module} import Tower
