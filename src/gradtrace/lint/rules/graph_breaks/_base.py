@@ -231,13 +231,18 @@ def band_aids(v: Verdict, lp: LossPaths) -> list[ast.AST]:
     on the names the (fully cut) loss of ``v`` is built from, in source order."""
     if not v.full or v.sink.how != "backward":
         return []
+    return _forcings(v, lp)
+
+
+def _forcings(v: Verdict, lp: LossPaths) -> list[ast.AST]:
+    """:func:`band_aids` for a backward or a returned loss (the return statement included)."""
     names = {name for _, cuts in v.cut_terms for c in cuts for name, _ in c.via}
     root = lp.ctx.source(v.sink.value)
     names.add(root)
     line = v.sink.node.lineno  # type: ignore[attr-defined]
     out: list[ast.AST] = []
     for s in lp.scope.stmts:
-        if s.lineno >= line:
+        if s.lineno > line or s.lineno == line and v.sink.how != "return":
             break
         if isinstance(s, ast.Assign) and len(s.targets) == 1:
             t = s.targets[0]
@@ -290,6 +295,10 @@ def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:
         return (f"`forward` returns it (line {line}) without history, so no layer before it "
                 f"gets a gradient through this module's output")
     if sink.how == "return":
+        if v.full and _forcings(v, lp):
+            return (f"the loss returned at line {line} has no path left to the model and "
+                    f"`requires_grad` is forced on it: `backward()` on it runs and no "
+                    f"parameter gets a gradient")
         return (f"the loss returned at line {line} has no path left to the model: "
                 f"`backward()` on it raises {ELEMENT0}")
     forced = bandaid_line(v, lp)

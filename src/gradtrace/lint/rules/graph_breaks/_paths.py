@@ -42,6 +42,7 @@ from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer
+from gradtrace.lint.analysis.lightning import auto_training_step
 from gradtrace.lint.analysis.loss_evidence import loss_evidence
 from gradtrace.lint.analysis.loss_weights import weight_only
 from gradtrace.lint.analysis.steps import step_calls
@@ -186,7 +187,12 @@ class LossPaths(HelperTracer):
             cut = [(t, cs) for t, cs in cut if cs]
             if not cut:
                 return None
-        if sink.how == "return":  # a function may return a number on purpose: callers decide
+        auto = sink.how == "return" and auto_training_step(self.ctx, self.scope.node)
+        if auto and self.scope.kind(sink.value) in (FLOW_NUMBER, FLOW_NUMPY):
+            return None  # Lightning refuses a number itself: MisconfigurationException
+        if sink.how == "return" and not auto:
+            # a function may return a number on purpose: callers decide; Lightning's
+            # `training_step` returns the loss it backpropagates (NOTE [Lightning's backward])
             if sink.only is None and _cut_on_purpose(sink.value):
                 return None  # (a module's `forward` returning `.data` is still GT105)
             keep = sink.only or frozenset({NUMPY, REBUILD, DATA, DETACH, NONDIFF})

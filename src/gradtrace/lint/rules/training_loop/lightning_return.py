@@ -7,66 +7,11 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import bfs_walk, scope_nodes
+from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.analysis.lightning import class_chain, lightning_classes, manual_optimization
 from gradtrace.lint.rule import Bad, Good, Rule
 
-LIGHTNING_MODULES = frozenset({
-    "lightning.LightningModule", "lightning.pytorch.LightningModule",
-    "lightning.pytorch.core.LightningModule", "lightning.pytorch.core.module.LightningModule",
-    "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
-    "pytorch_lightning.core.module.LightningModule",
-    "pytorch_lightning.core.lightning.LightningModule"})
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-def _lightning_classes(tree: ast.Module, ctx: Context) -> dict[str, ast.ClassDef]:
-    """The classes of the file that derive from a LightningModule (directly or through
-    another class of the file), by name."""
-    classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
-    found: dict[str, ast.ClassDef] = {}
-    changed = True
-    while changed:
-        changed = False
-        for name, c in classes.items():
-            if name in found:
-                continue
-            for b in c.bases:
-                if (ctx.qualified_name(b) or "") in LIGHTNING_MODULES or \
-                        (isinstance(b, ast.Name) and b.id in found):
-                    found[name] = c
-                    changed = True
-                    break
-    return found
-
-
-def _manual(c: ast.ClassDef) -> bool:
-    """The class turns automatic optimization off (``self.automatic_optimization = False``, or
-    a class attribute, or a property)."""
-    for n in bfs_walk(c):
-        if isinstance(n, (ast.Assign, ast.AnnAssign)):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            for t in targets:
-                name = t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", None)
-                if name == "automatic_optimization":
-                    return True
-        elif isinstance(n, FUNCS) and n.name == "automatic_optimization":
-            return True
-    return False
-
-
-def _chain(c: ast.ClassDef, found: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
-    """``c`` and the classes of the file it derives from, and those deriving from it (a
-    subclass may turn automatic optimization off for the ``training_step`` it inherits)."""
-    out, todo = [], [c]
-    while todo:
-        k = todo.pop()
-        if k in out:
-            continue
-        out.append(k)
-        todo += [found[b.id] for b in k.bases if isinstance(b, ast.Name) and b.id in found]
-        todo += [o for o in found.values() if any(isinstance(b, ast.Name) and b.id == k.name
-                                                   for b in o.bases)]
-    return out
 
 
 def _abstract(fn: ast.AST) -> bool:
@@ -203,13 +148,15 @@ class TrainingStepReturnsNothing(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        found = _lightning_classes(node, ctx)
+        found = lightning_classes(node, ctx)
         for name, c in found.items():
             step = next((s for s in c.body if isinstance(s, FUNCS)
                          and s.name == "training_step"), None)
-            if step is None or _abstract(step) or _returns_value(step) or \
-                    any(_manual(k) for k in _chain(c, found)) or _no_optimizer(_chain(c, found)) \
-                    or _steps_itself(step, _chain(c, found)):
+            if step is None or _abstract(step) or _returns_value(step):
+                continue
+            chain = class_chain(c, found)
+            if any(manual_optimization(k) for k in chain) or _no_optimizer(chain) \
+                    or _steps_itself(step, chain):
                 continue
             last = step.body[-1]
             yield self.report(last, ctx, cls=name, related=[Related(

@@ -10,7 +10,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import file_says_word
-from gradtrace.lint.rules.training_loop.lightning_return import _lightning_classes
+from gradtrace.lint.analysis.lightning import lightning_classes
 
 # Lightning's hook whose default body is `optimizer.step(closure=optimizer_closure)`: an
 # override that does not call it (or `super()`'s) leaves the step out
@@ -174,7 +174,7 @@ class ParentStepUnderOptionalObject(Rule):
         if info is None:
             return
         lightning = LIGHTNING_STEP_HOOK in info.methods \
-            and node.name in _lightning_classes(ctx.tree, ctx)  # type: ignore[arg-type]
+            and node.name in lightning_classes(ctx.tree, ctx)  # type: ignore[arg-type]
         init = info.method("__init__")
         for name, m in info.methods.items():
             if not self._steps_in_parent(info, name, lightning):

@@ -14,7 +14,7 @@ from gradtrace.lint.analysis.vocabulary import STEP_METHOD
 from gradtrace.lint.context import Context
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.rules.training_loop.lightning_return import _lightning_classes, _manual
+from gradtrace.lint.analysis.lightning import lightning_classes, manual_optimization
 
 
 class BackwardOfBackwardedReturn(Rule):
@@ -67,8 +67,8 @@ class BackwardOfBackwardedReturn(Rule):
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
-        lightning = {c.name: c for c in _lightning_classes(node, ctx).values()
-                     if not _manual(c)}
+        lightning = {c.name: c for c in lightning_classes(node, ctx).values()
+                     if not manual_optimization(c)}
         defs: dict[str, list[ast.AST]] = {}
         for fn, cls in _functions(node):
             defs.setdefault(fn.name, []).append(fn)

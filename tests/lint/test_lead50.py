@@ -1,0 +1,62 @@
+"""A LightningModule's `training_step` that cuts the loss it returns (NOTE [Lightning's
+backward]): twins and look-alikes, in-process. On lightning 2.6 the re-wrapped loss trains
+nothing and the detached one raises the element-0 error (checked by hand with a Trainer)."""
+from __future__ import annotations
+
+import textwrap
+
+from gradtrace.lint import check_source
+
+LIT = '''
+import torch
+import torch.nn as nn
+import lightning as L
+
+
+class Lit(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Linear(4, 1){init}
+
+    def training_step(self, batch, idx):
+        x, y = batch
+        loss = nn.functional.mse_loss(self.net(x), y)
+        {tail}
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+'''
+MANUAL = "\n        self.automatic_optimization = False"
+
+
+def _found(init: str, tail: str) -> list[tuple[str, int]]:
+    src = textwrap.dedent(LIT.format(init=init, tail=tail))
+    return [(f.code, f.line) for f in check_source(src, "m.py") if f.code.startswith("GT1")]
+
+
+def test_a_cut_in_the_returned_loss_is_found():
+    assert _found("", "return torch.tensor(loss.item(), requires_grad=True)") == [("GT102", 15)]
+    assert _found("", "return loss.detach()") == [("GT107", 15)]
+    assert _found("", 'return {"loss": loss.detach(), "n": len(x)}') == [("GT107", 15)]
+    assert _found("", "loss = torch.tensor(loss.item(), requires_grad=True)\n"
+                      "        return loss") == [("GT102", 15)]
+
+
+def test_the_message_says_what_lightning_does():
+    src = textwrap.dedent(LIT.format(init="", tail="return torch.tensor(loss.item(), "
+                                                   "requires_grad=True)"))
+    (f,) = [f for f in check_source(src, "m.py") if f.code == "GT102"]
+    assert "forced on it: `backward()` on it runs and no parameter gets a gradient" in f.message
+    src = textwrap.dedent(LIT.format(init="", tail="return loss.detach()"))
+    (f,) = [f for f in check_source(src, "m.py") if f.code == "GT107"]
+    assert "raises `RuntimeError: element 0" in f.message
+
+
+def test_manual_optimization_a_number_and_a_plain_module_stay_silent():
+    assert _found(MANUAL, "self.manual_backward(loss)\n        return loss.detach()") == []
+    assert _found("", "return loss.item()") == []  # Lightning refuses it by itself
+    assert _found("", "return loss") == []
+    plain = LIT.replace("L.LightningModule", "nn.Module").format(
+        init="", tail="loss.backward()\n        return loss.detach()")
+    assert [f.code for f in check_source(textwrap.dedent(plain), "m.py")
+            if f.code.startswith("GT1")] == []
