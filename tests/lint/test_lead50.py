@@ -60,3 +60,40 @@ def test_manual_optimization_a_number_and_a_plain_module_stay_silent():
         init="", tail="loss.backward()\n        return loss.detach()")
     assert [f.code for f in check_source(textwrap.dedent(plain), "m.py")
             if f.code.startswith("GT1")] == []
+
+
+UNFREEZE = '''
+import torch
+import torch.nn as nn
+
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+for p in model{part}.parameters():
+    p.requires_grad = False
+opt = torch.optim.Adam({params}, lr=1e-3)
+for epoch in range(6):
+    if epoch == 3:
+        for p in model{part}.parameters():
+            p.requires_grad = True{added}
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+TRAINABLE = "[p for p in model.parameters() if p.requires_grad]"
+ADDED = '\n        opt.add_param_group({"params": model[0].parameters()})'
+
+
+def _unfrozen(part: str, params: str = TRAINABLE, added: str = "") -> list[tuple[str, int]]:
+    src = UNFREEZE.format(part=part, params=params, added=added)
+    return [(f.code, f.line) for f in check_source(textwrap.dedent(src), "m.py")
+            if f.code == "GT410"]
+
+
+def test_a_part_unfrozen_by_index_after_a_trainable_only_optimizer_is_found():
+    assert _unfrozen("[0]") == [("GT410", 11)]
+    assert _unfrozen("[:1]") == [("GT410", 11)]
+
+
+def test_an_optimizer_over_all_or_a_group_added_stays_silent():
+    assert _unfrozen("[0]", params="model.parameters()") == []
+    assert _unfrozen("[0]", added=ADDED) == []

@@ -102,6 +102,32 @@ def dotted(node: ast.AST) -> str | None:
     return ".".join(reversed(parts))
 
 
+def indexed_path(node: ast.AST) -> str | None:
+    """:func:`dotted`, and a module reached by a constant index or slice on the way
+    (``model[0]``, ``model.features[:10]``, ``net.blocks[-1].fc``): the spelling a freeze of
+    that part is matched by. A computed index (``layers[i]``) gives None."""
+    plain = dotted(node)
+    if plain is not None or not isinstance(node, (ast.Attribute, ast.Subscript)):
+        return plain
+    if isinstance(node, ast.Attribute):
+        base = indexed_path(node.value)
+        return None if base is None else base + "." + node.attr
+    if not _constant_index(node.slice):
+        return None
+    base = indexed_path(node.value)
+    return None if base is None else f"{base}[{ast.unparse(node.slice)}]"
+
+
+def _constant_index(e: ast.AST | None) -> bool:
+    if e is None:
+        return True
+    if isinstance(e, ast.Slice):
+        return all(_constant_index(x) for x in (e.lower, e.upper, e.step))
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        e = e.operand
+    return isinstance(e, ast.Constant) and isinstance(e.value, int)
+
+
 def scaled_name(value: ast.AST | None) -> str | None:
     """The name whose shape ``value`` keeps when it only scales it by a number: ``one * -1``,
     ``-one``, ``2.0 * one`` (a name and one number literal)."""

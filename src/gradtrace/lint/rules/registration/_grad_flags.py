@@ -7,7 +7,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.names import dotted
+from gradtrace.lint.names import dotted, indexed_path
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._tensors import is_false, is_true
 
@@ -20,7 +20,7 @@ class GradFlag:
     """A statement that sets ``requires_grad`` on every parameter under ``root`` (or some)."""
 
     stmt: ast.stmt
-    root: str            # dotted module spelling whose parameters are affected
+    root: str            # module spelling (`names.indexed_path`) whose parameters are affected
     value: bool
     conditional: bool    # only some parameters (an ``if`` inside the loop)
 
@@ -61,7 +61,7 @@ def _grad_flags(scope: Scope) -> list[GradFlag]:
             call = s.value
             f = call.func
             if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
-                root = dotted(f.value)
+                root = indexed_path(f.value)
                 if root:  # a tensor's flag too: callers match roots against module paths
                     value = not call.args or is_true(call.args[0])
                     if call.args and not (is_true(call.args[0]) or is_false(call.args[0])):
@@ -75,7 +75,7 @@ def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
             and it.func.attr in ("parameters", "named_parameters")):
         return None
-    root = dotted(it.func.value)
+    root = indexed_path(it.func.value)
     t = loop.target
     var = dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
     if root is None or var is None:

@@ -98,8 +98,9 @@ def _iterates_modules(loop: ast.For | ast.AsyncFor, name: str) -> bool:
 
 
 def covers(root: str, name: str) -> bool:
-    """Whether the parameters of ``root`` include those of ``name`` (same or a submodule)."""
-    return name == root or name.startswith(root + ".")
+    """Whether the parameters of ``root`` include those of ``name`` (same or a submodule,
+    by attribute or by a constant index: ``model`` covers ``model[0]``)."""
+    return name == root or name.startswith((root + ".", root + "["))
 
 
 def param_sources(call: ast.AST) -> set[str]:
