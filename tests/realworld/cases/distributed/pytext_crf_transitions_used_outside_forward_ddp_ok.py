@@ -1,10 +1,8 @@
-"""PyText's word-tagging model with a CRF output layer returns only the emission scores from `forward`; the CRF transition matrix is used afterwards, when the trainer calls the output layer's loss on those emissions. PyText wrapped the model in DistributedDataParallel with `find_unused_parameters=True`: DDP walks the graph of the forward's outputs, does not find the transition matrix there, marks it ready (unused) at once, and when the loss's backward then produces a gradient for it the autograd hook fires a second time for the same parameter, so the first backward fails.
+"""PyText's word-tagging model with a CRF output layer after the fix: the emissions come from `forward` and the CRF transition matrix is used by the loss afterwards, and the model is wrapped in DistributedDataParallel with `find_unused_parameters=False`, so DDP expects a gradient for every parameter in the backward, the transition matrix's hook fires once and its gradient is all-reduced with the others.
 
 source: https://github.com/facebookresearch/pytext/pull/497
-kind: bug
-symptom: crash
+kind: lookalike
 launch: torchrun --nproc-per-node=2
-verified: Expected to mark a variable ready only once
 """
 import torch
 import torch.distributed as dist
