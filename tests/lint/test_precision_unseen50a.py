@@ -63,7 +63,8 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
     # nothing (reported at the unfreeze).
     "freeze-for-in-place-edit": (
         Shape(PRUNE.format(between="layer.weight[idx] = layer.weight[idx].data.mul(0)"),
-              "GT432", holds="layer.weight.requires_grad and float(layer.weight.detach()[idx].abs().sum()) == 0"),
+              "GT432", holds="layer.weight.requires_grad"
+                             " and float(layer.weight.detach()[idx].abs().sum()) == 0"),
         Shape(PRUNE.format(between="mask = torch.ones(4)\nmask[idx] = 0"), "GT432", line=6,
               holds="layer.weight.requires_grad")),
 }
