@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import (
     MOVES, NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_loss_callee)
+from gradtrace.lint.analysis.bound_calls import called_object
 from gradtrace.lint.analysis.model_calls import runs_model
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
@@ -284,6 +285,9 @@ class Tracer:
                 d.merge(self._args(e, line, depth, saves=func.attr in SAVES_INPUT_FUNCS))
             return d
         if isinstance(func, ast.Name):
+            obj = called_object(self.scope, e, line)  # `f = model.__call__; f(x)`: model(x)
+            if obj is not None:
+                return self._t_Call(obj, line, depth + 1)
             kind = self.scope.kind(func)
             if kind == MODULE or func.id in self.params or self._bound_module(func.id, line) \
                     or runs_model(ctx, self.scope, func.id, line):

@@ -310,10 +310,11 @@ class UnfreezeUndoesFreeze(Rule):
 
     @staticmethod
     def _used_between(scope: Scope, f: GradFlag, g: GradFlag) -> bool:
-        """A forward, backward, step, or any call handed the model between the two; or a
-        read of a ``requires_grad`` flag (the freeze sorts the parameters into groups:
+        """A forward, backward, step, or any call handed the model between the two; a read
+        of a ``requires_grad`` flag (the freeze sorts the parameters into groups:
         ``[p for p in model.parameters() if p.requires_grad]``, then the frozen part is
-        unfrozen for a group of its own)."""
+        unfrozen for a group of its own); or a write into its weights' values (the freeze
+        lets an in-place edit of a leaf through: ``layer.weight[idx] = 0``)."""
         start, end = f.stmt.end_lineno or f.stmt.lineno, g.stmt.lineno
         base = g.root.partition(".")[0]
         for s in scope.stmts:
@@ -322,7 +323,7 @@ class UnfreezeUndoesFreeze(Rule):
                 continue
             for n in walk(s):
                 if isinstance(n, ast.Attribute) and n.attr == "requires_grad" \
-                        and isinstance(n.ctx, ast.Load):
+                        and isinstance(n.ctx, ast.Load) or _writes_values(n, base):
                     return True
                 if not isinstance(n, ast.Call):
                     continue
@@ -339,6 +340,15 @@ class UnfreezeUndoesFreeze(Rule):
                        for a in [*n.args, *(k.value for k in n.keywords)]):
                     return True
         return False
+
+
+def _writes_values(n: ast.AST, base: str) -> bool:
+    """``n`` assigns into the values of a tensor of ``base`` (``base.weight[idx] = ...``,
+    ``base.weight.data = ...``), which autograd forbids on a leaf that requires grad."""
+    targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+        n, ast.AugAssign) else []
+    return any((isinstance(t, ast.Subscript) or isinstance(t, ast.Attribute) and t.attr == "data")
+               and (dotted(t.value) or "~").partition(".")[0] == base for t in targets)
 
 
 class FrozenGradRead(Rule):

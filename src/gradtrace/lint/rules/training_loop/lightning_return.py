@@ -21,6 +21,17 @@ def _abstract(fn: ast.AST) -> bool:
     return not body or all(isinstance(s, (ast.Pass, ast.Raise)) for s in body)
 
 
+def _declines(fn: ast.AST) -> bool:
+    """Only a docstring and ``return None`` (or a bare ``return``): the step computes no loss
+    at all; a module kept for inference (a black-box victim) says so. A step that computes a
+    loss and then returns None still drops it."""
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr)  # type: ignore[attr-defined]
+                                       and isinstance(s.value, ast.Constant))]
+    return len(body) == 1 and isinstance(body[0], ast.Return) and (
+        body[0].value is None or isinstance(body[0].value, ast.Constant)
+        and body[0].value.value is None)
+
+
 def _returns_value(fn: ast.AST) -> bool:
     """Some ``return`` of ``fn`` itself gives back a value other than ``None``, or ``fn`` is a
     generator."""
@@ -96,8 +107,9 @@ class TrainingStepReturnsNothing(Rule):
     Known limits: classes of the file that derive from `LightningModule` (directly or through
     another class of the file); a `training_step` inherited from elsewhere is not read; a
     class whose `configure_optimizers` returns nothing (no optimizer: a feature-collecting
-    pass) is left alone, and so is a `training_step` that runs a backward and steps
-    `self.optimizers()` itself (or through the class's methods it calls).
+    pass) is left alone, so is a `training_step` that is only `return None` (no loss is
+    computed: a module kept for inference), and so is a `training_step` that runs a backward
+    and steps `self.optimizers()` itself (or through the class's methods it calls).
     """
 
     code = "GT530"
@@ -152,7 +164,7 @@ class TrainingStepReturnsNothing(Rule):
         for name, c in found.items():
             step = next((s for s in c.body if isinstance(s, FUNCS)
                          and s.name == "training_step"), None)
-            if step is None or _abstract(step) or _returns_value(step):
+            if step is None or _abstract(step) or _declines(step) or _returns_value(step):
                 continue
             chain = class_chain(c, found)
             if any(manual_optimization(k) for k in chain) or _no_optimizer(chain) \
