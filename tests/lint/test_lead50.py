@@ -97,3 +97,41 @@ def test_a_part_unfrozen_by_index_after_a_trainable_only_optimizer_is_found():
 def test_an_optimizer_over_all_or_a_group_added_stays_silent():
     assert _unfrozen("[0]", params="model.parameters()") == []
     assert _unfrozen("[0]", added=ADDED) == []
+
+
+LOOP = '''
+import torch
+import torch.nn as nn
+
+
+def fit(model, loader, other):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+    ce = nn.CrossEntropyLoss()
+    for x, y in loader:
+        opt.zero_grad()
+        loss = ce(model(x), y)
+        {body}
+        print(f"{{loss:.4f}}")
+'''
+
+
+def _loop(body: str) -> list[tuple[str, int]]:
+    src = textwrap.dedent(LOOP.format(body=body))
+    return [(f.code, f.line) for f in check_source(src, "m.py") if f.code in ("GT544", "GT545")]
+
+
+def test_a_loop_that_never_steps_or_never_backpropagates_is_found():
+    assert _loop("loss.backward()") == [("GT544", 13)]
+    assert _loop("pass") == [("GT545", 12)]
+    assert _loop("opt.step()") == [("GT545", 12)]  # a step with no gradient moves nothing
+
+
+def test_a_loop_that_updates_stays_silent():
+    assert _loop("loss.backward()\n        opt.step()") == []
+    assert _loop("loss.backward()\n        other.step()") == []  # another optimizer may train here
+    assert _loop("loss.backward()\n        sched.step()") == [("GT544", 13)]
+    assert _loop("loss.backward()\n        step_all(opt)") == []  # may step it
+    assert _loop("loss.backward()\n        for p in model.parameters():\n"
+                 "            p.data -= 0.1 * p.grad") == []  # an update by hand
+    assert _loop("grads = torch.autograd.grad(loss, list(model.parameters()))") == []

@@ -1,0 +1,264 @@
+"""GT544, GT545: a training loop that clears an optimizer's gradients every pass but never
+steps it, or never backpropagates anything for it to step.
+
+# NOTE [a loop that never updates]
+``opt.zero_grad()`` inside a loop says the loop means to train with ``opt``. Two calls finish
+that work and neither fails when it is missing: ``backward()`` fills ``.grad`` and
+``opt.step()`` applies it. A loop that backpropagates and clears but never steps leaves every
+weight where it was (GT544); a loop that clears and computes a loss but backpropagates nothing
+has no gradient to apply (GT545: ``zero_grad`` leaves ``.grad`` at None, so even a step moves
+nothing). Both stay silent unless the optimizer is built in the same function from
+``torch.optim`` and used there only through its own methods: an optimizer handed to another
+call, stored, returned or read as a value may be stepped elsewhere.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.cuts import is_functional_loss
+from gradtrace.lint.analysis.kinds import is_torch_loss
+from gradtrace.lint.analysis.steps import step_calls
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.flow_kinds import OPTIMIZER
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules._gates import says_all
+
+# methods of an optimizer that neither step it nor hand it to code that might
+OWN_METHODS = frozenset({"zero_grad", "state_dict", "load_state_dict", "add_param_group",
+                         "param_groups", "state", "defaults"})
+BACKWARD_WORDS = ("backward", "autograd")
+SCHEDULERS = "torch.optim.lr_scheduler."
+
+
+def _built_here(scope: Scope, name: str, line: int) -> bool:
+    b = scope.binding_before(name, line)
+    return b is not None and b.kind == OPTIMIZER and isinstance(b.value, ast.Call)
+
+
+def _only_own_uses(fn: ast.AST, name: str, ctx: Context,
+                   own: frozenset[str] = OWN_METHODS) -> bool:
+    """Every read of ``name`` in ``fn`` is ``name.<one of own>``, or the optimizer handed to a
+    learning-rate scheduler (which never steps it)."""
+    parents: dict[int, ast.AST] = {}
+    for n in walk(fn):
+        for c in ast.iter_child_nodes(n):
+            parents[id(c)] = n
+    for n in walk(fn):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            p = parents.get(id(n))
+            if isinstance(p, ast.Attribute) and p.attr in own or isinstance(p, ast.Call) \
+                    and (ctx.qualified_name(p.func) or "").startswith(SCHEDULERS):
+                continue
+            return False
+        if isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names:
+            return False
+    return True
+
+
+def _cleared_in_loops(scope: Scope, fn: ast.AST, ctx: Context,  # type: ignore[no-untyped-def]
+                      own: frozenset[str] = OWN_METHODS):
+    """(zero_grad call, its innermost loop, optimizer name) for each optimizer of the function
+    cleared inside a loop, built there and used there only through its own methods."""
+    seen: set[str] = set()
+    for z in step_calls(ctx, fn).zero_grads:
+        name = z.receiver
+        loops = scope.loops_of(z.stmt)
+        if not loops or not name or name in seen or "." in name or "[" in name:
+            continue
+        seen.add(name)
+        if _built_here(scope, name, z.stmt.lineno) and _only_own_uses(fn, name, ctx, own):
+            yield z, loops[-1], name
+
+
+class OptimizerNeverStepped(Rule):
+    """A loop backpropagates and clears an optimizer's gradients every pass but never steps it.
+
+    Why: `backward()` only fills `.grad`; `optimizer.step()` is what changes the weights. A loop
+    that calls `opt.zero_grad()` and `loss.backward()` but never `opt.step()` computes every
+    gradient and throws it away: the loss never goes down and nothing fails (NOTE [a loop that
+    never updates]). Call `opt.step()` after the backward.
+    Known limits: the optimizer must be built in the same function from `torch.optim` and used
+    there only through its own methods (not passed to a call, stored or returned); a loop that
+    steps another optimizer or reads a `.grad` (an update by hand) is left alone.
+    """
+
+    code = "GT544"
+    name = "optimizer-never-stepped"
+    message = ("`{call}` fills `.grad` on every pass and `{opt}.zero_grad()` (line {zero}) clears "
+               "it, but `{opt}.step()` is never called: the weights never change; call "
+               "`{opt}.step()` after this backward")
+    triggers = ("zero_grad",)
+    examples = [
+        Bad("""
+            import torch
+            def train(model, loader):
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    loss.backward()
+                    print(loss.item())
+            """, at=(7, 8)),
+        Good("""
+            import torch
+            def train(model, loader):
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = torch.nn.functional.mse_loss(model(x), y)
+                    loss.backward()
+                    opt.step()
+            """),
+        Good("""
+            import torch
+            def train(model, loader, scaler):
+                opt = torch.optim.AdamW(model.parameters())
+                for x, y in loader:
+                    opt.zero_grad()
+                    scaler.scale(torch.nn.functional.mse_loss(model(x), y)).backward()
+                    scaler.step(opt)
+                    scaler.update()
+            """),
+    ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        if says_all(ctx, node, ("zero_grad", "backward")):
+            yield from self._check(node, ctx)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        if says_all(ctx, node, ("zero_grad", "backward")):
+            yield from self._check(node, ctx)
+
+    def _check(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
+        scope = ctx.scope(fn)
+        calls = step_calls(ctx, fn)
+        for z, loop, name in _cleared_in_loops(scope, fn, ctx):
+            end = loop.end_lineno or loop.lineno
+            if any(s.optimizer == name for s in calls.steps) or _other_step(loop, scope, ctx) \
+                    or _reads_grad(loop):
+                continue  # something else may train here, or `.grad` is applied by hand
+            b = next((b for b in calls.backwards if b.accumulates
+                      and loop.lineno <= b.stmt.lineno <= end), None)
+            if b is None:
+                continue
+            yield self.report(b.call, ctx, call=ctx.source(b.call.func) + "()", opt=name,
+                              zero=z.stmt.lineno, related=[Related(
+                                  ctx.path, z.stmt.lineno, f"`{name}` is cleared here",
+                                  ctx.column(z.stmt))])
+
+
+class LossNeverBackpropagated(Rule):
+    """A loop clears an optimizer's gradients and computes a loss every pass, and nothing in
+    its function ever runs `backward()`.
+
+    Why: `opt.zero_grad()` and a loss say the loop means to train, but without `backward()`
+    no gradient is ever computed: `.grad` stays None (or zero) and the optimizer, stepped or
+    not, changes nothing; the printed loss looks like training and the model stays as it was
+    (NOTE [a loop that never updates]). Call `loss.backward()` and `opt.step()` after the loss.
+    Known limits: the optimizer must be built in the same function from `torch.optim` and used
+    there only through its own methods; the loss is a `torch.nn.*Loss` or
+    `torch.nn.functional` loss called in the loop; a function that mentions `backward` or
+    `autograd`, or calls a `grad` function, anywhere is trusted.
+    """
+
+    code = "GT545"
+    name = "loss-never-backpropagated"
+    message = ("`{loss}` is computed on every pass of this loop and `{opt}.zero_grad()` (line "
+               "{zero}) clears the gradients, but nothing in this function runs `backward()`: "
+               "no gradient is ever computed and `{opt}` changes no weight; call "
+               "`{loss}.backward()` and `{opt}.step()` here")
+    triggers = ("zero_grad",)
+    examples = [
+        Bad("""
+            import torch
+            def fine_tune(model, loader):
+                opt = torch.optim.SGD(model.parameters(), lr=0.01)
+                ce = torch.nn.CrossEntropyLoss()
+                for x, y in loader:
+                    model.train()
+                    opt.zero_grad()
+                    loss = ce(model(x), y)
+                    print(f"{loss:.4f}")
+            """, at=(8, 8)),
+        Good("""
+            import torch
+            def fine_tune(model, loader):
+                opt = torch.optim.SGD(model.parameters(), lr=0.01)
+                ce = torch.nn.CrossEntropyLoss()
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss = ce(model(x), y)
+                    loss.backward()
+                    opt.step()
+            """),
+    ]
+
+    def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
+        if not says_all(ctx, fn, ("zero_grad",)) or any(
+                says_all(ctx, fn, (w,)) for w in BACKWARD_WORDS):
+            return
+        if any(isinstance(n, ast.Call) and (getattr(n.func, "attr", None) == "grad"
+                                             or getattr(n.func, "id", None) == "grad")
+               for n in walk(fn)):
+            return  # `grad(loss, params)` imported from torch.autograd
+        scope = ctx.scope(fn)
+        for z, loop, name in _cleared_in_loops(scope, fn, ctx, OWN_METHODS | {"step"}):
+            loss = _loss_in(loop, scope, ctx)
+            if loss is not None:
+                yield self.report(loss, ctx, loss=ctx.source(loss.targets[0]), opt=name,
+                                  zero=z.stmt.lineno, related=[Related(
+                                      ctx.path, z.stmt.lineno, f"`{name}` is cleared here",
+                                      ctx.column(z.stmt))])
+
+
+def _other_step(loop: ast.stmt, scope: Scope, ctx: Context) -> bool:
+    """The loop calls some ``x.step(...)`` other than a learning-rate scheduler's: another
+    optimizer, a wrapper or a trainer that may step this one."""
+    for n in walk(loop):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "step":
+            recv = n.func.value
+            b = scope.binding_before(recv.id, n.lineno) if isinstance(recv, ast.Name) else None
+            q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
+                b.value, ast.Call) else None
+            if not (q or "").startswith(SCHEDULERS):
+                return True
+    return False
+
+
+def _reads_grad(loop: ast.stmt) -> bool:
+    """The loop reads some ``.grad`` (a manual update, a learned optimizer, PGD's sign step)."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load)
+               for n in walk(loop))
+
+
+def _loss_in(loop: ast.stmt, scope: Scope, ctx: Context) -> ast.Assign | None:
+    """The first ``name = <torch loss call>`` of the loop."""
+    for s in walk(loop):
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Call)):
+            continue
+        f = s.value.func
+        q = ctx.qualified_name(f) or ""
+        if is_functional_loss(q):
+            return s
+        if isinstance(f, ast.Name):
+            b = scope.binding_before(f.id, s.lineno)
+            if b is not None and isinstance(b.value, ast.Call) and \
+                    is_torch_loss(ctx.qualified_name(b.value.func)):
+                return s
+    return None
