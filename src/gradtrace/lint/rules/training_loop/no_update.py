@@ -79,8 +79,8 @@ class OptimizerNeverStepped(Rule):
 
     Why: `backward()` only fills `.grad`; `optimizer.step()` is what changes the weights. A loop
     that calls `opt.zero_grad()` and `loss.backward()` but never `opt.step()` computes every
-    gradient and throws it away: the loss never goes down and nothing fails (NOTE [a loop that
-    never updates]). Call `opt.step()` after the backward.
+    gradient and throws it away: the loss never goes down and nothing fails
+    (NOTE [a loop that never updates]). Call `opt.step()` after the backward.
     Known limits: the optimizer must be built in the same function from `torch.optim` and used
     there only through its own methods (not passed to a call, stored or returned); a loop that
     steps another optimizer or reads a `.grad` (an update by hand) is left alone.
