@@ -115,7 +115,7 @@ class RequiresGradAttributeOnModule(Rule):
 
 
 class FreezeUndoesTraining(Rule):
-    """A freeze-everything loop also freezes the new head, or undoes an earlier unfreeze.
+    """A freeze reaches the new head (freezing all, or the head itself), or undoes an unfreeze.
 
     Why: `for p in model.parameters(): p.requires_grad = False` (or
     `model.requires_grad_(False)`) reaches *every* parameter that exists at that moment. Run
@@ -123,7 +123,10 @@ class FreezeUndoesTraining(Rule):
     `for p in model.fc.parameters(): p.requires_grad = True` it undoes it. Then nothing (or
     not the intended part) trains: backward raises `element 0 of tensors does not require
     grad` when all is frozen (pytorch-facts.md#all-frozen), or the head silently stays at init.
-    Freeze first, then replace or unfreeze the head.
+    Freeze first, then replace or unfreeze the head. Freezing the new head itself
+    (`model.fc.requires_grad_(False)` right after `model.fc = nn.Linear(...)`, here or in the
+    function of the project that built the model) with an optimizer over it leaves the
+    only randomly initialised layer fixed (NOTE [new part frozen]).
     Known limits: statements of one function, in source order. A module freezing all of
     `self` in its own constructor (prefix or adapter tuning) is taken as intended.
     """
@@ -151,6 +154,13 @@ class FreezeUndoesTraining(Rule):
                 p.requires_grad = True
             model.requires_grad_(False)
             """, at=(5, 0)),
+        Bad("""
+            import torch, torchvision
+            model = torchvision.models.resnet50(weights="DEFAULT")
+            model.fc = torch.nn.Linear(2048, 10)
+            model.fc.requires_grad_(False)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            """, at=(4, 0)),
         Good("""
             import torch, torchvision
             model = torchvision.models.resnet50(weights="DEFAULT")
