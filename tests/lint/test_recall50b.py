@@ -182,3 +182,81 @@ def test_project_factory_builds_the_frozen_layer(tmp_path):
 
 def test_project_look_alike_trunk_frozen(tmp_path):
     assert _project(tmp_path, "body.layer1.requires_grad_(False)") == []
+
+
+# NOTE [captured targets]: a probe inserted in a network stores its input in one mode and
+# compares against it in another; the capture runs once, the loss steps many times
+PROBE = '''
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class Probe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.phase, self.crit, self.keep = "idle", nn.L1Loss(), []
+
+    def forward(self, feats):
+        pooled = feats.mean(dim=(2, 3))
+        if self.phase == "record":
+            {store}
+        elif self.phase == "score":
+            self.loss = {loss}
+        return feats
+
+
+net = nn.Sequential(nn.Conv2d(3, 4, 3), Probe())
+probe = net[1]
+probe.phase = "record"
+{capture}
+probe.phase = "score"
+picture = torch.rand(1, 3, 9, 9).requires_grad_(True)
+opt = torch.optim.Adam([picture])
+for _ in range(4):
+    opt.zero_grad()
+    net(picture)
+    probe.loss.backward()
+    opt.step()
+'''
+
+
+def _probe(store="self.aim = pooled", loss="self.crit(pooled, self.aim)",
+           capture="net(torch.rand(1, 3, 9, 9))", code="GT528") -> list[int]:
+    return _found(PROBE.format(store=store, loss=loss, capture=capture), code)
+
+
+def test_captured_target_kept_with_graph():
+    assert _probe() == [15]
+
+
+def test_captured_target_appended_functional_loss():
+    assert _probe(store="self.keep.append(pooled * 2.0)",
+                  loss="F.mse_loss(pooled, self.keep[0])") == [15]
+
+
+def test_captured_look_alike_detached():
+    assert _probe(store="self.aim = pooled.detach()") == []
+    assert _probe(store="self.keep.append(pooled.detach() * 2.0)",
+                  loss="F.mse_loss(pooled, self.keep[0])") == []
+
+
+def test_captured_look_alike_shape_only():
+    assert _probe(store="self.aim = torch.zeros(pooled.shape)") == []
+
+
+def test_captured_look_alike_capture_under_no_grad_in_the_module():
+    store = "with torch.no_grad():\n                self.aim = pooled"
+    assert _probe(store=store) == []
+
+
+def test_captured_look_alike_not_a_loss():
+    assert _probe(loss="pooled.sum() + 0 * len(self.aim)") == []
+
+
+def test_captured_look_alike_store_and_compare_in_one_call():
+    src = PROBE.format(store="self.aim = pooled", loss="self.crit(pooled, self.aim)",
+                       capture="net(torch.rand(1, 3, 9, 9))")
+    src = src.replace('        elif self.phase == "score":\n',
+                      '        if self.phase != "idle":\n')
+    assert _found(src, "GT528") == []
