@@ -260,3 +260,60 @@ def test_captured_look_alike_store_and_compare_in_one_call():
     src = src.replace('        elif self.phase == "score":\n',
                       '        if self.phase != "idle":\n')
     assert _found(src, "GT528") == []
+
+
+def test_new_item_of_a_sequence_frozen():
+    src = SCRIPT.replace("trunk.fc = {built}", "trunk.head[2] = {built}")
+    assert _found(src.format(built="nn.Linear(512, 7)", between="",
+                             freeze="trunk.head[2].requires_grad_(False)", after="",
+                             over="trunk")) == [8]
+
+
+def test_new_item_look_alike_given_values():
+    src = SCRIPT.replace("trunk.fc = {built}", "trunk.head[2] = {built}")
+    assert _found(src.format(built="nn.Linear(512, 7)", between="",
+                             freeze="trunk.head[2].requires_grad_(False)",
+                             after="trunk.head[2].weight.data.copy_(table)",
+                             over="trunk")) == []
+
+
+# a module class replaces its trunk's head and freezes it; the script trains an instance
+WRAPPED = '''
+import torch
+from torch import nn
+import torchvision
+
+
+class Scorer(nn.Module):
+    def __init__(self, classes):
+        super().__init__()
+        self.trunk = torchvision.models.resnet18(weights="DEFAULT")
+        self.trunk.fc = nn.Linear(512, classes)
+        for w in self.trunk.fc.parameters():
+            w.requires_grad = False
+
+    def forward(self, x):
+        return self.trunk(x)
+
+
+scorer = Scorer(4)
+opt = torch.optim.Adam({over}.parameters())
+'''
+
+
+def test_new_part_frozen_in_a_module_class_trained_by_the_script():
+    assert _found(WRAPPED.format(over="scorer")) == [12]
+
+
+def test_new_part_frozen_in_a_module_class_look_alike_class_not_trained():
+    assert _found(WRAPPED.format(over="other")) == []
+
+
+def test_captured_target_on_the_first_call():
+    src = PROBE.format(store="self.aim = pooled", loss="self.crit(pooled, self.aim)",
+                       capture="net(torch.rand(1, 3, 9, 9))")
+    src = src.replace('if self.phase == "record":', "if self.aim is None:").replace(
+        'elif self.phase == "score":', "else:").replace(
+        'self.phase, self.crit, self.keep = "idle", nn.L1Loss(), []',
+        'self.aim, self.crit, self.keep = None, nn.L1Loss(), []')
+    assert _found(src, "GT528") == [15]

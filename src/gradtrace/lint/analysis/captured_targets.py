@@ -51,16 +51,19 @@ def _captures(info: ClassInfo, ctx: Context) -> Iterator[Capture]:
     if not info.is_module:
         return
     methods = [m for m in info.methods.values() if m.name != "__init__"]
-    derived = {id(m): _derived(m) for m in methods}
+    derived: dict[int, set[str]] = {}
+
+    def of(m: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+        if id(m) not in derived:
+            derived[id(m)] = _derived(m)
+        return derived[id(m)]
     for m in methods:
         arms = _mode_arms(m)
-        for s in _own_statements(m):
-            got = _store(s, derived[id(m)])
-            if got is None or id(s) not in arms or ctx.scope(m).grad_off_at(s) is not None:
+        for s in (x for x in _own_statements(m) if id(x) in arms) if arms else ():
+            attr = _store(s, of(m))
+            if attr is None or ctx.scope(m).grad_off_at(s) is not None:
                 continue
-            attr = got
-            read = next((c for r in methods for c in _loss_reads(r, attr, derived[id(r)],
-                                                                  info, ctx)
+            read = next((c for r in methods for c in _loss_reads(r, attr, of(r), info, ctx)
                          if r is not m or _other_arm(arms, s, c, m)), None)
             if read is not None and not _cut_elsewhere(attr, s, info, ctx):  # type: ignore[arg-type]
                 yield Capture(attr, s, read, m)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from gradtrace.lint.analysis.calls import own_nodes
 from gradtrace.lint.analysis.objects import strip_same
 from gradtrace.lint.analysis.project import foreign_function, home
+from gradtrace.lint.analysis.steps import spelled
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 
@@ -34,7 +35,8 @@ def _under(path: str, name: str | None) -> bool:
 def built_part(scope: Scope, part: str, stmt: ast.stmt) -> Built | None:
     """# NOTE [part built anew]
     The assignment that last set ``part`` (``model.fc``, an attribute of an object that is not
-    the enclosing method's own ``self``) before ``stmt``: a statement of ``scope`` on no arm
+    the enclosing method's own ``self``, or ``model.classifier[6]``, an item by a constant
+    index, set in this scope) before ``stmt``: a statement of ``scope`` on no arm
     ``stmt``'s ``if`` rules out, with the object not rebound in between; else, when ``part``'s
     first name holds the result of a call (``model = get_model(...).to(dev)``) to a function of
     the file or of another file of the project, an assignment of ``<n>.<rest>`` in that
@@ -43,6 +45,11 @@ def built_part(scope: Scope, part: str, stmt: ast.stmt) -> Built | None:
     owner, _, _ = part.rpartition(".")
     if not owner or owner == "self":
         return None
+    if part.endswith("]"):  # ``model.classifier[6] = nn.Linear(...)``: this scope only
+        got = [s for s in scope.stmts if s.lineno < stmt.lineno and isinstance(s, ast.Assign)
+               and len(s.targets) == 1 and spelled(s.targets[0]) == part
+               and not scope.exclusive(s, stmt)]
+        return Built(got[-1], scope.ctx, scope) if got else None
     b = scope.binding_before(part, stmt.lineno)
     if b is not None:
         if isinstance(b.stmt, ast.Assign) and len(b.stmt.targets) == 1 \
@@ -91,6 +98,17 @@ def _stored_between(scope: Scope, first: int, last: int) -> list[str | None]:
             and isinstance(n.ctx, ast.Store)]
 
 
+def _path(e: ast.AST) -> str | None:
+    """The spelling of a chain of names, attributes and items by a constant index
+    (``model.classifier[6].weight``), else None."""
+    n = e
+    while isinstance(n, (ast.Attribute, ast.Subscript)):
+        if isinstance(n, ast.Subscript) and not isinstance(n.slice, ast.Constant):
+            return None
+        n = n.value
+    return ast.unparse(e) if isinstance(n, ast.Name) else None
+
+
 _VALUES = frozenset({"load_state_dict", "apply", "copy_", "set_", "fill_", "zero_",
                      "from_pretrained", "load_pretrained"})
 
@@ -110,16 +128,16 @@ def given_values(scope: Scope, part: str, after: int, freeze: ast.stmt) -> bool:
             continue
         for n in own_nodes(s):
             if isinstance(n, (ast.Attribute, ast.Name)) and isinstance(n.ctx, ast.Store) \
-                    and _under(part, dotted(n)) and dotted(n) != part:
+                    and _under(part, _path(n)) and _path(n) != part:
                 return True
             if not isinstance(n, ast.Call):
                 continue
-            if any(_under(part, dotted(a)) for a in (*n.args, *(k.value for k in n.keywords))):
+            if any(_under(part, _path(a)) for a in (*n.args, *(k.value for k in n.keywords))):
                 return True
             f = n.func
             if not isinstance(f, ast.Attribute) or f.attr == "requires_grad_":
                 continue
-            recv = dotted(f.value)
+            recv = _path(f.value)
             if _under(part, recv) and (f.attr in _VALUES or f.attr.endswith("_")):
                 return True
             own = scope.branches.get(id(s), ())

@@ -7,6 +7,7 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.steps import spelled
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._tensors import is_false, is_true
@@ -61,7 +62,7 @@ def _grad_flags(scope: Scope) -> list[GradFlag]:
             call = s.value
             f = call.func
             if isinstance(f, ast.Attribute) and f.attr == "requires_grad_":
-                root = dotted(f.value)
+                root = spelled(f.value)  # ``model.classifier[6]`` too
                 if root:  # a tensor's flag too: callers match roots against module paths
                     value = not call.args or is_true(call.args[0])
                     if call.args and not (is_true(call.args[0]) or is_false(call.args[0])):
@@ -75,7 +76,7 @@ def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
             and it.func.attr in ("parameters", "named_parameters")):
         return None
-    root = dotted(it.func.value)
+    root = spelled(it.func.value)
     t = loop.target
     var = dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
     if root is None or var is None:
