@@ -317,3 +317,7 @@ def test_captured_target_on_the_first_call():
         'self.phase, self.crit, self.keep = "idle", nn.L1Loss(), []',
         'self.aim, self.crit, self.keep = None, nn.L1Loss(), []')
     assert _found(src, "GT528") == [15]
+
+
+def test_look_alike_layer_built_again_after_the_freeze():
+    assert _script(after="trunk.fc = nn.Linear(512, 7)") == []

@@ -118,7 +118,7 @@ def given_values(scope: Scope, part: str, after: int, freeze: ast.stmt) -> bool:
     than its initialisation: a method in place, a load or an ``apply`` on it or inside it
     (``model.fc.weight.data.normal_()`` too: a value chosen by hand), the part or one of
     its tensors handed to a call (``nn.init.eye_(model.fc.weight)``, ``load(model.fc)``) or
-    stored to (``model.fc.weight.data = w``), or a load into an object holding the part
+    stored to (``model.fc.weight.data = w``), the part built again, or a load into an object holding the part
     (``model.load_state_dict(sd)``) on every path that runs ``freeze`` (a load only under an
     ``if`` of its own is a resume, which restores the same never-trained part)."""
     arms = scope.branches.get(id(freeze), ())
@@ -128,7 +128,7 @@ def given_values(scope: Scope, part: str, after: int, freeze: ast.stmt) -> bool:
             continue
         for n in own_nodes(s):
             if isinstance(n, (ast.Attribute, ast.Name)) and isinstance(n.ctx, ast.Store) \
-                    and _under(part, _path(n)) and _path(n) != part:
+                    and _under(part, _path(n)):  # a value, or the part built again
                 return True
             if not isinstance(n, ast.Call):
                 continue
