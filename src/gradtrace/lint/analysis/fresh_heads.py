@@ -1,8 +1,8 @@
-"""Where a part of a model that a statement names was last built anew (NOTE [part built
-anew]): in the same function (``model.fc = nn.Linear(512, 10)``), or in a function of the
-file or of the project whose result the name holds (``model = get_model(...)``, with
-``net.fc = nn.Linear(...)`` then ``return net`` inside), and whether anything gives that part
-values after it was built (a load, an ``nn.init`` call, a copy)."""
+"""Where a part of a model that a statement names was last built anew, NOTE [part built anew]:
+in the same function (``model.fc = nn.Linear(512, 10)``), or in a function of the file or of
+the project whose result the name holds (``model = get_model(...)``, with ``net.fc =
+nn.Linear(...)`` then ``return net`` inside), and whether anything gives that part values
+after it was built (a load, an ``nn.init`` call, a copy)."""
 from __future__ import annotations
 
 import ast
