@@ -58,6 +58,11 @@ def built_part(scope: Scope, part: str, stmt: ast.stmt) -> Built | None:
                             scope.bindings_within(owner, b.line + 1, stmt.lineno - 1)):
             return Built(b.stmt, scope.ctx, scope)
         return None
+    return _built_by_callee(scope, part, stmt)
+
+
+def _built_by_callee(scope: Scope, part: str, stmt: ast.stmt) -> Built | None:
+    """:func:`built_part` across the call whose result ``part``'s first name holds."""
     base, _, rest = part.partition(".")
     if base == "self":
         return None

@@ -22,6 +22,7 @@ class Victim(NamedTuple):
     what: str
     part: str
     path: str | None = None
+    column: int = 0
 
 
 def freeze_victim(scope: Scope, f: GradFlag, before: list[GradFlag]) -> Victim | None:
@@ -72,7 +73,8 @@ def new_part_frozen(scope: Scope, f: GradFlag) -> Victim | None:
             and not (f.root.startswith("self.") and _instance_trained(scope)):
         return None
     path = None if got.ctx is scope.ctx else shown_path(got.ctx.path, scope.ctx.path)
-    return Victim(got.stmt.lineno, "new", dotted(got.stmt.targets[0]) or f.root, path)
+    return Victim(got.stmt.lineno, "new", dotted(got.stmt.targets[0]) or f.root, path,
+                  got.ctx.column(got.stmt))
 
 
 def _instance_trained(scope: Scope) -> bool:

@@ -194,7 +194,8 @@ class FreezeUndoesTraining(Rule):
                     hit.part, g.root)) and not scope.exclusive(f.stmt, g.stmt)
                     for g in flags[i + 1:]):
                 continue
-            seen = Related(hit.path or ctx.path, hit.line, f"`{hit.part}` is set up to train here")
+            seen = Related(hit.path or ctx.path, hit.line, f"`{hit.part}` is set up to train here",
+                           hit.column)
             found = self.report(f.stmt, ctx, related=[seen], root=f.root, what=hit.what,
                                 part=hit.part, line=hit.line)
             if hit.what == "new":  # NOTE [new part frozen]
