@@ -25,7 +25,9 @@ function or a method of the step's class, and M7's grad switch moved into a help
 and M30 (session 47: a ``.detach()`` inside a module's ``forward``) in ``mutation_ops47.py``,
 and M31 (session 48: a model's ``eval()``/``train()`` statements removed from a step that
 evaluates it under ``no_grad``) in ``mutation_ops48.py``, and M32 (session 49: full backward
-hooks put on every leaf of a model holding an in-place activation) in ``mutation_ops49.py``. ``--ops M13,M16`` runs only
+hooks put on every leaf of a model holding an in-place activation) in ``mutation_ops49.py``,
+and M33-M34 (session 50: a part of a model built anew, then frozen itself) in
+``mutation_ops50.py``. ``--ops M13,M16`` runs only
 the named operators.
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
@@ -49,6 +51,7 @@ from mutation_ops46 import away_ops, leak_ops
 from mutation_ops47 import forward_ops
 from mutation_ops48 import mode_ops
 from mutation_ops49 import hook_ops
+from mutation_ops50 import head_ops
 
 
 def files(roots):
@@ -161,6 +164,7 @@ def mutate(src):
     yield from model_wiring(tree, lines, pm)
     yield from forward_ops(src, lines, tree)
     yield from hook_ops(src, lines, tree)
+    yield from head_ops(src, lines, tree)
     # M8 layers kept in a plain list: `self.x = nn.ModuleList(...)` in __init__ -> `list(...)`
     for fn in ast.walk(tree):
         if not (isinstance(fn, ast.FunctionDef) and fn.name == "__init__"):

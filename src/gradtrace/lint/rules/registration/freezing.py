@@ -13,15 +13,16 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import (
     is_false, is_parameter_call, is_true, keyword, node_mentions, scope_mentions,
 )
-from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
+from gradtrace.lint.rules.registration._fresh_head import freeze_victim
+from gradtrace.lint.rules.registration._grad_flags import grad_flags
 from gradtrace.lint.rules.registration._modules import (
     covers, is_module_expr, optimizer_builds, rebound_between, step_lines,
 )
 from gradtrace.lint.rules.registration._frozen_copy import frozen_copy
 from gradtrace.lint.rules.registration._rewrapped import file_freeze, rewrapped_loop
 from gradtrace.lint.rules.registration._freeze_sites import (
-    _class_module_attr, _fresh_unfrozen, _head_assignments, _new_part, _rebound, _reloaded,
-    _set_to_tensor_before, trainable_only_filter)
+    _class_module_attr, _fresh_unfrozen, _new_part, _set_to_tensor_before,
+    trainable_only_filter)
 
 
 class RequiresGradAttributeOnModule(Rule):
@@ -114,7 +115,7 @@ class RequiresGradAttributeOnModule(Rule):
 
 
 class FreezeUndoesTraining(Rule):
-    """A freeze-everything loop also freezes the new head, or undoes an earlier unfreeze.
+    """A freeze reaches the new head (freezing all, or the head itself), or undoes an unfreeze.
 
     Why: `for p in model.parameters(): p.requires_grad = False` (or
     `model.requires_grad_(False)`) reaches *every* parameter that exists at that moment. Run
@@ -122,7 +123,10 @@ class FreezeUndoesTraining(Rule):
     `for p in model.fc.parameters(): p.requires_grad = True` it undoes it. Then nothing (or
     not the intended part) trains: backward raises `element 0 of tensors does not require
     grad` when all is frozen (pytorch-facts.md#all-frozen), or the head silently stays at init.
-    Freeze first, then replace or unfreeze the head.
+    Freeze first, then replace or unfreeze the head. Freezing the new head itself
+    (`model.fc.requires_grad_(False)` right after `model.fc = nn.Linear(...)`, here or in the
+    function of the project that built the model) with an optimizer over it leaves the
+    only randomly initialised layer fixed (NOTE [new part frozen]).
     Known limits: statements of one function, in source order. A module freezing all of
     `self` in its own constructor (prefix or adapter tuning) is taken as intended.
     """
@@ -130,6 +134,8 @@ class FreezeUndoesTraining(Rule):
     code = "GT408"
     name = "freeze-undoes-training"
     message = "this freezes every parameter of `{root}`, including {what} `{part}` (line {line})"
+    message_new = ("`{root}` was just built anew (line {line}), with random weights: frozen "
+                   "here, it never trains, although the optimizer is built over it")
     triggers = ("requires_grad",)
     gate_statements = True
     examples = [
@@ -148,6 +154,13 @@ class FreezeUndoesTraining(Rule):
                 p.requires_grad = True
             model.requires_grad_(False)
             """, at=(5, 0)),
+        Bad("""
+            import torch, torchvision
+            model = torchvision.models.resnet50(weights="DEFAULT")
+            model.fc = torch.nn.Linear(2048, 10)
+            model.fc.requires_grad_(False)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            """, at=(4, 0)),
         Good("""
             import torch, torchvision
             model = torchvision.models.resnet50(weights="DEFAULT")
@@ -176,34 +189,20 @@ class FreezeUndoesTraining(Rule):
             return
         flags = grad_flags(scope)
         for i, f in enumerate(flags):
-            if f.value or f.conditional:
+            hit = None if f.value or f.conditional else freeze_victim(scope, f, flags[:i])
+            if hit is None or any(g.value and (covers(g.root, hit.part) or covers(
+                    hit.part, g.root)) and not scope.exclusive(f.stmt, g.stmt)
+                    for g in flags[i + 1:]):
                 continue
-            hit = self._victim(scope, f, flags[:i])
-            if hit is None:
-                continue
-            line, what, part = hit
-            if not any(g.value and (covers(g.root, part) or covers(part, g.root))
-                       and not scope.exclusive(f.stmt, g.stmt) for g in flags[i + 1:]):
-                yield self.report(f.stmt, ctx, related=[Related(ctx.path, line,
-                                  f"`{part}` is set up to train here")],
-                                  root=f.root, what=what, part=part, line=line)
-
-    @staticmethod
-    def _victim(scope: Scope, f: GradFlag, before: list[GradFlag]) -> tuple[int, str, str] | None:
-        for g in reversed(before):
-            if g.value and not g.conditional and g.root != f.root and covers(f.root, g.root) \
-                    and not scope.exclusive(f.stmt, g.stmt) \
-                    and not _rebound(scope, f.root, g.stmt.lineno, f.stmt):
-                return g.stmt.lineno, "the part unfrozen at", g.root
-        if f.root == "self":
-            return None  # a module freezing all it built so far (prefix/adapter tuning)
-        heads = [h for h in _head_assignments(scope, f.root, f.stmt.lineno)
-                 if not scope.exclusive(f.stmt, h) and not _reloaded(scope, h, f.stmt)
-                 and not _rebound(scope, f.root, h.lineno, f.stmt)]
-        if heads:
-            h = heads[-1]
-            return h.lineno, "the new", dotted(h.targets[0]) or ""
-        return None
+            seen = Related(hit.path or ctx.path, hit.line, f"`{hit.part}` is set up to train here",
+                           hit.column)
+            found = self.report(f.stmt, ctx, related=[seen], root=f.root, what=hit.what,
+                                part=hit.part, line=hit.line)
+            if hit.what == "new":  # NOTE [new part frozen]
+                where = hit.line if hit.path is None else f"{hit.line} of {hit.path}"
+                found = dataclasses.replace(found, message=self.message_new.format(
+                    root=f.root, line=where))
+            yield found
 
 
 class ParameterWrapResetsRequiresGrad(Rule):

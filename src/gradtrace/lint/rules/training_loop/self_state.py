@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.captured_targets import captured_targets
 from gradtrace.lint.analysis.self_state import carried_state
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
@@ -28,6 +30,10 @@ class StateCarriedOnSelf(Rule):
     names (`h = index_select(self.state, 0, idx)`, `h = self.cell(x, h)`, `self.state =
     self.aggr(h)`), and the layer need not read it itself (`self.h = torch.tanh(self.fc(x) +
     self.h)`).
+    The same chain is kept by a loss target a module captures from its input in one mode
+    (`if self.mode == "capture": self.target = x`) and compares against in another
+    (`self.loss = self.crit(x, self.target)`): every later backward runs into the capture
+    call's graph (NOTE [captured targets]; neural-style-pt's masked style targets).
     Known limits: the layer must be an attribute of the same module; any other assignment of the
     attribute outside `__init__` (a reset in the loop, a detached copy) or any
     `.detach()`/`.data` of it in the file is trusted; the file must run `backward()` where it
@@ -41,6 +47,11 @@ class StateCarriedOnSelf(Rule):
                "each call's graph runs into the previous call's, so the next `backward()` "
                "reaches a freed graph and raises 'Trying to backward through the graph a "
                "second time'; store it detached (`.detach()`) or reset it every batch")
+    message_target = ("`self.{attr}` is stored with the graph of the `{method}` call that "
+                      "captured it from its input, and a loss compares against it: every "
+                      "`backward()` through that loss also runs into the capture call's graph "
+                      "(the second through one capture raises 'Trying to backward through "
+                      "the graph a second time'); store it detached")
     triggers = ("backward",)
     examples = [
         Bad("""
@@ -63,6 +74,32 @@ class StateCarriedOnSelf(Rule):
                     nn.functional.cross_entropy(model(x)[-1], t).backward()
                     opt.step()
             """, at=(11, 8)),
+        Bad("""
+            import torch
+            import torch.nn as nn
+
+            class StyleLoss(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.mode, self.crit = "none", nn.MSELoss()
+
+                def forward(self, x):
+                    if self.mode == "capture":
+                        self.target = x @ x.t()
+                    elif self.mode == "loss":
+                        self.loss = self.crit(x @ x.t(), self.target)
+                    return x
+
+            def paint(net, style, img, opt, steps):
+                net.mode = "capture"
+                net(style)
+                net.mode = "loss"
+                for _ in range(steps):
+                    opt.zero_grad()
+                    net(img)
+                    net.loss.backward()
+                    opt.step()
+            """, at=(11, 12)),
         Good("""
             import torch.nn as nn
 
@@ -133,8 +170,14 @@ class StateCarriedOnSelf(Rule):
         if info is None or info.node is not node:
             return
         carries = carried_state(info, ctx)
-        if not carries or not _backward_may_repeat(ctx):
+        captures = captured_targets(info, ctx)
+        if not (carries or captures) or not _backward_may_repeat(ctx):
             return
+        for t in captures:  # NOTE [captured targets]
+            yield dataclasses.replace(self.report(t.stmt, ctx, related=[Related(
+                ctx.path, t.read.lineno, "a loss compares against it here",
+                ctx.column(t.read))], attr=t.attr, how=""), message=self.message_target.format(
+                attr=t.attr, method=t.method.name))
         for c in carries:
             related = [Related(ctx.path, c.layer.lineno, "the layer reads the stored state here",
                                ctx.column(c.layer))] if c.layer.lineno != c.stmt.lineno else []
