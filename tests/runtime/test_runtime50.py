@@ -5,6 +5,11 @@
   complement) is far below ``eps`` for many elements: named at the log's line. Look-alikes:
   ``F.logsigmoid`` (the fix), the same guarded log on scores that never saturate, a ``clamp``
   of the probabilities instead of an added epsilon, a guarded log of a softmax.
+- NOTE [in-place result used as a value] (GT901): ``v.add_(eps).sqrt()`` on a tensor of a
+  user-written optimizer's state, ``flat.abs_() * 2`` on a view of a local gradient: named at
+  the statement. Look-alikes: the out-of-place op (the fixes), in place on a temporary
+  (``v.sqrt().add_(eps)``), on a fresh local that is no view and no state, chained in place,
+  on a clone.
 """
 from __future__ import annotations
 
@@ -55,3 +60,88 @@ def test_guard_that_drowns_nothing_or_no_sigmoid_is_not_reported(run_script, los
     res = run_script(BPR.replace("LOSS", loss))
     assert res.code == 0, res.err
     assert _lines(res, "GT900") == [], res.findings
+
+
+OPT = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+
+
+class Belief(torch.optim.Optimizer):
+    def __init__(self, params, lr=1e-2, eps=1e-8):
+        super().__init__(params, dict(lr=lr, eps=eps))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state[p]
+                if not state:
+                    state["v"] = torch.zeros_like(p)
+                v = state["v"]
+                v.mul_(0.9).addcmul_(p.grad, p.grad, value=0.1)
+                DENOM
+                p.add_(p.grad / denom, alpha=-group["lr"])
+
+
+model = nn.Linear(4, 1)
+opt = Belief(model.parameters())
+for step in range(2):
+    loss = model(torch.randn(8, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+VIEW = """
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+model = nn.Linear(4, 2)
+
+
+def direction(x):
+    x = x.clone().requires_grad_(True)
+    model(x).pow(2).sum().backward()
+    grad = x.grad * 1
+    flat = grad.reshape(len(grad), -1)
+    NORM
+    return flat.reshape(grad.shape) * grad.sign()
+
+
+x = torch.randn(3, 4)
+for _ in range(2):
+    x = x + 0.1 * direction(x)
+"""
+
+
+def test_in_place_result_used_as_value_on_optimizer_state_is_named(run_script):
+    src = OPT.replace("DENOM", "denom = v.add_(group['eps']).sqrt() + 0.0  # <- cause")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert _lines(res, "GT901") == [marked_line(src)], res.findings
+    assert res.findings[0]["code"] == "GT901", res.findings
+
+
+def test_in_place_result_used_as_value_on_a_view_is_named(run_script):
+    src = VIEW.replace("NORM", "flat = flat.abs_() * 2.0  # <- cause")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert _lines(res, "GT901") == [marked_line(src)], res.findings
+    assert res.findings[0]["code"] == "GT901", res.findings
+
+
+@pytest.mark.parametrize("src", [
+    OPT.replace("DENOM", "denom = v.add(group['eps']).sqrt()"),  # the fix
+    OPT.replace("DENOM", "denom = v.sqrt().add_(group['eps'])"),  # in place on a temporary
+    OPT.replace("DENOM", "other = torch.ones_like(v)\n                denom = other.add_(1.0)"
+                ".sqrt()"),  # a fresh local, not the optimizer's state, and no view
+    VIEW.replace("NORM", "flat = flat.abs() * 2.0"),  # the fix
+    VIEW.replace("NORM", "flat = flat.abs_().mul_(2.0)"),  # chained in place: meant
+    VIEW.replace("NORM", "flat = flat.clone()\n    flat = flat.abs_() * 2.0"),  # no view
+])
+def test_in_place_value_on_a_temporary_or_own_copy_is_not_reported(run_script, src):
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert _lines(res, "GT901") == [], res.findings

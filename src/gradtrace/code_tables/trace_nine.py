@@ -1,6 +1,6 @@
 """GT900-GT949: runtime codes opened in session 50, when the 8xx ranges were full (GT950 up is
 another table's); silent bugs the run sees: a log whose epsilon guard drowns the gradient of a
-saturated sigmoid."""
+saturated sigmoid, an in-place result used as a value."""
 from __future__ import annotations
 
 from gradtrace.code_tables import Code
@@ -27,4 +27,29 @@ CODES = (
          "Compute the log from the logits: `F.logsigmoid(x)` (`F.logsigmoid(-x)` for "
          "`log(1 - sigmoid(x))`), or `F.binary_cross_entropy_with_logits`.",
          "gradtrace.runtime.trace.drowned_log", severity="warning"),
+    Code("GT901", "in-place-result-used-as-value",
+         "an in-place op's result is used as a value in an expression, and the tensor it "
+         "overwrote lives on",
+         "`denom = exp_avg_var.add_(eps).sqrt()` or `flat = flat.abs_() * scale` on a view "
+         "`flat = grad.reshape(n, -1)`: the expression only needs `v + eps` or `|flat|`, but "
+         "the in-place spelling also writes it into the tensor, which is read again later: an "
+         "optimizer's running state gets `eps` added at every step, the gradient behind the view "
+         "loses its signs. Nothing fails. The run sees the in-place method call on a variable "
+         "whose result is an operand of an arithmetic operator or the receiver of an "
+         "out-of-place method, writing into a tensor the stepping optimizer keeps in its state "
+         "(in a user-written step) or into a view of another local of the same frame, and "
+         "names the statement.",
+         """
+         flat = grad.reshape(len(grad), -1)
+         flat = (flat.abs_() * scale) ** (q - 1)
+         step = flat.reshape(grad.shape) * grad.sign()
+         """,
+         """
+         flat = grad.reshape(len(grad), -1)
+         flat = (flat.abs() * scale) ** (q - 1)
+         step = flat.reshape(grad.shape) * grad.sign()
+         """,
+         "Use the out-of-place op (`abs()`, `add(eps)`) where the value is only needed for the "
+         "expression.",
+         "gradtrace.runtime.trace.inplace_value", severity="warning"),
 )
