@@ -10,6 +10,11 @@
   the statement. Look-alikes: the out-of-place op (the fixes), in place on a temporary
   (``v.sqrt().add_(eps)``), on a fresh local that is no view and no state, chained in place,
   on a clone.
+- NOTE [teacher target computed with grad] (GT821's line): ``t = teacher.encode(x)`` outside
+  ``no_grad`` as the target of ``l1_loss``/``mse_loss`` (through a helper that takes it as an
+  argument): GT821 names that statement, not the optimizer. Look-alikes: a projector on the
+  input side left out of the optimizer (GT821 stays at the optimizer), the teacher under
+  ``no_grad`` or detached, a consistency target from the student itself.
 """
 from __future__ import annotations
 
@@ -145,3 +150,72 @@ def test_in_place_value_on_a_temporary_or_own_copy_is_not_reported(run_script, s
     res = run_script(src)
     assert res.code == 0, res.err
     assert _lines(res, "GT901") == [], res.findings
+
+
+KD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+
+
+class Teacher(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 3)
+
+    def encode(self, x):
+        return self.body(x)
+
+
+student, teacher, proj = nn.Linear(4, 3), Teacher(), nn.Linear(3, 3)
+opt = torch.optim.SGD(filter(lambda p: p.requires_grad, student.parameters()), lr=0.1)  # <- optimizer
+
+
+def distill(x, target):
+    return F.LOSS(OUT, target)
+
+
+def train(student, teacher, opt):
+    for step in range(2):
+        x = torch.randn(8, 4)
+        TARGET
+        loss = distill(x, t)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+train(student, teacher, opt)
+"""
+
+
+def _kd(target: str, loss: str = "l1_loss", out: str = "student(x)") -> str:
+    return KD.replace("TARGET", target).replace("LOSS", loss).replace("OUT", out)
+
+
+@pytest.mark.parametrize("loss", ["l1_loss", "mse_loss"])
+def test_teacher_target_computed_with_grad_is_named(run_script, loss):
+    src = _kd("t = teacher.encode(x)  # <- cause", loss)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert _lines(res, "GT821") == [marked_line(src)], res.findings
+    assert res.findings[0]["line"] == marked_line(src), res.findings
+
+
+def test_layer_left_out_on_the_input_side_keeps_the_optimizer_line(run_script):
+    src = _kd("with torch.no_grad():\n            t = teacher.encode(x)", out="proj(student(x))")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert _lines(res, "GT821") == [marked_line(src, "# <- optimizer")], res.findings
+
+
+@pytest.mark.parametrize("target", [
+    "with torch.no_grad():\n            t = teacher.encode(x)",  # the fix
+    "t = teacher.encode(x).detach()",  # the fix, spelled as a detach
+    "t = student(x + 0.1)",  # a consistency target: no leaves of its own
+])
+def test_target_without_graph_or_leaves_of_its_own_is_silent(run_script, target):
+    res = run_script(_kd(target))
+    assert res.code == 0, res.err
+    assert _lines(res, "GT821") == [], res.findings
