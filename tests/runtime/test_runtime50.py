@@ -4,7 +4,8 @@
   ``log(1 - sigmoid(d) + eps)``) on scores far enough from 0 that the sigmoid's output (or its
   complement) is far below ``eps`` for many elements: named at the log's line. Look-alikes:
   ``F.logsigmoid`` (the fix), the same guarded log on scores that never saturate, a ``clamp``
-  of the probabilities instead of an added epsilon, a guarded log of a softmax.
+  of the probabilities instead of an added epsilon, a guarded log of a softmax, a guarded log
+  weighted element by element (a hand-written focal or binary cross-entropy).
 - NOTE [in-place result used as a value] (GT901): ``v.add_(eps).sqrt()`` on a tensor of a
   user-written optimizer's state, ``flat.abs_() * 2`` on a view of a local gradient: named at
   the statement. Look-alikes: the out-of-place op (the fixes), in place on a temporary
@@ -60,6 +61,7 @@ def test_epsilon_drowning_a_saturated_sigmoid_is_named(run_script, loss):
     "torch.log(torch.sigmoid(d * 1e-2) + 1e-10)",  # the guard never dominates
     "torch.log(torch.sigmoid(d).clamp(min=1e-10))",  # a clamp, not an added epsilon
     "torch.log(torch.softmax(torch.stack([d, -d], 1), 1) + 1e-10)[:, 0]",  # a softmax
+    "(d > 0).float() * torch.log(torch.sigmoid(d) + 1e-10)",  # weighted element by element
 ])
 def test_guard_that_drowns_nothing_or_no_sigmoid_is_not_reported(run_script, loss):
     res = run_script(BPR.replace("LOSS", loss))

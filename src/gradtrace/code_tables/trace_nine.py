@@ -14,8 +14,9 @@ CODES = (
          "`s / eps` once `s` is far below `eps`, where `F.logsigmoid(x)` gives about 1. The most "
          "wrong elements (a negative item scored far above the positive one, a discriminator "
          "sure of the wrong answer) are pinned at `-log(eps)` and stop training; nothing fails. "
-         "The run reads, in the first loss graphs, a log of a constant added to a sigmoid's "
-         "output (or to `1 - sigmoid`) whose saved values show the sigmoid's part below 1% of "
+         "The run reads, in the first loss graphs, a log the loss sums unweighted, of a constant "
+         "added to a sigmoid's output (or to `1 - sigmoid`), whose saved values show the "
+         "sigmoid's part below 1% of "
          "the log's input for at least 1% of the elements, and names the log. Its static twin "
          "without the epsilon is GT756.",
          """

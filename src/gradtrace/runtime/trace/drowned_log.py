@@ -3,22 +3,27 @@
 # NOTE [epsilon that drowns a log's gradient]
 ``torch.log(torch.sigmoid(x) + eps)`` (a BPR, GAN or binary cross-entropy loss written by hand,
 or ``log(1 - sigmoid(x) + eps)``) keeps the value finite where the sigmoid underflows, and that
-is all it keeps: the derivative with respect to ``x`` is ``s * (1 - s) / (s + eps)``, about
-``s / eps`` once ``s`` is far below ``eps``, where ``F.logsigmoid(x)`` gives ``1 - s``, about 1.
-The elements that are most wrong (a negative item scored far above the positive one, a
-discriminator sure of the wrong answer) are pinned at ``-log(eps)`` and send back practically
-nothing; nothing fails and the loss only looks high. The walk of the first loss graphs
-(:func:`.graph_scan.scan_loss_graph`) looks at each ``Log`` node whose input is an ``Add`` of a
-constant (no graph on the other side) to a sigmoid's output, directly, through order-keeping
-reshapes, or as ``1 - s``. The log's saved input is ``v + eps`` and the sigmoid's saved output
-gives ``v``: the guard is confirmed small and positive (``0 < log input - v <= 1e-3`` in every
-element), and the elements where ``v`` is below 1% of the log's input (the gradient scaled down
-at least a hundredfold) are counted. Recorded when at least 1% of the elements are drowned;
-reported at the end of a run in which an optimizer stepped, at the log's line. Not reported: a
-guard that never dominates (a sigmoid that stayed away from 0 and 1), ``F.logsigmoid``, a
-``clamp`` of the probabilities (no ``Add``), a log of a softmax (``log(p + eps)`` on a softmax
-is the usual guard for class probabilities; its rows are normalised, a class far below the
-guard is not the one the loss trains). Its static twin without the guard is GT756.
+is all it keeps: the derivative with respect to ``x`` is ``s * (1 - s) / (s + eps)``, about ``s
+/ eps`` once ``s`` is far below ``eps``, where ``F.logsigmoid(x)`` gives ``1 - s``, about 1. The
+elements that are most wrong (a negative item scored far above the positive one, a discriminator
+sure of the wrong answer) are pinned at ``-log(eps)`` and send back practically nothing; nothing
+fails and the loss only looks high. At the first loss graphs
+(:func:`.graph_scan.scan_loss_graph`) the run walks down from the loss through the nodes that
+sum, average, negate or scale by a constant (at most 64), to the ``Log`` nodes the loss sums
+unweighted (a BPR loss, a GAN generator's ``-log(D(G(z)) + eps)``: the log *is* the per-element
+loss), and looks at those whose input is an ``Add`` of a constant (no graph on the other side)
+to a sigmoid's output, directly, through order-keeping reshapes, or as ``1 - s``. The log's
+saved input is ``v + eps`` and the sigmoid's saved output gives ``v``: the guard is confirmed
+small and positive (``0 < log input - v <= 1e-3`` in every element), and the elements where
+``v`` is below 1% of the log's input (the gradient scaled down at least a hundredfold) are
+counted. Recorded when at least 1% of the elements are drowned; reported at the end of a run in
+which an optimizer stepped, at the log's line. Not reported: a guard that never dominates (a
+sigmoid that stayed away from 0 and 1), ``F.logsigmoid``, a ``clamp`` of the probabilities (no
+``Add``), a log weighted element by element before it is summed (a hand-written focal or binary
+cross-entropy, ``y * log(p + eps)``: the epsilon there is the usual guard against NaN, kornia's
+focal-loss fix), a log of a softmax (``log(p + eps)`` on a softmax is the usual guard for class
+probabilities; its rows are normalised, a class far below the guard is not the one the loss
+trains). Its static twin without the guard is GT756.
 """
 from __future__ import annotations
 
@@ -38,6 +43,11 @@ _COMPLEMENTS = frozenset({"RsubBackward1", "RsubBackward0"})
 _GUARD = 1e-3  # largest epsilon taken for a guard
 _DROWNED = 0.01  # v / (v + eps) below this: the gradient scaled down at least 100 times
 _SITES = 8
+_WALK = 64  # nodes walked down from the loss
+# nodes through which a log's value reaches the loss unweighted (NOTE [epsilon that drowns...])
+_SUMMED = frozenset({"NegBackward0", "MeanBackward0", "MeanBackward1", "SumBackward0",
+                     "SumBackward1", "AddBackward0", "SubBackward0", "RsubBackward1"}) | _RESHAPES
+_SCALED = frozenset({"MulBackward0", "DivBackward0"})
 _BY_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -69,12 +79,36 @@ def _guarded_sigmoid(add: Any) -> tuple[Any, bool] | None:
     return None
 
 
-def check_log(state: Any, log: Any) -> None:
-    """From the loss-graph walk, on a ``Log`` node (NOTE [epsilon that drowns a log's
-    gradient]): record the log's line when its guard drowns the sigmoid's gradient."""
+def check_logs(state: Any, root: Any) -> None:
+    """From the loss-graph walk (NOTE [epsilon that drowns a log's gradient]): the logs the
+    loss sums unweighted, each recorded when its guard drowns the sigmoid's gradient."""
     seen = _BY_STATE.setdefault(state, {})
-    if len(seen) >= _SITES:
-        return
+    todo, visited = [getattr(root, "grad_fn", None)], 0
+    while todo and visited < _WALK and len(seen) < _SITES:
+        node = todo.pop()
+        visited += 1
+        name = type(node).__name__
+        if name == "LogBackward0":
+            _check_log(seen, node)
+        elif name in _SUMMED or name in _SCALED and _by_scalar(node):
+            todo.extend(_graph_inputs(node))
+
+
+def _by_scalar(node: Any) -> bool:
+    """A product or quotient with one graph input and a one-element constant."""
+    if len(_graph_inputs(node)) != 1:
+        return False
+    for attr in ("_saved_other", "_saved_self"):
+        try:
+            t = getattr(node, attr)
+        except (AttributeError, RuntimeError):
+            continue
+        if isinstance(t, torch.Tensor):
+            return t.numel() == 1
+    return False
+
+
+def _check_log(seen: dict[Any, tuple[int, int]], log: Any) -> None:
     inputs = _graph_inputs(log)
     found = _guarded_sigmoid(inputs[0]) if len(inputs) == 1 else None
     if found is None:
@@ -132,4 +166,4 @@ def drowned_log_findings(state: Any, data: Any) -> list[Finding]:
     return out
 
 
-__all__ = ["CODE", "check_log", "drowned_log_findings"]
+__all__ = ["CODE", "check_logs", "drowned_log_findings"]

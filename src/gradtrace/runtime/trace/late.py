@@ -5,8 +5,8 @@ backward() (NOTE [losses kept alive]), an average that skips the statistics
 (NOTE [total never backpropagated]), an optimizer never stepped
 (NOTE [optimizer cleared, never stepped]), a parameter frozen by a library call's default
 (NOTE [frozen by a library call's default]), a log whose epsilon drowns a saturated
-sigmoid's gradient (NOTE [epsilon that drowns a log's gradient]), an in-place result used as a value
-(NOTE [in-place result used as a value]); joined here for :mod:`.silent`."""
+sigmoid's gradient (NOTE [epsilon that drowns a log's gradient]), an in-place result used as a
+value (NOTE [in-place result used as a value]); joined here for :mod:`.silent`."""
 from __future__ import annotations
 
 from typing import Any

@@ -375,8 +375,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 if other is not None and _cut_first_pass(state, data):
                     continue
                 site, why, fix = late or other or teacher_target(state, missed) or \
-                    detached_feed(state, missed, in_opt) or (  # (teacher_target.py)
-                        single_optimizer_built_at(data) or partial_optimizer_site(data, m), why, fix)
+                    detached_feed(state, missed, in_opt) or (single_optimizer_built_at(data)
+                                                             or partial_optimizer_site(data, m),
+                                                             why, fix)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
