@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ast
 import dis
-import linecache
 import weakref
 from types import CodeType, FrameType
 from typing import Any
@@ -37,6 +36,7 @@ import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, is_internal
+from gradtrace.runtime.trace.locate import tree_of
 
 CODE = "GT901"
 _OPERATORS = (ast.BinOp, ast.UnaryOp)
@@ -143,10 +143,7 @@ def _tree(path: str) -> tuple[dict[tuple[int, int, int, int], ast.Call], dict[in
     if hit is None:
         calls: dict[tuple[int, int, int, int], ast.Call] = {}
         parents: dict[int, ast.AST] = {}
-        try:
-            tree = ast.parse("".join(linecache.getlines(path)))
-        except (SyntaxError, ValueError):
-            tree = None
+        tree = tree_of(path)
         for node in ast.walk(tree) if tree is not None else ():
             for child in ast.iter_child_nodes(node):
                 parents[id(child)] = node
