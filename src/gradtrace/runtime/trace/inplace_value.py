@@ -36,13 +36,12 @@ import torch
 
 from gradtrace.findings import Finding
 from gradtrace.runtime.frames import Site, is_internal
+from gradtrace.runtime.trace.at_instruction import InstructionFacts
 from gradtrace.runtime.trace.locate import tree_of
 
 CODE = "GT901"
 _OPERATORS = (ast.BinOp, ast.UnaryOp)
 _RECEIVERS = (ast.Name, ast.Attribute, ast.Subscript)
-_USES: dict[tuple[int, int], str] = {}  # (id(code), lasti) -> receiver text, '' if no value use
-_CODES: list[CodeType] = []  # kept alive while their ids are keys
 _TREES: dict[str, tuple[dict[tuple[int, int, int, int], ast.Call], dict[int, ast.AST]]] = {}
 _BY_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _SITES = 16
@@ -70,17 +69,11 @@ def _check(state: Any, func: Any, target: torch.Tensor, kept: Any) -> None:
     frame = _user_frame()
     if frame is None:
         return
-    code, lasti = frame.f_code, frame.f_lasti
-    key = (id(code), lasti)
-    text = _USES.get(key)
-    if text is None:
-        if len(_USES) > 4096:
-            _USES.clear()
-            _CODES.clear()
-        _CODES.append(code)
-        text = _USES[key] = _value_use(code, lasti, getattr(func, "__name__", ""))
-    if not text:
+    code = frame.f_code
+    text = _USES.at(code, frame.f_lasti)
+    if not text or text[1] != getattr(func, "__name__", ""):
         return
+    text = text[0]
     seen = _BY_STATE.setdefault(state, {})
     site = Site(code.co_filename, frame.f_lineno, code.co_name)
     if site in seen or len(seen) >= _SITES:
@@ -115,27 +108,31 @@ def _in_state(opt: Any, t: torch.Tensor) -> bool:
     return False
 
 
-def _value_use(code: CodeType, lasti: int, name: str) -> str:
-    """The receiver's source text when the call at ``lasti`` is ``<receiver>.<name>(...)`` used
-    as an operand or as the receiver of an out-of-place method, else ''."""
+def _value_use(code: CodeType, lasti: int) -> tuple[str, str] | tuple[()]:
+    """(the receiver's source text, the method) when the call at ``lasti`` is
+    ``<receiver>.<method>(...)`` used as an operand or as the receiver of an out-of-place
+    method, else ``()``."""
     pos = None
     for ins in dis.get_instructions(code):
         if ins.offset > lasti:
             break
         pos = ins.positions
     if pos is None or pos.lineno is None or pos.col_offset is None:
-        return ""
+        return ()
     calls, parents = _tree(code.co_filename)
     call = calls.get((pos.lineno, pos.col_offset, pos.end_lineno or 0, pos.end_col_offset or 0))
-    if call is None or not isinstance(call.func, ast.Attribute) or call.func.attr != name \
+    if call is None or not isinstance(call.func, ast.Attribute) \
             or not isinstance(call.func.value, _RECEIVERS):
-        return ""
+        return ()
     parent = parents.get(id(call))
     used = isinstance(parent, _OPERATORS)
     if isinstance(parent, ast.Attribute) and not parent.attr.endswith("_"):
         outer = parents.get(id(parent))
         used = isinstance(outer, ast.Call) and outer.func is parent
-    return ast.unparse(call.func.value) if used else ""
+    return (ast.unparse(call.func.value), call.func.attr) if used else ()
+
+
+_USES = InstructionFacts(_value_use)
 
 
 def _tree(path: str) -> tuple[dict[tuple[int, int, int, int], ast.Call], dict[int, ast.AST]]:

@@ -31,6 +31,7 @@ import torch
 
 from gradtrace.runtime.frames import Site, is_internal
 from gradtrace.runtime.trace.soft_target import leaf_vars
+from gradtrace.runtime.trace.squeezed_side import bound_site
 
 _CALLS = 8  # comparison-loss calls looked at per session
 _BY_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -57,21 +58,10 @@ def note_target(state: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> No
 
 
 def _bound_site(target: Tensor) -> Site | None:
-    from gradtrace.runtime.trace.squeezed_side import _bound_at
-
     f: FrameType | None = sys._getframe(1)
     while f is not None and is_internal(f.f_code):
         f = f.f_back
-    while f is not None:
-        code = f.f_code
-        if not is_internal(code):
-            params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
-            names = [k for k, v in list(f.f_locals.items()) if v is target and k not in params]
-            if names:
-                line = _bound_at(code.co_filename, code.co_firstlineno, f.f_lineno, names[0])
-                return None if line is None else Site(code.co_filename, line, code.co_name)
-        f = f.f_back
-    return None
+    return bound_site(f, target, is_internal)
 
 
 def teacher_target(state: Any, missed: list[Any]) -> tuple[Site, str, str] | None:
