@@ -1,8 +1,8 @@
 """A fact about the instruction a user frame is running, read once per (code, offset).
 
-Shared by the checks that read the calling statement's bytecode or syntax (NOTE [functional
-dropout in eval], NOTE [in-place result used as a value]): the code objects are kept alive
-while their ids are keys, and the cache is emptied past 4096 entries.
+Shared by the checks that read the calling statement's bytecode or syntax
+(NOTE [functional dropout in eval], NOTE [in-place result used as a value]): the code
+objects are kept alive while their ids are keys, and the cache is emptied past 4096 entries.
 """
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ _GUARD = 1e-3  # largest epsilon taken for a guard
 _DROWNED = 0.01  # v / (v + eps) below this: the gradient scaled down at least 100 times
 _SITES = 8
 _WALK = 64  # nodes walked down from the loss
-# nodes through which a log's value reaches the loss unweighted (NOTE [epsilon that drowns...])
+# nodes through which a log's value reaches the loss unweighted (see the NOTE)
 _SUMMED = frozenset({"NegBackward0", "MeanBackward0", "MeanBackward1", "SumBackward0",
                      "SumBackward1", "AddBackward0", "SubBackward0", "RsubBackward1"}) | _RESHAPES
 _SCALED = frozenset({"MulBackward0", "DivBackward0"})

@@ -20,9 +20,10 @@ reported at the end (once per line). Left alone: ``exp_avg_sq.sqrt().add_(eps)``
 (the receiver is a temporary), ``x.mul_(2).add_(1)`` (chained in place), ``y = x.add_(1)``
 and a plain local written and used (no view, no optimizer state) are left alone.
 
-Inside a step the run sees the calls of a user-written step only while NOTE [NaN made by a
-step] hunts it (its first steps): :func:`.step_nan.step_call` hands every call that returned its
-receiver (an in-place method's result is its receiver) to :func:`note_step_write`.
+Inside a step the run sees the calls of a user-written step only while
+NOTE [NaN made by a step] hunts it (its first steps): :func:`.step_nan.step_call` hands every
+call that returned its receiver (an in-place method's result is its receiver) to
+:func:`note_step_write`.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ _SITES = 16
 
 
 def note_step_write(state: Any, func: Any, target: torch.Tensor) -> None:
-    """A call inside a user-written step that returned its receiver (NOTE [user-written step]):
+    """A call inside a user-written step that returned its receiver (see the NOTE):
     recorded when it wrote into a tensor the stepping optimizer keeps in its state."""
     hunt, data = state.step_hunt, getattr(state, "hooks_data", None)
     rec = data.optimizers.get(hunt.hunting) if data is not None and hunt is not None else None
@@ -58,8 +59,8 @@ def note_step_write(state: Any, func: Any, target: torch.Tensor) -> None:
 
 
 def note_plain_write(state: Any, func: Any, target: torch.Tensor) -> None:
-    """An in-place call on a tensor without grad, outside a step (NOTE [in-place result used
-    as a value]): recorded when it writes through a view of a local of the calling frame."""
+    """An in-place call on a tensor without grad, outside a step (see the NOTE): recorded
+    when it writes through a view of a local of the calling frame."""
     if target._base is None:
         return
     _check(state, func, target, None)

@@ -65,8 +65,8 @@ def _bound_site(target: Tensor) -> Site | None:
 
 
 def teacher_target(state: Any, missed: list[Any]) -> tuple[Site, str, str] | None:
-    """(site, why, fix) for NOTE [parameter in no optimizer] when ``missed`` are all among the
-    own leaves of a comparison loss's target; else None."""
+    """(site, why, fix) for the finding of parameters in no optimizer (GT821) when ``missed``
+    are all among the own leaves of a comparison loss's target; else None."""
     seen = _BY_STATE.get(state)
     ids = {id(p) for p in missed}
     for own, site in (seen["targets"] if seen else ()):
