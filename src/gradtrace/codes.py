@@ -15,8 +15,8 @@ Adding a code touches one place plus the generated docs:
   GT864, GT867, GT868, GT869, GT896-GT899; ``code_tables/watch.py`` GT850-GT856;
   ``code_tables/distributed.py`` GT880-GT888. The first ranges (trace GT800-GT849, watch
   GT850-GT879, distributed GT880-GT899) are full or shared: a new runtime code takes a free
-  number (GT867 taken in session 49: a new one opens a GT9xx table), naming the module
-  that produces it;
+  number (GT867 taken in session 49), naming the module that produces it;
+  ``code_tables/trace_nine.py`` GT900-GT949 (opened in session 50; GT950 up is another table's);
 then ``gradtrace rules --markdown > docs/rules.md``. ``tests/test_catalogue_of_codes.py`` checks that codes
 and names are unique across all tables and that every entry is complete.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gradtrace.code_tables import Code, distributed, engine, trace, trace_silent, watch
+from gradtrace.code_tables import Code, distributed, engine, trace, trace_nine, trace_silent, watch
 
 if TYPE_CHECKING:
     from gradtrace.lint.rule import Rule
@@ -33,7 +33,8 @@ __all__ = ["Code", "TABLE", "all_codes", "lookup", "name_of", "static_entry"]
 
 # The engine and runtime codes (torch-free; no rule is imported), by code.
 TABLE: dict[str, Code] = {c.code: c for t in (engine.CODES, trace.CODES, trace_silent.CODES,
-                                               watch.CODES, distributed.CODES) for c in t}
+                                               watch.CODES, distributed.CODES, trace_nine.CODES)
+                          for c in t}
 
 
 def static_entry(rule: type[Rule]) -> Code:

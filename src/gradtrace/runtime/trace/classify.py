@@ -15,7 +15,7 @@ Tensor = torch.Tensor
 # func classification
 PLAIN, INPLACE, SETGRAD, BACKWARD, AGRAD, ITEM, CTOR, DATA_GET, GRAD_GET, GRAD_SET, RG_SET, \
     ZEROISH, PASS, DETACH, MAYBE_INPLACE, WHERE, AMP, DROPPABLE_OP, COMBINE, TO, IS_LEAF, \
-    LOSS, SOFTMAX, DATA_SET = range(24)
+    LOSS, SOFTMAX, DATA_SET, COMPARE = range(25)
 WHERE_CHECKS = 4  # calls per torch.where line whose branches are checked for inf/NaN
 CALL_KIND: dict[Any, int] = {}
 INPLACE_ARG: dict[Any, int] = {}  # functional ops with an `inplace` parameter -> its position
@@ -46,6 +46,8 @@ LOSS_FUNCS: dict[Any, str] = {
     _F.cross_entropy: "cross_entropy", _F.binary_cross_entropy: "bce",
     _F.binary_cross_entropy_with_logits: "bce_logits",
     torch.binary_cross_entropy_with_logits: "bce_logits"}
+# the comparison losses whose target is looked at (NOTE [teacher target computed with grad])
+COMPARE_FUNCS = frozenset({_F.l1_loss, _F.mse_loss, _F.smooth_l1_loss, _F.huber_loss})
 
 
 def call_name(func: Any) -> str:
@@ -76,6 +78,8 @@ def classify(func: Any) -> int:
         return LOSS
     if func in SOFTMAX_FUNCS:  # NOTE [softmax over a singleton dim]
         return SOFTMAX
+    if func in COMPARE_FUNCS:
+        return COMPARE
     if func is torch.tensor or name == "as_tensor":
         return CTOR
     if func is torch.where or func is torch.Tensor.where:

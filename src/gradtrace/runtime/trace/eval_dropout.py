@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gradtrace.runtime.frames import is_internal
+from gradtrace.runtime.trace.at_instruction import InstructionFacts
 
 if TYPE_CHECKING:
     from gradtrace.runtime.trace.state import TraceState
 
 # functional dropouts whose `training` defaults to True (F.alpha_dropout's defaults to False)
 NAMES = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "feature_alpha_dropout"})
-_DEFAULTED: dict[tuple[int, int], bool] = {}  # (id(code), lasti) -> the call leaves `training` out
-_CODES: list[CodeType] = []  # keeps the codes of _DEFAULTED alive (ids never reused)
 _TREES: dict[str, tuple[str, ast.Module | None]] = {}  # path -> (its text, its tree)
 _MODULE_DEPTH = 8  # user frames searched for the module running the call
 
@@ -58,16 +57,7 @@ def check_dropout(state: TraceState, name: str, kwargs: dict[str, Any], frame: F
 
 
 def _defaulted(frame: FrameType) -> bool:
-    code, lasti = frame.f_code, frame.f_lasti
-    key = (id(code), lasti)
-    hit = _DEFAULTED.get(key)
-    if hit is None:
-        if len(_DEFAULTED) > 4096:
-            _DEFAULTED.clear()
-            _CODES.clear()
-        _CODES.append(code)
-        hit = _DEFAULTED[key] = _call_omits_training(code, lasti)
-    return hit
+    return bool(_DEFAULTED.at(frame.f_code, frame.f_lasti))
 
 
 def _call_omits_training(code: CodeType, lasti: int) -> bool:
@@ -88,6 +78,10 @@ def _call_omits_training(code: CodeType, lasti: int) -> bool:
                     and not any(isinstance(a, ast.Starred) for a in node.args)
                     and not any(k.arg in (None, "training") for k in node.keywords))
     return False
+
+
+# (id(code), lasti) -> the call leaves `training` out
+_DEFAULTED = InstructionFacts(_call_omits_training)
 
 
 def _tree(path: str) -> ast.Module | None:

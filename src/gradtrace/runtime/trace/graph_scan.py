@@ -55,6 +55,7 @@ from gradtrace.runtime.trace.classify import first_grad_tensor
 from gradtrace.runtime.trace.constant_input import (apply_site, arg_positions,
                                                    constant_by_design, kept_inputs)
 from gradtrace.runtime.trace.detached_feed import note_walk
+from gradtrace.runtime.trace.drowned_log import check_logs
 from gradtrace.runtime.trace.fix_lines import ZERO_DERIVATIVE
 from gradtrace.runtime.trace.loose_leaves import note_leaf
 from gradtrace.runtime.trace.reached_cuts import seen_in_walk
@@ -77,6 +78,7 @@ def scan_loss_graph(state: Any, root: Tensor, limit: int = 4000) -> None:
     # marked nodes met, and every leaf: NOTE [term detached from the model it should train]
     hits: list[Any] = []
     leaves: set[int] = set()
+    check_logs(state, root)  # NOTE [epsilon that drowns a log's gradient]
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:

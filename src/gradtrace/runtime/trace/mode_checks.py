@@ -25,6 +25,7 @@ from gradtrace.runtime.trace.fwd_nan import check_output
 from gradtrace.runtime.trace.graph_walk import leaf_tensors
 from gradtrace.runtime.trace.loss_input import bce_failed, check_loss
 from gradtrace.runtime.trace.singleton import check_softmax
+from gradtrace.runtime.trace.teacher_target import note_target
 
 LOG = logging.getLogger("gradtrace.runtime.trace.provenance")
 Tensor = torch.Tensor
@@ -83,6 +84,16 @@ class ModeChecks:
         busy, self.busy = self.busy, True
         try:
             check_softmax(self.state, func, args, kwargs)
+        except Exception as exc:
+            _oops(exc)
+        finally:
+            self.busy = busy
+
+    def _compare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """NOTE [teacher target computed with grad] (teacher_target.py), before the call."""
+        busy, self.busy = self.busy, True
+        try:
+            note_target(self.state, args, kwargs)
         except Exception as exc:
             _oops(exc)
         finally:

@@ -23,7 +23,7 @@ from gradtrace.runtime.ran import PAUSED, resume_after_import
 from gradtrace.runtime.trace.data_swap import note_alias_write
 from gradtrace.runtime.trace.classify import (
     AGRAD, AMP, BACKWARD, COMBINE, CTOR, IS_LEAF, TO, DATA_GET, DATA_SET, DETACH, DROP_FUNCS,
-    DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET, CONST_FACTORIES,
+    COMPARE, DROPOUT_FUNCS, DROPPABLE_OP, GRAD_GET, CONST_FACTORIES,
     GRAD_SET, INPLACE, ITEM, MAYBE_INPLACE, PASS, PLAIN, RG_SET, SETGRAD, WHERE, ZEROISH,
     INPLACE_ARG, CALL_KIND, LOSS, SHAPE_ONLY, SOFTMAX, first_grad_tensor, call_name, classify,
 )
@@ -85,7 +85,10 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
             if kind == SOFTMAX:  # NOTE [softmax over a singleton dim]: the shape only
                 self._softmax(func, args, kwargs)
                 kind = PLAIN
-            if kind == MAYBE_INPLACE:  # F.relu(x) / F.dropout(x) without inplace=True: plain
+            if kind == COMPARE:  # NOTE [teacher target computed with grad]: before the call
+                self._compare(args, kwargs)
+                kind = PLAIN
+            elif kind == MAYBE_INPLACE:  # F.relu(x) / F.dropout(x) without inplace=True: plain
                 if func in DROPOUT_FUNCS:  # NOTE [functional dropout in eval]
                     self._eval_dropout(func, kwargs)
                 pos = INPLACE_ARG.get(func, -1)

@@ -18,6 +18,7 @@ from gradtrace.runtime.trace.data_rewrite import note_graph_data, note_rewrite
 from gradtrace.runtime.trace.dead_terms import rewrapped_list, seen_in_backward
 from gradtrace.runtime.trace.ema_reads import note_average
 from gradtrace.runtime.trace.graph_walk import backward_roots, stamp_freed
+from gradtrace.runtime.trace.inplace_value import note_plain_write
 from gradtrace.runtime.trace.late_thaw import note_thaw
 from gradtrace.runtime.trace.mode_checks import _oops
 from gradtrace.runtime.trace.loss_nan import loss_hunt, loss_hunted
@@ -64,6 +65,8 @@ class SpecialHandlers:
                 gf.metadata[META_CREATED] = (raw[0], raw[1], self.seq)  # node's line too
         elif target is not None and not target.requires_grad:
             note_rewrite(self.state, args, call_name(func))  # a graph tensor's `.data` rewritten
+            if target._base is not None:  # NOTE [in-place result used as a value]
+                note_plain_write(self.state, func, target)
             if self.state.data_aliases and id(target) in self.state.data_aliases:
                 raw = raw_site()  # NOTE [values swapped under a saved graph]
                 note_alias_write(self.state, target, None if raw is None else

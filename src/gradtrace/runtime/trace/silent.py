@@ -25,6 +25,7 @@ from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
 from gradtrace.runtime.trace.soft_target import soft_target_findings
+from gradtrace.runtime.trace.teacher_target import teacher_target
 from gradtrace.runtime.trace.windows import window_findings
 from gradtrace.runtime.trace.declared import (declared_unused, norm_left_out, parent_idle,
                                               read_as_none)
@@ -373,8 +374,10 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                 other = None if late else other_stepped(data, missed)
                 if other is not None and _cut_first_pass(state, data):
                     continue
-                site, why, fix = late or other or detached_feed(state, missed, in_opt) or (
-                    single_optimizer_built_at(data) or partial_optimizer_site(data, m), why, fix)
+                site, why, fix = late or other or teacher_target(state, missed) or \
+                    detached_feed(state, missed, in_opt) or (single_optimizer_built_at(data)
+                                                             or partial_optimizer_site(data, m),
+                                                             why, fix)
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)

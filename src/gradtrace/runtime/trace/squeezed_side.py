@@ -50,11 +50,20 @@ def squeezed_site(frame: types.FrameType | None) -> Site | None:
         if f.f_code.co_filename == made.path and f.f_code.co_name == made.function:
             return made  # squeezed in a frame still running: that line
         f = f.f_back
+    return bound_site(frame, short)
+
+
+def bound_site(frame: types.FrameType | None, value: Any,
+               skip: Any = lambda code: False) -> Site | None:
+    """The statement that bound ``value``: in the first frame from ``frame`` outwards (frames
+    whose code ``skip`` says are passed) holding it in a local of its own (not a parameter),
+    the last assignment of that name before the frame's line."""
     f = frame
     while f is not None:
         code = f.f_code
         params = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
-        names = [k for k, v in list(f.f_locals.items()) if v is short and k not in params]
+        names = [] if skip(code) else [k for k, v in list(f.f_locals.items())
+                                       if v is value and k not in params]
         if names:
             line = _bound_at(code.co_filename, code.co_firstlineno, f.f_lineno, names[0])
             return None if line is None else Site(code.co_filename, line, code.co_name)

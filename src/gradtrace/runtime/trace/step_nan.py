@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from gradtrace.runtime.frames import Site, is_internal
+from gradtrace.runtime.trace.inplace_value import note_step_write
 
 _STEPS = 3  # steps hunted per optimizer
 _HUNTS = 8  # steps hunted per session
@@ -66,6 +67,8 @@ def hunt_starts(state: Any, opt: Any) -> bool:
 def step_call(state: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """One torch call inside a hunted step (the mode's fast path hands it here)."""
     out = func(*args, **kwargs)
+    if args and out is args[0] and type(out) is torch.Tensor:  # in place (inplace_value.py)
+        note_step_write(state, func, out)
     hunt = state.step_hunt
     if hunt.found is None and type(out) is torch.Tensor:
         from gradtrace.runtime.trace.fwd_nan import check_output
