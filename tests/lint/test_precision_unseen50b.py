@@ -1,0 +1,130 @@
+"""Shapes from the projects of docs/triage/unseen50b.md (session 50), each in another spelling
+than the project's and next to a buggy twin that is still reported; each is a small project in
+tmp_path, checked in-process and run on real torch."""
+from __future__ import annotations
+
+import runpy
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gradtrace.lint import check_paths
+from gradtrace.lint.config import Settings
+
+torch = pytest.importorskip("torch")
+
+# OpenPSG's `PostProcessor` (moshuilanting/fast-context-scene-graph-generation): a module of
+# its own file whose `forward` writes into a softmax's output; the relation head of another
+# file builds it and calls it only from `get_result`, which only `simple_test` calls (or, in
+# the maskrcnn-benchmark heads, only under `if not self.training:`). NOTE [run only for
+# inference]
+POST = """
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class PostProcessor(nn.Module):
+        def forward(self, logits):
+            prob = F.softmax(logits, -1)
+            prob[:, 0] = 0
+            scores, labels = prob[:, 1:].max(dim=1)
+            return scores, labels + 1
+    """
+POST_LINE = 9  # `prob[:, 0] = 0`
+HEADS = {
+    # called from a method that only an inference method calls
+    "get-result": """
+        def forward(self, x):
+            return self.fc(x)
+
+        def get_result(self, logits):
+            return self.post(logits)
+
+        def simple_test(self, x):
+            return self.get_result(self.fc(x))
+    """,
+    # called only in the eval branch of the head's forward
+    "eval-branch": """
+        def forward(self, x):
+            logits = self.fc(x)
+            if not self.training:
+                return self.post(logits)
+            return logits
+    """,
+    # twin: the training forward runs it; backward meets the overwritten softmax output
+    "trained": """
+        def forward(self, x):
+            scores, labels = self.post(self.fc(x))
+            return scores
+
+        def simple_test(self, x):
+            return self.post(self.fc(x))
+    """,
+}
+HEAD = """
+    import torch.nn as nn
+    from post import PostProcessor
+
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 4)
+            self.post = PostProcessor()
+{methods}
+    """
+TRAIN = """
+    import torch
+    from head import Head
+    torch.manual_seed(0)
+    head = Head()
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    x = torch.randn(2, 3)
+    out = head(x)
+    loss = (out[0] if isinstance(out, tuple) else out).pow(2).mean()
+    loss.backward()
+    opt.step()
+    head.eval()
+    result = head.simple_test(x) if hasattr(head, "simple_test") else head(x)
+    """
+
+
+def _project(tmp_path: Path, methods: str) -> Path:
+    body = textwrap.indent(textwrap.dedent(methods), " " * 8)
+    for name, text in (("post.py", POST), ("head.py", HEAD.format(methods=body)),
+                       ("train.py", TRAIN)):
+        (tmp_path / name).write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def _run(tmp_path: Path) -> str | None:
+    """Runs the project's script on real torch: the error backward raises, or None."""
+    sys.path.insert(0, str(tmp_path))
+    try:
+        runpy.run_path(str(tmp_path / "train.py"))
+    except RuntimeError as e:
+        return str(e)
+    finally:
+        sys.path.remove(str(tmp_path))
+        for m in ("post", "head"):
+            sys.modules.pop(m, None)
+    return None
+
+
+@pytest.mark.parametrize("case, line", [
+    ("get-result", None), ("eval-branch", None), ("trained", POST_LINE)])
+def test_post_processor_run_only_for_inference(tmp_path: Path, case: str,
+                                               line: int | None) -> None:
+    """Look-alikes: the post-processor runs only for inference (no backward goes through
+    it, the script runs); twin: the head's training forward runs it, backward raises, and
+    GT602 is reported at the write."""
+    root = _project(tmp_path, HEADS[case])
+    found = check_paths([str(root / "post.py")], Settings()).findings
+    assert [(f.line, f.code) for f in found if f.code.startswith("GT6")] == (
+        [] if line is None else [(line, "GT602")])
+    error = _run(root)
+    assert (error is None) == (line is None)
+    if error is not None:
+        assert "modified by an inplace operation" in error
