@@ -128,3 +128,68 @@ def test_post_processor_run_only_for_inference(tmp_path: Path, case: str,
     assert (error is None) == (line is None)
     if error is not None:
         assert "modified by an inplace operation" in error
+
+
+# jinensetpal/scene-graph-generation: `fit(model, optimizer, loss, train)` appends every
+# batch's `loss(y, y_pred)`, and the loss module hands back `[torch.tensor(..., requires_grad=
+# True) for ...]`: fresh leaves without history, no graph kept (NOTE [fresh leaves collected]).
+# Twins: the module returns the terms themselves (graphs kept), or the leaves are summed with
+# `+=` (one node recorded per step).
+FIT = """
+    import torch
+    import torch.nn as nn
+
+
+    class TermLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ce = nn.CrossEntropyLoss()
+
+        def forward(self, y, out):
+            terms = {{"ce": [self.ce(out, y)], "l2": [out.pow(2).mean()]}}
+            return [{term} for v in terms.values()]
+
+
+    def fit(model, optimizer, loss, batches):
+        history, total = [], 0
+        for epoch in range(2):
+            history.append([])
+            for x, y in batches:
+                optimizer.zero_grad()
+                batch_loss = loss(y, model(x))
+                sum(batch_loss).backward()
+                optimizer.step()
+                {collect}
+        return history, total
+
+
+    torch.manual_seed(0)
+    net = nn.Linear(3, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    data = [(torch.randn(4, 3), torch.randint(0, 2, (4,)))]
+    criterion = TermLoss()
+    history, total = fit(net, opt, criterion, data)
+    kept = history[0][0][0] if history[0] else total
+    """
+LEAF = "torch.tensor(sum(v) / len(v), requires_grad=True)"
+
+
+@pytest.mark.parametrize("term, collect, line", [
+    (LEAF, "history[-1].append(batch_loss)", None),
+    ("sum(v) / len(v)", "history[-1].append(batch_loss)", 25),
+    (LEAF, "total += batch_loss[0]", 25)])
+def test_fresh_leaves_collected(tmp_path: Path, term: str, collect: str,
+                                line: int | None) -> None:
+    """Look-alike: the appended values are leaves without history (`grad_fn` None), GT505
+    silent; twins: appended terms keep their graphs, and `+=` of the leaves records a node per
+    step: GT505 at the collecting line."""
+    path = tmp_path / "fit.py"
+    path.write_text(textwrap.dedent(FIT.format(term=term, collect=collect)))
+    found = check_paths([str(path)], Settings()).findings
+    assert [(f.line, f.code) for f in found if f.code == "GT505"] == (
+        [] if line is None else [(line, "GT505")])
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        kept = runpy.run_path(str(path))["kept"]
+    assert (kept.grad_fn is None) == (line is None)
