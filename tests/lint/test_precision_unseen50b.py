@@ -193,3 +193,19 @@ def test_fresh_leaves_collected(tmp_path: Path, term: str, collect: str,
         warnings.simplefilter("ignore", UserWarning)
         kept = runpy.run_path(str(path))["kept"]
     assert (kept.grad_fn is None) == (line is None)
+
+
+def test_fresh_leaves_of_a_loss_module_of_another_file(tmp_path: Path) -> None:
+    """The loss module in its own file (jinensetpal's `loss.py`), imported by the training
+    script: read there through the project index; the appended leaves keep no graph."""
+    src = textwrap.dedent(FIT.format(term=LEAF, collect="history[-1].append(batch_loss)"))
+    head, _, rest = src.partition("\n\ndef fit(")
+    (tmp_path / "terms.py").write_text(head + "\n")
+    (tmp_path / "fit.py").write_text("import torch\nimport torch.nn as nn\n"
+                                     "from terms import TermLoss\n\n\ndef fit(" + rest)
+    found = check_paths([str(tmp_path / "fit.py")], Settings()).findings
+    assert [f.code for f in found if f.code == "GT505"] == []
+    twin = (tmp_path / "terms.py").read_text().replace(LEAF, "sum(v) / len(v)")
+    (tmp_path / "terms.py").write_text(twin)
+    found = check_paths([str(tmp_path / "fit.py")], Settings()).findings
+    assert [(f.line, f.code) for f in found if f.code == "GT505"] == [(15, "GT505")]
