@@ -257,13 +257,15 @@ def object_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
     return _instance_sites(a, cls)
 
 
-def module_sites(a: Analysis, cls: str) -> list[tuple[ast.Call, ast.AST]]:
+def module_sites(a: Analysis, cls: str, qual: str | None = None
+                 ) -> list[tuple[ast.Call, ast.AST]]:
     """The calls of the names the file binds to an instance of the module class ``cls``
-    (``net = Net()`` then ``net(x)``: each runs its ``forward``)."""
-    return _instance_sites(a, cls, MODULE)
+    (``net = Net()`` then ``net(x)``: each runs its ``forward``); ``qual``: the class's
+    qualified name when it is imported (``post.PostProcessor``, the kind's class)."""
+    return _instance_sites(a, cls, MODULE, qual)
 
 
-def _instance_sites(a: Analysis, cls: str, what: str = OBJECT
+def _instance_sites(a: Analysis, cls: str, what: str = OBJECT, qual: str | None = None
                     ) -> list[tuple[ast.Call, ast.AST]]:
     """The calls of the names the file binds to an instance of the plain class ``cls``
     (``norm = Normalize(...)``, ``self.norm = Normalize(...)``; then ``norm(x)``), found by
@@ -279,9 +281,9 @@ def _instance_sites(a: Analysis, cls: str, what: str = OBJECT
                 if d:
                     names.add(d)
         for d in sorted(names):
-            out.extend(_called_kinds(a, d).get((what, cls), ()))
+            out.extend(_called_kinds(a, d).get((what, qual or cls), ()))
         return out
-    return a.ctx.memo(f"instance-sites:{what}:{cls}", a.ctx.tree, make)
+    return a.ctx.memo(f"instance-sites:{what}:{cls}:{qual}", a.ctx.tree, make)
 
 
 def _called_kinds(a: Analysis, d: str) -> dict[tuple[str, str | None], Sites]:

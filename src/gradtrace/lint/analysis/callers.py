@@ -279,6 +279,9 @@ def _sites_in(octx: Context, name: str, me: str, is_class: bool
             if cinfo is not None:
                 continue  # a class of that file by the same name
             sites += module_sites(octx.analysis, lname) + object_sites(octx.analysis, lname)
+            qual = octx.imports.qualified_name(ast.Name(lname, ast.Load()))
+            if qual and qual != lname:  # the kind of an imported class: `post.PostProcessor`
+                sites += module_sites(octx.analysis, lname, qual)
         return None if out and not sites else sites  # built there, called where we do not see
     for lname in local:
         for n in ast.walk(octx.tree):

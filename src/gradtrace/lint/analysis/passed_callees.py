@@ -21,6 +21,7 @@ the caller then decides by what it knew before (the callee's name).
 from __future__ import annotations
 
 import ast
+import os
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.kinds import MODULE, is_torch_loss
@@ -60,7 +61,12 @@ def _owner(ctx: Context, fn: ast.AST, name: str) -> ast.AST | None:
     return None
 
 
-def _answer(ctx: Context, fn: ast.AST, name: str, depth: int) -> bool | None:
+def passed_values(ctx: Context, fn: ast.AST, name: str, strict: bool = False
+                  ) -> list[tuple[Context, ast.expr, ast.AST, int]] | None:
+    """(calling file, value, function making the call, line) for the parameter ``name`` of
+    ``fn`` or of a function enclosing it, at every call of that function, in the file and the
+    others (NOTE [passed callees]); None: a method, a call whose value is not seen, no call,
+    or (``strict``) callers in other files that cannot be searched."""
     owner = _owner(ctx, fn, name)
     if owner is None or ctx.analysis.class_of(owner) is not None:
         return None  # a method: its calls go through instances, not read here
@@ -80,12 +86,27 @@ def _answer(ctx: Context, fn: ast.AST, name: str, depth: int) -> bool | None:
     if owner in ctx.tree.body:  # type: ignore[attr-defined]
         from gradtrace.lint.analysis.callers import foreign_sites
         sites = foreign_sites(ctx, owner)
+        if sites is None and strict and not _alone(ctx):
+            return None
         for s in sites or ():
             v = _argument(s.call, pos, name)
             if v is None:
                 return None
             values.append((s.ctx, v, s.where, s.call.lineno))
-    if not values:
+    return values or None
+
+
+def _alone(ctx: Context) -> bool:
+    """The file is on disk, the only Python file of its project: no caller elsewhere."""
+    from gradtrace.lint.analysis.callers import project_files
+    from gradtrace.lint.analysis.project_files import real_path
+    me = real_path(ctx)
+    files = project_files(me) if os.path.isfile(me) else None
+    return files is not None and len(files) <= 1
+
+
+def _answer(ctx: Context, fn: ast.AST, name: str, depth: int) -> bool | None:
+    if not (values := passed_values(ctx, fn, name)):
         return None
     answers = [passed_runs_model(c, w, v.id, depth + 1)
                if isinstance(v, ast.Name) and _is_param(w, v.id)

@@ -22,6 +22,7 @@ from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
+from gradtrace.lint.analysis.inference_runs import run_for_inference
 from gradtrace.lint.analysis.last_pass import after_loop_of, skipped_on_last_pass
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._ops import (  # noqa: F401 - _base reads them from here
@@ -175,7 +176,7 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     after = backward_after_call(ctx, fn) if cls is None else backward_after_method(ctx, fn)
     if after is not None:  # a helper called before a backward (NOTE [trained helpers])
         return after
-    if cls is not None and _runs_as_forward(cls, name, ctx) \
+    if cls is not None and _runs_as_forward(cls, name, ctx) and not run_for_inference(ctx, cls) \
             and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
         return not _eval_branch(_path_to(fn.body, stmt)) \
             or eval_backward(ctx, cls.name) or False  # NOTE [eval instance backpropagated]

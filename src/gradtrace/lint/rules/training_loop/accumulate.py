@@ -17,7 +17,7 @@ from gradtrace.lint.analysis.model_calls import model_calls
 from gradtrace.lint.analysis.method_freezes import graph_call
 from gradtrace.lint.analysis.graphless_returns import graphless_call
 from gradtrace.lint.analysis.caller_grad import callers_grad_off
-from gradtrace.lint.analysis.returned_arrays import unpacked_arrays
+from gradtrace.lint.analysis.collected_leaves import no_graph_collected
 from gradtrace.lint.analysis.step_forwards import step_forward
 from gradtrace.lint.analysis.reach import (
     decorated_off, disables_grad, fed_to_model, in_switched_off, reaching, value_of)
@@ -323,8 +323,8 @@ class LossAccumulatedWithGraph(LoopRule):
             return None  # made anew for every batch, summed over a loop that is not the data's
         if isinstance(value, ast.Call) and graphless_call(f.ctx, f.node, value):
             return None  # a Python number, or no graph (NOTE [graphless by construction])
-        if _numpy_result(f.ctx, value) or unpacked_arrays(f.ctx, f.scope, value, s.lineno):
-            return None  # an array (NOTE [returned arrays]): no graph is collected
+        if _numpy_result(f.ctx, value) or no_graph_collected(f.ctx, f.scope, f.node, s, value):
+            return None  # arrays, fresh leaves (NOTE [fresh leaves collected]): no graph kept
         foreign = foreign_call(f.ctx)  # NOTE [foreign functions]: their results are unknown
         graphy = [b for n, _ in loads(value, g._cut, foreign)
                   for b in reaching(f.scope, n, s.lineno, prefix=True)
