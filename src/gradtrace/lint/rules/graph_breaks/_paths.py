@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Iterable
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
-from gradtrace.lint.analysis.summed_terms import summed_entries
+from gradtrace.lint.analysis.summed_terms import reduced, summed_entries
 from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     CUT_METHODS, DATA, DETACH, FRESH_METHODS, NO_HISTORY_METHODS, NONDIFF, NUMBER, NUMPY,
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
@@ -269,11 +269,11 @@ class LossPaths(HelperTracer):
                 inner = e.left if isinstance(e.right, ast.Constant) else e.right
                 yield from self._terms(inner, use, line, depth + 1)
                 return
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args \
-                and e.func.attr in ("mean", "sum"):
-            inner = e.func.value
-            if isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Add, ast.Sub)):
-                yield from self._terms(inner, use, line, depth + 1)
+        inner = reduced(e, self.ctx)  # NOTE [a reduction keeps the terms]
+        if inner is not None:
+            parts = list(self._terms(inner, use, line, depth + 1))
+            if len(parts) > 1:
+                yield from parts
                 return
         entries = summed_entries(self.ctx, self.scope, e, use, line)
         if entries is not None:  # `sum(losses.values())`: NOTE [summed dict of terms]
