@@ -165,7 +165,8 @@ def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int
     whatever ``pred`` has. The same guards as
     :func:`helper_cut` (grad-off decorators only, no ``backward()``, a short body); every
     ``return`` gives a tuple of ``arity`` values whose element ``j`` traces to no live value,
-    to at least one cut, and is not a Python number."""
+    to at least one cut, and is not a Python number unless every cut made it one (``return
+    sim, reg.item()`` summed by the caller into its loss: a constant term)."""
     memo: dict[tuple[int, int, int], Cut | None] = ctx.memo("gt1-element-cuts", ctx.tree, dict)
     key = (id(fn), j, arity)
     if key in memo:
@@ -185,11 +186,12 @@ def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int
                 or any(isinstance(e, ast.Starred) for e in v.elts):
             return None
         e = v.elts[j]
-        if scope.kind(e) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(e, ctx):
-            return None
         tr = t.trace(e, r, r.lineno)
         if tr.live or not tr.cuts:
             return None
+        if (scope.kind(e) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(e, ctx)) and not all(
+                c.kind == NUMBER for c in tr.cuts):
+            return None  # a number the element is made of on purpose, not one it turns into
         cuts.extend(tr.cuts)
     if cuts:
         memo[key] = min(cuts, key=lambda c: (c.node.lineno, c.node.col_offset))

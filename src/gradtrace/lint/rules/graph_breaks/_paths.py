@@ -39,6 +39,7 @@ from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
 )
 from gradtrace.lint.analysis.backpropagated import backpropagated
+from gradtrace.lint.analysis.backpropagated_anywhere import backpropagated_anywhere
 from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer
@@ -190,6 +191,10 @@ class LossPaths(HelperTracer):
             if sink.only is None and _cut_on_purpose(sink.value):
                 return None  # (a module's `forward` returning `.data` is still GT105)
             keep = sink.only or frozenset({NUMPY, REBUILD, DATA, DETACH, NONDIFF})
+            if sink.only is None and any(tr.live for _, tr in traced) and any(  # beside live
+                    c.kind == NUMBER for _, cs in cut for c in cs) and backpropagated_anywhere(
+                    self.ctx, self.scope.node):  # NOTE [backpropagated across files]
+                keep = keep | {NUMBER}
             cut = [(t, tuple(c for c in cs if c.kind in keep)) for t, cs in cut]
             cut = [(t, cs) for t, cs in cut if cs]
             if not cut:
