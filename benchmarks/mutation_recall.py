@@ -25,7 +25,9 @@ function or a method of the step's class, and M7's grad switch moved into a help
 and M30 (session 47: a ``.detach()`` inside a module's ``forward``) in ``mutation_ops47.py``,
 and M31 (session 48: a model's ``eval()``/``train()`` statements removed from a step that
 evaluates it under ``no_grad``) in ``mutation_ops48.py``, and M32 (session 49: full backward
-hooks put on every leaf of a model holding an in-place activation) in ``mutation_ops49.py``. ``--ops M13,M16`` runs only
+hooks put on every leaf of a model holding an in-place activation) in ``mutation_ops49.py``,
+and M33-M34 (session 50: a term cut in a loss helper the step backpropagates, or in a sum it
+reduces at the backward) in ``mutation_ops50.py``. ``--ops M13,M16`` runs only
 the named operators.
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
@@ -49,6 +51,7 @@ from mutation_ops46 import away_ops, leak_ops
 from mutation_ops47 import forward_ops
 from mutation_ops48 import mode_ops
 from mutation_ops49 import hook_ops
+from mutation_ops50 import helper_ops
 
 
 def files(roots):
@@ -278,6 +281,7 @@ def mutate(src):
                                 break
         yield from step_ops(src, lines, pm, f, inner, b, s0, zg, a, o)
         yield from away_ops(src, lines, pm, tree, f, o)
+        yield from helper_ops(src, lines, tree, f, b, a)
         if isinstance(tgt, ast.Name):
             assigns = name_assigns(f, inner, tgt.id, b.lineno)
             if assigns:

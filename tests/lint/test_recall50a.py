@@ -224,3 +224,11 @@ def test_look_alike_unpacked_element_live():
 
 def test_look_alike_unpacked_element_a_count():
     assert _pair(second="len(y)", loss="sim + 0.0 * reg") == []
+
+
+def test_look_alike_whole_loss_an_unpacked_number_is_gt101s():
+    src = PAIR.format(second="reg", loss="sim").replace("return sim, reg", "return sim.item(), reg")
+    assert _found(src, "GT102") == []  # a number has no `.backward()` at all: not a cut term
+    direct = src.replace("loss.backward()", "sim.backward()")
+    found = check_source(textwrap.dedent(direct))
+    assert [(f.code, f.line) for f in found if f.code in ("GT101", "GT102")] == [("GT101", 13)]

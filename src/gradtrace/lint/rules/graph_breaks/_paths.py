@@ -200,6 +200,9 @@ class LossPaths(HelperTracer):
             if not cut:
                 return None
         full = all(not tr.live for _, tr in traced)
+        if full and all(c.kind == NUMBER and any(w.endswith("()") for w, _ in c.via)
+                        for _, cs in cut for c in cs):
+            return None  # a number handed back by a call: no `.backward()` at all (GT101's)
         if not full and self._value_replacement(traced):
             return None
         return Verdict(sink, full, cut)
