@@ -42,7 +42,7 @@ from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.backpropagated_anywhere import backpropagated_anywhere
 from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.cuts import is_functional_loss
-from gradtrace.lint.analysis.helper_cuts import HelperTracer
+from gradtrace.lint.analysis.helper_cuts import HelperTracer, numbers_handed_back
 from gradtrace.lint.analysis.loss_evidence import loss_evidence
 from gradtrace.lint.analysis.loss_weights import weight_only
 from gradtrace.lint.analysis.steps import step_calls
@@ -200,8 +200,7 @@ class LossPaths(HelperTracer):
             if not cut:
                 return None
         full = all(not tr.live for _, tr in traced)
-        if full and all(c.kind == NUMBER and any(w.endswith("()") for w, _ in c.via)
-                        for _, cs in cut for c in cs):
+        if full and all(id(c.node) in numbers_handed_back(self.ctx) for _, cs in cut for c in cs):
             return None  # a number handed back by a call: no `.backward()` at all (GT101's)
         if not full and self._value_replacement(traced):
             return None
