@@ -2,8 +2,8 @@
 
 # NOTE [backpropagated across files]
 A loss helper may return a Python number beside its tensor terms on purpose (a metric, a value
-to log), so the loss-path rules leave a returned ``.item()`` to the callers (NOTE [loss
-paths]). When a caller backpropagates the value (``loss = reg_loss(moved, fixed, flow)`` then
+to log), so the loss-path rules leave a returned ``.item()`` to the callers
+(NOTE [loss paths]). When a caller backpropagates the value (``loss = reg_loss(moved, fixed, flow)`` then
 ``loss.backward()``), the helper's return *is* the loss: a term turned into a number there
 (``ncc(fixed, moved) + lam * smooth(flow).item()``) is a constant, and the part of the model
 only that term reached gets no gradient from it. :func:`backpropagated_anywhere` is True for a
