@@ -27,7 +27,9 @@ and M31 (session 48: a model's ``eval()``/``train()`` statements removed from a 
 evaluates it under ``no_grad``) in ``mutation_ops48.py``, and M32 (session 49: full backward
 hooks put on every leaf of a model holding an in-place activation) in ``mutation_ops49.py``,
 and M33-M34 (session 50: a part of a model built anew, then frozen itself) in
-``mutation_ops50.py``. ``--ops M13,M16`` runs only
+``mutation_ops50.py``, M35-M36 (session 50: a term cut in a loss helper the step
+backpropagates, or in a sum it reduces at the backward) in ``mutation_ops50a.py``.
+``--ops M13,M16`` runs only
 the named operators.
 
 A miss is not always a bug of the checker (a mutation can land in a shape where the bug is
@@ -52,6 +54,7 @@ from mutation_ops47 import forward_ops
 from mutation_ops48 import mode_ops
 from mutation_ops49 import hook_ops
 from mutation_ops50 import head_ops
+from mutation_ops50a import helper_ops
 
 
 def files(roots):
@@ -282,6 +285,7 @@ def mutate(src):
                                 break
         yield from step_ops(src, lines, pm, f, inner, b, s0, zg, a, o)
         yield from away_ops(src, lines, pm, tree, f, o)
+        yield from helper_ops(src, lines, tree, f, b, a)
         if isinstance(tgt, ast.Name):
             assigns = name_assigns(f, inner, tgt.id, b.lineno)
             if assigns:

@@ -93,7 +93,8 @@ for step in range(4):
     opt.step()
 """),
     # the target network is never refreshed: it stays at its random initialisation
-    "dqn_target_never_refreshed": ("GT821", """
+    # the static GT438 leads, confirmed by the run's GT821 at the target's line (runtime50)
+    "dqn_target_never_refreshed": ("GT438", """
 online, target = QNet(), QNet()
 opt = torch.optim.Adam(online.parameters(), lr=1e-3)  # C
 for step in range(4):

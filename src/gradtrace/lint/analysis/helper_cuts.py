@@ -165,7 +165,8 @@ def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int
     whatever ``pred`` has. The same guards as
     :func:`helper_cut` (grad-off decorators only, no ``backward()``, a short body); every
     ``return`` gives a tuple of ``arity`` values whose element ``j`` traces to no live value,
-    to at least one cut, and is not a Python number."""
+    to at least one cut, and is not a Python number unless every cut made it one (``return
+    sim, reg.item()`` summed by the caller into its loss: a constant term)."""
     memo: dict[tuple[int, int, int], Cut | None] = ctx.memo("gt1-element-cuts", ctx.tree, dict)
     key = (id(fn), j, arity)
     if key in memo:
@@ -185,15 +186,23 @@ def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int
                 or any(isinstance(e, ast.Starred) for e in v.elts):
             return None
         e = v.elts[j]
-        if scope.kind(e) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(e, ctx):
-            return None
         tr = t.trace(e, r, r.lineno)
         if tr.live or not tr.cuts:
             return None
+        if scope.kind(e) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(e, ctx):
+            if not all(c.kind == NUMBER for c in tr.cuts):
+                return None  # a number the element is made of on purpose, not one it turns into
+            numbers_handed_back(ctx).update(id(c.node) for c in tr.cuts)
         cuts.extend(tr.cuts)
     if cuts:
         memo[key] = min(cuts, key=lambda c: (c.node.lineno, c.node.col_offset))
     return memo[key]
+
+
+def numbers_handed_back(ctx: Context) -> set[int]:
+    """``id`` of the cuts that make an element a function of the file returns a Python number
+    (:func:`element_cut`): a loss made of nothing else has no ``backward`` (GT101's)."""
+    return ctx.memo("gt1-number-elements", ctx.tree, set)  # type: ignore[no-any-return]
 
 
 def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,

@@ -116,3 +116,20 @@ def _touches(s: ast.stmt, name: str) -> bool:
     ] + [i.context_expr for i in getattr(s, "items", ())]
     return any(isinstance(n, ast.Name) and n.id == name  # any other mention before the
                for e in own for n in walk(e))  # sum: no fact (reads included)
+
+
+# NOTE [a reduction keeps the terms]
+# A mean or a sum is linear: ``(a + b.detach()).mean()`` is ``a.mean() + b.detach().mean()``,
+# so the additive terms of the reduced tensor are terms of the reduced loss (``loss = kld +
+# rec``, then ``loss.mean().backward()``: a VAE's per-sample loss reduced at the backward).
+def reduced(e: ast.expr, ctx: Context) -> ast.expr | None:
+    """The tensor the reduction ``e`` reads (``t.mean()``, ``t.sum(1)``, ``torch.mean(t)``,
+    ``torch.sum(t, dim=0)``), or None (NOTE [a reduction keeps the terms])."""
+    if not isinstance(e, ast.Call):
+        return None
+    if isinstance(e.func, ast.Attribute) and e.func.attr in ("mean", "sum") \
+            and ctx.qualified_name(e.func) not in ("torch.mean", "torch.sum"):
+        return e.func.value
+    if e.args and ctx.qualified_name(e.func) in ("torch.mean", "torch.sum"):
+        return e.args[0]
+    return None

@@ -33,15 +33,16 @@ from typing import TYPE_CHECKING, Iterable
 from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
-from gradtrace.lint.analysis.summed_terms import summed_entries
+from gradtrace.lint.analysis.summed_terms import reduced, summed_entries
 from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
     CUT_METHODS, DATA, DETACH, FRESH_METHODS, NO_HISTORY_METHODS, NONDIFF, NUMBER, NUMPY,
     REBUILD, RECV_ONLY, Cut, Trace, is_loss_class,
 )
 from gradtrace.lint.analysis.backpropagated import backpropagated
+from gradtrace.lint.analysis.backpropagated_anywhere import backpropagated_anywhere
 from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.cuts import is_functional_loss
-from gradtrace.lint.analysis.helper_cuts import HelperTracer
+from gradtrace.lint.analysis.helper_cuts import HelperTracer, numbers_handed_back
 from gradtrace.lint.analysis.lightning import auto_training_step
 from gradtrace.lint.analysis.loss_evidence import loss_evidence
 from gradtrace.lint.analysis.loss_weights import weight_only
@@ -196,11 +197,17 @@ class LossPaths(HelperTracer):
             if sink.only is None and _cut_on_purpose(sink.value):
                 return None  # (a module's `forward` returning `.data` is still GT105)
             keep = sink.only or frozenset({NUMPY, REBUILD, DATA, DETACH, NONDIFF})
+            if sink.only is None and any(tr.live for _, tr in traced) and any(  # beside live
+                    c.kind == NUMBER for _, cs in cut for c in cs) and backpropagated_anywhere(
+                    self.ctx, self.scope.node):  # NOTE [backpropagated across files]
+                keep = keep | {NUMBER}
             cut = [(t, tuple(c for c in cs if c.kind in keep)) for t, cs in cut]
             cut = [(t, cs) for t, cs in cut if cs]
             if not cut:
                 return None
         full = all(not tr.live for _, tr in traced)
+        if full and all(id(c.node) in numbers_handed_back(self.ctx) for _, cs in cut for c in cs):
+            return None  # a number handed back by a call: no `.backward()` at all (GT101's)
         if not full and self._value_replacement(traced):
             return None
         return Verdict(sink, full, cut)
@@ -275,11 +282,11 @@ class LossPaths(HelperTracer):
                 inner = e.left if isinstance(e.right, ast.Constant) else e.right
                 yield from self._terms(inner, use, line, depth + 1)
                 return
-        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args \
-                and e.func.attr in ("mean", "sum"):
-            inner = e.func.value
-            if isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Add, ast.Sub)):
-                yield from self._terms(inner, use, line, depth + 1)
+        inner = reduced(e, self.ctx)  # NOTE [a reduction keeps the terms]
+        if inner is not None:
+            parts = list(self._terms(inner, use, line, depth + 1))
+            if len(parts) > 1:
+                yield from parts
                 return
         entries = summed_entries(self.ctx, self.scope, e, use, line)
         if entries is not None:  # `sum(losses.values())`: NOTE [summed dict of terms]

@@ -247,6 +247,8 @@ class DetachedLossTerm(LossCutRule):
     base `__call__` detaches both inputs and used as a loss, NOTE [inherited methods]), and
     a method whose result comes from its arguments only passes their cuts on
     (NOTE [pure methods]).
+    A sum reduced at the backward (`loss = kld + rec.detach()`, `loss.mean().backward()`) keeps
+    its terms (NOTE [a reduction keeps the terms]).
     Known limits: follows names inside one function; an argument named like input data
     (`x`, `inputs`, `obs`) that the function feeds to a callee named like a model
     (`self.model(x)`) is the model's input, not a path from it; a detached factor multiplied

@@ -156,9 +156,9 @@ class PythonNumberInLoss(LossCutRule):
     nothing. When only one term goes through it (`loss = ce + lam * reg.item()`), that term is
     a constant: training runs and the regulariser never acts. Keep the tensor; use `.item()`
     only to log (`total += loss.item()` is right).
-    Known limits: follows names inside one function; a loss returned as a Python number from a
-    `*_loss` function is left to the caller (it may be a metric); multiplying a live loss by
-    a number (`w.item() * loss`) is a deliberate scale and is not reported.
+    Known limits: follows names inside one function; a helper's returned term made a number is
+    left to its callers unless one backpropagates its value (NOTE [backpropagated across files]);
+    a live loss times a number (`w.item() * loss`) is a deliberate scale, not reported.
     """
 
     code = "GT102"
