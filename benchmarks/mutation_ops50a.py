@@ -1,5 +1,6 @@
 """The mutation operators added in session 50 by recall50a (M35, M36; recall50b's are M33, M34 in
-mutation_ops50.py): a term cut inside a loss helper the step backpropagates, and a term cut in a sum the step reduces at its backward.
+mutation_ops50.py): a term cut inside a loss helper the step backpropagates, and a term cut
+in a sum the step reduces at its backward.
 
 M14 turns the last term of the step's own summed loss into a number; these move the same cut
 where the terms are not the step's own loss expression (docs/triage/recall50a.md):
