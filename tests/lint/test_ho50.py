@@ -1,0 +1,169 @@
+"""The static facts built for held-out batch 44 (docs/triage/ho50.md).
+
+1. A ``nn.ModuleList(xs)`` / ``nn.Sequential(*xs)`` over a local list ``xs`` of ``__init__``
+   holds what ``__init__`` puts in ``xs`` (NOTE [container of a local list]): kept in a plain
+   list on ``self`` (``self.rows.append(nn.ModuleList(row))``), its layers are unregistered
+   (GT401).
+2. ``self.train()`` / ``self.eval()`` as a condition switches the mode and returns the module,
+   always true (NOTE [mode setter as a test], GT132).
+
+Buggy twins on their line and silent look-alikes, in other spellings than the cases'; every
+snippet runs on real torch and the test checks what the finding claims."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace import check_source
+
+torch = pytest.importorskip("torch")
+
+
+def _found(src: str) -> list[tuple[str, int]]:
+    return sorted((f.code, f.line) for f in check_source(textwrap.dedent(src)))
+
+
+def _run(src: str) -> dict:
+    ns: dict = {}
+    exec(compile(textwrap.dedent(src), "<snippet>", "exec"), ns)
+    return ns
+
+
+# ---- 1: GT401 through a container built from a local list ------------------------------------
+
+ROWS = '''
+import torch
+import torch.nn as nn
+
+class Mixer(nn.Module):
+    def __init__(self, n=3, c=4):
+        super().__init__()
+        self.rows = {holder}
+        for i in range(n):
+            row = [nn.Identity()]
+            for j in range(n - 1):
+                row.append(nn.Linear(c, c))
+            self.rows.append({wrap})
+
+    def forward(self, x):
+        return sum(layer(x) for r in self.rows for layer in r)
+
+model = Mixer()
+n_params = len(list(model.parameters()))
+'''
+
+
+def test_plain_list_of_module_lists_from_local_lists_is_reported():
+    src = ROWS.format(holder="[]", wrap="nn.ModuleList(row)")
+    assert [c for c in _found(src) if c[0] == "GT401"] == [("GT401", 8)]
+    assert _run(src)["n_params"] == 0  # the Linear layers are not registered
+
+
+def test_tuple_literal_holding_a_module_list_of_a_local_list_is_reported():
+    src = """
+    import torch.nn as nn
+
+    class Pair(nn.Module):
+        def __init__(self, c=4):
+            super().__init__()
+            blocks = []
+            blocks += [nn.Conv1d(c, c, 1)]
+            self.parts = (nn.ModuleList(blocks),)
+
+        def forward(self, x):
+            return self.parts[0][0](x)
+
+    n_params = len(list(Pair().parameters()))
+    """
+    assert [c for c in _found(src) if c[0] == "GT401"] == [("GT401", 9)]
+    assert _run(src)["n_params"] == 0
+
+
+def test_module_list_of_module_lists_is_silent():
+    src = ROWS.format(holder="nn.ModuleList()", wrap="nn.ModuleList(row)")
+    assert [c for c in _found(src) if c[0] == "GT401"] == []
+    assert _run(src)["n_params"] == 12  # 3 rows x 2 Linear x (weight, bias)
+
+
+def test_local_list_of_parameter_free_layers_is_silent():
+    src = ROWS.format(holder="[]", wrap="nn.ModuleList(row)").replace(
+        "row.append(nn.Linear(c, c))", "row.append(nn.ReLU())")
+    assert [c for c in _found(src) if c[0] == "GT401"] == []
+
+
+def test_local_list_stored_elsewhere_is_silent():
+    # the same layers are registered through `self.flat`: the rows are only a second view
+    src = ROWS.format(holder="[]", wrap="nn.ModuleList(row)").replace(
+        "            self.rows.append(nn.ModuleList(row))",
+        "            self.rows.append(nn.ModuleList(row))\n            self.flat.extend(row)").replace(
+        "        self.rows = []", "        self.rows = []\n        self.flat = nn.ModuleList()")
+    assert [c for c in _found(src) if c[0] == "GT401"] == []
+    assert _run(src)["n_params"] == 12
+
+
+# ---- 2: GT132, the mode setter as a condition -------------------------------------------------
+
+DROP = '''
+import torch
+import torch.nn as nn
+
+class Noisy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        h = self.lin(x)
+        while {test}:
+            h = h + torch.randn_like(h)
+            break
+        return self.drop(h)
+
+torch.manual_seed(0)
+model = Noisy().eval()
+x = torch.ones(2, 3)
+with torch.no_grad():
+    same = torch.equal(model(x), model(x))
+still_eval = not model.training
+'''
+
+
+def test_train_setter_in_a_while_test_is_reported():
+    src = DROP.format(test="self.train(True) and h.numel() > 0")
+    assert _found(src) == [("GT132", 13)]
+    ns = _run(src)
+    assert not ns["same"] and not ns["still_eval"]  # noise drawn, the model left in training
+
+
+def test_training_flag_in_a_while_test_is_silent():
+    src = DROP.format(test="self.training and h.numel() > 0")
+    assert _found(src) == []
+    ns = _run(src)
+    assert ns["same"] and ns["still_eval"]
+
+
+def test_setter_on_a_container_module_or_an_override_is_silent():
+    # an empty Sequential is false; a redefined `train` returns what it likes
+    src = '''
+    import torch.nn as nn
+
+    class Stack(nn.Sequential):
+        def forward(self, x):
+            return x if self.eval() else -x
+
+    class Runner(nn.Module):
+        def train(self, mode=True):
+            super().train(mode)
+            return mode
+
+        def forward(self, x):
+            if self.train():
+                return x
+            return -x
+
+    assert Stack()(1) == -1
+    '''
+    assert _found(src) == []
+    _run(src)
