@@ -167,3 +167,62 @@ def test_setter_on_a_container_module_or_an_override_is_silent():
     '''
     assert _found(src) == []
     _run(src)
+
+
+# ---- 3: GT133, an in-place activation module applied to the module's own parameter -----------
+
+FUSE = '''
+import torch
+import torch.nn as nn
+
+class Blend(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mix = nn.Parameter(torch.ones(3))
+        self.clip = nn.LeakyReLU(0.2)
+
+    def forward(self, xs):
+        w = self.clip({arg})
+        return sum(wi * x for wi, x in zip(w / w.sum(), xs))
+
+def speed_up(net):
+    for name, mod in net.named_modules():
+        kind = type(mod)
+        if kind is nn.BatchNorm2d:
+            mod.eps = 1e-3
+        elif kind in (nn.LeakyReLU, nn.Hardswish):
+            mod.inplace = True
+
+net = Blend()
+speed_up(net)
+try:
+    net([torch.ones(2)] * 3).sum().backward()
+    raised = None
+except RuntimeError as e:
+    raised = str(e)
+'''
+
+
+def test_pass_making_the_activation_in_place_is_reported_on_the_flag():
+    src = FUSE.format(arg="self.mix")
+    assert _found(src) == [("GT133", 21)]
+    assert "leaf Variable that requires grad" in _run(src)["raised"]
+
+
+def test_activation_on_a_copy_of_the_parameter_is_silent():
+    src = FUSE.format(arg="self.mix.clone()")
+    assert _found(src) == []
+    assert _run(src)["raised"] is None
+
+
+def test_pass_over_other_classes_is_silent():
+    src = FUSE.format(arg="self.mix").replace("(nn.LeakyReLU, nn.Hardswish)", "(nn.ReLU, nn.SiLU)")
+    assert _found(src) == []
+    assert _run(src)["raised"] is None
+
+
+def test_activation_built_in_place_is_reported_on_the_call():
+    src = FUSE.format(arg="self.mix").replace("nn.LeakyReLU(0.2)", "nn.LeakyReLU(0.2, inplace=True)"
+                                               ).replace("speed_up(net)\n", "")
+    assert _found(src) == [("GT133", 12)]
+    assert "leaf Variable that requires grad" in _run(src)["raised"]
