@@ -222,7 +222,7 @@ class InplaceActivationOnParameter(Rule):
         apps = list(_applications(ctx))
         if not apps:
             return
-        passes = list(_passes(ctx))
+        passes = list(_passes(ctx))  # NOTE [in-place activation on a parameter]
         for call, cls, q, made in apps:
             act, param = _self_attr(call.func), _self_attr(call.args[0])
             rel = Related(ctx.path, call.lineno, f"`{cls}` applies it to `self.{param}` here",
