@@ -226,3 +226,84 @@ def test_activation_built_in_place_is_reported_on_the_call():
                                                ).replace("speed_up(net)\n", "")
     assert _found(src) == [("GT133", 12)]
     assert "leaf Variable that requires grad" in _run(src)["raised"]
+
+
+# ---- 4: GT134, a loss method's parameters outside forward under find_unused_parameters --------
+
+TAGGER = '''
+import torch
+import torch.nn as nn
+
+class Scorer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair = nn.Parameter(torch.zeros(4, 4))
+
+    def score(self, s, tags):
+        return (s @ self.pair).gather(1, tags).mean()
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(8, 4)
+        self.head = Scorer()
+
+    def forward(self, x):
+        return {fwd}
+
+    def _crf(self, s, tags):
+        return self.head.score(s, tags)
+
+    def nll(self, s, tags):
+        return self._crf(s, tags)
+
+def wrap(model):
+    return nn.parallel.DistributedDataParallel(model, find_unused_parameters={flag})
+
+def fit(model, steps=2):
+    net = wrap(model)
+    for _ in range(steps):
+        s = net(torch.randn(3, 8))
+        total = net.module.nll(s, torch.zeros(3, 1, dtype=torch.long))
+        (total * 1.0).backward()
+
+def main():
+    try:
+        fit(Tagger())
+        return None
+    except RuntimeError as e:
+        return str(e)
+'''
+
+
+@pytest.fixture(scope="module")
+def group(tmp_path_factory):
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available() or dist.is_initialized():
+        pytest.skip("needs a free gloo process group")
+    store = tmp_path_factory.mktemp("pg") / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _ddp_run(src: str) -> str | None:
+    return _run(src)["main"]()
+
+
+def test_loss_method_reading_a_part_forward_never_runs_is_reported_on_the_wrap(group):
+    src = TAGGER.format(fwd="self.enc(x)", flag="True")
+    assert _found(src) == [("GT134", 29)]
+    assert "mark a variable ready only once" in _ddp_run(src)
+
+
+def test_same_loss_method_without_find_unused_is_silent(group):
+    src = TAGGER.format(fwd="self.enc(x)", flag="False")
+    assert _found(src) == []
+    assert _ddp_run(src) is None
+
+
+def test_part_also_run_by_forward_is_silent(group):
+    src = TAGGER.format(fwd="self.enc(x) + 0 * self.head.pair.sum()", flag="True")
+    assert _found(src) == []
+    assert _ddp_run(src) is None
