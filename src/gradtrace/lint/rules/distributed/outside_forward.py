@@ -168,7 +168,7 @@ class ParameterUsedOutsideDdpForward(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         on = [w for w in wraps(ctx) if w.finds_unused and not w.static_graph]
-        if not on:
+        if not on:  # NOTE [parameters used outside forward under DDP]
             return
         done: set[int] = set()
         for fn in walk(node):
