@@ -22,33 +22,12 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis import ClassInfo
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.distributed._ddp import TRIGGERS, Wrap, held_wrapper, wraps, \
     wrapped_class
 from gradtrace.lint.rules.registration._modules import owns_params
-
-
-def _reads(cls: ClassInfo, name: str) -> set[str]:
-    """``self.<x>`` attributes method ``name`` (and the methods it calls on ``self``) reads."""
-    seen: set[str] = set()
-    out: set[str] = set()
-    todo = [name]
-    while todo:
-        m = cls.methods.get(todo.pop())
-        if m is None or m.name in seen:
-            continue
-        seen.add(m.name)
-        for n in walk(m):
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
-                    and n.value.id == "self" and isinstance(n.ctx, ast.Load):
-                if n.attr in cls.methods:
-                    todo.append(n.attr)
-                else:
-                    out.add(n.attr)
-    return out
 
 
 def _wrapper_of(e: ast.AST, fn: ast.AST, line: int, ctx: Context) -> Wrap | None:
@@ -197,7 +176,7 @@ class ParameterUsedOutsideDdpForward(Rule):
                   for n in walk(fn))  # the wrapper's own forward runs in the function
         if not ran or _backpropagated(call, fn) is None:
             return None
-        for attr in sorted(_reads(cls, method) - cls.forward_uses):
+        for attr in sorted(cls.uses(method) - cls.forward_uses):
             info = cls.attrs.get(attr)
             v = info.value if info is not None else None
             if v is None or not (owns_params(v, ctx) or (
