@@ -209,23 +209,27 @@ class ClassInfo:
     def forward_uses(self) -> frozenset[str]:
         """Attributes ``self.<x>`` that ``forward`` (and the methods it calls) reads."""
         if self._forward_uses is None:
-            seen: set[str] = set()
-            out: set[str] = set()
-            todo = ["forward"]
-            while todo:
-                m = self.methods.get(todo.pop())
-                if m is None or m.name in seen:
-                    continue
-                seen.add(m.name)
-                for n in bfs_walk(m):
-                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
-                            and n.value.id == "self":
-                        if n.attr in self.methods:
-                            todo.append(n.attr)
-                        elif isinstance(n.ctx, ast.Load):
-                            out.add(n.attr)
-            self._forward_uses = frozenset(out)
+            self._forward_uses = self.uses("forward")
         return self._forward_uses
+
+    def uses(self, method: str) -> frozenset[str]:
+        """Attributes ``self.<x>`` that ``method`` (and the methods it calls) reads."""
+        seen: set[str] = set()
+        out: set[str] = set()
+        todo = [method]
+        while todo:
+            m = self.methods.get(todo.pop())
+            if m is None or m.name in seen:
+                continue
+            seen.add(m.name)
+            for n in bfs_walk(m):
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                        and n.value.id == "self":
+                    if n.attr in self.methods:
+                        todo.append(n.attr)
+                    elif isinstance(n.ctx, ast.Load):
+                        out.add(n.attr)
+        return frozenset(out)
 
 
 def _own_statements(fn: ast.AST) -> Iterator[ast.stmt]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.rules.registration._bound_once import bound_once
 from gradtrace.lint.rules.registration._callers import passed_in
+from gradtrace.lint.rules.registration._wrapped_locals import with_wrapped_locals
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -27,9 +28,10 @@ COPIES = frozenset({"copy.deepcopy", "copy.copy"})
 def uncopied(elts: list[ast.AST], init: ast.FunctionDef | None, cls: str, ctx: Context
              ) -> list[ast.AST]:
     """``elts`` with every ``copy.deepcopy(x)`` replaced by what ``x`` holds in ``init``
-    (NOTE [copied layers]); the others as they are."""
+    (NOTE [copied layers]); the others as they are, a container built from a local list of
+    ``init`` followed by that list's elements (NOTE [container of a local list])."""
     out: list[ast.AST] = []
-    for e in elts:
+    for e in with_wrapped_locals(elts, init, ctx):
         if init is None or not isinstance(e, ast.Call) or ctx.call_name(e) not in COPIES \
                 or len(e.args) != 1 or not isinstance(e.args[0], ast.Name):
             out.append(e)
