@@ -2,7 +2,7 @@
 
 # NOTE [mode setter as a test]
 ``nn.Module.train(mode=True)`` sets ``training`` on the module and on every submodule and
-returns ``self``; ``eval()`` is ``train(False)`` (PYTORCH_FACTS (l): they return self). A
+returns ``self``; ``eval()`` is ``train(False)`` (pytorch-facts.md#none-returning-methods). A
 module is always true (``object.__bool__``) unless its class defines ``__bool__`` or ``__len__``
 (``nn.Sequential``, ``nn.ModuleList``, ``nn.ModuleDict`` do: an empty one is false). So
 ``if self.train():`` in place of ``if self.training:`` (the ETM replication's

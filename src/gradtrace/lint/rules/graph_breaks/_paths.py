@@ -285,7 +285,10 @@ class LossPaths(HelperTracer):
         inner = reduced(e, self.ctx)  # NOTE [a reduction keeps the terms]
         if inner is not None:
             parts = list(self._terms(inner, use, line, depth + 1))
-            if len(parts) > 1:
+            at = getattr(self, "_term_at", {})
+            # a term cut beside a live one; a loss cut whole is judged whole, once
+            if len(parts) > 1 and any(self.trace(t, *at.get(id(t), (use, line))).live
+                                      for t in parts):
                 yield from parts
                 return
         entries = summed_entries(self.ctx, self.scope, e, use, line)

@@ -3,7 +3,7 @@
 # NOTE [in-place activation on a parameter]
 ``nn.ReLU(inplace=True)(w)`` runs ``relu_`` on ``w``: on a leaf that requires grad (a
 registered ``nn.Parameter``) with grad on, torch raises "a leaf Variable that requires grad is
-being used in an in-place operation" (PYTORCH_FACTS (f) f4). A module's ``forward`` that
+being used in an in-place operation" (pytorch-facts.md#leaf-inplace). A module's ``forward`` that
 applies its activation module straight to one of its parameters (a fast-fusion weight
 ``self.weight_relu(self.weight)``, EfficientDet's BiFPN) is safe only while that module is out
 of place. The module is in place when it is built with ``inplace=True`` (the finding is on the
