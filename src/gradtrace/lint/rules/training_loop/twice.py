@@ -20,8 +20,10 @@ from gradtrace.lint.rules.training_loop._selector import switched_passes
 from gradtrace.lint.rules.training_loop._unknown_pair import (
     disjoint_arguments, handed_in, unknown_split)
 from gradtrace.lint.rules.training_loop._graphless_entries import name_reads, reads_without_graph
-from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.rules.training_loop._base import (
+    BACKWARD_CALLS, LoopRule, related_at, script_body)
+from gradtrace.lint.rules.training_loop._gan import gan_call, helper_pairs, step_mates
+from gradtrace.lint.nodes import bfs_walk, function_scopes
 
 
 def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, Deps, Deps]]:
@@ -188,33 +190,6 @@ def _separate_results(f: LoopFacts, call: ast.Call) -> bool:
     return memo[id(fn)]
 
 
-def _step_mates(f: LoopFacts, b: Backward) -> list[Deps]:
-    """The deps of the other backward passes of ``b``'s optimizer step: those that run before
-    ``b`` with no optimizer step in between (``errD_real.backward()`` before
-    ``errD_fake.backward()``, then ``optimizerD.step()``)."""
-    g = graphs(f.scope)
-    return [g.deps(b0.loss, b0.stmt.lineno) for b0 in f.backwards  # type: ignore[arg-type]
-            if b0 is not b and b0.loss is not None and f.before(b0.stmt, b.stmt)
-            and not any(f.before(b0.stmt, s.stmt) and f.before(s.stmt, b.stmt)
-                        for s in f.steps)]
-
-
-def _gan_call(t: Binding, d1: Deps, d2: Deps, mates1: list[Deps] = (),  # type: ignore[assignment]
-              mates2: list[Deps] = ()) -> ast.Call | None:  # type: ignore[assignment]
-    """``D(fake)`` in the *discriminator* loss, when one callee consumes ``fake`` in both
-    losses and also consumes something else (the real batch) in exactly one of the two steps
-    (that loss, or another backward of the same optimizer step: ``mates``)."""
-    both = {c for c, a, _ in d1.consumers if a == t.name} & \
-        {c for c, a, _ in d2.consumers if a == t.name}
-    for disc in both:
-        real1 = any(c == disc and a != t.name for d in (d1, *mates1) for c, a, _ in d.consumers)
-        real2 = any(c == disc and a != t.name for d in (d2, *mates2) for c, a, _ in d.consumers)
-        if real1 != real2:
-            deps = d1 if real1 else d2
-            return next(call for c, a, call in deps.consumers if c == disc and a == t.name)
-    return None
-
-
 class GanFakeNotDetached(LoopRule):
     """The discriminator step backpropagates into the generator through an undetached fake.
 
@@ -223,8 +198,11 @@ class GanFakeNotDetached(LoopRule):
     freed part and raises `RuntimeError: Trying to backward through the graph a second time`
     (pytorch-facts.md#backward-twice). It also puts discriminator-loss gradients into G. Use
     `D(fake.detach())` in the discriminator step.
-    Known limits: the two losses must be built in one function from the same local name, and the
-    discriminator loss must also score something else (the real batch); values count as carrying
+    The two steps may be two helpers of the file called one after the other with the same
+    generator output (`d_step(real, fake)`, `g_step(fake)`: NOTE [GAN steps in helpers]).
+    Known limits: the two losses are built in one function from the same local name, or in two
+    such helpers from their parameters; the discriminator loss must also score something else
+    (the real batch); values count as carrying
     a graph when they come from a call of something bound to an `nn.Module` in this file or
     spelled like one (`model`, `encoder`, `netG`, `self.rnn`).
     """
@@ -267,7 +245,7 @@ class GanFakeNotDetached(LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         for b1, b2, t, d1, d2 in shared_pairs(f):
-            call = _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2))
+            call = gan_call(t.name, t.name, d1, d2, step_mates(f, b1), step_mates(f, b2))
             if call is not None:
                 yield self.report(call, ctx, related=(
                     related_at(ctx, t.stmt, f"`{t.name}` is made by the generator here"),
@@ -275,6 +253,22 @@ class GanFakeNotDetached(LoopRule):
                     related_at(ctx, b2.call, "this backward needs it again")),
                     fake=t.name, disc=ctx.source(call.func), first_line=b1.call.lineno,
                     second_line=b2.call.lineno, other=_other(call, b1, b2))
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        yield from super().visit_Module(node, ctx)
+        for fn in function_scopes(node):  # NOTE [GAN steps in helpers]: callers hold no
+            if fn is node and not script_body(ctx, node):  # backward, so are not visited
+                continue
+            for h in helper_pairs(ctx, fn):
+                yield self.report(h.call, ctx, related=(
+                    related_at(ctx, h.shared.stmt, f"`{h.shared.name}` is made by the generator "
+                               "here and handed to both steps"),
+                    related_at(ctx, h.first.call, "this backward frees the generator's graph"),
+                    related_at(ctx, h.second.call, "this backward needs it again")),
+                    fake=ctx.source(h.call.args[0]), disc=ctx.source(h.call.func),
+                    first_line=h.first.call.lineno, second_line=h.second.call.lineno,
+                    other="the discriminator step frees it first" if h.disc_first
+                    else "the generator step already freed that graph")
 
 
 def _other(call: ast.Call, b1: Backward, b2: Backward) -> str:
@@ -354,7 +348,7 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
                       f"and `backward()` on line {b.call.lineno} on the next item"),
                 advice="sum the items and call `backward()` once, or pass `retain_graph=True`")
         for b1, b2, t, d1, d2 in shared_pairs(f):
-            if _gan_call(t, d1, d2, _step_mates(f, b1), _step_mates(f, b2)) is not None:
+            if gan_call(t.name, t.name, d1, d2, step_mates(f, b1), step_mates(f, b2)) is not None:
                 continue
             g = graphs(f.scope)  # NOTE [proven shared graph]
             if not proven_link(g, t, b1.loss, b1.stmt.lineno,  # type: ignore[arg-type]

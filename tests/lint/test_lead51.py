@@ -1,0 +1,104 @@
+"""GAN steps split over two helpers handed one generator output (NOTE [GAN steps in helpers]):
+the discriminator helper's undetached `D(fake)` (GT508), with its look-alikes. On torch 2.13
+the buggy twin raises 'Trying to backward through the graph a second time' at the second
+helper's backward (run by hand: /tmp/lead51/probe2/q3_gan.py)."""
+from __future__ import annotations
+
+import textwrap
+
+from gradtrace.lint import check_source
+
+FUNCS = '''
+import torch
+import torch.nn as nn
+
+G = nn.Sequential(nn.Linear(8, 4))
+D = nn.Sequential(nn.Linear(4, 1))
+opt_g = torch.optim.Adam(G.parameters())
+opt_d = torch.optim.Adam(D.parameters())
+bce = nn.BCEWithLogitsLoss()
+
+
+def d_step(real, fake):
+    opt_d.zero_grad(){rebind}
+    loss = bce(D(real), torch.ones(16, 1)) + bce(D({fake}), torch.zeros(16, 1))
+    loss.backward()
+    opt_d.step()
+
+
+def g_step(fake):
+    opt_g.zero_grad()
+    loss = bce(D(fake), torch.ones(16, 1))
+    loss.backward()
+    opt_g.step()
+
+
+for it in range(5):
+    real = torch.randn(16, 4)
+    fake = G(torch.randn(16, 8)){between}
+    {calls}
+'''
+ORDER = "d_step(real, fake)\n    g_step(fake)"
+
+
+def _gt508(fake="fake", rebind="", between="", calls=ORDER) -> list[int]:
+    src = textwrap.dedent(FUNCS).format(fake=fake, rebind=rebind, between=between, calls=calls)
+    return [f.line for f in check_source(src, "gan.py") if f.code == "GT508"]
+
+
+def test_the_discriminator_helper_is_named():
+    assert _gt508() == [14]
+    # the generator step first: it frees the graph the discriminator step then needs
+    assert _gt508(calls="g_step(fake)\n    d_step(real, fake)") == [14]
+    # keyword arguments, another parameter order
+    assert _gt508(calls="d_step(fake=fake, real=real)\n    g_step(fake)") == [14]
+
+
+def test_look_alikes_stay_silent():
+    assert _gt508(fake="fake.detach()") == []
+    assert _gt508(rebind="\n    fake = fake.detach()") == []
+    assert _gt508(calls="d_step(real, fake.detach())\n    g_step(fake)") == []
+    # the generator output made anew between the two steps: a fresh graph
+    assert _gt508(between="", calls="d_step(real, fake)\n    fake = G(torch.randn(16, 8))\n"
+                  "    g_step(fake)") == []
+
+
+METHODS = '''
+import torch
+import torch.nn as nn
+
+
+class GanTrainer:
+    def __init__(self):
+        self.G = nn.Linear(8, 4)
+        self.D = nn.Linear(4, 1)
+        self.opt_g = torch.optim.Adam(self.G.parameters())
+        self.opt_d = torch.optim.Adam(self.D.parameters())
+
+    def train_discriminator(self, real, fake):
+        self.opt_d.zero_grad()
+        loss = -(self.D(real).mean() - self.D({fake}).mean())
+        loss.backward({retain})
+        self.opt_d.step()
+
+    def train_generator(self, fake):
+        self.opt_g.zero_grad()
+        loss = -self.D(fake).mean()
+        loss.backward()
+        self.opt_g.step()
+
+    def fit(self, loader):
+        for real in loader:
+            fake = self.G(torch.randn(real.size(0), 8))
+            self.train_discriminator(real, fake)
+            self.train_generator(fake)
+'''
+
+
+def test_methods_of_a_trainer_class():
+    def run(fake="fake", retain=""):
+        src = textwrap.dedent(METHODS).format(fake=fake, retain=retain)
+        return [(f.code, f.line) for f in check_source(src, "t.py") if f.code == "GT508"]
+    assert run() == [("GT508", 15)]
+    assert run(fake="fake.detach()") == []
+    assert run(retain="retain_graph=True") == []
