@@ -102,3 +102,50 @@ def test_methods_of_a_trainer_class():
     assert run() == [("GT508", 15)]
     assert run(fake="fake.detach()") == []
     assert run(retain="retain_graph=True") == []
+
+
+SALIENCY = '''
+import torch
+import torch.nn as nn
+
+
+class Enc(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+net = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 1))
+enc = Enc(){freeze}
+
+
+def saliency(x):
+    {make}
+    feats.requires_grad = True
+    net[2](net[1](feats)).sum().backward()
+    return feats.grad
+'''
+
+
+def _gt303(make: str, freeze: str = "") -> list[int]:
+    src = textwrap.dedent(SALIENCY).format(make=make, freeze=freeze)
+    return [f.line for f in check_source(src, "s.py") if f.code == "GT303"]
+
+
+def test_flag_on_the_output_of_a_layer_with_weights():
+    # NOTE [weighted modules]: torch 2.13 raises "you can only change requires_grad flags of
+    # leaf variables" on each of these
+    assert _gt303("feats = net[0](x)") == [21]
+    assert _gt303("feats = net(x)") == [21]
+    assert _gt303("feats = enc(x)") == [21]
+
+
+def test_flag_on_a_leaf_output_stays_silent():
+    assert _gt303("feats = net[1](x)") == []  # Tanh holds no parameter: a leaf in, a leaf out
+    assert _gt303("feats = net[0](x).detach()") == []
+    assert _gt303("with torch.no_grad():\n        feats = net[0](x)") == []
+    # the file freezes the network: its output may be a leaf on purpose
+    assert _gt303("feats = net[0](x)", freeze="\nnet.requires_grad_(False)") == []

@@ -10,6 +10,7 @@ import bisect
 from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.on_cuda import moved_already, on_cuda_already
+from gradtrace.lint.analysis.weighted_modules import surely_weighted
 from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
 from gradtrace.lint.rules.leaf._same_place import float32_made, made_of, to_new_layer_weight
@@ -370,6 +371,9 @@ def non_leaf_origin(scope: Scope, name: str, line: int) -> tuple[Binding, str] |
         return b, f"computed from `{src}`"
     if b.kind == GRAPH and _from_module_call(b.value, scope):
         return b, "a model output"
+    if b.kind is None and isinstance(b.value, ast.Call) \
+            and surely_weighted(b.value.func, scope, b.line):
+        return b, "the output of a layer with weights"  # NOTE [weighted modules]
     return None
 
 
