@@ -149,3 +149,38 @@ def test_flag_on_a_leaf_output_stays_silent():
     assert _gt303("with torch.no_grad():\n        feats = net[0](x)") == []
     # the file freezes the network: its output may be a leaf on purpose
     assert _gt303("feats = net[0](x)", freeze="\nnet.requires_grad_(False)") == []
+
+
+TRAINER = '''
+import torch
+import torch.nn as nn
+
+
+class Trainer:
+    def __init__(self):
+        self.model = self.build_model()
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+
+    def build_model(self):
+        return nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 4))
+
+    def resume(self, path):
+        self.model = self.build_model(){rebuild}
+        self.model.load_state_dict(torch.load(path))
+
+    def fit(self, loader):
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(self.model(x), y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+'''
+
+
+def test_model_rebuilt_by_a_method_helper_in_another_method():
+    def run(rebuild=""):
+        src = textwrap.dedent(TRAINER).format(rebuild=rebuild)
+        return [(f.code, f.line) for f in check_source(src, "t.py") if f.code == "GT404"]
+    # `self.build_model()` read in `resume`'s own scope (it returns a new nn.Sequential)
+    assert run() == [("GT404", 15)]
+    assert run(rebuild="\n        self.optimizer = torch.optim.AdamW(self.model.parameters())") == []

@@ -150,7 +150,11 @@ class ModelRecreatedAfterOptimizer(Rule):
             if target:
                 yield from self._report(node, target, ctx, _own_replacement(call, target, ctx))
 
-    def _new_object(self, value: ast.Call, target: str, ctx: Context) -> bool:
+    def _new_object(self, value: ast.Call, target: str, ctx: Context,
+                    scope: Scope | None = None) -> bool:
+        """``value`` makes a new object for ``target`` (read in ``scope``: the function being
+        visited by default, the method for ``visit_ClassDef``)."""
+        scope = scope or ctx.scope()
         root = target.partition(".")[0]
         q = ctx.call_name(value) or ""
         if q == "copy.deepcopy":
@@ -161,20 +165,20 @@ class ModelRecreatedAfterOptimizer(Rule):
                                                                   wrap.keywords)]):
             # a wrapper of the same model (DataParallel, compile, DDP), unless a function of
             # the file swaps its submodules for new ones (`model = convert(model)`)
-            return replaces_submodules_of(wrap, ctx.scope(), value.lineno) == target
+            return replaces_submodules_of(wrap, scope, value.lineno) == target
         if "." in target and is_parameter_call(value, ctx):
             return True
         if module_ctor(_strip(value), ctx):
             return True
         inner = _strip(value)
-        fn = called_function(inner, ctx.scope(), value.lineno) \
+        fn = called_function(inner, scope, value.lineno) \
             if isinstance(inner, ast.Call) else None
         if fn is not None and builds_module(fn, ctx):  # `model = build()`
             return True
         if _same_constructor(value, target, ctx):
             return True
         if q == "torch.load" and "." not in target:
-            b = ctx.scope().binding_before(target, value.lineno)
+            b = scope.binding_before(target, value.lineno)
             return b is not None and b.kind == MODULE
         return False
 
@@ -219,7 +223,8 @@ class ModelRecreatedAfterOptimizer(Rule):
                 if isinstance(st, ast.Assign) and len(st.targets) == 1 \
                         and isinstance(st.value, ast.Call):
                     target = dotted(st.targets[0]) or ""
-                    if target.startswith("self.") and self._new_object(st.value, target, ctx) \
+                    if target.startswith("self.") \
+                            and self._new_object(st.value, target, ctx, ctx.scope(m)) \
                             and ctx.call_name(st.value) != "copy.deepcopy":  # restoring a best copy
                         yield from self._across_methods(st, m, target, ctx)
                     elif target.startswith("self.") and new_leaf(st.value, ctx):
