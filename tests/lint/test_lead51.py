@@ -184,3 +184,52 @@ def test_model_rebuilt_by_a_method_helper_in_another_method():
     # `self.build_model()` read in `resume`'s own scope (it returns a new nn.Sequential)
     assert run() == [("GT404", 15)]
     assert run(rebuild="\n        self.optimizer = torch.optim.AdamW(self.model.parameters())") == []
+
+
+LEAK = '''
+import torch
+import torch.nn as nn
+
+
+def evaluate(model, x):
+    model.eval()
+    model.requires_grad_(False){undo}
+    out = model(x).argmax(1)
+    model.train()
+    return out
+
+
+def freeze(net):
+    for p in net.parameters():
+        p.requires_grad = False
+
+
+model = nn.Linear(4, 3)
+teacher = nn.Linear(4, 3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(8, 4)
+for epoch in range(3):
+    loss = (model(x) - teacher(x)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    {call}
+'''
+
+
+def _gt427(call: str, undo: str = "") -> list[tuple[int, int]]:
+    src = textwrap.dedent(LEAK).format(call=call, undo=undo)
+    return [(f.line, f.related[0].line) for f in check_source(src, "e.py") if f.code == "GT427"]
+
+
+def test_a_freeze_left_by_a_helper_the_loop_calls():
+    # on torch 2.13 the second epoch's backward raises "element 0 of tensors does not require
+    # grad" (/tmp/lead51/probe4/s3_freeze_in_eval.py)
+    assert _gt427("print(evaluate(model, x))") == [(8, 28)]
+    assert _gt427("freeze(model)") == [(16, 28)]
+
+
+def test_a_freeze_undone_or_of_another_model_stays_silent():
+    assert _gt427("print(evaluate(model, x))", undo="\n    model.requires_grad_(True)") == []
+    assert _gt427("freeze(teacher)") == []  # the teacher is not what the optimizer trains
+    assert _gt427("freeze(model)\n    model.requires_grad_(True)") == []
