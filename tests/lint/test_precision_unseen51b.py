@@ -280,10 +280,11 @@ class Env(nn.Module):
 
 FIT = '''
 import torch
+from torch.optim.adam import Adam
 from models.env import Env
 
 model = Env()
-optim = torch.optim.Adam(model.parameters(), lr=1e-2)
+optim = Adam(model.parameters(), lr=1e-2)
 {before}
 for step in range(3):
     optim.zero_grad()
@@ -295,7 +296,7 @@ for step in range(3):
 
 @pytest.mark.parametrize("before,loss,lines", [
     ("", "model.loss(torch.randn(8, 3), torch.randn(8, 4))", []),
-    ("feats = model(torch.randn(8, 3))", "((feats - torch.randn(8, 4)) ** 2).mean()", [10]),
+    ("feats = model(torch.randn(8, 3))", "((feats - torch.randn(8, 4)) ** 2).mean()", [11]),
 ], ids=["look-alike", "twin"])
 def test_model_of_another_file_built_before_the_loop(tmp_path, before: str, loss: str,
                                                      lines: list[int]) -> None:
