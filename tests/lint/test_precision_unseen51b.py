@@ -114,6 +114,29 @@ class Slots(nn.Module):
 out = Slots()(torch.randn(2, 5, 4), torch.randn(2, {size}))
 '''
 
+PROJECTED = '''
+import numpy as np
+class Mix(nn.Module):
+    def __init__(self, n, d):
+        super().__init__()
+        self.d = d
+        self.proj = nn.Linear(n, d, bias=False)
+    def forward(self, queries, values):
+        values = self.proj(values)
+        scores = torch.bmm(queries, values.transpose(1, 2).contiguous()) / np.sqrt(self.d)
+        weights = torch.softmax(scores, dim=1)
+        return torch.bmm(weights, values)
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mix = Mix(3, 4)
+    def forward(self, x, logits):
+        probs = torch.softmax(logits, dim=1)
+{context}
+        return self.mix(x, probs)
+out = Head()(torch.randn(2, 5, 4), torch.randn(2, {shape}))
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # zjxyoyo/LDGuid (change detection with a frozen autoencoder's latent): the wrapper's
     # `__init__` takes the pretrained autoencoder as a parameter, puts it in eval mode and
@@ -169,6 +192,14 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                              "torch.randn(2, 5, 1), dim=-1), torch.ones(2, 5, 1))"),
         Shape(ATTEND.format(context="        intent = intent.view(2, 3, 4)", size=12),
               "GT764", line=4, holds="out.shape == (2, 5, 4)")),
+    # HKAB/bkai-naver (its own attention module): the intent probabilities, `softmax(logits,
+    # dim=1).unsqueeze(1)`, projected by a Linear inside the module, the scores divided by
+    # `np.sqrt(self.d)`: the same single context vector. Twin: the context is a sequence.
+    "projected-single-context": (
+        Shape(PROJECTED.format(context="        probs = probs.unsqueeze(1)", shape=3), "GT764",
+              holds="out.shape == (2, 5, 4)"),
+        Shape(PROJECTED.format(context="        probs = probs.view(2, 2, 3)", shape=6), "GT764",
+              line=10, holds="out.shape == (2, 5, 4)")),
 }
 
 
