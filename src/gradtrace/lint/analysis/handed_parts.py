@@ -4,9 +4,10 @@
 ``self.autoencoder = pretrained_ae`` in ``__init__``, then ``self.autoencoder.eval()``: the
 part is whatever the call that built the model passed for ``pretrained_ae``
 (``LatentUNet(autoencoder, unet, head)`` after ``autoencoder = ChangeDetectionAE(3)``). When
-that value was built, in the same function, by a class that is mode-free (NOTE [mode-free
-modules]), of this file or of another file of the project (NOTE [project index]: the class is
-read in its own file's context), putting it back in training mode changes nothing. Anything
+that value was built, in the same function, by a class that is mode-free
+(NOTE [mode-free modules]), of this file or of another file of the project
+(NOTE [project index]: the class is read in its own file's context), putting it back in
+training mode changes nothing. Anything
 else (a value of unknown origin, a torch or package class, a ``*args`` call) is unknown and
 answers False. Asked only where GT443 would report, so its cost is that of the findings.
 """
@@ -64,8 +65,7 @@ def handed_part_free(ev: ast.Call, holder: object, model: ast.expr, scope: Scope
                      ctx: Context) -> bool:
     """Whether ``ev`` (``self.<attr>.eval()`` in ``holder``'s ``__init__``) switches a part
     that ``__init__`` took from one of its parameters, and the call that built ``model`` (read
-    at ``line`` in ``scope``) passed a module of a mode-free class there (NOTE [handed
-    mode-free parts])."""
+    at ``line`` in ``scope``) passed a module of a mode-free class there."""
     recv = ev.func.value  # type: ignore[attr-defined]
     if not (isinstance(recv, ast.Attribute) and isinstance(recv.value, ast.Name)
             and recv.value.id == "self"):

@@ -247,15 +247,6 @@ def _convention(ctx: Context, scope: Scope, dim: int) -> bool:
     return ctx.memo("gt764-dims", scope.node, make).get(dim, 0) >= 2
 
 
-def _sums_nothing(call: ast.Call, ctx: Context, scope: Scope) -> bool:
-    """The scores' last axis, the one the product sums, has size 1 (one context vector:
-    ``bmm(q, c.transpose(1, 2))`` with ``c`` of shape ``(b, 1, d)``): each output is one
-    weighted value, and the normalisation over another axis is the only one that can mean
-    anything (NOTE [caller dims])."""
-    got = softmax_call(call, ctx, scope)
-    return got is not None and last_axis_single(got[0], scope, call.lineno, ctx)
-
-
 class SoftmaxAxisNotSummed(Rule):
     """Softmax weights normalised over one axis are used to sum over another: the weights of
     each sum do not add up to 1.
@@ -418,8 +409,9 @@ class SoftmaxAxisNotSummed(Rule):
                                         ctx, scope)
             return
         d = w[1]
-        if (d < -1 or bmm and d in (0, 1)) and not _sums_nothing(w[0], ctx, scope):
-            yield from self._report(node, w, why, ctx, scope)
+        if (d < -1 or bmm and d in (0, 1)) and not last_axis_single(  # one context vector:
+                softmax_call(w[0], ctx, scope)[0], scope, w[0].lineno, ctx):  # type: ignore
+            yield from self._report(node, w, why, ctx, scope)  # (NOTE [caller dims])
 
     def _einsum(self, node: ast.Call, ctx: Context, scope: Scope) -> Iterator[Finding]:
         """``torch.einsum("bnd,bnes->besd", x, w)`` with ``w`` normalised over ``b``: a

@@ -222,7 +222,8 @@ class FrozenEvalUndoneByTrain(Rule):
         init = cls.methods.get("__init__") if cls is not None else None
         ev = _eval_in(init, ctx, lambda e: not mode_free_part(e, cls, scope, ctx) and not
                       handed_part_free(e, cls, recv, scope, node.lineno, ctx)) \
-            if init is not None else None  # a part without Dropout/BatchNorm: no change
+            if init is not None else None  # NOTE [handed mode-free parts]: a part without
+        # Dropout/BatchNorm, built here or handed to `__init__`, runs the same: no change
         if ev is None or _never_run(cls, init, recv, scope, node.lineno, ctx):  # type: ignore
             return
         own = cls.methods.get("train")  # type: ignore[union-attr]
