@@ -64,6 +64,7 @@ class Scope(ScopeKinds):
         self.loops: dict[int, tuple[ast.stmt, ...]] = {}     # id(stmt) -> enclosing loops
         self.no_grad: dict[int, ast.AST] = {}                # id(stmt) -> disabling with/def
         self.branches: dict[int, tuple[tuple[int, bool], ...]] = {}  # id(stmt) -> if arms
+        self.cases: dict[int, tuple[tuple[int, int], ...]] = {}  # id(stmt) -> match cases
         # built on first use (NOTE [lazy scope]): bindings; stmt_of, loads, method_calls
         self._bindings: dict[str, list[Binding]] | None = None
         self._stmt_of: dict[int, ast.stmt] | None = None      # id(expr) -> its statement
@@ -80,13 +81,15 @@ class Scope(ScopeKinds):
 
     # -- building ----------------------------------------------------------------------------
     def _walk(self, body: list[ast.stmt], loops: tuple[ast.stmt, ...],
-              modes: list[tuple[ast.AST, str]], branch: tuple[tuple[int, bool], ...] = ()
-              ) -> None:
+              modes: list[tuple[ast.AST, str]], branch: tuple[tuple[int, bool], ...] = (),
+              cases: tuple[tuple[int, int], ...] = ()) -> None:
         for s in body:
             self.stmts.append(s)
             self.loops[id(s)] = loops
             if branch:
                 self.branches[id(s)] = branch
+            if cases:
+                self.cases[id(s)] = cases
             off = disabling_node(modes)
             if off is not None:
                 self.no_grad[id(s)] = off
@@ -104,11 +107,11 @@ class Scope(ScopeKinds):
                 if sub and truth is not (field == "orelse"):  # a branch PyTorch never runs
                     arm = branch + ((id(s), field == "body"),) \
                         if isinstance(s, ast.If) and field != "finalbody" else branch
-                    self._walk(sub, sub_loops if field == "body" else loops, inner, arm)
+                    self._walk(sub, sub_loops if field == "body" else loops, inner, arm, cases)
             for h in getattr(s, "handlers", ()):
-                self._walk(h.body, loops, inner, branch)
-            for case in getattr(s, "cases", ()):
-                self._walk(case.body, loops, inner, branch)
+                self._walk(h.body, loops, inner, branch, cases)
+            for k, case in enumerate(getattr(s, "cases", ())):  # one `case` of a match runs
+                self._walk(case.body, loops, inner, branch, cases + ((id(s), k),))
 
     # NOTE [lazy scope]
     # The statement walk above (order, loops, grad mode, if arms) is all some rules need of a
@@ -309,9 +312,12 @@ class Scope(ScopeKinds):
         return node if isinstance(node, ast.stmt) else self.stmt_of.get(id(node))
 
     def exclusive(self, a: ast.stmt, b: ast.stmt) -> bool:
-        """Whether two statements sit in different arms of one ``if`` (never both run)."""
+        """Whether two statements sit in different arms of one ``if`` or in different cases
+        of one ``match`` (never both run)."""
         arms = dict(self.branches.get(id(a), ()))
-        return any(arms.get(k, v) != v for k, v in self.branches.get(id(b), ()))
+        got = dict(self.cases.get(id(a), ()))
+        return any(arms.get(k, v) != v for k, v in self.branches.get(id(b), ())) or any(
+            got.get(k, v) != v for k, v in self.cases.get(id(b), ()))
 
     def grad_off_at(self, node: ast.AST) -> ast.AST | None:
         """The with/decorator disabling grad around ``node``'s statement, or None."""

@@ -149,7 +149,8 @@ class InferenceTensorUpdatedInPlace(Rule):
                 continue
             name, op = hit
             b = made[name]
-            if scope.binding_before(name, s.lineno) is not b or scope.exclusive(b.stmt, s):
+            if scope.binding_before(name, s.lineno) is not b or scope.exclusive(b.stmt, s) \
+                    or isinstance(s, ast.Assign) and _keyed(name, s, scope):
                 continue
             if _under_inference(s, scope, ctx):
                 continue
@@ -255,6 +256,14 @@ def _in_place(s: ast.stmt) -> tuple[str, str] | None:
             isinstance(s.targets[0], ast.Subscript) and isinstance(s.targets[0].value, ast.Name):
         return s.targets[0].value.id, ""
     return None
+
+
+def _keyed(name: str, s: ast.Assign, scope: Scope) -> bool:
+    """``name[k] = v`` on a mapping: a string key, or ``name.keys()``/``name.items()`` called
+    in the function (a tensor has neither): the entry is rebound, nothing written in place."""
+    key = s.targets[0].slice  # type: ignore[attr-defined]
+    return isinstance(key, ast.Constant) and isinstance(key.value, str) or any(
+        m.receiver == name for attr in ("keys", "items") for m in scope.calls_to(attr))
 
 
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",

@@ -119,4 +119,7 @@ def _model_call(e: ast.AST | None, scope) -> bool:  # type: ignore[no-untyped-de
         return False
     if isinstance(e.func, ast.Name) and e.func.id in scope.ctx.analysis.classes:
         return False  # `loss_fn = PhysicsLoss(dx)`: builds an object of this file, runs nothing
+    from gradtrace.lint.analysis.project import foreign_class
+    if foreign_class(scope.ctx, e.func) is not None:
+        return False  # a class of another file of the project (NOTE [project index]) too
     return isinstance(e.func, ast.Name) or q.startswith("self.") and q.count(".") == 1

@@ -13,6 +13,7 @@ from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.numerics._ops import torch_op
+from gradtrace.lint.analysis.caller_dims import last_axis_single
 from gradtrace.lint.analysis.dims import arg, int_value
 from gradtrace.lint.analysis.routing import refined_in_loop
 from gradtrace.lint.rules.numerics.singleton import softmax_call
@@ -408,8 +409,9 @@ class SoftmaxAxisNotSummed(Rule):
                                         ctx, scope)
             return
         d = w[1]
-        if d < -1 or bmm and d in (0, 1):
-            yield from self._report(node, w, why, ctx, scope)
+        if (d < -1 or bmm and d in (0, 1)) and not last_axis_single(  # one context vector:
+                softmax_call(w[0], ctx, scope)[0], scope, w[0].lineno, ctx):  # type: ignore
+            yield from self._report(node, w, why, ctx, scope)  # (NOTE [caller dims])
 
     def _einsum(self, node: ast.Call, ctx: Context, scope: Scope) -> Iterator[Finding]:
         """``torch.einsum("bnd,bnes->besd", x, w)`` with ``w`` normalised over ``b``: a

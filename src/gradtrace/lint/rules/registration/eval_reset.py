@@ -9,6 +9,7 @@ from typing import Callable, Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.build_arms import build_flags, decided_against
 from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.handed_parts import handed_part_free
 from gradtrace.lint.analysis.mode_free import mode_free_part
 from gradtrace.lint.rules.registration._part_effect import part_effect
 from gradtrace.lint.analysis.objects import constructor_call
@@ -219,8 +220,10 @@ class FrozenEvalUndoneByTrain(Rule):
         cls = ctx.analysis.classes.get(k.cls or "") if k is not None and k.what == MODULE \
             else None
         init = cls.methods.get("__init__") if cls is not None else None
-        ev = _eval_in(init, ctx, lambda e: not mode_free_part(e, cls, scope, ctx)) \
-            if init is not None else None  # a part without Dropout/BatchNorm: no change
+        ev = _eval_in(init, ctx, lambda e: not mode_free_part(e, cls, scope, ctx) and not
+                      handed_part_free(e, cls, recv, scope, node.lineno, ctx)) \
+            if init is not None else None  # NOTE [handed mode-free parts]: a part without
+        # Dropout/BatchNorm, built here or handed to `__init__`, runs the same: no change
         if ev is None or _never_run(cls, init, recv, scope, node.lineno, ctx):  # type: ignore
             return
         own = cls.methods.get("train")  # type: ignore[union-attr]

@@ -287,8 +287,8 @@ def _accumulation_branch(f: LoopFacts, s: Step, loop: ast.stmt
     / ``else: loss.backward(); opt.step()``: the plain arm steps its own undivided loss)."""
     for x in f.within(loop):
         if not isinstance(x, ast.If) or x is loop or f.inside(s.stmt, x) \
-                or f.scope.exclusive(s.stmt, x):
-            continue
+                or f.scope.exclusive(s.stmt, x) or tuple(f.loops_of(x)[-1:]) != (loop,):
+            continue  # (a branch of an inner loop: the step after it flushes what is left)
         for m in _remainders(x.test):
             n = dotted(m.right)
             if n is None:
