@@ -4,6 +4,7 @@ swapped order."""
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -12,6 +13,7 @@ from gradtrace.lint.analysis.calls import calls_of
 from gradtrace.lint.analysis.maximized import maximized
 from gradtrace.lint.analysis.owners import home
 from gradtrace.lint.analysis.project_files import imported_mentioning
+from gradtrace.lint.analysis.target_outputs import only_a_target
 from gradtrace.lint.analysis.objects import constructor_call, field_source
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -165,7 +167,8 @@ class ModuleOutsideOptimizer(Rule):
     only optimizer is `Adam(model.parameters())`: they stay at their random initialisation
     forever, silently (verified on torch 2.13). Add them to the optimizer
     (`list(model.parameters()) + list(loss_fn.parameters())`), or freeze the module if it is
-    meant to stay fixed.
+    meant to stay fixed. A module whose output is only the target the loss fits (a teacher, a
+    DQN target network) is told to run under `torch.no_grad()` instead (NOTE [output only a target]).
     The module may also be handed to a function of the file that runs it: `train(model,
     predictor, optimizer)` calling it in its own backward-and-step loop with the optimizer it
     was given, or a `step_loss(model, x)` helper called in the caller's loop (two calls down;
@@ -185,6 +188,10 @@ class ModuleOutsideOptimizer(Rule):
     message = ("`{opt}` holds only the parameters of {srcs}, but `{mod}` (built at line "
                "{line}) also runs in the training loop: its parameters get gradients and "
                "never change")
+    message_target = ("`{mod}` (built at line {line}) runs in the training loop with grad on, "
+                      "but its output is only the target the loss fits {srcs} to: backward fills "
+                      "its `.grad`, which `{opt}` never applies; compute that target under "
+                      "`torch.no_grad()` or `.detach()` it")  # NOTE [output only a target]
     triggers = ("optim",)
     examples = [
         Bad("""
@@ -263,12 +270,18 @@ class ModuleOutsideOptimizer(Rule):
                 continue
             for opt, srcs, ostmt, mod, mstmt, call, fn in kept_on_self(
                     ctx, cls, KEEPS_FIXED, _surely_owns_params, _class_keeps_fixed, HANDLED):
-                yield self.report(ostmt, ctx, related=[
+                sc = ctx.scope(fn) if isinstance(fn, ast.FunctionDef) else None
+                yield self._told(sc is not None and only_a_target(dotted(call.func) or "", (
+                    sc.loops_of(call) or (fn,))[-1], ctx, sc), ostmt, ctx, related=[
                     Related(ctx.path, mstmt.lineno, f"`{mod}` is built here", ctx.column(mstmt)),
                     Related(ctx.path, call.lineno, f"`{mod}` runs here (as `{dotted(call.func)}` "
                             f"in `{getattr(fn, 'name', '?')}()`)", ctx.column(call))],
                     opt=opt, srcs=", ".join(f"`{s}`" for s in sorted(srcs)), mod=mod,
                     line=mstmt.lineno)
+
+    def _told(self, target: bool, node: ast.AST, ctx: Context, **kw) -> Finding:  # type: ignore
+        f = self.report(node, ctx, related=kw.pop("related"), **kw)
+        return replace(f, message=self.message_target.format(**kw)) if target else f
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if node_mentions(ctx, node, "optim") and _backward_near(ctx):
@@ -307,7 +320,8 @@ class ModuleOutsideOptimizer(Rule):
             call, opt = hit[0], hit[1]
             srcs = ", ".join(f"`{s}`" for s in sorted(opt.sources))
             where = home(ctx, hit[2]) if len(hit) > 2 else ctx
-            yield self.report(opt.stmt, ctx, related=[
+            yield self._told(len(hit) == 2 and only_a_target(
+                name, scope.loops_of(call)[-1], ctx, scope), opt.stmt, ctx, related=[
                 Related(ctx.path, b.line, f"`{name}` is built here", ctx.column(b.stmt)),
                 Related(where.path, call.lineno, f"`{name}` runs here" + (
                     f" (handed to `{hit[2].name}()`)" if len(hit) > 2 else ""),

@@ -1,0 +1,97 @@
+"""Whether a module's output serves a loss only as the target it fits (NOTE [output only a target]).
+
+# NOTE [output only a target]
+A module run in the training loop whose every output reaches the loss only as the *target* of a
+fitting loss (the second argument of ``F.mse_loss(pred, target)``, ``F.kl_div``,
+``F.cross_entropy`` with soft targets, a call of such a loss module, or the side of a squared
+difference ``(q - y) ** 2`` that holds none of the prediction's values) plays a teacher's or a
+target network's role: the value the trained module is pulled towards. Left out of the optimizer,
+it is fixed on purpose, and the flaw is that it runs with grad on: backward fills its ``.grad``
+(and keeps its graph) for nothing. The fix is ``torch.no_grad()`` around its call or
+``.detach()`` on its output, not "add it to the optimizer" (GT438's message follows this).
+The values are followed through the loop's simple assignments (``y = r + g * target(s2).max(1)[0]``);
+any other read (a prediction side, a loss of its own, a value handed on) keeps the plain reading.
+"""
+from __future__ import annotations
+
+import ast
+from gradtrace.lint.analysis.kinds import MODULE
+from gradtrace.lint.analysis.regressions import operands
+from gradtrace.lint.context import Context
+from gradtrace.lint.flow import Scope
+from gradtrace.lint.names import dotted
+
+# `torch.nn.functional` losses whose second parameter is the target the first is fitted to
+FITS = frozenset({"mse_loss", "smooth_l1_loss", "huber_loss", "l1_loss", "kl_div", "cross_entropy",
+                  "binary_cross_entropy", "binary_cross_entropy_with_logits"})
+FIT_MODULES = frozenset({"torch.nn.MSELoss", "torch.nn.SmoothL1Loss", "torch.nn.HuberLoss",
+                         "torch.nn.L1Loss", "torch.nn.KLDivLoss", "torch.nn.CrossEntropyLoss",
+                         "torch.nn.BCELoss", "torch.nn.BCEWithLogitsLoss"})
+COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try,
+            ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _squared(n: ast.Call) -> bool:
+    return isinstance(n.func, ast.Attribute) and n.func.attr in ("pow", "square")
+
+
+def _target_side(n: ast.AST, ctx: Context, scope: Scope) -> tuple[ast.expr, ast.expr] | None:
+    """(target, prediction) when ``n`` fits one value to another."""
+    if isinstance(n, ast.Call) and not _squared(n):
+        tgt = n.args[1] if len(n.args) >= 2 else next(
+            (k.value for k in n.keywords if k.arg == "target"), None)
+        if tgt is None or not n.args:
+            return None
+        q = ctx.qualified_name(n.func) or ""
+        if q.startswith("torch.nn.functional.") and q.rpartition(".")[2] in FITS:
+            return tgt, n.args[0]
+        if isinstance(n.func, (ast.Name, ast.Attribute)):
+            k = ctx.analysis.kind(n.func, scope, n.lineno)
+            if k is not None and k.what == MODULE and (k.cls or "") in FIT_MODULES:
+                return tgt, n.args[0]
+        return None
+    return operands(n)  # a squared difference: either side, judged by the caller
+
+
+def only_a_target(name: str, loop: ast.stmt, ctx: Context, scope: Scope) -> bool:
+    """NOTE [output only a target]: every value made from a call of ``name`` in ``loop`` reaches
+    a fitting loss as its target (on the side opposite the prediction), at least once, and is
+    read nowhere else."""
+    derived: set[str] = set()
+    seen = False
+
+    def ours(e: ast.AST) -> list[ast.AST]:
+        return [x for x in ast.walk(e) if isinstance(x, ast.Call) and dotted(x.func) == name
+                or isinstance(x, ast.Name) and isinstance(x.ctx, ast.Load) and x.id in derived]
+
+    stmts = sorted((s for s in ast.walk(loop) if isinstance(s, ast.stmt) and s is not loop
+                    and not isinstance(s, COMPOUND)), key=lambda s: (s.lineno, s.col_offset))
+    for s in stmts:
+        found = ours(s)
+        if not found:
+            continue
+        covered: set[int] = set()
+        for n in ast.walk(s):
+            sides = _target_side(n, ctx, scope)
+            if sides is None:
+                continue
+            tgt, pred = sides
+            if isinstance(n, ast.Call) and not _squared(n):
+                if ours(pred):
+                    return False
+                covered |= {id(x) for x in ours(tgt)}
+                continue
+            for a, b in ((tgt, pred), (pred, tgt)):  # a squared difference
+                if ours(a) and not ours(b):
+                    covered |= {id(x) for x in ours(a)}
+        rest = [x for x in found if id(x) not in covered]
+        if covered:
+            seen = True
+        if not rest:
+            continue
+        if isinstance(s, ast.Assign) and not covered and all(
+                isinstance(t, ast.Name) for t in s.targets):
+            derived |= {t.id for t in s.targets if isinstance(t, ast.Name)}
+            continue
+        return False
+    return seen

@@ -1,0 +1,98 @@
+"""Session 51, helper recall51b: static facts that generalise (issue 13 part 3). Each fact: a
+buggy twin reported on the cause's line and look-alikes, in words of no corpus."""
+from __future__ import annotations
+
+import textwrap
+
+from gradtrace.lint import check_source
+
+
+def _438(src: str) -> list[tuple[int, bool]]:
+    """GT438's lines, each with whether its message points at the target (no_grad/detach)."""
+    return [(f.line, "torch.no_grad()" in f.message) for f in check_source(
+        textwrap.dedent(src)) if f.code == "GT438"]
+
+
+# NOTE [output only a target]: a network run with grad on whose output is only what the loss
+# fits the trained network to: GT438's advice is no_grad/detach, not "add it to the optimizer"
+LOOP = '''
+import torch
+import torch.nn.functional as F
+pupil = torch.nn.Linear(6, 3)
+guide = torch.nn.Sequential(torch.nn.Linear(6, 12), torch.nn.Tanh(), torch.nn.Linear(12, 3))
+sgd = torch.optim.SGD(pupil.parameters(), lr=0.1)
+for u, v in batches:
+    {body}
+    sgd.zero_grad()
+    total.backward()
+    sgd.step()
+'''
+
+
+def _loop(body: str) -> list[tuple[int, bool]]:
+    return _438(LOOP.format(body=textwrap.indent(textwrap.dedent(body), "    ").strip()))
+
+
+def test_guide_output_fitted_as_target():
+    assert _loop("total = F.mse_loss(pupil(u), guide(u)) + F.cross_entropy(pupil(u), v)"
+                 ) == [(6, True)]
+
+
+def test_target_through_names_and_squared_difference():
+    assert _loop("""
+        aim = v + 0.5 * guide(u).max(1)[0].unsqueeze(1)
+        got = pupil(u).gather(1, v)
+        total = (got - aim).pow(2).mean()
+        """) == [(6, True)]
+
+
+def test_target_of_a_loss_module():
+    assert _loop("""
+        crit = torch.nn.KLDivLoss(reduction="batchmean")
+        total = crit(F.log_softmax(pupil(u), 1), F.softmax(guide(u), 1))
+        """) == [(6, True)]
+
+
+def test_guide_on_the_prediction_side_keeps_the_plain_message():
+    # a second head stacked on the trained one: it should be trained, add it to the optimizer
+    assert _loop("total = F.mse_loss(guide(pupil(u)), v)") == [(6, False)]
+
+
+def test_guide_also_in_a_term_of_its_own_keeps_the_plain_message():
+    assert _loop("""
+        soft = guide(u)
+        total = F.mse_loss(pupil(u), soft) + 0.1 * soft.pow(2).mean()
+        """) == [(6, False)]
+
+
+def test_guide_under_no_grad_silent():
+    assert _loop("""
+        with torch.no_grad():
+            soft = guide(u)
+        total = F.mse_loss(pupil(u), soft)
+        """) == []
+
+
+KEPT = '''
+import torch
+import torch.nn.functional as F
+class Fitter:
+    def __init__(self):
+        self.pupil = torch.nn.Linear(6, 3)
+        self.guide = torch.nn.Linear(6, 3)
+        self.opt = torch.optim.Adam(self.pupil.parameters())
+    def fit(self, batches):
+        for u in batches:
+            {line}
+            self.opt.zero_grad()
+            total.backward()
+            self.opt.step()
+'''
+
+
+def test_guide_kept_on_self_fitted_as_target():
+    assert _438(KEPT.format(line="total = F.l1_loss(self.pupil(u), self.guide(u))")) == [(8, True)]
+
+
+def test_guide_kept_on_self_stacked_keeps_the_plain_message():
+    assert _438(KEPT.format(line="total = self.guide(self.pupil(u)).sum()")) == [(8, False)]
