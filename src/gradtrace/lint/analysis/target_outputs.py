@@ -53,11 +53,13 @@ def _target_side(n: ast.AST, ctx: Context, scope: Scope) -> tuple[ast.expr, ast.
     return operands(n)  # a squared difference: either side, judged by the caller
 
 
-def only_a_target(name: str, loop: ast.stmt, ctx: Context, scope: Scope) -> bool:
-    """NOTE [output only a target]: every value made from a call of ``name`` in ``loop`` reaches
-    a fitting loss as its target (on the side opposite the prediction), at least once, and is
-    read nowhere else."""
-    derived: set[str] = set()
+def only_a_target(name: str, loop: ast.AST, ctx: Context, scope: Scope,
+                  seed: frozenset[str] = frozenset(), depth: int = 0) -> bool:
+    """NOTE [output only a target]: every value made from a call ``name(...)`` (or the names
+    ``seed``) in ``loop`` reaches a fitting loss as its target (on the side opposite the
+    prediction), at least once, and is read nowhere else; a value handed to a module of a
+    class of the file is followed into its ``forward``."""
+    derived: set[str] = set(seed)
     seen = False
 
     def ours(e: ast.AST) -> list[ast.AST]:
@@ -74,6 +76,8 @@ def only_a_target(name: str, loop: ast.stmt, ctx: Context, scope: Scope) -> bool
         for n in ast.walk(s):
             sides = _target_side(n, ctx, scope)
             if sides is None:
+                if isinstance(n, ast.Call) and depth < 2:
+                    covered |= _into_forward(n, ours, ctx, scope, depth)
                 continue
             tgt, pred = sides
             if isinstance(n, ast.Call) and not _squared(n):
@@ -84,7 +88,7 @@ def only_a_target(name: str, loop: ast.stmt, ctx: Context, scope: Scope) -> bool
             for a, b in ((tgt, pred), (pred, tgt)):  # a squared difference
                 if ours(a) and not ours(b):
                     covered |= {id(x) for x in ours(a)}
-        rest = [x for x in found if id(x) not in covered]
+        rest = [x for x in found if id(x) not in covered and not _inert(x, s)]
         if covered:
             seen = True
         if not rest:
@@ -95,3 +99,45 @@ def only_a_target(name: str, loop: ast.stmt, ctx: Context, scope: Scope) -> bool
             continue
         return False
     return seen
+
+
+# reads of a tensor that give no value a graph: its metadata, a number, text
+META = frozenset({"grad_fn", "shape", "dtype", "device", "requires_grad", "is_leaf", "item",
+                  "tolist", "size", "dim", "numel"})
+
+
+def _inert(x: ast.AST, stmt: ast.stmt) -> bool:
+    """``x`` is read in ``stmt`` only as metadata (``y.shape``, ``y.grad_fn``), as a number
+    (``y.item()``) or as text (inside an f-string)."""
+    parents = {id(c): n for n in ast.walk(stmt) for c in ast.iter_child_nodes(n)}
+    up = parents.get(id(x))
+    if isinstance(up, ast.Attribute) and up.value is x and up.attr in META:
+        return True
+    while up is not None:
+        if isinstance(up, ast.FormattedValue):
+            return True
+        up = parents.get(id(up))
+    return False
+
+
+def _into_forward(call: ast.Call, ours, ctx: Context, scope: Scope, depth: int  # type: ignore
+                  ) -> set[int]:
+    """The arguments of ``call`` (a module of a class of the file) made from our values that
+    its ``forward`` uses only as a fitting target."""
+    if not isinstance(call.func, (ast.Name, ast.Attribute)):
+        return set()
+    k = ctx.analysis.kind(call.func, scope, call.lineno)
+    info = ctx.analysis.classes.get(k.cls or "") if k is not None and k.is_module else None
+    fwd = info.method("forward") if info is not None else None
+    if fwd is None:
+        return set()
+    params = [a.arg for a in (*fwd.args.posonlyargs, *fwd.args.args)][1:]
+    bound = {**dict(zip(params, call.args)), **{k.arg: k.value for k in call.keywords if k.arg}}
+    out: set[int] = set()
+    for p, v in bound.items():
+        if isinstance(v, ast.Starred) or not ours(v):
+            continue
+        if isinstance(v, ast.Name) and only_a_target("", fwd, ctx, ctx.scope(fwd),
+                                                     frozenset({p}), depth + 1):
+            out |= {id(x) for x in ours(v)}
+    return out

@@ -22,6 +22,7 @@ from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._factory import factory_built
+from gradtrace.lint.rules.registration._method_runs import method_run, moved_build
 from gradtrace.lint.rules.registration._handed import handed_training, measured
 from gradtrace.lint.rules.registration._on_self import kept_on_self
 from gradtrace.lint.rules.registration._modules import (
@@ -112,7 +113,8 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
             return True
         if isinstance(n, ast.Name) and n.id == name:
             return False  # bare use (an argument, returned, stored...)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
+        if isinstance(n, ast.Call) and (isinstance(n.func, ast.Name) and n.func.id == name
+                                        or method_run(n, name, scope)):
             calls.append(n)
             return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)])
         if isinstance(n, ast.Call) and _meant_to_train(n, name):
@@ -271,17 +273,24 @@ class ModuleOutsideOptimizer(Rule):
             for opt, srcs, ostmt, mod, mstmt, call, fn in kept_on_self(
                     ctx, cls, KEEPS_FIXED, _surely_owns_params, _class_keeps_fixed, HANDLED):
                 sc = ctx.scope(fn) if isinstance(fn, ast.FunctionDef) else None
-                yield self._told(sc is not None and only_a_target(dotted(call.func) or "", (
-                    sc.loops_of(call) or (fn,))[-1], ctx, sc), ostmt, ctx, related=[
+                yield self._told(sc.statement_of(call) if sc is not None and only_a_target(
+                    dotted(call.func) or "", (sc.loops_of(call) or (fn,))[-1], ctx, sc)
+                    else None, ostmt, ctx, related=[
                     Related(ctx.path, mstmt.lineno, f"`{mod}` is built here", ctx.column(mstmt)),
                     Related(ctx.path, call.lineno, f"`{mod}` runs here (as `{dotted(call.func)}` "
                             f"in `{getattr(fn, 'name', '?')}()`)", ctx.column(call))],
                     opt=opt, srcs=", ".join(f"`{s}`" for s in sorted(srcs)), mod=mod,
                     line=mstmt.lineno)
 
-    def _told(self, target: bool, node: ast.AST, ctx: Context, **kw) -> Finding:  # type: ignore
-        f = self.report(node, ctx, related=kw.pop("related"), **kw)
-        return replace(f, message=self.message_target.format(**kw)) if target else f
+    def _told(self, at: ast.AST | None, node: ast.AST, ctx: Context, **kw) -> Finding:  # type: ignore
+        """At the optimizer; at the run ``at`` when the module's output is only the loss's
+        target (NOTE [output only a target]): the fix is there."""
+        rel = kw.pop("related")
+        if at is None:
+            return self.report(node, ctx, related=rel, **kw)
+        f = self.report(at, ctx, related=[rel[0], Related(ctx.path, node.lineno, f"`{kw['opt']}` "
+                                                          "is built here", ctx.column(node))], **kw)
+        return replace(f, message=self.message_target.format(**kw))
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if node_mentions(ctx, node, "optim") and _backward_near(ctx):
@@ -295,7 +304,7 @@ class ModuleOutsideOptimizer(Rule):
             if "." in name or len(bs) != 1 or not isinstance(bs[0].value, ast.Call):
                 continue
             b = bs[0]
-            v = b.value
+            v = moved_build(b.value)  # `Net().to(device)`
             # a constructor, or a factory of the project (NOTE [module built by a factory])
             built = (ctx, v) if module_ctor(v, ctx) else \
                 factory_built(v, ctx, scope, b.line, KEEPS_FIXED)
@@ -320,8 +329,10 @@ class ModuleOutsideOptimizer(Rule):
             call, opt = hit[0], hit[1]
             srcs = ", ".join(f"`{s}`" for s in sorted(opt.sources))
             where = home(ctx, hit[2]) if len(hit) > 2 else ctx
-            yield self._told(len(hit) == 2 and only_a_target(
-                name, scope.loops_of(call)[-1], ctx, scope), opt.stmt, ctx, related=[
+            sc = where.scope(hit[2]) if len(hit) > 2 else scope
+            yield self._told(sc.statement_of(call) if where is ctx and only_a_target(
+                dotted(call.func) or "", sc.loops_of(call)[-1], ctx, sc) else None,
+                opt.stmt, ctx, related=[
                 Related(ctx.path, b.line, f"`{name}` is built here", ctx.column(b.stmt)),
                 Related(where.path, call.lineno, f"`{name}` runs here" + (
                     f" (handed to `{hit[2].name}()`)" if len(hit) > 2 else ""),
