@@ -66,6 +66,11 @@ def test_guide_also_in_a_term_of_its_own_keeps_the_plain_message():
         """) == [(6, False)]
 
 
+def test_guide_fitted_to_data_keeps_the_plain_message():
+    # the other side is a label, not a prediction: the guide's output is what is fitted
+    assert _loop("total = (guide(u) - v).pow(2).mean() + F.mse_loss(pupil(u), v)") == [(6, False)]
+
+
 def test_guide_under_no_grad_silent():
     assert _loop("""
         with torch.no_grad():

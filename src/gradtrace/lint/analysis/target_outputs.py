@@ -3,8 +3,9 @@
 # NOTE [output only a target]
 A module run in the training loop whose every output reaches the loss only as the *target* of a
 fitting loss (the second argument of ``F.mse_loss(pred, target)``, ``F.kl_div``,
-``F.cross_entropy`` with soft targets, a call of such a loss module, or the side of a squared
-difference ``(q - y) ** 2`` that holds none of the prediction's values) plays a teacher's or a
+``F.cross_entropy`` with soft targets, a call of such a loss module, or one side of a squared
+difference ``(q - y) ** 2``), the other side holding another module's output (a prediction, not
+data: ``(guide(x) - y) ** 2`` with ``y`` a label fits the guide itself), plays a teacher's or a
 target network's role: the value the trained module is pulled towards. Left out of the optimizer,
 it is fixed on purpose, and the flaw is that it runs with grad on: backward fills its ``.grad``
 (and keeps its graph) for nothing. The fix is ``torch.no_grad()`` around its call or
@@ -60,7 +61,13 @@ def only_a_target(name: str, loop: ast.AST, ctx: Context, scope: Scope,
     prediction), at least once, and is read nowhere else; a value handed to a module of a
     class of the file is followed into its ``forward``."""
     derived: set[str] = set(seed)
+    preds: set[str] = set()  # names bound to another module's output: a prediction
     seen = False
+
+    def predicted(e: ast.AST) -> bool:
+        return any(isinstance(x, ast.Name) and x.id in preds or isinstance(x, ast.Call)
+                   and isinstance(x.func, (ast.Name, ast.Attribute)) and dotted(x.func) != name
+                   and ctx.analysis.is_module(x.func, scope, x.lineno) for x in ast.walk(e))
 
     def ours(e: ast.AST) -> list[ast.AST]:
         return [x for x in ast.walk(e) if isinstance(x, ast.Call) and dotted(x.func) == name
@@ -70,6 +77,8 @@ def only_a_target(name: str, loop: ast.AST, ctx: Context, scope: Scope,
                     and not isinstance(s, COMPOUND)), key=lambda s: (s.lineno, s.col_offset))
     for s in stmts:
         found = ours(s)
+        if isinstance(s, ast.Assign) and not found and predicted(s.value):
+            preds |= {x.id for t in s.targets for x in ast.walk(t) if isinstance(x, ast.Name)}
         if not found:
             continue
         covered: set[int] = set()
@@ -83,10 +92,11 @@ def only_a_target(name: str, loop: ast.AST, ctx: Context, scope: Scope,
             if isinstance(n, ast.Call) and not _squared(n):
                 if ours(pred):
                     return False
-                covered |= {id(x) for x in ours(tgt)}
+                if predicted(pred):
+                    covered |= {id(x) for x in ours(tgt)}
                 continue
             for a, b in ((tgt, pred), (pred, tgt)):  # a squared difference
-                if ours(a) and not ours(b):
+                if ours(a) and not ours(b) and predicted(b):
                     covered |= {id(x) for x in ours(a)}
         rest = [x for x in found if id(x) not in covered and not _inert(x, s)]
         if covered:

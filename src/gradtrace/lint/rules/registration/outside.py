@@ -192,8 +192,9 @@ class ModuleOutsideOptimizer(Rule):
                "never change")
     message_target = ("`{mod}` (built at line {line}) runs in the training loop with grad on, "
                       "but its output is only the target the loss fits {srcs} to: backward fills "
-                      "its `.grad`, which `{opt}` never applies; compute that target under "
-                      "`torch.no_grad()` or `.detach()` it")  # NOTE [output only a target]
+                      "its `.grad`, which `{opt}` never applies; a fixed target (a teacher, a "
+                      "target network) is computed under `torch.no_grad()` or `.detach()`ed "
+                      "(a module meant to learn goes into the optimizer)")  # NOTE [output only a target]
     triggers = ("optim",)
     examples = [
         Bad("""
