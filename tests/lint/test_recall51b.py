@@ -159,3 +159,13 @@ def test_handed_guide_under_no_grad_silent():
 def test_method_of_its_own_as_a_statement_is_not_a_run():
     # `guide.embed(u)` as a statement of its own, the hint made elsewhere: not a run
     assert _handed(run="guide.embed(u); hint = u[:, :4]") == []
+
+
+def test_target_followed_into_a_helper_of_the_file():
+    src = LOOP.replace("for u, v in batches:", '''def fit_to(a, aim):
+    return F.smooth_l1_loss(a, aim)
+for u, v in batches:''')
+    body = "total = fit_to(pupil(u), guide(u))"
+    assert _438(src.format(body=body)) == [(10, True)]
+    # the helper fits the guide's output to the label: the plain reading
+    assert _438(src.format(body="total = fit_to(guide(u), v) + fit_to(pupil(u), v)")) == [(6, False)]

@@ -11,6 +11,7 @@ it is fixed on purpose, and the flaw is that it runs with grad on: backward fill
 (and keeps its graph) for nothing. The fix is ``torch.no_grad()`` around its call or
 ``.detach()`` on its output, not "add it to the optimizer" (GT438's message follows this).
 The values are followed through the loop's simple assignments (``y = r + g * target(s2).max(1)[0]``);
+and into a function of the file or a module's ``forward`` it is handed to (two calls down);
 any other read (a prediction side, a loss of its own, a value handed on) keeps the plain reading.
 """
 from __future__ import annotations
@@ -55,13 +56,14 @@ def _target_side(n: ast.AST, ctx: Context, scope: Scope) -> tuple[ast.expr, ast.
 
 
 def only_a_target(name: str, loop: ast.AST, ctx: Context, scope: Scope,
-                  seed: frozenset[str] = frozenset(), depth: int = 0) -> bool:
+                  seed: frozenset[str] = frozenset(), depth: int = 0,
+                  made: frozenset[str] = frozenset()) -> bool:
     """NOTE [output only a target]: every value made from a call ``name(...)`` (or the names
     ``seed``) in ``loop`` reaches a fitting loss as its target (on the side opposite the
-    prediction), at least once, and is read nowhere else; a value handed to a module of a
-    class of the file is followed into its ``forward``."""
+    prediction), at least once, and is read nowhere else; a value handed to a function of the
+    file, or to a module of a class of the file, is followed into it (its ``forward``)."""
     derived: set[str] = set(seed)
-    preds: set[str] = set()  # names bound to another module's output: a prediction
+    preds: set[str] = set(made)  # names bound to another module's output: a prediction
     seen = False
 
     def predicted(e: ast.AST) -> bool:
@@ -86,7 +88,7 @@ def only_a_target(name: str, loop: ast.AST, ctx: Context, scope: Scope,
             sides = _target_side(n, ctx, scope)
             if sides is None:
                 if isinstance(n, ast.Call) and depth < 2:
-                    covered |= _into_forward(n, ours, ctx, scope, depth)
+                    covered |= _into_forward(n, ours, predicted, ctx, scope, depth)
                 continue
             tgt, pred = sides
             if isinstance(n, ast.Call) and not _squared(n):
@@ -130,24 +132,28 @@ def _inert(x: ast.AST, stmt: ast.stmt) -> bool:
     return False
 
 
-def _into_forward(call: ast.Call, ours, ctx: Context, scope: Scope, depth: int  # type: ignore
-                  ) -> set[int]:
-    """The arguments of ``call`` (a module of a class of the file) made from our values that
-    its ``forward`` uses only as a fitting target."""
+def _into_forward(call: ast.Call, ours, predicted, ctx: Context,  # type: ignore
+                  scope: Scope, depth: int) -> set[int]:
+    """The arguments of ``call`` (a function of the file, or a module of a class of the file:
+    its ``forward``) made from our values that it uses only as a fitting target."""
     if not isinstance(call.func, (ast.Name, ast.Attribute)):
         return set()
-    k = ctx.analysis.kind(call.func, scope, call.lineno)
-    info = ctx.analysis.classes.get(k.cls or "") if k is not None and k.is_module else None
-    fwd = info.method("forward") if info is not None else None
-    if fwd is None:
-        return set()
-    params = [a.arg for a in (*fwd.args.posonlyargs, *fwd.args.args)][1:]
+    an = ctx.analysis
+    fwd = an.local_callee(call, scope, call.lineno)  # a function of the file
+    if not isinstance(fwd, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        k = an.kind(call.func, scope, call.lineno)
+        info = an.classes.get(k.cls or "") if k is not None and k.is_module else None
+        fwd = info.method("forward") if info is not None else None
+        if fwd is None:
+            return set()
+    params = [a.arg for a in (*fwd.args.posonlyargs, *fwd.args.args)]
+    params = params[1:] if params[:1] in (["self"], ["cls"]) else params
     bound = {**dict(zip(params, call.args)), **{k.arg: k.value for k in call.keywords if k.arg}}
     out: set[int] = set()
+    made = frozenset(p for p, v in bound.items() if not ours(v) and predicted(v))
     for p, v in bound.items():
         if isinstance(v, ast.Starred) or not ours(v):
             continue
-        if isinstance(v, ast.Name) and only_a_target("", fwd, ctx, ctx.scope(fwd),
-                                                     frozenset({p}), depth + 1):
+        if only_a_target("", fwd, ctx, ctx.scope(fwd), frozenset({p}), depth + 1, made):
             out |= {id(x) for x in ours(v)}
     return out
