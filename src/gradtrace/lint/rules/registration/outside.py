@@ -4,7 +4,6 @@ swapped order."""
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -13,7 +12,6 @@ from gradtrace.lint.analysis.calls import calls_of
 from gradtrace.lint.analysis.maximized import maximized
 from gradtrace.lint.analysis.owners import home
 from gradtrace.lint.analysis.project_files import imported_mentioning
-from gradtrace.lint.analysis.target_outputs import only_a_target
 from gradtrace.lint.analysis.objects import constructor_call, field_source
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -23,6 +21,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._factory import factory_built
 from gradtrace.lint.rules.registration._method_runs import method_run, moved_build
+from gradtrace.lint.rules.registration._target_run import target_run, told
 from gradtrace.lint.rules.registration._handed import handed_training, measured
 from gradtrace.lint.rules.registration._on_self import kept_on_self
 from gradtrace.lint.rules.registration._modules import (
@@ -190,11 +189,6 @@ class ModuleOutsideOptimizer(Rule):
     message = ("`{opt}` holds only the parameters of {srcs}, but `{mod}` (built at line "
                "{line}) also runs in the training loop: its parameters get gradients and "
                "never change")
-    message_target = ("`{mod}` (built at line {line}) runs in the training loop with grad on, "
-                      "but its output is only the target the loss fits {srcs} to: backward fills "
-                      "its `.grad`, which `{opt}` never applies; a fixed target (a teacher, a "
-                      "target network) is computed under `torch.no_grad()` or `.detach()`ed "
-                      "(a module meant to learn goes into the optimizer)")  # NOTE [output only a target]
     triggers = ("optim",)
     examples = [
         Bad("""
@@ -273,25 +267,13 @@ class ModuleOutsideOptimizer(Rule):
                 continue
             for opt, srcs, ostmt, mod, mstmt, call, fn in kept_on_self(
                     ctx, cls, KEEPS_FIXED, _surely_owns_params, _class_keeps_fixed, HANDLED):
-                sc = ctx.scope(fn) if isinstance(fn, ast.FunctionDef) else None
-                yield self._told(sc.statement_of(call) if sc is not None and only_a_target(
-                    dotted(call.func) or "", (sc.loops_of(call) or (fn,))[-1], ctx, sc)
-                    else None, ostmt, ctx, related=[
+                yield told(self, target_run(call, ctx.scope(fn) if isinstance(
+                    fn, ast.FunctionDef) else None, ctx), ostmt, ctx, related=[
                     Related(ctx.path, mstmt.lineno, f"`{mod}` is built here", ctx.column(mstmt)),
                     Related(ctx.path, call.lineno, f"`{mod}` runs here (as `{dotted(call.func)}` "
                             f"in `{getattr(fn, 'name', '?')}()`)", ctx.column(call))],
                     opt=opt, srcs=", ".join(f"`{s}`" for s in sorted(srcs)), mod=mod,
                     line=mstmt.lineno)
-
-    def _told(self, at: ast.AST | None, node: ast.AST, ctx: Context, **kw) -> Finding:  # type: ignore
-        """At the optimizer; at the run ``at`` when the module's output is only the loss's
-        target (NOTE [output only a target]): the fix is there."""
-        rel = kw.pop("related")
-        if at is None:
-            return self.report(node, ctx, related=rel, **kw)
-        f = self.report(at, ctx, related=[rel[0], Related(ctx.path, node.lineno, f"`{kw['opt']}` "
-                                                          "is built here", ctx.column(node))], **kw)
-        return replace(f, message=self.message_target.format(**kw))
 
     def visit_FunctionDef(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
         if node_mentions(ctx, node, "optim") and _backward_near(ctx):
@@ -330,10 +312,8 @@ class ModuleOutsideOptimizer(Rule):
             call, opt = hit[0], hit[1]
             srcs = ", ".join(f"`{s}`" for s in sorted(opt.sources))
             where = home(ctx, hit[2]) if len(hit) > 2 else ctx
-            sc = where.scope(hit[2]) if len(hit) > 2 else scope
-            yield self._told(sc.statement_of(call) if where is ctx and only_a_target(
-                dotted(call.func) or "", sc.loops_of(call)[-1], ctx, sc) else None,
-                opt.stmt, ctx, related=[
+            yield told(self, target_run(call, where.scope(hit[2]) if len(hit) > 2 else scope,
+                                        ctx), opt.stmt, ctx, related=[
                 Related(ctx.path, b.line, f"`{name}` is built here", ctx.column(b.stmt)),
                 Related(where.path, call.lineno, f"`{name}` runs here" + (
                     f" (handed to `{hit[2].name}()`)" if len(hit) > 2 else ""),
