@@ -81,25 +81,27 @@ for step in range(4):
 
 BUGS = {
     # a siamese pair built from two towers, the second one left out of the optimizer: it
-    # gets gradients and nothing ever changes it
-    "second_tower_left_out": ("GT821", """
+    # gets gradients and nothing ever changes it; its output is only the target the loss
+    # fits the first to, so the static GT438 leads at that run (NOTE [output only a target])
+    "second_tower_left_out": ("GT438", """
 left, right = QNet(), QNet()
-opt = torch.optim.Adam(left.parameters(), lr=1e-3)  # C
+opt = torch.optim.Adam(left.parameters(), lr=1e-3)
 for step in range(4):
     s, _, _, s2 = batch()
-    loss = F.mse_loss(left(s), right(s2))
+    loss = F.mse_loss(left(s), right(s2))  # C
     opt.zero_grad()
     loss.backward()
     opt.step()
 """),
     # the target network is never refreshed: it stays at its random initialisation
-    # the static GT438 leads, confirmed by the run's GT821 at the target's line (runtime50)
-    "dqn_target_never_refreshed": ("GT438", """
+    # the run's GT821 at the target's line (runtime50) and the static GT438 there too (the
+    # target's run, NOTE [output only a target]): one finding, the run's leading
+    "dqn_target_never_refreshed": ("GT821", """
 online, target = QNet(), QNet()
-opt = torch.optim.Adam(online.parameters(), lr=1e-3)  # C
+opt = torch.optim.Adam(online.parameters(), lr=1e-3)
 for step in range(4):
     s, a, r, s2 = batch()
-    y = r + 0.99 * target(s2).max(1)[0].unsqueeze(1)
+    y = r + 0.99 * target(s2).max(1)[0].unsqueeze(1)  # C
     loss = F.smooth_l1_loss(online(s).gather(1, a), y)
     opt.zero_grad()
     loss.backward()

@@ -116,8 +116,13 @@ class _Given:
 def measured(n: ast.AST, name: str) -> list[ast.Call]:
     """The ``name.parameters()`` calls a comprehension only iterates to measure or snapshot
     the weights (``[p.detach().clone() for p in m.parameters()]``, ``sum(p.numel() for p in
-    m.parameters())``, ``zip(before, m.parameters())``): its element and conditions change
-    nothing (no in-place ``*_()`` call, no ``requires_grad``)."""
+    m.parameters())``, ``zip(before, m.parameters())``, ``len(list(m.parameters()))``): its
+    element and conditions change nothing (no in-place ``*_()`` call, no ``requires_grad``)."""
+    if isinstance(n, ast.Call) and dotted(n.func) == "len" and len(n.args) == 1:  # a count
+        a = n.args[0]
+        a = a.args[0] if isinstance(a, ast.Call) and dotted(a.func) == "list" and a.args else a
+        return [a] if isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) \
+            and a.func.attr == "parameters" and dotted(a.func.value) == name else []
     if not isinstance(n, (ast.ListComp, ast.GeneratorExp, ast.SetComp, ast.DictComp)):
         return []
     parts = [n.key, n.value] if isinstance(n, ast.DictComp) else [n.elt]

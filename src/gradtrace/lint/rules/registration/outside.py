@@ -20,6 +20,8 @@ from gradtrace.lint.nodes import child_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._factory import factory_built
+from gradtrace.lint.rules.registration._method_runs import method_run, moved_build
+from gradtrace.lint.rules.registration._target_run import target_run, told
 from gradtrace.lint.rules.registration._handed import handed_training, measured
 from gradtrace.lint.rules.registration._on_self import kept_on_self
 from gradtrace.lint.rules.registration._modules import (
@@ -110,7 +112,8 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
             return True
         if isinstance(n, ast.Name) and n.id == name:
             return False  # bare use (an argument, returned, stored...)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
+        if isinstance(n, ast.Call) and (isinstance(n.func, ast.Name) and n.func.id == name
+                                        or method_run(n, name, scope)):
             calls.append(n)
             return all(visit(a) for a in [*n.args, *(k.value for k in n.keywords)])
         if isinstance(n, ast.Call) and _meant_to_train(n, name):
@@ -165,7 +168,8 @@ class ModuleOutsideOptimizer(Rule):
     only optimizer is `Adam(model.parameters())`: they stay at their random initialisation
     forever, silently (verified on torch 2.13). Add them to the optimizer
     (`list(model.parameters()) + list(loss_fn.parameters())`), or freeze the module if it is
-    meant to stay fixed.
+    meant to stay fixed. A module whose output is only the target the loss fits (a teacher, a
+    DQN target network) is told to run under `torch.no_grad()` instead (NOTE [output only a target]).
     The module may also be handed to a function of the file that runs it: `train(model,
     predictor, optimizer)` calling it in its own backward-and-step loop with the optimizer it
     was given, or a `step_loss(model, x)` helper called in the caller's loop (two calls down;
@@ -263,7 +267,8 @@ class ModuleOutsideOptimizer(Rule):
                 continue
             for opt, srcs, ostmt, mod, mstmt, call, fn in kept_on_self(
                     ctx, cls, KEEPS_FIXED, _surely_owns_params, _class_keeps_fixed, HANDLED):
-                yield self.report(ostmt, ctx, related=[
+                yield told(self, target_run(call, ctx.scope(fn) if isinstance(
+                    fn, ast.FunctionDef) else None, ctx), ostmt, ctx, related=[
                     Related(ctx.path, mstmt.lineno, f"`{mod}` is built here", ctx.column(mstmt)),
                     Related(ctx.path, call.lineno, f"`{mod}` runs here (as `{dotted(call.func)}` "
                             f"in `{getattr(fn, 'name', '?')}()`)", ctx.column(call))],
@@ -282,7 +287,7 @@ class ModuleOutsideOptimizer(Rule):
             if "." in name or len(bs) != 1 or not isinstance(bs[0].value, ast.Call):
                 continue
             b = bs[0]
-            v = b.value
+            v = moved_build(b.value)  # `Net().to(device)`
             # a constructor, or a factory of the project (NOTE [module built by a factory])
             built = (ctx, v) if module_ctor(v, ctx) else \
                 factory_built(v, ctx, scope, b.line, KEEPS_FIXED)
@@ -307,7 +312,8 @@ class ModuleOutsideOptimizer(Rule):
             call, opt = hit[0], hit[1]
             srcs = ", ".join(f"`{s}`" for s in sorted(opt.sources))
             where = home(ctx, hit[2]) if len(hit) > 2 else ctx
-            yield self.report(opt.stmt, ctx, related=[
+            yield told(self, target_run(call, where.scope(hit[2]) if len(hit) > 2 else scope,
+                                        ctx), opt.stmt, ctx, related=[
                 Related(ctx.path, b.line, f"`{name}` is built here", ctx.column(b.stmt)),
                 Related(where.path, call.lineno, f"`{name}` runs here" + (
                     f" (handed to `{hit[2].name}()`)" if len(hit) > 2 else ""),
