@@ -17,7 +17,7 @@ from gradtrace.runtime.trace.random_buffer import random_buffer_findings
 from gradtrace.runtime.trace.score_weight import score_weight_findings
 from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
-from gradtrace.runtime.trace.late import late_findings
+from gradtrace.runtime.trace.late import late_findings, self_diff_findings
 from gradtrace.runtime.trace.leaked_step import leaked_findings
 from gradtrace.runtime.trace.loose_leaves import loose_leaf_findings
 from gradtrace.runtime.trace.refrozen import refrozen_findings
@@ -71,9 +71,9 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     out = lead + alias_findings(data) + (parameter_findings(state, data) if live
                                          else list(data.snapshot))
     steps = any(r.steps for r in data.optimizers.values())
-    out += shared_findings(data.shared, steps) + dead_term_findings(state, data, out) + \
-        loss_input_findings(state, data) + soft_target_findings(state, data) + \
-        score_weight_findings(state) + \
+    out += shared_findings(data.shared, steps) + self_diff_findings(state) + \
+        dead_term_findings(state, data, out) + loss_input_findings(state, data) + \
+        soft_target_findings(state, data) + score_weight_findings(state) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
         inverted_decay_findings(data) + random_buffer_findings(state, data) + \
         thrown_away_findings(data) + restored_lr_findings(data)

@@ -45,6 +45,7 @@ from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.classify import call_name
 from gradtrace.runtime.trace.mode_checks import _oops
 from gradtrace.runtime.trace.records import created_site
+from gradtrace.runtime.trace.self_diff import note_self_difference
 
 KIND = "residual-minus-straight-through"  # its static twin: GT130
 META_ST = "gradtrace_straight_through"
@@ -69,6 +70,7 @@ def on_combine(state: Any, func: Any, args: tuple[Any, ...]) -> bool:
         if straight_through_add(state, func, args):
             return True
         note_difference(state, func, args)
+        note_self_difference(state, call_name(func), args[0], args[1])
     except Exception as exc:  # recording must never break the user's program
         _oops(exc)
     return False
