@@ -5,6 +5,11 @@
   that bound the view; ``p - anchor`` with ``anchor`` kept as the parameter itself: named at the
   difference. Look-alikes: the slice of the current parameter (the fix), a shorter slice, a
   shifted slice, an anchor saved with ``.detach().clone()``, ``x - x.detach()``.
+- NOTE [loss on the straight-through output] (GT107's line): a VQ codebook loss
+  ``F.mse_loss(z_q, z_e.detach())`` on the straight-through output: the codebook's
+  never-graded finding names that loss, not the ``.detach()``. Look-alikes: the loss on the
+  lookup (the fix), the straight-through output against data while the codebook has its own
+  loss; a codebook starved by another cut keeps the cut's line.
 """
 from __future__ import annotations
 
@@ -73,3 +78,50 @@ def test_difference_of_distinct_elements_is_not_reported(run_script, pick, diff)
     res = run_script(EWC.replace("PICK", pick).replace("DIFF", diff))
     assert res.code == 0, res.err
     assert _lines(res, "GT902") == [], res.findings
+
+
+VQ = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+enc, dec, book = nn.Linear(6, 4), nn.Linear(4, 6), nn.Embedding(5, 4)
+opt = torch.optim.SGD([*enc.parameters(), *dec.parameters(), *book.parameters()], lr=0.1)
+for step in range(2):
+    x = torch.randn(8, 6)
+    z_e = enc(x)
+    z = book(torch.cdist(z_e, book.weight).argmin(-1))
+    z_q = z_e + (z - z_e).detach()  # <- cut
+    recon = F.mse_loss(dec(z_q), x)
+    LOSS
+    opt.zero_grad()
+    (recon + book_loss + 0.25 * F.mse_loss(z_e, z.detach())).backward()
+    opt.step()
+"""
+
+
+def test_codebook_loss_on_the_straight_through_output_is_named(run_script):
+    src = VQ.replace("LOSS", "book_loss = F.mse_loss(z_q, z_e.detach())  # <- cause")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT107", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("loss", [
+    "book_loss = F.mse_loss(z, z_e.detach())",  # the fix: the lookup
+    "book_loss = F.mse_loss(z_q, x[:, :4]) + F.mse_loss(z, z_e.detach())",  # data target
+])
+def test_loss_that_trains_the_codebook_is_not_reported(run_script, loss):
+    res = run_script(VQ.replace("LOSS", loss))
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
+
+
+def test_codebook_starved_by_another_cut_keeps_the_cut_line(run_script):
+    src = VQ.replace("z = book(", "z = book.weight.detach()[").replace(
+        "argmin(-1))", "argmin(-1)]  # <- cause").replace(
+        "LOSS", "book_loss = F.mse_loss(z_q, z_e.detach())")
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert res.findings[0]["line"] == marked_line(src), res.findings
