@@ -10,6 +10,12 @@
   never-graded finding names that loss, not the ``.detach()``. Look-alikes: the loss on the
   lookup (the fix), the straight-through output against data while the codebook has its own
   loss; a codebook starved by another cut keeps the cut's line.
+- NOTE [crash in related] for a specific runtime diagnosis: the run's in-place-on-a-leaf error
+  (GT302) at a ReLU module applied to its own weight, made in place by a pass that sets
+  ``m.inplace = True``: the static GT133 (its related entry "raises here" on the crash line)
+  leads. DDP's "marked ready twice" (GT882) explained by the static GT134 (a method outside
+  ``forward`` under ``find_unused_parameters=True``): GT134 leads. Look-alikes: the ReLU on a
+  clone, the loss computed inside ``forward`` (both run clean).
 """
 from __future__ import annotations
 
@@ -125,3 +131,111 @@ def test_codebook_starved_by_another_cut_keeps_the_cut_line(run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert res.findings[0]["line"] == marked_line(src), res.findings
+
+
+RELU = """
+import torch
+import torch.nn as nn
+
+
+class Fuse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(2))
+        self.weight_relu = nn.ReLU()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, a, b):
+        w = self.weight_relu(WEIGHT)
+        return self.lin(w[0] * a + w[1] * b)
+
+
+def initialize_weights(model):
+    for m in model.modules():
+        if type(m) in [nn.ReLU, nn.LeakyReLU]:
+            m.inplace = True  # <- cause
+
+
+model = Fuse()
+initialize_weights(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loss = model(torch.randn(4, 3), torch.randn(4, 3)).pow(2).mean()
+loss.backward()
+opt.step()
+"""
+
+
+def test_activation_made_in_place_on_a_weight_leads_with_the_static_cause(run_script):
+    src = RELU.replace("WEIGHT", "self.weight")
+    res = run_script(src)
+    assert res.code != 0
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT133", marked_line(src)), res.findings
+
+
+def test_activation_in_place_on_a_clone_runs_clean(run_script):
+    res = run_script(RELU.replace("WEIGHT", "self.weight.clone()"))
+    assert res.code == 0, res.err
+    assert [f["code"] for f in res.findings if f["code"] in ("GT133", "GT302")] == [], \
+        res.findings
+
+
+DDP = """
+import os, tempfile
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(4, 3)
+        self.crf = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return BODY
+
+    def get_loss(self, emissions):
+        return (emissions @ self.crf.weight).pow(2).mean()  # the layer's weight, not its call
+
+
+def wrap(model):
+    return nn.parallel.DistributedDataParallel(model, find_unused_parameters=True)  # <- cause
+
+
+def train(model):
+    ddp = wrap(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    for step in range(2):
+        out = ddp(torch.randn(5, 4))
+        loss = LOSS
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+if not dist.is_initialized():
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(tempfile.mkdtemp(), "s"),
+                            rank=0, world_size=1)
+try:
+    train(Tagger())
+finally:
+    dist.destroy_process_group()
+"""
+
+
+def test_ddp_ready_twice_leads_with_the_method_outside_forward(run_script):
+    src = DDP.replace("BODY", "self.body(x)").replace("LOSS", "ddp.module.get_loss(out)")
+    res = run_script(src)
+    assert res.code != 0
+    first = res.findings[0]
+    assert (first["code"], first["line"]) == ("GT134", marked_line(src)), res.findings
+
+
+def test_ddp_loss_inside_forward_runs_clean(run_script):
+    res = run_script(DDP.replace("BODY", "self.crf(self.body(x))").replace(
+        "LOSS", "out.pow(2).mean()"))
+    assert res.code == 0, res.err
+    assert [f["code"] for f in res.findings if f["code"] in ("GT134", "GT882")] == [], \
+        res.findings
