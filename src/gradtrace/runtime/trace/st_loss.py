@@ -13,9 +13,10 @@ which must compare the lookup itself (``F.mse_loss(z, x.detach())``), not the st
 
 Run-time facts, no per-op work: a straight-through add is already tagged on its node
 (NOTE [difference with its straight-through copy]); the tag now holds the site of the
-``.detach()`` it adds. Before one of the comparison losses (``COMPARE``, NOTE [teacher target
-computed with grad]; the first ``_CALLS`` calls), a side whose node is such a tagged add and an
-other side without a graph (a detached value, data) keep the loss's line for that ``.detach()``.
+``.detach()`` it adds. Before one of the comparison losses (``COMPARE``, see
+NOTE [teacher target computed with grad]; the first ``_CALLS`` calls), a side whose node is such
+a tagged add and an other side without a graph (a detached value, data) keep the loss's line
+for that ``.detach()``.
 When a parameter got no gradient because of that very cut, the finding names the loss line,
 with the straight-through expression as related. Silent: the codebook loss on the lookup (the
 fix), the straight-through output fed to a decoder or to a loss against data while the
