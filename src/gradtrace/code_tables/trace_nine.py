@@ -1,6 +1,6 @@
 """GT900-GT949: runtime codes opened in session 50, when the 8xx ranges were full (GT950 up is
 another table's); silent bugs the run sees: a log whose epsilon guard drowns the gradient of a
-saturated sigmoid, an in-place result used as a value."""
+saturated sigmoid, an in-place result used as a value, a difference of a tensor with itself."""
 from __future__ import annotations
 
 from gradtrace.code_tables import Code
@@ -53,4 +53,26 @@ CODES = (
          "Use the out-of-place op (`abs()`, `add(eps)`) where the value is only needed for the "
          "expression.",
          "gradtrace.runtime.trace.inplace_value", severity="warning"),
+    Code("GT902", "difference-of-tensor-with-itself",
+         "a difference subtracts a tensor from another name for the same memory (itself, or a "
+         "view of all of it): it is zero everywhere",
+         "`cur = saved[:n]` with `n = len(saved)`, then `(cur - saved) ** 2`: the slice is the "
+         "whole tensor, so every element is subtracted from itself and the penalty is always "
+         "zero, with no gradient to anything (an EWC or L2-SP anchor that slices or aliases the "
+         "saved copy instead of the current parameter, `p - p_old` with `p_old = p` kept without "
+         "a copy). Nothing fails; the regulariser is off. The run sees a `sub` on the user's line "
+         "whose operands are the same tensor or views of one base with the same shape, strides "
+         "and address and the same `requires_grad` (`x - x.detach()` is left alone), and names "
+         "the statement that bound the view (else the difference).",
+         """
+         cur_param = saved_param[:n_units]
+         penalty = (imp * (cur_param - saved_param) ** 2).sum()
+         """,
+         """
+         cur_param = cur_param[:n_units]
+         penalty = (imp * (cur_param - saved_param) ** 2).sum()
+         """,
+         "Subtract the tensor that is meant (the current parameter, a copy saved with "
+         "`.detach().clone()`).",
+         "gradtrace.runtime.trace.self_diff", severity="warning"),
 )

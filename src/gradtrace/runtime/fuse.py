@@ -71,7 +71,9 @@ CONFIRMED = "confirmed at run time "
 # NOTE [crash in related]
 # A static finding whose cause and symptom are on different lines (a param group added after
 # the scheduler, GT533) names the line that will raise in a related entry worded
-# "... raises here"; a general crash on that line is then its symptom, and its line leads.
+# "... raises here"; a general crash on that line is then its symptom, and its line leads. So
+# does a specific runtime diagnosis on the crash line whose symptom the rule explains
+# (EfficientDet: the run's GT302 at the ReLU applied to a weight, GT133's `m.inplace = True`).
 RAISES_HERE = "raises here"
 # NOTE [error it predicts]
 # A static finding that quotes the error its bug raises (GT619: "raises `RuntimeError:
@@ -182,6 +184,12 @@ def _candidates(r: Finding, static: list[Finding], used: set[int],
     files = {r_path} | {p for p, _ in cause_lines}
     best: tuple[tuple[int, int], int, bool] | None = None
     in_family = [i for i, s in enumerate(static) if s.code in allowed and i not in used]
+    if crash_line is not None and (r_path, r.line) == crash_line:  # NOTE [crash in related]
+        said = next((i for i in in_family if any(
+            (_abs(x.path), x.line) == crash_line and x.message.endswith(RAISES_HERE)
+            for x in static[i].related)), None)
+        if said is not None:
+            return said, True
     for i in in_family:
         s = static[i]
         where = (_abs(s.path), s.line)

@@ -24,7 +24,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "clip": frozenset({"GT504", "GT514"}),
     "graph-kept": frozenset({"GT505"}),
     "inplace-saved": frozenset({"GT601", "GT602", "GT603", "GT605", "GT521", "GT609"}),
-    "inplace-leaf": frozenset({"GT302"}),
+    "inplace-leaf": frozenset({"GT302", "GT133"}),
     "number": frozenset({"GT101", "GT102"}),
     "grad-none": frozenset({"GT301", "GT303", "GT305", "GT307", "GT403", "GT407", "GT408",
                             "GT474"}),  # NOTE [wrapped leaf handed away]
@@ -38,7 +38,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "ddp-unused": frozenset({"GT450", "GT451", "GT452", "GT459", "GT611"}),
     "ddp-unsynced": frozenset({"GT453", "GT454", "GT542"}),
     "ddp-desync": frozenset({"GT455"}),
-    "ddp-ready-twice": frozenset({"GT460"}),
+    "ddp-ready-twice": frozenset({"GT460", "GT134"}),
     "non-finite": frozenset({"GT751", "GT752", "GT753", "GT754", "GT755", "GT756", "GT759",
                              "GT769", "GT776"}),
     "optimizer-rebuilt": frozenset({"GT436"}),

@@ -47,6 +47,18 @@ def fuse_merged(found: list[Finding]) -> list[Finding]:
                     and (f.code, f.path, f.line) not in taken]
 
 
+def unconfirmed(diagnoses: list[Finding], own: list[Finding]) -> list[Finding]:
+    """This process's DDP diagnoses minus those a finding of ``own`` already carries as the
+    run-time confirmation of a static finding (fused in its place: NOTE [ranking] in
+    gradtrace.runtime.fuse), so that the static cause is not preceded by its own evidence."""
+    from gradtrace.runtime.fuse import CONFIRMED
+
+    told = {(r.path, r.line, r.message) for f in own if f.source == "static+runtime"
+            for r in f.related if r.message.startswith(CONFIRMED)}
+    return [d for d in diagnoses
+            if (d.path, d.line, f"{CONFIRMED}({d.code}) {d.message}") not in told]
+
+
 # -- plain findings: which rank saw what ------------------------------------------------------
 def _merge_plain(records: list[Rec], world: int, unused: set[str]) -> list[Finding]:
     seen: dict[tuple[Any, ...], tuple[Finding, list[int]]] = {}

@@ -268,13 +268,13 @@ class RankSession:
     def finish(self, findings: list[Finding], crash: BaseException | None) -> list[Finding]:
         """Write this rank's record; on rank 0 wait for the others and merge."""
         from gradtrace.runtime.distributed.merge import (findings_from_records, fuse_merged,
-                                                         merge_records)
+                                                         merge_records, unconfirmed)
 
         own = [f for f in findings if not _is_ours(f)]
         if self.spawn is not None and self.spawn.spawns:
             return self._finish_spawned(own, crash)
         if not self.info.distributed or self.exchange is None:
-            return findings_from_records([self.record([])], 1) + own
+            return unconfirmed(findings_from_records([self.record([])], 1), own) + own
         if self.status == "running":
             self.status = "crashed" if crash is not None else "finished"
         rec = self.record(own)

@@ -6,7 +6,9 @@ backward() (NOTE [losses kept alive]), an average that skips the statistics
 (NOTE [optimizer cleared, never stepped]), a parameter frozen by a library call's default
 (NOTE [frozen by a library call's default]), a log whose epsilon drowns a saturated
 sigmoid's gradient (NOTE [epsilon that drowns a log's gradient]), an in-place result used as a
-value (NOTE [in-place result used as a value]); joined here for :mod:`.silent`."""
+value (NOTE [in-place result used as a value]); joined here for :mod:`.silent`, which
+puts a difference of a tensor with itself (NOTE [difference of a tensor with itself]) before
+the dead loss terms it explains."""
 from __future__ import annotations
 
 from typing import Any
@@ -21,6 +23,7 @@ from gradtrace.runtime.trace.hooks import param_name
 from gradtrace.runtime.trace.inplace_value import inplace_value_findings
 from gradtrace.runtime.trace.kept_losses import kept_loss_findings
 from gradtrace.runtime.trace.never_stepped import never_stepped_findings
+from gradtrace.runtime.trace.self_diff import self_diff_findings
 from gradtrace.runtime.trace.unused_total import unused_total_findings
 from gradtrace.runtime.trace.zero_diff import zero_diff_findings
 
@@ -34,4 +37,4 @@ def late_findings(state: Any, data: Any) -> list[Finding]:
         + drowned_log_findings(state, data) + inplace_value_findings(state)
 
 
-__all__ = ["late_findings"]
+__all__ = ["late_findings", "self_diff_findings"]

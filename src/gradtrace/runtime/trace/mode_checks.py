@@ -25,6 +25,7 @@ from gradtrace.runtime.trace.fwd_nan import check_output
 from gradtrace.runtime.trace.graph_walk import leaf_tensors
 from gradtrace.runtime.trace.loss_input import bce_failed, check_loss
 from gradtrace.runtime.trace.singleton import check_softmax
+from gradtrace.runtime.trace.st_loss import note_st_loss
 from gradtrace.runtime.trace.teacher_target import note_target
 
 LOG = logging.getLogger("gradtrace.runtime.trace.provenance")
@@ -94,6 +95,7 @@ class ModeChecks:
         busy, self.busy = self.busy, True
         try:
             note_target(self.state, args, kwargs)
+            note_st_loss(self.state, args, kwargs)  # NOTE [loss on the straight-through output]
         except Exception as exc:
             _oops(exc)
         finally:

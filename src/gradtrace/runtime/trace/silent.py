@@ -17,7 +17,7 @@ from gradtrace.runtime.trace.random_buffer import random_buffer_findings
 from gradtrace.runtime.trace.score_weight import score_weight_findings
 from gradtrace.runtime.trace.ema_reads import ema_findings
 from gradtrace.runtime.trace.eval_freeze import eval_freeze_findings
-from gradtrace.runtime.trace.late import late_findings
+from gradtrace.runtime.trace.late import late_findings, self_diff_findings
 from gradtrace.runtime.trace.leaked_step import leaked_findings
 from gradtrace.runtime.trace.loose_leaves import loose_leaf_findings
 from gradtrace.runtime.trace.refrozen import refrozen_findings
@@ -25,6 +25,7 @@ from gradtrace.runtime.trace.fix_lines import frozen_beside, other_stepped
 from gradtrace.runtime.trace.events import event_findings
 from gradtrace.runtime.trace.singleton import singleton_findings
 from gradtrace.runtime.trace.soft_target import soft_target_findings
+from gradtrace.runtime.trace.st_loss import st_loss_reason
 from gradtrace.runtime.trace.teacher_target import teacher_target
 from gradtrace.runtime.trace.windows import window_findings
 from gradtrace.runtime.trace.declared import (declared_unused, norm_left_out, parent_idle,
@@ -71,9 +72,9 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
     out = lead + alias_findings(data) + (parameter_findings(state, data) if live
                                          else list(data.snapshot))
     steps = any(r.steps for r in data.optimizers.values())
-    out += shared_findings(data.shared, steps) + dead_term_findings(state, data, out) + \
-        loss_input_findings(state, data) + soft_target_findings(state, data) + \
-        score_weight_findings(state) + \
+    out += shared_findings(data.shared, steps) + self_diff_findings(state) + \
+        dead_term_findings(state, data, out) + loss_input_findings(state, data) + \
+        soft_target_findings(state, data) + score_weight_findings(state) + \
         schedule_findings(data) + erased_findings(data) + eval_freeze_findings(data) + \
         inverted_decay_findings(data) + random_buffer_findings(state, data) + \
         thrown_away_findings(data) + restored_lr_findings(data)
@@ -83,8 +84,7 @@ def silent_findings(state: TraceState, data: HookState) -> list[Finding]:
         requires_grad_attribute(data) + idle + late_thaw_findings(state, data) + _optimizer_events(data, state) + \
         event_findings(state, steps) + discarded(state, data) + leaked_findings(state) + \
         window_findings(state, data) + closure_findings(state) + swap_findings(state) + \
-        nonfinite_findings(state, data) + \
-        singleton_findings(state) + ema_findings(state) + last + \
+        nonfinite_findings(state, data) + singleton_findings(state) + ema_findings(state) + last + \
         chained_state_findings(state, data) + \
         nan_loss_findings(state, data)  # NOTE [NaN loss, finite gradients]: a symptom, last
 
@@ -204,8 +204,8 @@ def _cut_reason(state: TraceState, p: Tensor, rec: ModuleRecord | None) -> Reaso
                 f"this line stores plain numbers (from `{c.origin.op}()` at line "
                 f"{c.origin.site.line}) in the list that line {c.site.line} turns into a "
                 "tensor without a graph", STORED_FIX, related)
-    lead = grad_off_line(c)
-    return (code_for(CUT_KIND.get(c.reason, "graph-cut"), "GT820"), lead or c.site,
+    code, lead = code_for(CUT_KIND.get(c.reason, "graph-cut"), "GT820"), grad_off_line(c)
+    return st_loss_reason(state, c, code, related) or (code, lead or c.site,
             f"it is used, but the graph was cut here: {c.describe()}",
             "keep the path from this parameter to the loss attached (no .detach()/.item()/"
             "no_grad on it)", related)

@@ -45,9 +45,10 @@ from gradtrace.runtime.frames import Site, raw_site
 from gradtrace.runtime.trace.classify import call_name
 from gradtrace.runtime.trace.mode_checks import _oops
 from gradtrace.runtime.trace.records import created_site
+from gradtrace.runtime.trace.self_diff import note_self_difference
+from gradtrace.runtime.trace.st_loss import META_ST
 
 KIND = "residual-minus-straight-through"  # its static twin: GT130
-META_ST = "gradtrace_straight_through"
 _DEPTH = 12
 _SITES = 16
 _ADDS = frozenset({"add", "__add__", "__radd__"})
@@ -57,6 +58,7 @@ _PASS = frozenset({"CloneBackward0", "AliasBackward0", "BackwardHookFunctionBack
                    "ToCopyBackward0"})
 _WALKED = _PASS | {"AddBackward0", "SubBackward0", "TransposeBackward0", "PermuteBackward0"}
 _BY_STATE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LAST: list[Any] = [None]  # the site of the cut of the straight-through add being made
 Tensor = torch.Tensor
 
 
@@ -69,6 +71,7 @@ def on_combine(state: Any, func: Any, args: tuple[Any, ...]) -> bool:
         if straight_through_add(state, func, args):
             return True
         note_difference(state, func, args)
+        note_self_difference(state, call_name(func), args[0], args[1])
     except Exception as exc:  # recording must never break the user's program
         _oops(exc)
     return False
@@ -83,14 +86,17 @@ def straight_through_add(state: Any, func: Any, args: tuple[Any, ...]) -> bool:
         return False
     const = a if b.requires_grad else b
     hit = state.cuts.get(id(const))
-    return hit is not None and hit[0]() is const and hit[1].reason in _CUT_REASONS
+    if hit is None or hit[0]() is not const or hit[1].reason not in _CUT_REASONS:
+        return False
+    _LAST[0] = hit[1].site  # tag() reads it: NOTE [loss on the straight-through output]
+    return True
 
 
 def tag(out: Any) -> None:
-    """Mark the straight-through add's node (after the call)."""
+    """Mark the straight-through add's node (after the call) with its cut's site."""
     gf = getattr(out, "grad_fn", None)
     if gf is not None and type(gf).__name__ == "AddBackward0":
-        gf.metadata[META_ST] = True
+        gf.metadata[META_ST] = _LAST[0] or True
 
 
 def note_difference(state: Any, func: Any, args: tuple[Any, ...]) -> None:

@@ -225,7 +225,7 @@ class InplaceActivationOnParameter(Rule):
         passes = list(_passes(ctx))  # NOTE [in-place activation on a parameter]
         for call, cls, q, made in apps:
             act, param = _self_attr(call.func), _self_attr(call.args[0])
-            rel = Related(ctx.path, call.lineno, f"`{cls}` applies it to `self.{param}` here",
+            rel = Related(ctx.path, call.lineno, f"`{cls}` applies it to `self.{param}`: raises here",
                           ctx.column(call))
             if any(k.arg == "inplace" and _is_true(k.value) for k in made.keywords) or (
                     q in ("torch.nn.ReLU", "torch.nn.ReLU6", "torch.nn.SELU", "torch.nn.SiLU")
