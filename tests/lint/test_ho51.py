@@ -105,3 +105,71 @@ def test_gt135_silent_when_the_outputs_cannot_be_counted():
                              "return centre(x)").replace(
         "class Op", "def centre(x):\n    return x - x.mean(0, keepdim=True)\n\nclass Op")
     assert _found(src) == []
+
+
+# ---- 2: GT202 past the single-process fallback of a gather helper ------------------------------
+# NOTE [arm without a process group]: in a file that starts a process group, the
+# `if not dist.is_initialized(): return x` arm does not run where the program trains across
+# processes; what the helper returns there is made under its `@torch.no_grad()`.
+
+GATHER = '''
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+@torch.no_grad()
+def gather_rows(x):
+    if not (dist.is_available() and dist.is_initialized()):
+        return x
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size())]
+    dist.all_gather(parts, x.contiguous())
+    return torch.cat(parts)
+
+
+def fit(init):
+    if init is not None:
+        dist.init_process_group("gloo", init_method=init, rank=0, world_size=1)
+    net = nn.Linear(4, 3)
+    try:
+        for _ in range(2):
+            z = gather_rows(net(torch.randn(6, 4)))
+            loss = torch.logsumexp(z @ z.t(), dim=1).mean()
+            net.zero_grad()
+            loss.backward()
+            with torch.no_grad():
+                for p in net.parameters():
+                    p -= 0.1 * p.grad
+    finally:
+        if init is not None:
+            dist.destroy_process_group()
+    return net
+'''
+
+
+def _fit(src: str, init: str | None) -> BaseException | None:
+    ns: dict = {}
+    exec(compile(textwrap.dedent(src), "<snippet>", "exec"), ns)
+    try:
+        net = ns["fit"](init)
+    except RuntimeError as e:
+        return e
+    assert net.weight.grad is not None and net.weight.grad.abs().sum() > 0
+    return None
+
+
+def test_gt202_twin_gather_helper_fallback_left_out(tmp_path):
+    assert [f for f in _found(GATHER) if f[0] == "GT202"] == [("GT202", 7)]
+    err = _fit(GATHER, f"file://{tmp_path / 'pg'}")  # the run across processes (world size 1)
+    assert err is not None and "does not require grad" in str(err)
+
+
+def test_gt202_lookalike_file_starts_no_process_group():
+    # a single-process program: the fallback is the arm that runs, the graph is kept
+    src = GATHER.replace('''    if init is not None:
+        dist.init_process_group("gloo", init_method=init, rank=0, world_size=1)
+''', "")
+    assert src != GATHER
+    assert _found(src) == []
+    assert _fit(src, None) is None
+
