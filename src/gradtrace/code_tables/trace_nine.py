@@ -53,34 +53,4 @@ CODES = (
          "Use the out-of-place op (`abs()`, `add(eps)`) where the value is only needed for the "
          "expression.",
          "gradtrace.runtime.trace.inplace_value", severity="warning"),
-    Code("GT926", "custom-function-grad-arguments",
-         "a custom autograd.Function.backward takes another number of gradients than forward "
-         "returns outputs",
-         "Autograd calls `backward(ctx, *grads)` with one gradient per output of `forward`: a "
-         "zero tensor for an output marked with `ctx.mark_non_differentiable`, None for an "
-         "output that is not a tensor. A `backward(ctx, grad_output)` for a forward returning "
-         "`(out, mean, var)` raises `TypeError: F.backward() takes 2 positional arguments but 4 "
-         "were given` before any of its lines runs, so the traceback ends in torch. The run "
-         "finds the Function in the graph of the failed backward by the name the message "
-         "gives and names its `backward`, under the static rule's code (GT135) when it does.",
-         """
-         @staticmethod
-         def forward(ctx, x):
-             return x - x.mean(0), x.mean(0)
-
-         @staticmethod
-         def backward(ctx, g):
-             return g
-         """,
-         """
-         @staticmethod
-         def forward(ctx, x):
-             return x - x.mean(0), x.mean(0)
-
-         @staticmethod
-         def backward(ctx, g, g_mean):
-             return g
-         """,
-         "Take one gradient argument per forward output, or `*grads`.",
-         "gradtrace.runtime.trace.grad_arguments"),
 )

@@ -229,7 +229,7 @@ b = torch.randn(3, requires_grad=True)
 Mul.apply(a, b).sum().backward()
 """),
     _p("function-grad-arguments", r"[\w.<>]+\.backward\(\) (takes \d+ positional arguments? but "
-       r"\d+ were given|missing \d+ required positional argument)", "GT926",
+       r"\d+ were given|missing \d+ required positional argument)", "GT811",
        "a custom autograd.Function.backward takes the wrong number of gradients",
        """Autograd calls backward(ctx, *grads) with one gradient per output of forward (zeros
        for outputs marked non-differentiable, None for outputs that are not tensors).""",

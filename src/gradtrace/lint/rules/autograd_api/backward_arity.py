@@ -105,7 +105,7 @@ class BackwardGradArgumentsMismatch(Rule):
                 @staticmethod
                 def backward(ctx, grad_out):
                     return grad_out - grad_out.mean(0)
-            """, at=(10, 4)),
+            """, at=(11, 4)),
         Good("""
             import torch
 
