@@ -228,6 +228,23 @@ a = torch.randn(3, requires_grad=True)
 b = torch.randn(3, requires_grad=True)
 Mul.apply(a, b).sum().backward()
 """),
+    _p("function-grad-arguments", r"[\w.<>]+\.backward\(\) (takes \d+ positional arguments? but "
+       r"\d+ were given|missing \d+ required positional argument)", "GT811",
+       "a custom autograd.Function.backward takes the wrong number of gradients",
+       """Autograd calls backward(ctx, *grads) with one gradient per output of forward (zeros
+       for outputs marked non-differentiable, None for outputs that are not tensors).""",
+       """Take one argument per forward output (or *grads).""",
+       _HEAD + """class Stats(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2, x.mean()
+
+    @staticmethod
+    def backward(ctx, g):  # <- cause
+        return g * 2
+x = torch.randn(3, requires_grad=True)
+Stats.apply(x)[0].sum().backward()
+""", twin="function-grad-arguments"),
     _p("grad-unused-input", r"(One of the differentiated Tensors|The differentiated Tensor at "
        r"index \d+) appears to not have been used in the graph", "GT812",
        "torch.autograd.grad over an input that the output does not depend on",

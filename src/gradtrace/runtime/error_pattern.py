@@ -49,6 +49,7 @@ STATIC_TWINS: dict[str, tuple[str, str]] = {
     "graph-reused-across-steps": ("GT507", "graph-reused-across-steps"),
     "state-carried-across-steps": ("GT506", "hidden-state-not-detached"),
     "function-grad-count": ("GT701", "backward-gradient-count-mismatch"),
+    "function-grad-arguments": ("GT135", "backward-grad-arguments-mismatch"),
     "tensor-op-result-discarded": ("GT708", "tensor-op-result-discarded"),
     "out-argument-requires-grad": ("GT604", "out-argument-requires-grad"),
     "inplace-on-saved-tensor": ("GT602", "inplace-write-to-saved-output"),

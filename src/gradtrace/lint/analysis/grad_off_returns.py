@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.grad_sources import local_sources
 from gradtrace.lint.analysis.reach import disables_grad
+from gradtrace.lint.analysis.undistributed_arms import without_process_group
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import walk
 
@@ -155,8 +156,8 @@ def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | No
     values = []
     attrs: list[ast.AST] = []
     for r in ctx.scope(fn).stmts:
-        if not isinstance(r, ast.Return) or r.value is None:
-            continue
+        if not isinstance(r, ast.Return) or r.value is None or without_process_group(ctx, r):
+            continue  # (the last: NOTE [arm without a process group])
         v = r.value
         if element is not None:
             if not isinstance(v, ast.Tuple) or len(v.elts) != arity:

@@ -425,6 +425,7 @@ from gradtrace.runtime.trace.stepped_reuse import stale_after_step  # noqa: E402
 from gradtrace.runtime.trace.diagnose_freed import (added_to_old_loss, freed_earlier,  # noqa: E402
                                                     freed_root)
 from gradtrace.runtime.trace.diagnose_crash import TRACED  # noqa: E402
+from gradtrace.runtime.trace.grad_arguments import function_grad_arguments  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,
@@ -435,4 +436,5 @@ _ANALYZERS: dict[str, Analyzer] = {
     "inference-saved": lambda *a: inplace_update_of_inference(*a) or _inference(*a),
     "function-grad-count": _function_count, "grad-unused-input": _unused_input,
     "requires-grad-dtype": _requires_grad_dtype, "requires-grad-non-leaf": _requires_grad_non_leaf,
-    "grad-shape": gradient_shape_now, **TRACED}
+    "grad-shape": gradient_shape_now,
+    "function-grad-arguments": function_grad_arguments, **TRACED}
