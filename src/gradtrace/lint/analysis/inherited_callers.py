@@ -1,4 +1,5 @@
-"""Whether a base class of another file of the project runs a method after a mode switch.
+"""Whether a base class of another file of the project runs a method after a mode switch;
+which method of a base class ``self.<name>(...)`` runs.
 
 # NOTE [template callers]
 A method that overrides one of its base class's (``nnUNetTrainerV2.run_iteration(self,
@@ -21,6 +22,47 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
 MAX_HOPS = 3
+
+
+def inherited_method(ctx: Context, call: ast.Call, where: ast.AST
+                     ) -> tuple[Context, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    """``self.get_losses(...)`` in a method of a class of the file that does not define
+    ``get_losses``: the (context, method) of the nearest base class defining it, of this file
+    or (three hops) of another file of the project (a curious agent's ``learn`` computing its
+    losses with ``ACAgent.get_losses``); None when not found or the class stores the name."""
+    f = call.func
+    cls = ctx.analysis.class_of(where)
+    if not (isinstance(f, ast.Attribute) and dotted(f.value) == "self") or cls is None \
+            or f.attr in cls.methods or f.attr in cls.attrs:
+        return None
+    return _base_method(ctx, cls.node, f.attr, 0, set())
+
+
+def callee_or_inherited(ctx: Context, call: ast.Call, where: ast.AST
+                        ) -> tuple[Context, ast.AST | None]:
+    """(context, function) ``call`` runs: a function of the file, else a base's method."""
+    fn = ctx.analysis.callee(call, where)
+    return (ctx, fn) if fn is not None else inherited_method(ctx, call, where) or (ctx, None)
+
+
+def _base_method(ctx: Context, node: ast.ClassDef, name: str, hops: int, seen: set[int]
+                 ) -> tuple[Context, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+    if hops > MAX_HOPS or id(node) in seen:
+        return None
+    seen.add(id(node))
+    for b in node.bases:
+        own = ctx.analysis.classes.get(b.id) if isinstance(b, ast.Name) else None
+        got = (ctx, own.node) if own is not None else foreign_def(ctx, b)
+        if got is None or not isinstance(got[1], ast.ClassDef):
+            continue
+        bctx, bnode = got
+        for m in bnode.body:
+            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)) and m.name == name:
+                return bctx, m
+        found = _base_method(bctx, bnode, name, hops + 1, seen)
+        if found is not None:
+            return found
+    return None
 
 
 def base_switches_mode(ctx: Context, fn: ast.AST) -> bool:
