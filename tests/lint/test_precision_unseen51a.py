@@ -126,3 +126,72 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
 @pytest.mark.parametrize("which", [0, 1], ids=["look-alike", "twin"])
 def test_shape(name: str, which: int) -> None:
     judge(PRELUDE, SHAPES[name][which])
+
+
+# bdvllrs/curiosity-driven-rl-agents: the curious agent's `learn` unpacks
+# `loss_critic, actor_loss = self.get_losses(...)`, a method of its base class in another
+# file whose two losses run through separate critic calls; GT509 read the two names as one
+# graph (the helper out of sight). Twin: both losses read one critic call (reported; the
+# second backward raises).
+AGENT = '''
+import torch
+import torch.nn as nn
+
+
+class Agent:
+    def __init__(self):
+        self.actor = nn.Linear(4, 2)
+        self.critic = nn.Linear(6, 1)
+        self.actor_opt = torch.optim.SGD(self.actor.parameters(), lr=0.1)
+
+    def get_losses(self, s, a, r):
+        q = self.critic(torch.cat([s, a], 1))
+        loss_critic = (r - q).pow(2).mean()
+        actor_loss = -{actor}.mean()
+        return loss_critic, actor_loss
+'''
+
+CURIOUS = '''
+import torch
+from .agents import Agent
+
+
+class Curious(Agent):
+    def learn(self, s, a, r):
+        loss_critic, actor_loss = self.get_losses(s, a, r)
+        loss_critic.backward()
+        self.actor_opt.zero_grad()
+        actor_loss.backward()
+        self.actor_opt.step()
+'''
+
+
+@pytest.mark.parametrize("actor,lines", [
+    ("self.critic(torch.cat([s, self.actor(s)], 1))", []), ("q", [9])],
+    ids=["look-alike", "twin"])
+def test_loss_helper_of_a_base_class(tmp_path, actor: str, lines: list[int]) -> None:
+    import importlib
+    import sys
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    pkg = tmp_path / "agentpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "agents.py").write_text(AGENT.replace("{actor}", actor))
+    (pkg / "curious.py").write_text(CURIOUS)
+    found = check_paths([str(pkg)], Settings()).findings
+    assert sorted(f.line for f in found if f.code == "GT509") == lines
+    sys.path.insert(0, str(tmp_path))
+    try:
+        sys.modules.pop("agentpkg", None), sys.modules.pop("agentpkg.agents", None)
+        sys.modules.pop("agentpkg.curious", None)
+        agent = importlib.import_module("agentpkg.curious").Curious()
+        args = (torch.randn(3, 4), torch.randn(3, 2), torch.randn(3, 1))
+        if lines:
+            with pytest.raises(RuntimeError, match="second time"):
+                agent.learn(*args)
+        else:
+            agent.learn(*args)
+            assert agent.actor.weight.grad is not None
+    finally:
+        sys.path.remove(str(tmp_path))
