@@ -12,14 +12,16 @@ Some results never carry a graph, whatever their inputs hold (checked on torch 2
 * a tensor method or ``torch.*`` function whose receiver and arguments are all such values
   (``(oss & tss).sum(axis=[1, 2])``, ``((inter + s) / (union + s)).mean()``): an operation
   on tensors that do not require grad records nothing (``requires_grad_`` aside);
-* a NumPy function's result (``np.ones(shape) * 10``): an ndarray holds no autograd graph;
+* a NumPy function's result (``np.ones(shape) * 10``), a method of one, ``t.numpy()``,
+  ``a.astype(dtype)``: an ndarray holds no autograd graph;
   ``torch.from_numpy(a)`` and ``torch.tensor(data)`` (no ``requires_grad=``) make a tensor
   without history whatever they are given;
 * a dict, list or tuple of such values, a subscript of one.
 
 A function of the file whose every ``return`` (at least one with a value) is such a value, a
 name followed to every value the function binds it to (never a parameter, a loop or ``with``
-target), hands back no graph: an IoU computed from thresholded masks, a metrics dict of
+target; a parameter only where it is known to hold no tensor, NOTE [known not a tensor]),
+hands back no graph: an IoU computed from thresholded masks, a metrics dict of
 ``.item()`` numbers. GT505 (and the graph facts of GT505-GT509) read its calls as graphless.
 """
 from __future__ import annotations
@@ -28,11 +30,15 @@ import ast
 
 from gradtrace.lint.analysis.cuts import NON_VALUE_ATTRS, NUMBER_FUNCS
 from gradtrace.lint.analysis.modules import DEFS
+from gradtrace.lint.analysis.narrowed import no_tensor_at
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import bfs_walk
 
 NUMBER_METHODS = frozenset({"item", "tolist", "numel", "dim", "ndimension", "nelement",
                             "size"})
+# `t.numpy()` (an ndarray; raises on a tensor that requires grad), `a.astype(dtype)` (no
+# tensor has `astype`): an ndarray, whatever the receiver held
+ARRAY_METHODS = frozenset({"numpy", "astype"})
 CONTAINERS = (ast.List, ast.Tuple, ast.Set)
 # tensors made anew from data, without history whatever they are given
 FRESH_LEAVES = frozenset({"torch.from_numpy", "torch.tensor"})
@@ -78,42 +84,42 @@ def _returns_graphless(ctx: Context, fn: ast.AST) -> bool:
     params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}  # type: ignore
     seen: set[str] = set()
 
-    def name_ok(name: str) -> bool:
-        if name in params:
-            return False
+    def name_ok(name: str, at: ast.stmt) -> bool:
+        if name in params:  # NOTE [known not a tensor]: handed back where it is none
+            return not scope.bindings.get(name) and no_tensor_at(name, at, scope, ctx)
         if name in seen:
             return True  # a cycle (``x = x.sum()``): decided by its other values
         seen.add(name)
         bs = scope.bindings.get(name, ())
         return bool(bs) and all(b.value is not None and isinstance(
-            b.stmt, (ast.Assign, ast.AnnAssign)) and ok(b.value) for b in bs)
+            b.stmt, (ast.Assign, ast.AnnAssign)) and ok(b.value, b.stmt) for b in bs)
 
-    def ok(e: ast.AST | None) -> bool:
+    def ok(e: ast.AST | None, at: ast.stmt) -> bool:
         if e is None or isinstance(e, (ast.Constant, ast.JoinedStr, ast.Compare)):
             return True
         if isinstance(e, ast.Name):
-            return name_ok(e.id)
+            return name_ok(e.id, at)
         if isinstance(e, ast.BinOp):
-            return ok(e.left) and ok(e.right)
+            return ok(e.left, at) and ok(e.right, at)
         if isinstance(e, ast.UnaryOp):
-            return ok(e.operand)
+            return ok(e.operand, at)
         if isinstance(e, ast.BoolOp):
-            return all(ok(v) for v in e.values)
+            return all(ok(v, at) for v in e.values)
         if isinstance(e, ast.IfExp):
-            return ok(e.body) and ok(e.orelse)
+            return ok(e.body, at) and ok(e.orelse, at)
         if isinstance(e, CONTAINERS):
-            return all(ok(v) for v in e.elts)
+            return all(ok(v, at) for v in e.elts)
         if isinstance(e, ast.Dict):
-            return all(ok(v) for v in e.values)
+            return all(ok(v, at) for v in e.values)
         if isinstance(e, ast.Subscript):
-            return ok(e.value)
+            return ok(e.value, at)
         if isinstance(e, ast.Attribute):
             return e.attr in NON_VALUE_ATTRS and e.attr != "grad"
         if isinstance(e, ast.Call):
-            return _call_ok(ctx, e, ok)
+            return _call_ok(ctx, e, lambda x: ok(x, at))
         return False
 
-    return all(ok(r.value) for r in rets)
+    return all(ok(r.value, r) for r in rets)
 
 
 def _call_ok(ctx: Context, e: ast.Call, ok: object) -> bool:
@@ -128,8 +134,9 @@ def _call_ok(ctx: Context, e: ast.Call, ok: object) -> bool:
             any(k.arg == "requires_grad" for k in e.keywords):
         return True
     if isinstance(f, ast.Attribute):
-        if f.attr in NUMBER_METHODS:
-            return True
+        if f.attr in NUMBER_METHODS or f.attr in ARRAY_METHODS or isinstance(f.value, ast.Call) \
+                and (ctx.qualified_name(f.value.func) or "").startswith("numpy."):
+            return True  # an ndarray's method gives an ndarray (or a number), whatever it takes
         return f.attr != "requires_grad_" and ok(f.value) and all(  # type: ignore[operator]
             ok(a) for a in args)  # type: ignore[operator]
     return q.startswith("torch.") and not q.startswith(("torch.nn.", "torch.autograd.")) \

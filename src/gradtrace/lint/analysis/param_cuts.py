@@ -6,7 +6,8 @@ only inside calls that cut the graph (``.detach()``, ``.item()``, ``Variable(...
 ``torch.tensor(...)``, ``.data``, or under ``no_grad``): a graph passed there is not carried
 into the result. A name read only inside a subscript's brackets (an index, a slice's bounds:
 ``x[i, :, start:end]``) carries none either: indexing differentiates the indexed tensor only
-(an integer or bool index has no gradient; a float one is refused by PyTorch).
+(an integer or bool index has no gradient; a float one is refused by PyTorch). A function
+whose every ``return`` holds no graph (NOTE [graphless by construction]) cuts every parameter.
 :class:`CutParams` gives, by the function's name, the positions of such parameters, and
 for ``self.<attr>(...)`` running a module of the file the ``forward`` parameters some path
 leaves unread, and for ``crit(...)`` on an instance of a module class of another file of the
@@ -56,7 +57,7 @@ class CutParams:
             out: frozenset[int] | None = None
             for fn in defs_by_name(self._ctx).get(name, ()):
                 params = [a.arg for a in fn.args.posonlyargs + fn.args.args]
-                free = _live_reads(fn, self._ctx)
+                free = set() if _graphless(self._ctx, fn) else _live_reads(fn, self._ctx)
                 cut = frozenset(i for i, p in enumerate(params) if p not in free)
                 if cut:
                     out = cut if out is None else out & cut
@@ -134,6 +135,11 @@ class CutParams:
         if fn is None or len(fwds) != 1:
             return None
         return _forward_skips_of(fn, self._ctx)
+
+
+def _graphless(ctx: Context, fn: ast.AST) -> bool:
+    from gradtrace.lint.analysis.graphless_returns import returns_graphless
+    return returns_graphless(ctx, fn)
 
 
 def instance_skips(ctx: Context, scope: object, call: ast.Call, line: int

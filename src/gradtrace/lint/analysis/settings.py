@@ -6,7 +6,10 @@ statements around each statement: ``name == c``, ``name in (c1, c2)``, a flag te
 truth (``if self.auto:``), their negations and ``else`` arms, and each part of an ``and`` in a
 body, with the name bound nowhere between the two tests (nor, for a flag, given to a method
 call, nor a call on its object that may set it: ``self.eval()`` between two tests of
-``self.training``).
+``self.training``). A setting may be read through a configuration accessor called without
+arguments (``if config().sim.agent.step == "ICM":`` ... ``if config().sim.agent.step ==
+"RF":``, a curiosity agent's one update per run): the accessor gives the run's one
+configuration, read the same at both tests.
 """
 from __future__ import annotations
 
@@ -49,11 +52,23 @@ def setting_name(e: ast.expr) -> str | None:
     """``args.sched`` by its dotted name; ``config['scheduler']`` or ``self.args['optim']`` (a
     setting read from a dict by a constant key, as nested-unet's ``train.py`` does) by its
     dotted name and key; so is a flag kept in a dict entry (``cfg["per_iter"] = False`` in the
-    plateau's arm, then ``if cfg["per_iter"]: scheduler.step()``)."""
+    plateau's arm, then ``if cfg["per_iter"]: scheduler.step()``); so is an attribute of a
+    configuration accessor called without arguments (``config().sim.agent.step``)."""
     if isinstance(e, ast.Subscript) and isinstance(e.slice, ast.Constant) \
             and isinstance(e.slice.value, (str, int)) and (base := dotted(e.value)):
         return f"{base}[{e.slice.value!r}]"
-    return dotted(e)
+    return dotted(e) or _accessed(e)
+
+
+def _accessed(e: ast.expr) -> str | None:
+    """``config().sim.agent.step`` as ``config().sim.agent.step``: attributes of what an
+    accessor called without arguments returns (the run's configuration)."""
+    parts: list[str] = []
+    while isinstance(e, ast.Attribute):
+        parts.append(e.attr)
+        e = e.value
+    root = dotted(e.func) if isinstance(e, ast.Call) and not e.args and not e.keywords else None
+    return f"{root}()." + ".".join(reversed(parts)) if parts and root else None
 
 
 def _rebound(scope: Scope, name: str, first: int, last: int) -> bool:

@@ -5,12 +5,14 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.dropped_returns import dropped_element
 from gradtrace.lint.analysis.selectors import only_selects
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.numerics._ops import (
-    carries_graph, has_positive_shift, in_training, input_feature, resolve, strip, torch_op)
+    _callers, carries_graph, has_positive_shift, in_training, input_feature, resolve, strip,
+    torch_op)
 from gradtrace.lint.rules.numerics._zeros import (
     DISTANCE, FLOOR, MSE, SINE, VARIANCE, zero_at_coincidence,
 )
@@ -127,7 +129,8 @@ class SqrtOfPossibleZero(Rule):
     (a perfect fit, zero-initialised outputs) and its gradient there is NaN (checked on torch
     2.13); `torch.sqrt(mse + 1e-8)` keeps it finite.
     A root whose value is only compared or turned into indices (`dist.min(1)` to pick the
-    closest mode, then `min_dist < th`) is never differentiated and is not reported.
+    closest mode, then `min_dist < th`) is never differentiated and is not reported, nor one a
+    helper binds only to return it in a tuple position every caller drops.
     A weighted variance is one too (NOTE [weighted squared deviations]): `torch.sqrt(var)`
     with `var = torch.sum(dx2 * w, -1) / n` and `dx2 = (x - mean) ** 2`, a statistics
     pooling's standard deviation, is 0 for a constant input or all-zero weights (pyannote's
@@ -269,7 +272,8 @@ class SqrtOfPossibleZero(Rule):
         if what and in_training(ctx, node, forward=what not in (DISTANCE, MSE),
                                 through_forward=not floor and not input_feature(ctx)) \
                 and carries_graph(ctx, operand, node, numeric=True) \
-                and not only_selects(ctx.scope(), node):
+                and not only_selects(ctx.scope(), node) \
+                and not dropped_element(ctx, ctx.statement, ctx.function, _callers):
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
                 "add an epsilon inside the sqrt: `torch.sqrt(mse + 1e-8)`" if what == MSE else \

@@ -14,6 +14,7 @@ from gradtrace.lint.analysis.proven_graph import proven_link
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.analysis.steps import Step
 from gradtrace.lint.analysis.settings import exclusive_settings
+from gradtrace.lint.analysis.inherited_callers import callee_or_inherited
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, facts
 from gradtrace.lint.rules.training_loop._unstepped import _read_into_unstepped
 from gradtrace.lint.rules.training_loop._selector import switched_passes
@@ -160,17 +161,16 @@ def _graph_key(b: Binding, f: LoopFacts) -> int:
 
 
 def _separate_results(f: LoopFacts, call: ast.Call) -> bool:
-    """``q1_loss, q2_loss = self.critic_losses(batch)``: a function or method of the file
-    whose every ``return`` is a tuple of names that depend on no common graph-carrying value
-    (two critics' losses against a target computed under ``no_grad``): each unpacked name
-    holds its own graph. False when unknown (a module's forward, a library call)."""
-    fn = None if handed_in(f, call) else f.ctx.analysis.callee(call, f.node)
+    """``q1, q2 = self.critic_losses(batch)``: a function of the file (or a base's method) whose
+    every ``return`` is a tuple of names depending on no common graph-carrying value (losses
+    against a ``no_grad`` target): each name holds its own graph. False when unknown."""
+    octx, fn = (f.ctx, None) if handed_in(f, call) else callee_or_inherited(f.ctx, call, f.node)
     if fn is None:
         return disjoint_arguments(f, call)  # NOTE [unknown pair]
     memo: dict[int, bool] = f.ctx.memo("gt509-separate-results", f.ctx.tree, dict)
     if id(fn) not in memo:
         memo[id(fn)] = False  # (recursion guard)
-        inner = facts(f.ctx, fn)
+        inner = facts(octx, fn)
         g = graphs(inner.scope)
         rets = [r for r in inner.scope.stmts if isinstance(r, ast.Return)]
         ok = bool(rets)
