@@ -56,7 +56,26 @@ def weightless_file_class(name: str | None, ctx: Context) -> bool:
     return ctx.memo("weightless-file-class", info.node, lambda: _weightless(info.node, ctx))
 
 
-def _weightless(cls: ast.ClassDef, ctx: Context) -> bool:
+def weightless_but_leaves(name: str, ctx: Context) -> bool:
+    """``name`` is a module class of this file that would hold no weights but for tensors
+    its methods other than ``__init__`` make with ``requires_grad=True`` and store nowhere on
+    ``self``: new leaves of one call, no weights (NOTE [returned fresh leaves])."""
+    info = ctx.analysis.classes.get(name)
+    if info is None or not info.is_module:
+        return False
+
+    def make() -> bool:
+        stored = {id(c) for n in ast.walk(info.node) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Attribute) for t in n.targets) for c in ast.walk(n.value)}
+        made = {id(n) for f in info.node.body if isinstance(f, ast.FunctionDef)
+                and f.name != "__init__" for n in ast.walk(f) if isinstance(n, ast.Call)
+                and id(n) not in stored}
+        return _weightless(info.node, ctx, made)
+    return ctx.memo("weightless-but-leaves", info.node, make)
+
+
+def _weightless(cls: ast.ClassDef, ctx: Context, leaves: frozenset[int] | set[int] = frozenset()
+                ) -> bool:
     if not cls.bases or any(ctx.qualified_name(b) not in ("torch.nn.Module",
                                                           "torch.nn.modules.module.Module")
                             for b in cls.bases):
@@ -74,7 +93,7 @@ def _weightless(cls: ast.ClassDef, ctx: Context) -> bool:
             q = ctx.qualified_name(n.func) or ""
             if isinstance(n.func, ast.Attribute) and n.func.attr in _REGISTERS or \
                     q in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or any(
-                        k.arg == "requires_grad" for k in n.keywords):
+                        k.arg == "requires_grad" for k in n.keywords) and id(n) not in leaves:
                 return False
         if not isinstance(n, (ast.Assign, ast.AnnAssign)):
             continue

@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.layer_params import layer_parameter
 from gradtrace.lint.analysis.param_attrs import file_freezes, forward_methods
+from gradtrace.lint.analysis.returned_leaves import returned_leaf_fn
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import parent_map, scope_nodes, walk
@@ -193,7 +194,6 @@ class FreshLeafBandAid(Rule):
     """
 
     code = "GT119"
-    needs_step = True  # NOTE [step files]
     name = "fresh-leaf-band-aid"
     message = ("`{expr}` makes a new leaf that requires grad from a copy of `{cut}`, and "
                "nothing can read "
@@ -290,9 +290,16 @@ class FreshLeafBandAid(Rule):
                     where=f" (`{excerpt(ctx.source(fwd))}` is run with it, line {fwd.lineno})")
             return
         cut = _fresh_leaf(node, ctx)
-        if cut is None or not ctx.mentions(".backward(") or ctx.scope().grad_off_at(node):
+        if cut is None or ctx.scope().grad_off_at(node):
             return  # made under `torch.no_grad()`: no gradient was meant to flow through it
         parents = _parents(ctx)
+        if not ctx.mentions(".backward("):  # a loss of a file its callers backpropagate
+            loss = returned_leaf_fn(node, parents, ctx, _grad_wanted)
+            if loss is not None:
+                yield self.report(node, ctx, expr=excerpt(ctx.source(node)), cut=excerpt(
+                    ctx.source(cut.value if isinstance(cut, ast.Attribute) else cut)),
+                    where=f" (`{loss.name}` returns it as the loss)")
+            return
         up = parents.get(id(node))
         while isinstance(up, ast.Attribute) and isinstance(parents.get(id(up)), ast.Call):
             node = parents[id(up)]  # `.float()`, `.to(...)` after it: the same values
@@ -301,16 +308,16 @@ class FreshLeafBandAid(Rule):
         related: list[Related] = []
         if isinstance(up, (ast.BinOp, ast.UnaryOp)):
             where = " (an operand of the expression)"
-        elif isinstance(up, ast.Return) and ctx.function is not None:
-            calls = _unreadable_result(ctx.function, ctx)
-            if calls is None:
-                return
+        elif isinstance(up, ast.Return) and ctx.function is not None and \
+                (calls := _unreadable_result(ctx.function, ctx)) is not None:
             where = f" (`{ctx.function.name}` returns it and its callers only compute with it)"
             related = [Related(ctx.path, c.lineno, "its result is used here", ctx.column(c))
                        for c in calls[:3]]
         elif _forward_leaf(node, cut, up, ctx):
             where = (" (`forward` builds its output from it, and the file never asks for a "
                      "gradient)")
+        elif (loss := returned_leaf_fn(node, parents, ctx, _grad_wanted)) is not None:
+            where = f" (`{loss.name}` returns it as the loss)"  # NOTE [returned fresh leaves]
         else:
             return
         yield self.report(node, ctx, related=related, expr=excerpt(ctx.source(node)),
