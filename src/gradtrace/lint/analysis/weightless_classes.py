@@ -91,7 +91,8 @@ def _weightless(cls: ast.ClassDef, ctx: Context, leaves: frozenset[int] | set[in
     for n in ast.walk(cls):
         if isinstance(n, ast.Call):
             q = ctx.qualified_name(n.func) or ""
-            if isinstance(n.func, ast.Attribute) and n.func.attr in _REGISTERS or \
+            if isinstance(n.func, ast.Attribute) and n.func.attr in _REGISTERS and not (
+                    n.func.attr == "requires_grad_" and id(n) in leaves) or \
                     q in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or any(
                         k.arg == "requires_grad" for k in n.keywords) and id(n) not in leaves:
                 return False

@@ -45,9 +45,9 @@ def _fresh_leaf(node: ast.Call, ctx: Context) -> ast.AST | None:
                 return e
             e = e.func if isinstance(e, ast.Call) else e.value  # type: ignore[union-attr]
         return None
-    if (ctx.qualified_name(f) or "") != "torch.tensor" or not node.args or not any(
-            k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
-            and k.value.value is True for k in node.keywords):
+    if not node.args or not any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+                                and k.value.value is True for k in node.keywords) \
+            or (ctx.qualified_name(f) or "") != "torch.tensor":
         return None
     data = node.args[0]
     if any(isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr in
@@ -65,7 +65,10 @@ def _grad_wanted(name: str, ctx: Context) -> bool:
     """Whether the file can ever see the gradient of what ``name`` holds: ``name.grad``, a
     hook or ``retain_grad`` on it, or ``name`` given to ``torch.autograd.*`` or an optimizer."""
     for n in walk(ctx.tree):
-        if isinstance(n, ast.Attribute) and n.attr in GRAD_USES and dotted(n.value) == name:
+        v = n.value if isinstance(n, ast.Attribute) else None
+        while isinstance(v, ast.Subscript):
+            v = v.value  # `got[0].grad`: an element of what the name holds
+        if isinstance(n, ast.Attribute) and n.attr in GRAD_USES and dotted(v) == name:
             return True
         if isinstance(n, ast.Call):
             q = ctx.qualified_name(n.func) or ""
@@ -280,7 +283,7 @@ class FreshLeafBandAid(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if is_parameter_call(node, ctx) and ctx.mentions(".backward("):
+        if ctx.mentions(".backward(") and is_parameter_call(node, ctx):
             fwd = parameter_mid_forward(node, ctx)  # NOTE [parameter made mid-forward]
             if fwd is not None:
                 yield self.report(node, ctx, related=[Related(

@@ -1,0 +1,186 @@
+"""Session 51, helper recall51a: a loss that returns its terms re-made as new leaves (NOTE
+[returned fresh leaves]), judged by its callers in the file or in another file of the
+project. Each shape: a buggy twin with its code and lines, silent look-alikes."""
+from __future__ import annotations
+
+import os
+import textwrap
+
+from gradtrace.lint import check_source
+
+
+def _found(src: str, code: str) -> list[int]:
+    return sorted(f.line for f in check_source(textwrap.dedent(src)) if f.code == code)
+
+
+# a loss module (no weights of its own) hands back each averaged term as a new leaf
+LEAVES = '''
+import torch
+import torch.nn as nn
+
+
+class PartLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ce = nn.CrossEntropyLoss()
+
+    def forward(self, target, pred):
+        parts = {{"a": [], "b": []}}
+        for k in parts:
+            parts[k].append(self.ce(pred, target))
+        return [{leaf} for v in parts.values()]
+
+
+def fit(model, opt, crit, batches):
+    for x, y in batches:
+        opt.zero_grad()
+        got = crit(y, {pred})
+        sum(got).backward()
+        opt.step()
+        {after}
+
+
+model = nn.Linear(3, 2)
+crit = PartLoss()
+fit(model, torch.optim.SGD(model.parameters(), lr=0.1), crit, [])
+'''
+LEAF = "torch.tensor(sum(v) / len(v), requires_grad=True)"
+
+
+def _leaves(leaf: str = LEAF, pred: str = "model(x)", after: str = "pass") -> list[int]:
+    return _found(LEAVES.format(leaf=leaf, pred=pred, after=after), "GT119")
+
+
+def test_loss_module_returns_its_terms_as_new_leaves():
+    assert _leaves() == [15]
+
+
+def test_loss_module_returns_detached_terms_made_leaves():
+    assert _leaves(leaf="(sum(v) / len(v)).detach().requires_grad_(True)") == [15]
+
+
+def test_look_alike_terms_returned_with_their_graph():
+    assert _leaves(leaf="sum(v) / len(v)") == []
+
+
+def test_look_alike_loss_handed_no_graph():
+    # handed data only: no model upstream of the leaves (GT125's shape, not this one)
+    assert _leaves(pred="torch.randn(4, 2)") == []
+
+
+def test_look_alike_constant_leaf_returned():
+    assert _leaves(leaf="torch.tensor(0.0, requires_grad=True)") == []
+
+
+def test_look_alike_leaf_gradient_read_by_the_caller():
+    assert _leaves(after="print(got[0].grad)") == []
+
+
+# a module with weights that leaves its input for an attribution read back through `.grad`
+ATTRIBUTION = '''
+import torch
+import torch.nn as nn
+
+
+class Leaf(nn.Module):
+    def forward(self, h):
+        return h.detach().clone().requires_grad_(True)
+
+
+def saliency(backbone, head, x):
+    feat = Leaf()(backbone(x))
+    head(feat).sum().backward()
+    return feat.grad.abs()
+'''
+
+
+def test_look_alike_leaf_module_for_attribution():
+    assert _found(ATTRIBUTION, "GT119") == []
+
+
+# a loss function hands back a tuple of new leaves; its caller backpropagates their sum
+TUPLE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def two_terms(pred, y):
+    a = F.mse_loss(pred, y)
+    b = pred.abs().mean()
+    return {ret}
+
+
+def step(model, opt, x, y):
+    rec, reg = two_terms(model(x), y)
+    (rec + reg).backward()
+    opt.step()
+
+
+net = nn.Linear(3, 3)
+step(net, torch.optim.SGD(net.parameters(), lr=0.1), torch.randn(2, 3), torch.randn(2, 3))
+'''
+
+
+def test_loss_function_returns_a_tuple_of_new_leaves():
+    ret = "a.detach().requires_grad_(), b.detach().requires_grad_()"
+    assert _found(TUPLE.format(ret=ret), "GT119") == [10, 10]
+
+
+def test_look_alike_loss_function_returns_its_terms():
+    assert _found(TUPLE.format(ret="a, b"), "GT119") == []
+
+
+LOSS_FILE = '''
+import torch
+import torch.nn as nn
+
+
+class PartLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ce = nn.CrossEntropyLoss()
+
+    def forward(self, target, pred):
+        terms = [self.ce(pred, target), pred.pow(2).mean()]
+        return [{leaf} for t in terms]
+'''
+
+TRAIN_FILE = '''
+import torch
+import torch.nn as nn
+from parts import PartLoss
+
+model = nn.Linear(3, 2)
+crit = PartLoss()
+for x, y in [(torch.randn(4, 3), torch.randint(0, 2, (4,)))]:
+    out = model(x)
+    got = crit(y, out)
+    {run}
+'''
+
+
+def _project(tmp_path, leaf: str = "torch.tensor(t.mean(), requires_grad=True)",
+             run: str = "sum(got).backward()") -> list[int]:
+    from gradtrace.lint import check_paths
+    (tmp_path / "parts.py").write_text(LOSS_FILE.format(leaf=leaf))
+    (tmp_path / "train.py").write_text(TRAIN_FILE.format(run=run))
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        found = check_paths(["parts.py"]).findings
+    finally:
+        os.chdir(here)
+    return sorted(f.line for f in found if f.code == "GT119")
+
+
+def test_loss_file_without_a_step_judged_by_its_importer(tmp_path):
+    assert _project(tmp_path) == [13]
+
+
+def test_abroad_look_alike_terms_kept(tmp_path):
+    assert _project(tmp_path, leaf="t") == []
+
+
+def test_abroad_look_alike_value_only_printed(tmp_path):
+    assert _project(tmp_path, run="print([float(g) for g in got])") == []
