@@ -184,3 +184,104 @@ def test_abroad_look_alike_terms_kept(tmp_path):
 
 def test_abroad_look_alike_value_only_printed(tmp_path):
     assert _project(tmp_path, run="print([float(g) for g in got])") == []
+
+
+# an entry of the model's output dict is detached before the dict goes to the file's loss
+ENTRIES = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class RateLoss(nn.Module):
+    def __init__(self, lmbda=0.01):
+        super().__init__()
+        self.lmbda = lmbda
+
+    def forward(self, output, target):
+        rate = sum(-torch.log2(p).mean() for p in output["probs"].values())
+        dist = F.mse_loss({recon}, target)
+        loss = self.lmbda * dist + rate
+        return {{"loss": loss, "rate": rate, "mse": F.mse_loss(output["recon"], target)}}
+
+
+def train(model, opt, batches):
+    crit = RateLoss()
+    for x in batches:
+        opt.zero_grad()
+        out = model(x)
+        {before}
+        losses = crit(out, x)
+        losses["{key}"].backward()
+        opt.step()
+        {after}
+
+
+net = nn.Linear(4, 4)
+train(net, torch.optim.SGD(net.parameters(), lr=0.1), [])
+'''
+CUT = 'out["recon"] = out["recon"].detach().clamp(0, 1)'
+
+
+def _entries(recon: str = 'output["recon"]', before: str = CUT, key: str = "loss",
+             after: str = "pass") -> list[int]:
+    return _found(ENTRIES.format(recon=recon, before=before, key=key, after=after), "GT107")
+
+
+def test_entry_detached_before_the_loss_module_reads_it():
+    assert _entries() == [24]
+
+
+FUNC = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def rate_loss(output, target, lmbda=0.01):
+    rate = sum(-torch.log2(p).mean() for p in output["probs"].values())
+    dist = F.mse_loss(output["recon"], target)
+    return lmbda * dist + rate
+
+
+def train(model, opt, batches):
+    for x in batches:
+        opt.zero_grad()
+        out = model(x)
+        {cut}
+        loss = rate_loss(out, x)
+        loss.backward()
+        opt.step()
+
+
+net = nn.Linear(4, 4)
+train(net, torch.optim.SGD(net.parameters(), lr=0.1), [])
+'''
+
+
+def test_entry_detached_before_a_loss_function_reads_it():
+    assert _found(FUNC.format(cut=CUT), "GT107") == [17]
+
+
+def test_look_alike_loss_function_handed_the_whole_dict():
+    assert _found(FUNC.format(cut="pass"), "GT107") == []
+
+
+def test_look_alike_entry_detached_after_the_loss():
+    assert _entries(before="pass", after=CUT) == []
+
+
+def test_look_alike_detached_entry_read_only_for_a_logged_value():
+    assert _entries(key="rate") == []
+
+
+def test_look_alike_term_reads_a_live_entry_too():
+    assert _entries(recon='output["recon"] + 0 * output["probs"]["y"]') == []
+
+
+def test_look_alike_entry_detached_on_one_arm():
+    assert _entries(before=f"if x.shape[0] > 1:\n            {CUT}") == []
+
+
+def test_look_alike_other_entry_detached():
+    assert _entries(before='out["aux"] = out["aux"].detach()') == []

@@ -68,13 +68,14 @@ def handed_entry_cuts(lp: Tracer, term: ast.expr, use: ast.stmt | None, line: in
     if not cut:
         return ()
     found: list[Cut] = []
+    settings = _settings(fn) - set(handed)
     for value, ret in _returned(fn, key):
         for t in loss_terms(fn, value, ret, ret.lineno):
             reads = _reads(lp.ctx.scope(fn), t, ret.lineno, set(), 0, lp.ctx.imports.aliases)
             if reads is None or not any(r in cut for r in reads):
                 continue
-            if all(r in cut or r[0] in handed and r[1] is None and not lp.trace(
-                    handed[r[0]], at, at_line).live for r in reads):
+            if all(r in cut or r[1] is None and (r[0] in settings or r[0] in handed and not
+                   lp.trace(handed[r[0]], at, at_line).live) for r in reads):
                 found.extend(cut[r] for r in reads if r in cut)
     return tuple(dict.fromkeys(found))
 
@@ -108,6 +109,15 @@ def _handed(fn: Fn, call: ast.Call) -> dict[str, ast.expr]:
     out = dict(zip(names, call.args))
     out.update((k.arg, k.value) for k in call.keywords if k.arg is not None)
     return out
+
+
+def _settings(fn: Fn) -> set[str]:
+    """The parameters of ``fn`` with a constant default (``lmbda=0.01``)."""
+    a = fn.args
+    pos = [*a.posonlyargs, *a.args]
+    pairs = [*zip(pos[len(pos) - len(a.defaults):], a.defaults),
+             *zip(a.kwonlyargs, a.kw_defaults)]
+    return {p.arg for p, d in pairs if isinstance(d, ast.Constant)}
 
 
 def _entries_cut(lp: Tracer, name: str, call: ast.Call, at: ast.stmt | None,
