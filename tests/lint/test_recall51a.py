@@ -285,3 +285,65 @@ def test_look_alike_entry_detached_on_one_arm():
 
 def test_look_alike_other_entry_detached():
     assert _entries(before='out["aux"] = out["aux"].detach()') == []
+
+
+# a quantizer reaching its input only through an index, decoded into a loss (GT126)
+VQ = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Book(nn.Module):
+    def __init__(self, n, d):
+        super().__init__()
+        self.rows = nn.Embedding(n, d)
+
+    def forward(self, h):
+        b, d = h.shape
+        dist = ((h.unsqueeze(1) - self.rows.weight.unsqueeze(0)) ** 2).sum(-1)
+        idx = {index}
+        return {ret}
+
+
+enc, book, dec = nn.Linear(6, 3), Book(8, 3), nn.Linear(3, 6)
+opt = torch.optim.Adam([*enc.parameters(), *book.parameters(), *dec.parameters()])
+for x in [torch.randn(4, 6)]:
+    {grad}h = enc(x)
+    c = book(h)
+    {mid}
+    out = dec(c)
+    loss = {loss} + F.mse_loss(h, c.detach())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+def _vq(index: str = "torch.argmin(dist, dim=1)", ret: str = "self.rows(idx).view(b, d)",
+        mid: str = "pass", loss: str = "F.mse_loss(out, x)", grad: str = "") -> list[int]:
+    return _found(VQ.format(index=index, ret=ret, mid=mid, loss=loss, grad=grad), "GT126")
+
+
+def test_codebook_lookup_decoded_into_the_loss():
+    assert _vq() == [25]
+
+
+def test_codebook_lookup_by_argmin_method_decoded():
+    assert _vq(index="dist.argmin(1)") == [25]
+
+
+def test_look_alike_straight_through_before_decoding():
+    assert _vq(mid="c = h + (c - h).detach()") == []
+
+
+def test_look_alike_quantizer_returns_the_straight_through_value():
+    assert _vq(ret="h + (self.rows(idx) - h).detach()") == []
+
+
+def test_look_alike_decoded_lookup_only_shown():
+    assert _vq(loss="0 * x.sum()") == []
+
+
+def test_look_alike_encoder_frozen():
+    assert _vq(mid="enc.requires_grad_(False)") == []
