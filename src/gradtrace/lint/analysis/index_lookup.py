@@ -36,8 +36,8 @@ _SIZE_METHODS = frozenset({"size", "dim"})
 
 def index_cut(ctx: Context, cls: ClassInfo) -> ast.expr | None:
     """The index (``torch.argmin(...)``) through which alone the ``forward`` of ``cls``
-    reaches its first input in every value it returns (NOTE [input reached only as an
-    index]); None otherwise."""
+    reaches its first input in every value it returns; None otherwise.
+    NOTE [input reached only as an index]."""
     fwd = cls.methods.get("forward")
     if fwd is None or len(fwd.args.args) < 2:
         return None

@@ -68,7 +68,7 @@ class DecodedWithoutStraightThrough(Rule):
                     commit = F.mse_loss(z, q.detach())
                     recon = self.dec(q)
                     return F.mse_loss(recon, x) + commit
-            """, at=(25, 16)),
+            """, at=(26, 16)),
         Good("""
             import torch
             import torch.nn as nn
