@@ -347,3 +347,55 @@ def test_look_alike_decoded_lookup_only_shown():
 
 def test_look_alike_encoder_frozen():
     assert _vq(mid="enc.requires_grad_(False)") == []
+
+
+# a loss module of the file cuts the prediction it is handed (NOTE [entry cut before the loss])
+EDGE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class EdgeLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.ones(1, 1, 3, 3))
+
+    def forward(self, pred, image):
+        size = pred.size()
+        p = {p}
+        return (F.conv2d(p, self.k, padding=1) * image.mean(1, keepdim=True)).mean()
+
+
+model = nn.Conv2d(3, 2, 3, padding=1)
+crit, edge = nn.CrossEntropyLoss(), EdgeLoss()
+opt = torch.optim.Adam(model.parameters())
+for x, y in [(torch.rand(2, 3, 8, 8), torch.randint(0, 2, (2, 8, 8)))]:
+    out = model(x)
+    loss = crit(out, y) + 0.5 * edge({args})
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+def _edge(p: str = "pred.argmax(1).view(size[0], 1, size[2], size[3]).float()",
+          args: str = "out, x") -> list[int]:
+    return sorted((f.code, f.line) for f in check_source(textwrap.dedent(
+        EDGE.format(p=p, args=args))) if f.code in ("GT107", "GT108"))
+
+
+def test_loss_module_takes_argmax_of_the_prediction():
+    assert _edge() == [("GT108", 14)]
+
+
+def test_loss_module_detaches_the_prediction():
+    assert _edge(p="pred[:, 1:2].detach()") == [("GT107", 14)]
+
+
+def test_look_alike_loss_module_keeps_the_prediction():
+    assert _edge(p="pred.softmax(1)[:, 1:2]") == []
+
+
+def test_look_alike_loss_module_cuts_only_data():
+    assert _edge(args="x[:, :2], x") == []

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import ast
 import builtins
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.cuts import Cut
-from gradtrace.lint.analysis.weightless_classes import weightless_file_class
+from gradtrace.lint.analysis.weightless_classes import weightless_but_leaves
 from gradtrace.lint.flow import MODULE
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import parent_map, walk
@@ -42,10 +42,10 @@ MAX_HOPS = 6
 
 
 def handed_entry_cuts(lp: Tracer, term: ast.expr, use: ast.stmt | None, line: int,
-                      loss_terms) -> tuple[Cut, ...]:
-    """NOTE [entry cut before the loss]: the caller's cuts that leave the loss ``term`` (read
-    at ``line`` in ``use``) with a term of the callee reaching the model only through them;
-    ``loss_terms(fn, value, stmt, line)`` splits a callee's returned value into its terms."""
+                      callee_paths: Callable[[Fn], Tracer]) -> tuple[Cut, ...]:
+    """NOTE [entry cut before the loss]: the cuts that leave the loss ``term`` (read at
+    ``line`` in ``use``) with a term of the callee reaching the model only through them;
+    ``callee_paths(fn)``: the loss-path analysis of a callee (its ``terms`` and ``trace``)."""
     key, e = _key(term)
     call, at, at_line = None, use, line
     if isinstance(e, ast.Name):
@@ -65,18 +65,25 @@ def handed_entry_cuts(lp: Tracer, term: ast.expr, use: ast.stmt | None, line: in
         if isinstance(a, ast.Name):
             for k, c in _entries_cut(lp, a.id, call, at, at_line):
                 cut[(p, k)] = c
-    if not cut:
-        return ()
-    found: list[Cut] = []
     settings = _settings(fn) - set(handed)
+
+    def live(r: Read) -> bool:
+        return r[1] is None and r[0] in handed and lp.trace(handed[r[0]], at, at_line).live
+
+    def data(r: Read) -> bool:
+        return r[1] is None and (r[0] in settings or r[0] in handed and not live(r))
+    found: list[Cut] = []
+    clp = callee_paths(fn)
     for value, ret in _returned(fn, key):
-        for t in loss_terms(fn, value, ret, ret.lineno):
-            reads = _reads(lp.ctx.scope(fn), t, ret.lineno, set(), 0, lp.ctx.imports.aliases)
-            if reads is None or not any(r in cut for r in reads):
+        for t in clp.terms(value, ret, ret.lineno):  # type: ignore[attr-defined]
+            reader = _Reader(clp, lp.ctx.imports.aliases)
+            reads = reader.reads(t, ret.lineno, 0)
+            if reads is None:
                 continue
-            if all(r in cut or r[1] is None and (r[0] in settings or r[0] in handed and not
-                   lp.trace(handed[r[0]], at, at_line).live) for r in reads):
-                found.extend(cut[r] for r in reads if r in cut)
+            hits = [cut[r] for r in reads if r in cut] + [
+                c for c, rs in reader.cuts if any(r in cut or live(r) for r in rs)]
+            if hits and all(r in cut or data(r) for r in reads):
+                found.extend(hits)
     return tuple(dict.fromkeys(found))
 
 
@@ -95,7 +102,7 @@ def _loss_callee(lp: Tracer, call: ast.Call, line: int) -> Fn | None:
     if fn is not None:
         return fn if a.class_of(fn) is None else None
     k = a.kind(call.func, lp.scope, line)
-    if k is None or k.what != MODULE or not weightless_file_class(k.cls, lp.ctx):
+    if k is None or k.what != MODULE or not k.cls or not weightless_but_leaves(k.cls, lp.ctx):
         return None
     return a.classes[k.cls].methods.get("forward")  # type: ignore[index]
 
@@ -168,41 +175,70 @@ def _returned(fn: Fn, key: str | None) -> list[tuple[ast.expr, ast.Return]]:
     return out
 
 
-def _reads(scope: Scope, e: ast.expr, line: int, seen: set[str], depth: int,
-           imported: dict[str, str]) -> set[Read] | None:
-    """The parameters (and constant entries of them) ``e`` reads at ``line`` through the
-    callee's bindings; None: it reads something else that may hold a graph."""
-    if depth > MAX_HOPS:
-        return None
-    out: set[Read] = set()
-    params = {a.arg for a in (*scope.node.args.posonlyargs, *scope.node.args.args,  # type: ignore
-                              *scope.node.args.kwonlyargs)} - {"self"}  # type: ignore
-    bound = {n.id for c in walk(e) if isinstance(c, ast.comprehension)
-             for n in walk(c.target) if isinstance(n, ast.Name)}
-    todo: list[ast.AST] = [e]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) \
-                and n.value.id in params and isinstance(n.slice, ast.Constant):
-            out.add((n.value.id, n.slice.value))
-            continue
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
-                and n.value.id == "self":
-            continue  # a weightless module's settings and losses
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound:
-            if n.id in params:
-                out.add((n.id, None))
-            elif n.id not in seen and (bs := scope.bindings_before(n.id, line)):
-                seen.add(n.id)
-                for b in bs:
-                    got = _reads(scope, b.value, b.line, seen, depth + 1, imported) \
-                        if b.value is not None else None
-                    if got is None:
-                        return None
-                    out |= got
-            elif n.id not in seen and n.id not in imported and not hasattr(builtins, n.id):
-                return None  # a global, a name of unknown origin
-            continue
-        todo.extend(ast.iter_child_nodes(n))
-    return out
+_SIZES = frozenset({"shape", "ndim", "device", "dtype"})
 
+
+class _Reader:
+    """The parameters (and constant entries of them) a callee's value reads, through the
+    callee's bindings; a binding its tracer finds cut (``pred = pred.argmax(1).float()``) is
+    kept apart in :attr:`cuts` with what the cut value was made from."""
+
+    def __init__(self, clp: Tracer, imported: dict[str, str]) -> None:
+        self.clp, self.scope, self.imported = clp, clp.scope, imported
+        a = self.scope.node.args  # type: ignore[attr-defined]
+        self.params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)} - {"self"}
+        self.cuts: list[tuple[Cut, set[Read]]] = []
+        self.seen: set[str] = set()
+
+    def reads(self, e: ast.AST, line: int, depth: int) -> set[Read] | None:
+        """None: ``e`` reads something else that may hold a graph."""
+        if depth > MAX_HOPS:
+            return None
+        out: set[Read] = set()
+        bound = {n.id for c in walk(e) if isinstance(c, ast.comprehension)
+                 for n in walk(c.target) if isinstance(n, ast.Name)}
+        todo: list[ast.AST] = [e]
+        while todo:
+            n = todo.pop()
+            if isinstance(n, ast.Attribute) and (n.attr in _SIZES or isinstance(
+                    n.value, ast.Name) and n.value.id == "self") or isinstance(
+                    n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "size":
+                continue  # a size; a weightless module's settings and losses
+            if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) \
+                    and n.value.id in self.params and isinstance(n.slice, ast.Constant) \
+                    and not self.scope.bindings_before(n.value.id, line):
+                out.add((n.value.id, n.slice.value))
+                continue
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in bound:
+                got = self._name(n.id, line, depth)
+                if got is None:
+                    return None
+                out |= got
+                continue
+            todo.extend(ast.iter_child_nodes(n))
+        return out
+
+    def _name(self, name: str, line: int, depth: int) -> set[Read] | None:
+        bs = [b for b in self.scope.bindings_before(name, line) if b.value is not None]
+        if not bs:
+            if name in self.params:
+                return {(name, None)}
+            ok = name in self.imported or hasattr(builtins, name)
+            return set() if ok else None  # a global, a name of unknown origin
+        if name in self.seen:
+            return set()
+        self.seen.add(name)
+        out: set[Read] = set()
+        for b in bs:
+            tr = self.clp.trace(b.value, b.stmt, b.line)
+            if not tr.live and tr.cuts:
+                made = self.reads(tr.cuts[0].operand, b.line, depth + 1)
+                if made is None:
+                    return None
+                self.cuts.append((tr.cuts[0], made))
+                continue
+            got = self.reads(b.value, b.line, depth + 1)
+            if got is None:
+                return None
+            out |= got
+        return out

@@ -59,7 +59,8 @@ def weightless_file_class(name: str | None, ctx: Context) -> bool:
 def weightless_but_leaves(name: str, ctx: Context) -> bool:
     """``name`` is a module class of this file that would hold no weights but for tensors
     its methods other than ``__init__`` make with ``requires_grad=True`` and store nowhere on
-    ``self``: new leaves of one call, no weights (NOTE [returned fresh leaves])."""
+    ``self`` (new leaves of one call, NOTE [returned fresh leaves]) and the buffers it
+    registers (a fixed kernel): no weights either."""
     info = ctx.analysis.classes.get(name)
     if info is None or not info.is_module:
         return False
@@ -70,12 +71,12 @@ def weightless_but_leaves(name: str, ctx: Context) -> bool:
         made = {id(n) for f in info.node.body if isinstance(f, ast.FunctionDef)
                 and f.name != "__init__" for n in ast.walk(f) if isinstance(n, ast.Call)
                 and id(n) not in stored}
-        return _weightless(info.node, ctx, made)
+        return _weightless(info.node, ctx, made, buffers=True)
     return ctx.memo("weightless-but-leaves", info.node, make)
 
 
-def _weightless(cls: ast.ClassDef, ctx: Context, leaves: frozenset[int] | set[int] = frozenset()
-                ) -> bool:
+def _weightless(cls: ast.ClassDef, ctx: Context, leaves: frozenset[int] | set[int] = frozenset(),
+                buffers: bool = False) -> bool:
     if not cls.bases or any(ctx.qualified_name(b) not in ("torch.nn.Module",
                                                           "torch.nn.modules.module.Module")
                             for b in cls.bases):
@@ -92,7 +93,8 @@ def _weightless(cls: ast.ClassDef, ctx: Context, leaves: frozenset[int] | set[in
         if isinstance(n, ast.Call):
             q = ctx.qualified_name(n.func) or ""
             if isinstance(n.func, ast.Attribute) and n.func.attr in _REGISTERS and not (
-                    n.func.attr == "requires_grad_" and id(n) in leaves) or \
+                    n.func.attr == "requires_grad_" and id(n) in leaves
+                    or n.func.attr == "register_buffer" and buffers) or \
                     q in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or any(
                         k.arg == "requires_grad" for k in n.keywords) and id(n) not in leaves:
                 return False
