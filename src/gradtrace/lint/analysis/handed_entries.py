@@ -1,23 +1,27 @@
-"""An entry of a model's output dict cut before the dict is handed to a loss of the file.
+"""A term of a loss of the file that reaches the model only through a cut of what it is handed.
 
 # NOTE [entry cut before the loss]
 ``out = model(x)``, ``out["x_hat"] = out["x_hat"].detach().clamp(0, 1)``, then
 ``losses = criterion(out, x)`` and ``losses["loss"].backward()``: the loss is a module class
-of the file that holds no weights (NOTE [weightless class of the file]) or a function of the
-file, and its ``forward`` builds the returned loss from terms (NOTE [loss paths]), one read
-from ``output["x_hat"]`` (the distortion), another from ``output["likelihoods"]`` (the rate).
-The dict keeps a path to the model through its other entries, so the backward raises nothing
-and no "only path" reading fires; but the distortion term reads nothing but the cut entry and
-the data: it is a constant, and what produced ``x_hat`` (the decoder) gets no gradient from
-it. :func:`handed_entry_cuts` reads, for a live term of the caller's loss that is (an entry of)
-such a call's value, the callee's terms of the returned value (the entry of the same constant
-key of every returned dict literal), each term's reads of its parameters (a parameter, or one
-of its entries by a constant key, through the callee's names bound before) and, per read, what
-the caller hands: an entry the caller replaced by a cut value after the dict was bound and
-before the call (in the call's block or an enclosing one: on every path), a value the caller
-traces dead (data), or a live one. A term whose reads are all cut entries or data, with at
-least one cut entry, is cut there: the finding is the caller's cut. A term reading anything
-else (a global, ``self`` state of a class with weights, an unknown name) is left live. Only
+of the file that holds no weights (NOTE [weightless class of the file]; buffers and leaves it
+makes in ``forward`` allowed) or a function of the file, and its ``forward`` builds the
+returned loss from terms (NOTE [loss paths]), one read from ``output["x_hat"]`` (the
+distortion), another from ``output["likelihoods"]`` (the rate). The dict keeps a path to the
+model through its other entries, so the backward raises nothing and no "only path" reading
+fires; but the distortion term reads nothing but the cut entry and the data: it is a
+constant, and what produced ``x_hat`` (the decoder) gets no gradient from it. The same holds
+when the loss cuts the prediction itself (``pred = pred.argmax(1).float()`` in an image
+gradient loss beside a cross-entropy: the term is a constant). :func:`handed_entry_cuts`
+reads, for a live term of the caller's loss that is (an entry of) such a call's value, the
+callee's terms of the returned value (the entry of the same constant key of every returned
+dict literal), each term's reads of its parameters (a parameter, or one of its entries by a
+constant key, through the callee's names bound before; sizes and ``self`` settings are no
+reads) with the bindings the callee's tracer finds cut kept apart, and, per read, what the
+caller hands: an entry the caller replaced by a cut value after the dict was bound and before
+the call (in the call's block or an enclosing one: on every path), a value the caller traces
+dead (data), or a live one. A term whose reads are all cut entries or data, with at least one
+cut of a value the caller hands live, is cut there: the finding is that cut (the caller's, or
+the callee's). A term reading anything else (a global, an unknown name) is left live. Only
 asked when the caller's loss has a live term and nothing else is cut.
 """
 from __future__ import annotations
