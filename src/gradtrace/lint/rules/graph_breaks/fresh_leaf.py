@@ -192,6 +192,10 @@ class FreshLeafBandAid(Rule):
     module as `layer.weight = nn.Parameter(merged)` before the function runs a forward and
     returns its result (a weight-entangled NAS supernet's merged kernel) is the same new leaf:
     what `merged` was computed from gets no gradient (NOTE [parameter made mid-forward]).
+    A loss that returns its terms re-made as leaves (`return [torch.tensor(sum(v) / len(v),
+    requires_grad=True) for v in terms.values()]` in a weightless module's `forward`, a tuple
+    of them from a function) is judged by its callers, in the file or the project: one hands
+    it a model's output and backpropagates the result (NOTE [returned fresh leaves]).
     Known limits: a leaf bound to a name in the same function is left to GT106; a helper is
     followed only when the file calls it, by name or on `self`.
     """
