@@ -182,7 +182,7 @@ class LossPaths(HelperTracer):
             sink.how == "backward" and probed_leaf(self.scope, cs, line))]  # NOTE [probed leaf]
         if not cut and sink.how == "backward":  # NOTE [entry cut before the loss]
             cut = [(t, cs) for t, tr in traced if tr.live and (cs := handed_entry_cuts(
-                self, t, *self._term_at.get(id(t), (use, line)), self._callee))]
+                self, t, *self._term_at.get(id(t), (use, line)), self._paths_of))]
         if not cut:
             return None
         if sink.others and any(self.trace(o, use, line).live for o in sink.others):
@@ -216,7 +216,7 @@ class LossPaths(HelperTracer):
             return None
         return Verdict(sink, full, cut)
 
-    def _callee(self, fn: ast.AST) -> LossPaths:
+    def _paths_of(self, fn: ast.AST) -> LossPaths:
         return loss_paths(self.ctx, fn)
 
     def _layer_operand(self, c: Cut) -> bool:
