@@ -15,6 +15,37 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.graph_breaks._base import short
 
 
+_VQ = """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Quantizer(nn.Module):
+        def __init__(self, n, d):
+            super().__init__()
+            self.codes = nn.Embedding(n, d)
+
+        def forward(self, z):
+            dist = torch.cdist(z, self.codes.weight)
+            idx = torch.argmin(dist, dim=1)
+            return self.codes(idx)
+
+    class VQ(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Linear(8, 4)
+            self.quant = Quantizer(16, 4)
+            self.dec = nn.Linear(4, 8)
+
+        def loss(self, x):
+            z = self.enc(x)
+            q = self.quant(z)
+            {commit}
+            recon = self.dec(q)
+            return F.mse_loss(recon, x) + commit
+    """
+
+
 class DecodedWithoutStraightThrough(Rule):
     """A function decodes the output of a quantizer module of the file, whose `forward`
     reaches its input only through an index (`idx = torch.argmin(dist, 1)`, then
@@ -40,65 +71,8 @@ class DecodedWithoutStraightThrough(Rule):
                "gradient from this term; decode `{z} + ({q} - {z}).detach()` instead")
     triggers = ("argmin", "argmax")
     examples = [
-        Bad("""
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            class Quantizer(nn.Module):
-                def __init__(self, n, d):
-                    super().__init__()
-                    self.codes = nn.Embedding(n, d)
-
-                def forward(self, z):
-                    dist = torch.cdist(z, self.codes.weight)
-                    idx = torch.argmin(dist, dim=1)
-                    return self.codes(idx)
-
-            class VQ(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.enc = nn.Linear(8, 4)
-                    self.quant = Quantizer(16, 4)
-                    self.dec = nn.Linear(4, 8)
-
-                def loss(self, x):
-                    z = self.enc(x)
-                    q = self.quant(z)
-                    commit = F.mse_loss(z, q.detach())
-                    recon = self.dec(q)
-                    return F.mse_loss(recon, x) + commit
-            """, at=(26, 16)),
-        Good("""
-            import torch
-            import torch.nn as nn
-            import torch.nn.functional as F
-
-            class Quantizer(nn.Module):
-                def __init__(self, n, d):
-                    super().__init__()
-                    self.codes = nn.Embedding(n, d)
-
-                def forward(self, z):
-                    dist = torch.cdist(z, self.codes.weight)
-                    idx = torch.argmin(dist, dim=1)
-                    return self.codes(idx)
-
-            class VQ(nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    self.enc = nn.Linear(8, 4)
-                    self.quant = Quantizer(16, 4)
-                    self.dec = nn.Linear(4, 8)
-
-                def loss(self, x):
-                    z = self.enc(x)
-                    q = self.quant(z)
-                    commit = F.mse_loss(z, q.detach())
-                    q = z + (q - z).detach()
-                    recon = self.dec(q)
-                    return F.mse_loss(recon, x) + commit
-            """),
+        Bad(_VQ.format(commit="commit = F.mse_loss(z, q.detach())"), at=(26, 16)),
+        Good(_VQ.format(commit="commit, q = F.mse_loss(z, q.detach()), z + (q - z).detach()")),
     ]
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
