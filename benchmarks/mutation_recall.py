@@ -28,7 +28,9 @@ evaluates it under ``no_grad``) in ``mutation_ops48.py``, and M32 (session 49: f
 hooks put on every leaf of a model holding an in-place activation) in ``mutation_ops49.py``,
 and M33-M34 (session 50: a part of a model built anew, then frozen itself) in
 ``mutation_ops50.py``, M35-M36 (session 50: a term cut in a loss helper the step
-backpropagates, or in a sum it reduces at the backward) in ``mutation_ops50a.py``.
+backpropagates, or in a sum it reduces at the backward) in ``mutation_ops50a.py``, M37
+(session 51: the loss re-made a new leaf in the loss function or module it is bound to) in
+``mutation_ops51a.py``.
 ``--ops M13,M16`` runs only
 the named operators.
 
@@ -55,6 +57,7 @@ from mutation_ops48 import mode_ops
 from mutation_ops49 import hook_ops
 from mutation_ops50 import head_ops
 from mutation_ops50a import helper_ops
+from mutation_ops51a import leaf_ops
 
 
 def files(roots):
@@ -286,6 +289,7 @@ def mutate(src):
         yield from step_ops(src, lines, pm, f, inner, b, s0, zg, a, o)
         yield from away_ops(src, lines, pm, tree, f, o)
         yield from helper_ops(src, lines, tree, f, b, a)
+        yield from leaf_ops(src, lines, tree, f, a)
         if isinstance(tgt, ast.Name):
             assigns = name_assigns(f, inner, tgt.id, b.lineno)
             if assigns:

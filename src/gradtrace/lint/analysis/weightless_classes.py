@@ -56,7 +56,27 @@ def weightless_file_class(name: str | None, ctx: Context) -> bool:
     return ctx.memo("weightless-file-class", info.node, lambda: _weightless(info.node, ctx))
 
 
-def _weightless(cls: ast.ClassDef, ctx: Context) -> bool:
+def weightless_but_leaves(name: str, ctx: Context) -> bool:
+    """``name`` is a module class of this file that would hold no weights but for tensors
+    its methods other than ``__init__`` make with ``requires_grad=True`` and store nowhere on
+    ``self`` (new leaves of one call, NOTE [returned fresh leaves]) and the buffers it
+    registers (a fixed kernel): no weights either."""
+    info = ctx.analysis.classes.get(name)
+    if info is None or not info.is_module:
+        return False
+
+    def make() -> bool:
+        stored = {id(c) for n in ast.walk(info.node) if isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Attribute) for t in n.targets) for c in ast.walk(n.value)}
+        made = {id(n) for f in info.node.body if isinstance(f, ast.FunctionDef)
+                and f.name != "__init__" for n in ast.walk(f) if isinstance(n, ast.Call)
+                and id(n) not in stored}
+        return _weightless(info.node, ctx, made, buffers=True)
+    return ctx.memo("weightless-but-leaves", info.node, make)
+
+
+def _weightless(cls: ast.ClassDef, ctx: Context, leaves: frozenset[int] | set[int] = frozenset(),
+                buffers: bool = False) -> bool:
     if not cls.bases or any(ctx.qualified_name(b) not in ("torch.nn.Module",
                                                           "torch.nn.modules.module.Module")
                             for b in cls.bases):
@@ -72,9 +92,11 @@ def _weightless(cls: ast.ClassDef, ctx: Context) -> bool:
     for n in ast.walk(cls):
         if isinstance(n, ast.Call):
             q = ctx.qualified_name(n.func) or ""
-            if isinstance(n.func, ast.Attribute) and n.func.attr in _REGISTERS or \
+            if isinstance(n.func, ast.Attribute) and n.func.attr in _REGISTERS and not (
+                    n.func.attr == "requires_grad_" and id(n) in leaves
+                    or n.func.attr == "register_buffer" and buffers) or \
                     q in ("torch.nn.Parameter", "torch.nn.parameter.Parameter") or any(
-                        k.arg == "requires_grad" for k in n.keywords):
+                        k.arg == "requires_grad" for k in n.keywords) and id(n) not in leaves:
                 return False
         if not isinstance(n, (ast.Assign, ast.AnnAssign)):
             continue

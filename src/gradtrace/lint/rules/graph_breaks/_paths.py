@@ -41,6 +41,7 @@ from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
 from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.backpropagated_anywhere import backpropagated_anywhere
 from gradtrace.lint.analysis.calls import named_calls
+from gradtrace.lint.analysis.handed_entries import handed_entry_cuts
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer, numbers_handed_back
 from gradtrace.lint.analysis.lightning import auto_training_step
@@ -179,6 +180,9 @@ class LossPaths(HelperTracer):
                for t, tr in traced if not tr.live and tr.cuts]
         cut = [(t, cs) for t, cs in cut if cs and not (
             sink.how == "backward" and probed_leaf(self.scope, cs, line))]  # NOTE [probed leaf]
+        if not cut and sink.how == "backward":  # NOTE [entry cut before the loss]
+            cut = [(t, cs) for t, tr in traced if tr.live and (cs := handed_entry_cuts(
+                self, t, *self._term_at.get(id(t), (use, line)), self._paths_of))]
         if not cut:
             return None
         if sink.others and any(self.trace(o, use, line).live for o in sink.others):
@@ -211,6 +215,9 @@ class LossPaths(HelperTracer):
         if not full and self._value_replacement(traced):
             return None
         return Verdict(sink, full, cut)
+
+    def _paths_of(self, fn: ast.AST) -> LossPaths:
+        return loss_paths(self.ctx, fn)
 
     def _layer_operand(self, c: Cut) -> bool:
         """In what ``forward`` returns, a cut matters when it cuts the output of one of the

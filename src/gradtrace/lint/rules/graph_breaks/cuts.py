@@ -248,7 +248,10 @@ class DetachedLossTerm(LossCutRule):
     a method whose result comes from its arguments only passes their cuts on
     (NOTE [pure methods]).
     A sum reduced at the backward (`loss = kld + rec.detach()`, `loss.mean().backward()`) keeps
-    its terms (NOTE [a reduction keeps the terms]).
+    its terms (NOTE [a reduction keeps the terms]). A term of a loss module or function of
+    the file that reads only an entry the caller detached (`out["x_hat"] =
+    out["x_hat"].detach()` before `criterion(out, x)`) and data is cut there too, beside the
+    terms the dict keeps live (NOTE [entry cut before the loss]).
     Known limits: follows names inside one function; an argument named like input data
     (`x`, `inputs`, `obs`) that the function feeds to a callee named like a model
     (`self.model(x)`) is the model's input, not a path from it; a detached factor multiplied

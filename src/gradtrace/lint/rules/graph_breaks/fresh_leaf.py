@@ -9,6 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.layer_params import layer_parameter
 from gradtrace.lint.analysis.param_attrs import file_freezes, forward_methods
+from gradtrace.lint.analysis.returned_leaves import returned_leaf_fn
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import parent_map, scope_nodes, walk
@@ -44,9 +45,9 @@ def _fresh_leaf(node: ast.Call, ctx: Context) -> ast.AST | None:
                 return e
             e = e.func if isinstance(e, ast.Call) else e.value  # type: ignore[union-attr]
         return None
-    if (ctx.qualified_name(f) or "") != "torch.tensor" or not node.args or not any(
-            k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
-            and k.value.value is True for k in node.keywords):
+    if not node.args or not any(k.arg == "requires_grad" and isinstance(k.value, ast.Constant)
+                                and k.value.value is True for k in node.keywords) \
+            or (ctx.qualified_name(f) or "") != "torch.tensor":
         return None
     data = node.args[0]
     if any(isinstance(n, ast.Call) and (isinstance(n.func, ast.Attribute) and n.func.attr in
@@ -64,7 +65,10 @@ def _grad_wanted(name: str, ctx: Context) -> bool:
     """Whether the file can ever see the gradient of what ``name`` holds: ``name.grad``, a
     hook or ``retain_grad`` on it, or ``name`` given to ``torch.autograd.*`` or an optimizer."""
     for n in walk(ctx.tree):
-        if isinstance(n, ast.Attribute) and n.attr in GRAD_USES and dotted(n.value) == name:
+        v = n.value if isinstance(n, ast.Attribute) else None
+        while isinstance(v, ast.Subscript):
+            v = v.value  # `got[0].grad`: an element of what the name holds
+        if isinstance(n, ast.Attribute) and n.attr in GRAD_USES and dotted(v) == name:
             return True
         if isinstance(n, ast.Call):
             q = ctx.qualified_name(n.func) or ""
@@ -188,12 +192,15 @@ class FreshLeafBandAid(Rule):
     module as `layer.weight = nn.Parameter(merged)` before the function runs a forward and
     returns its result (a weight-entangled NAS supernet's merged kernel) is the same new leaf:
     what `merged` was computed from gets no gradient (NOTE [parameter made mid-forward]).
+    A loss that returns its terms re-made as leaves (`return [torch.tensor(sum(v) / len(v),
+    requires_grad=True) for v in terms.values()]` in a weightless module's `forward`, a tuple
+    of them from a function) is judged by its callers, in the file or the project: one hands
+    it a model's output and backpropagates the result (NOTE [returned fresh leaves]).
     Known limits: a leaf bound to a name in the same function is left to GT106; a helper is
     followed only when the file calls it, by name or on `self`.
     """
 
     code = "GT119"
-    needs_step = True  # NOTE [step files]
     name = "fresh-leaf-band-aid"
     message = ("`{expr}` makes a new leaf that requires grad from a copy of `{cut}`, and "
                "nothing can read "
@@ -280,7 +287,7 @@ class FreshLeafBandAid(Rule):
     ]
 
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
-        if is_parameter_call(node, ctx) and ctx.mentions(".backward("):
+        if ctx.mentions(".backward(") and is_parameter_call(node, ctx):
             fwd = parameter_mid_forward(node, ctx)  # NOTE [parameter made mid-forward]
             if fwd is not None:
                 yield self.report(node, ctx, related=[Related(
@@ -290,9 +297,16 @@ class FreshLeafBandAid(Rule):
                     where=f" (`{excerpt(ctx.source(fwd))}` is run with it, line {fwd.lineno})")
             return
         cut = _fresh_leaf(node, ctx)
-        if cut is None or not ctx.mentions(".backward(") or ctx.scope().grad_off_at(node):
+        if cut is None or ctx.scope().grad_off_at(node):
             return  # made under `torch.no_grad()`: no gradient was meant to flow through it
         parents = _parents(ctx)
+        if not ctx.mentions(".backward("):  # a loss of a file its callers backpropagate
+            loss = returned_leaf_fn(node, parents, ctx, _grad_wanted)
+            if loss is not None:
+                yield self.report(node, ctx, expr=excerpt(ctx.source(node)), cut=excerpt(
+                    ctx.source(cut.value if isinstance(cut, ast.Attribute) else cut)),
+                    where=f" (`{loss.name}` returns it as the loss)")
+            return
         up = parents.get(id(node))
         while isinstance(up, ast.Attribute) and isinstance(parents.get(id(up)), ast.Call):
             node = parents[id(up)]  # `.float()`, `.to(...)` after it: the same values
@@ -301,16 +315,16 @@ class FreshLeafBandAid(Rule):
         related: list[Related] = []
         if isinstance(up, (ast.BinOp, ast.UnaryOp)):
             where = " (an operand of the expression)"
-        elif isinstance(up, ast.Return) and ctx.function is not None:
-            calls = _unreadable_result(ctx.function, ctx)
-            if calls is None:
-                return
+        elif isinstance(up, ast.Return) and ctx.function is not None and \
+                (calls := _unreadable_result(ctx.function, ctx)) is not None:
             where = f" (`{ctx.function.name}` returns it and its callers only compute with it)"
             related = [Related(ctx.path, c.lineno, "its result is used here", ctx.column(c))
                        for c in calls[:3]]
         elif _forward_leaf(node, cut, up, ctx):
             where = (" (`forward` builds its output from it, and the file never asks for a "
                      "gradient)")
+        elif (loss := returned_leaf_fn(node, parents, ctx, _grad_wanted)) is not None:
+            where = f" (`{loss.name}` returns it as the loss)"  # NOTE [returned fresh leaves]
         else:
             return
         yield self.report(node, ctx, related=related, expr=excerpt(ctx.source(node)),
