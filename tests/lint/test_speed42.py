@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from gradtrace.lint import check_source
-from gradtrace.lint.analysis import grad_values
+from gradtrace.lint.analysis import file_parents, grad_values
 from gradtrace.lint.engine import FileChecker
 
 
@@ -69,13 +69,13 @@ def test_arm_with_grad_still_found() -> None:
 
 def _mapped(src: str, monkeypatch: pytest.MonkeyPatch) -> tuple[bool, int]:
     made: list[ast.AST] = []
-    real = grad_values.parent_map
+    real = file_parents.parent_map  # the file's map, NOTE [one parent map]
 
     def counting(tree: ast.AST) -> dict[int, ast.AST]:
         made.append(tree)
         return real(tree)
 
-    monkeypatch.setattr(grad_values, "parent_map", counting)
+    monkeypatch.setattr(file_parents, "parent_map", counting)
     ctx = _ctx(src)
     call = next(n for n in ast.walk(ctx.tree) if isinstance(n, ast.Call)
                 and isinstance(n.func, ast.Attribute) and n.func.attr == "numpy"

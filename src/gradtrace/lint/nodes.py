@@ -422,8 +422,21 @@ def function_scopes(tree: ast.AST) -> Iterator[ast.AST]:
 
 
 def parent_map(tree: ast.AST) -> dict[int, ast.AST]:
-    """``id(child) -> parent`` for every node under ``tree`` (memoise it per file)."""
-    return {id(c): n for n in walk(tree) for c in ast.iter_child_nodes(n)}
+    """``id(child) -> parent`` for every node under ``tree`` (NOTE [one parent map]): the
+    dict ``{id(c): n for n in walk(tree) for c in ast.iter_child_nodes(n)}``, the same items
+    in the same order, without two generators per node (``ctx``/``op`` children included)."""
+    out: dict[int, ast.AST] = {}
+    fields = _ALL_FIELDS.get
+    for n in walk(tree):
+        for f in fields(n.__class__) or _all_fields(n.__class__):
+            v = getattr(n, f, None)
+            if v.__class__ is list:
+                for x in v:
+                    if isinstance(x, _AST):
+                        out[id(x)] = n
+            elif isinstance(v, _AST):
+                out[id(v)] = n
+    return out
 
 
 def peel(e: ast.AST, methods: frozenset[str] | set[str], limit: int = -1) -> ast.AST:

@@ -31,10 +31,11 @@ from typing import TYPE_CHECKING, Iterator
 from gradtrace.lint.analysis.callees import function_sites, module_sites
 from gradtrace.lint.analysis.calls import ascii_code
 from gradtrace.lint.analysis.cuts import INTEGER_METHODS
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.param_attrs import asks_no_grad, file_freezes
 from gradtrace.lint.context import FUNCTION_TYPES
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -90,7 +91,7 @@ def read_without_grad(ctx: Context, e: ast.AST) -> bool:
         root = root.func if isinstance(root, ast.Call) else root.value
     if not isinstance(root, ast.Name) or not ctx.mentions("requires_grad") and ascii_code(ctx):
         return False  # no test can say so: the file's parents are not mapped (NOTE [test unspelt])
-    parents = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
+    parents = file_parents(ctx)
     child, up = e, parents.get(id(e))
     while up is not None and not isinstance(up, FUNCTION_TYPES + (ast.ClassDef,)):
         if isinstance(up, (ast.IfExp, ast.If)) and child is not up.test:

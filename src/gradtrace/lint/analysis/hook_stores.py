@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.analysis.file_parents import file_parents
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -68,7 +69,7 @@ def stores_into(ctx: Context, target: str, where: ast.AST | None = None) -> list
 
 
 def _find(ctx: Context):
-    parents = parent_map(ctx.tree)
+    parents = file_parents(ctx)
     for call in walk(ctx.tree):
         if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
                 and call.func.attr == "register_forward_hook" and call.args):

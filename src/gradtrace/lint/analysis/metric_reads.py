@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import walk
 
@@ -30,7 +31,7 @@ def unread_result(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
 
 def read_as_numbers(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
     """NOTE [read only as numbers]."""
-    parents = _parents(ctx, where)
+    parents = file_parents(ctx)  # NOTE [one parent map]: the calling function's parents
     if _number_use(call, parents):
         return True
     st = parents.get(id(call))
@@ -66,13 +67,3 @@ def _number_use(n: ast.AST, parents: dict[int, ast.AST]) -> bool:
             n = p
             continue
         return False
-
-
-def _parents(ctx: Context, where: ast.AST) -> dict[int, ast.AST]:
-    def make() -> dict[int, ast.AST]:
-        out: dict[int, ast.AST] = {}
-        for node in walk(where):
-            for child in ast.iter_child_nodes(node):
-                out[id(child)] = node
-        return out
-    return ctx.memo("metric-read-parents", where, make)

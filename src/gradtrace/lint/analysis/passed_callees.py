@@ -24,8 +24,9 @@ import ast
 import os
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.kinds import MODULE, is_torch_loss
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -46,7 +47,7 @@ def passed_runs_model(ctx: Context, fn: ast.AST, name: str, depth: int = 0) -> b
 
 def _owner(ctx: Context, fn: ast.AST, name: str) -> ast.AST | None:
     """The function, ``fn`` or one enclosing it, whose parameter ``name`` is."""
-    parents = ctx.memo("passed-callee-parents", ctx.tree, lambda: parent_map(ctx.tree))
+    parents = file_parents(ctx)
     node: ast.AST | None = fn
     while node is not None:
         if isinstance(node, _FUNCS):

@@ -7,7 +7,8 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # keywords whose value decides what autograd records or keeps
@@ -79,7 +80,7 @@ class BoolFlagDecidesGradients(Rule):
         dest = _dest(node)
         if dest is None:
             return
-        parents = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
+        parents = file_parents(ctx)
         for read in _reads(ctx, parents, dest):
             if _decides(read, parents):
                 yield self.report(node, ctx, related=[Related(

@@ -5,11 +5,12 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.int_values import integer_valued
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
 
 FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
                             "torch.autograd.function.InplaceFunction",
@@ -24,7 +25,7 @@ def only_called_directly(node: ast.ClassDef, ctx: Context) -> bool:
     called, ``apply`` never runs, its ``backward`` never runs (checked on torch 2.13: the
     instance only warns, the method returns its value)."""
     def make() -> bool:
-        parents = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
+        parents = file_parents(ctx)
         seen = False
         for n in walk(ctx.tree):
             if not (isinstance(n, ast.Name) and n.id == node.name

@@ -8,11 +8,12 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.callees import function_sites
 from gradtrace.lint.analysis.cuts import is_loss_callee
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.hook_stores import HookStore, hook_stores
 from gradtrace.lint.analysis.reach import decorated_off, disables_grad
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 
@@ -158,7 +159,7 @@ def _live_run(ctx: Context, h: HookStore, module: str, fn: ast.AST) -> ast.Call 
     """A call of ``module`` with grad on, in the class (``self.<attr>``) or the file."""
     cls = ctx.analysis.class_of(fn)
     where = cls.node if module.startswith("self.") and cls is not None else ctx.tree
-    parents = ctx.memo("gt228-parents", ctx.tree, lambda: parent_map(ctx.tree))
+    parents = file_parents(ctx)
     for n in walk(where):
         if not (isinstance(n, ast.Call) and dotted(n.func) == module):
             continue

@@ -6,13 +6,14 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.layer_params import layer_parameter
 from gradtrace.lint.analysis.param_attrs import file_freezes, forward_methods
 from gradtrace.lint.analysis.returned_leaves import returned_leaf_fn
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import parent_map, scope_nodes, walk
+from gradtrace.lint.nodes import scope_nodes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.graph_breaks._param_leaf import parameter_mid_forward
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
@@ -27,7 +28,7 @@ GRAD_USES = frozenset({"grad", "register_hook", "retain_grad", "register_post_ac
 
 
 def _parents(ctx: Context) -> dict[int, ast.AST]:
-    return ctx.memo("gt119-parents", ctx.tree, lambda: parent_map(ctx.tree))
+    return file_parents(ctx)
 
 
 def _fresh_leaf(node: ast.Call, ctx: Context) -> ast.AST | None:

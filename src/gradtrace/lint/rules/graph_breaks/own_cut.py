@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.grad_off_returns import returns_off
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import ClassInfo
@@ -14,7 +15,7 @@ from gradtrace.lint.analysis.param_attrs import (
     forward_methods, only_cut_reads, read_kind, trained_parameter,
 )
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 
@@ -259,7 +260,7 @@ def _read_outside(ctx: Context, cls: ClassInfo, attr: str) -> bool:
     another class, not through ``.data``/``.detach()``/a shape read, not given to a
     ``torch.nn.init`` function nor written: initialisation)."""
     inside = {id(n) for n in walk(cls.node)}
-    parents: dict[int, ast.AST] = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
+    parents: dict[int, ast.AST] = file_parents(ctx)
     for n in walk(ctx.tree):
         if isinstance(n, ast.Attribute) and n.attr == attr and id(n) not in inside \
                 and not (isinstance(n.value, ast.Name) and n.value.id == "self") \

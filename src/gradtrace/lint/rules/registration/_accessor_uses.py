@@ -18,7 +18,8 @@ import ast
 import os
 
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 
 COUNTS = frozenset({"len"})
@@ -44,7 +45,7 @@ def _all_looked_at(ctx: Context, name: str) -> int | None:
              and isinstance(n.ctx, ast.Load)]
     if not reads:
         return 0
-    parents = ctx.memo("accessor-parents", ctx.tree, lambda: parent_map(ctx.tree))
+    parents = file_parents(ctx)
     for r in reads:
         c = parents.get(id(r))
         if not (isinstance(c, ast.Call) and c.func is r and not c.args and not c.keywords

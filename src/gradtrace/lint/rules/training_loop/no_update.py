@@ -18,12 +18,13 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import is_functional_loss
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.kinds import is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.flow_kinds import OPTIMIZER
-from gradtrace.lint.nodes import parent_map, walk
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import says_all
 
@@ -43,7 +44,7 @@ def _only_own_uses(fn: ast.AST, name: str, ctx: Context,
                    own: frozenset[str] = OWN_METHODS) -> bool:
     """Every read of ``name`` in ``fn`` is ``name.<one of own>``, or the optimizer handed to a
     learning-rate scheduler (which never steps it)."""
-    parents = ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
+    parents = file_parents(ctx)
     for n in walk(fn):
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
             p = parents.get(id(n))
