@@ -1,7 +1,4 @@
-"""The region-normalization inpainting trainer after its fix: the discriminator's backward and optimizer step come right after its loss, before the generator's adversarial term runs the discriminator on the prediction, so the generator loss's graph is built on the already-updated discriminator weights and both backwards succeed.
-The discriminator's gradients are cleared right before its backward (upstream clears them after its step, so the
-generator loss's gradient left in the discriminator by `g_loss.backward()` is applied by the next pass's step: a
-second, silent fault that gradtrace reported on the first version of this look-alike, checked by ho51).
+"""The region-normalization inpainting trainer after its fix: the discriminator's backward and optimizer step come right after its loss, before the generator's adversarial term runs the discriminator on the prediction, so the generator loss's graph is built on the already-updated discriminator weights and both backwards succeed. The discriminator's gradients are cleared right before its backward (upstream clears them after its step, so the generator loss's gradient left in the discriminator by `g_loss.backward()` is applied by the next pass's step: a second, silent fault, left out of this look-alike).
 
 source: https://github.com/geekyutao/RN/commit/f6667dc7cc11ace7954fa7c497883d165c71afa0
 kind: lookalike
