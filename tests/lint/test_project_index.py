@@ -61,6 +61,9 @@ def findings(*paths: Path):
 def runs(root: Path, script: str) -> str | None:
     """Run ``script`` of the project on real torch: None, or the error it ends with."""
     pytest.importorskip("torch")
+    names = ("utils", "helpers", "helpers.losses", "models", "commons", "pkg", "pkg.utils")
+    for m in names:  # another test's project may have left a module of the same name
+        sys.modules.pop(m, None)
     sys.path.insert(0, str(root))
     try:
         runpy.run_path(str(root / script), run_name="__main__")
@@ -68,7 +71,7 @@ def runs(root: Path, script: str) -> str | None:
         return str(exc)
     finally:
         sys.path.remove(str(root))
-        for m in ("utils", "helpers", "helpers.losses", "models", "commons", "pkg", "pkg.utils"):
+        for m in names:
             sys.modules.pop(m, None)
     return None
 
