@@ -233,3 +233,37 @@ def test_a_freeze_undone_or_of_another_model_stays_silent():
     assert _gt427("print(evaluate(model, x))", undo="\n    model.requires_grad_(True)") == []
     assert _gt427("freeze(teacher)") == []  # the teacher is not what the optimizer trains
     assert _gt427("freeze(model)\n    model.requires_grad_(True)") == []
+
+
+AFTER_BUILD = '''
+import torch
+import torch.nn as nn
+
+
+def finetune(loader):
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    {freeze}
+    for x, y in loader:
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+'''
+
+
+def _gt431(freeze: str) -> list[int]:
+    src = textwrap.dedent(AFTER_BUILD).format(freeze=freeze)
+    return [f.line for f in check_source(src, "f.py") if f.code == "GT431"]
+
+
+def test_everything_frozen_after_the_optimizer_was_built():
+    # torch 2.13: the first backward raises "element 0 of tensors does not require grad"
+    assert _gt431("for p in model.parameters():\n        p.requires_grad = False") == [10]
+    assert _gt431("model.requires_grad_(False)") == [9]
+
+
+def test_a_partial_or_undone_freeze_after_the_optimizer_stays_silent():
+    assert _gt431("model[0].requires_grad_(False)") == []
+    assert _gt431("model.requires_grad_(False)\n    model[2].requires_grad_(True)") == []
+    assert _gt431("if loader is None:\n        model.requires_grad_(False)") == []

@@ -20,6 +20,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
+from gradtrace.lint.rules.registration._frozen_after import frozen_before_step
 from gradtrace.lint.rules.registration._modules import (
     covers, is_module_expr, optimizer_builds,
 )
@@ -133,6 +134,8 @@ class EverythingFrozenForOptimizer(Rule):
     loss has no path to a trainable parameter and `backward()` raises `element 0 of tensors
     does not require grad` (or nothing changes). Usually the freeze was meant for a part (the
     backbone), not for the whole model or the head that should train.
+    The same holds when the whole freeze comes after an optimizer built over everything and
+    before its first step (outside any loop or branch).
     Known limits: the freeze and the optimizer must be in one function (or script); nothing
     between them may add, unfreeze or hand the model to another function.
     """
@@ -195,7 +198,8 @@ class EverythingFrozenForOptimizer(Rule):
             frozen = self._frozen_sources(scope, flags, opt, filtered)
             if frozen is None:
                 continue
-            what = "the trainable ones (none are left)" if filtered else "frozen ones"
+            what = "the trainable ones (none are left)" if filtered else "frozen ones" \
+                if frozen[0].stmt.lineno < opt.stmt.lineno else "parameters frozen before it steps"
             effect = ("it raises `ValueError: optimizer got an empty parameter list`"
                       if filtered else "nothing trains (`backward()` finds no parameter "
                       "that requires grad)")
@@ -211,9 +215,10 @@ class EverythingFrozenForOptimizer(Rule):
         line = opt.stmt.lineno
         used: list[GradFlag] = []
         for src in opt.sources:
-            f = next((g for g in reversed(flags) if g.stmt.lineno < line and not g.value
-                      and not g.conditional and covers(g.root, src)
-                      and not scope.exclusive(g.stmt, opt.stmt)), None)
+            f = next((g for g in reversed(flags) if not g.value and not g.conditional
+                      and covers(g.root, src) and not scope.exclusive(g.stmt, opt.stmt)
+                      and (g.stmt.lineno < line or not filtered
+                           and frozen_before_step(scope, g.stmt, opt.name))), None)
             if f is None:
                 return None
             end = f.stmt.end_lineno or f.stmt.lineno
