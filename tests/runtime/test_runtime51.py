@@ -79,6 +79,8 @@ def test_anchor_kept_as_the_parameter_itself_is_named_at_the_difference(run_scri
     ("cur = old[:n - 1]", "((cur - old[1:]) ** 2).sum()"),  # a shorter, shifted slice
     ("cur = old[:n]", "((cur[1:] - old[:-1]) ** 2).sum()"),  # shifted views of one base
     ("pass", "((cur - cur.detach()) ** 2).sum()"),  # the zero-valued trick on purpose
+    # NOTE [a line that also subtracts apart]: one memory on the first pass only
+    ("pass", "sum(((g - old) ** 2).sum() for g in (old, old + 1))"),
 ])
 def test_difference_of_distinct_elements_is_not_reported(run_script, pick, diff):
     res = run_script(EWC.replace("PICK", pick).replace("DIFF", diff))

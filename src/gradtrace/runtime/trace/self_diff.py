@@ -47,30 +47,66 @@ def note_self_difference(state: Any, name: str, a: Any, b: Any) -> None:
     base_a, base_b = a._base, b._base
     if not (a is b or base_a is b or base_b is a
             or (base_a is not None and base_a is base_b)):
+        _note_apart(state)
         return
     if a.requires_grad != b.requires_grad or a.shape != b.shape or a.numel() == 0 \
             or not a.is_floating_point() or a.stride() != b.stride() \
             or a.data_ptr() != b.data_ptr() or called_by_library(1):
         return
-    seen = _BY_STATE.setdefault(state, {})
-    if len(seen) >= _SITES:
+    rec = _BY_STATE.get(state)
+    if rec is None:
+        rec = _BY_STATE[state] = _Seen()
+    if len(rec.sites) >= _SITES:
         return
     frame = user_frame(1)
     if frame is None:
         return
     here = Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
-    if any(here == at for at, _ in seen.values()):
+    if any(here == at for at, _ in rec.sites.values()):
         return
     view = a if base_a is b else b if base_b is a else None
     bound = None if view is None else bound_site(frame, view)
-    seen[bound or here] = (here, bound is not None)
+    rec.sites[bound or here] = (here, bound is not None)
+
+
+class _Seen:
+    """The differences of one memory seen in a run, and the lines seen subtracting two
+    memories afterwards (NOTE [a line that also subtracts apart])."""
+
+    __slots__ = ("sites", "apart", "budget")
+
+    def __init__(self) -> None:
+        self.sites: dict[Site, tuple[Site, bool]] = {}
+        self.apart: set[Site] = set()
+        self.budget = _APART_CHECKS
+
+
+# NOTE [a line that also subtracts apart]
+# ``max((g - gathered[0]).abs().max() for g in gathered)``: the first pass subtracts
+# ``gathered[0]`` from itself, the next ones two tensors; a pair of corners that is sometimes
+# one corner twice. The line is not a difference of a tensor with itself, it met one. Once a
+# difference of one memory has been seen, the next ``_APART_CHECKS`` differences of the user's
+# own lines are placed (a frame lookup each, nothing before the first one is seen), and a line
+# seen subtracting two memories is not reported.
+_APART_CHECKS = 256
+
+
+def _note_apart(state: Any) -> None:
+    rec = _BY_STATE.get(state)
+    if rec is None or rec.budget <= 0 or called_by_library(2):
+        return
+    rec.budget -= 1
+    frame = user_frame(2)
+    if frame is not None:
+        rec.apart.add(Site(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
 
 
 def self_diff_findings(state: Any) -> list[Finding]:
     """GT902 for each difference of one memory with itself (see the NOTE)."""
-    seen = _BY_STATE.pop(state, None)
-    if not seen or state.backward_count == 0:
+    rec = _BY_STATE.pop(state, None)
+    if rec is None or not rec.sites or state.backward_count == 0:
         return []
+    seen = {k: v for k, v in rec.sites.items() if v[0] not in rec.apart}
     from gradtrace.runtime.build import make
 
     out = []
