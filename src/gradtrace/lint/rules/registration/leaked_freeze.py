@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.cut_inputs import bound_param
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
@@ -162,18 +163,9 @@ def _freezers(ctx: Context) -> dict[int, _Freezer]:
 
 def _argument_for(call: ast.Call, fz: _Freezer) -> str | None:
     """The caller's spelling of what ``call`` passes for the freezer's parameter."""
-    a = fz.fn.args
-    ps = [x.arg for x in (*a.posonlyargs, *a.args)]
-    if isinstance(call.func, ast.Attribute) and ps and ps[0] in ("self", "cls"):
-        ps = ps[1:]
-    if any(isinstance(x, ast.Starred) for x in call.args):
-        return None
-    for x, p in zip(call.args, ps):
-        if p == fz.param:
+    for x in (*call.args, *(k.value for k in call.keywords)):
+        if bound_param(fz.fn, call, x) == fz.param:
             return dotted(x)
-    for k in call.keywords:
-        if k.arg == fz.param:
-            return dotted(k.value)
     return None
 
 

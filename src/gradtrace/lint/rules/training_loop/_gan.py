@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Sequence
 
+from gradtrace.lint.analysis.cut_inputs import bound_param
 from gradtrace.lint.analysis.graph_deps import Deps, graphs
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.analysis.steps import Backward
@@ -116,18 +117,6 @@ def _step_helpers(ctx: Context) -> tuple[frozenset[str], re.Pattern[str] | None]
     return ctx.memo("gt508-step-helpers", ctx.tree, build)
 
 
-def _params(fn: ast.AST, call: ast.Call) -> list[str] | None:
-    """The parameter names the positional arguments of ``call`` fill (``self`` skipped for a
-    method called through an attribute); None when a ``*args`` makes it unknown."""
-    a = fn.args  # type: ignore[attr-defined]
-    ps = [x.arg for x in (*a.posonlyargs, *a.args)]
-    if isinstance(call.func, ast.Attribute) and ps and ps[0] in ("self", "cls"):
-        ps = ps[1:]
-    if any(isinstance(x, ast.Starred) for x in call.args) or len(call.args) > len(ps):
-        return None
-    return ps
-
-
 def _shared_args(c1: ast.Call, fn1: ast.AST, c2: ast.Call, fn2: ast.AST
                  ) -> Iterator[tuple[str, str, str]]:
     """(caller's name, parameter of fn1, parameter of fn2) for each plain name both calls
@@ -139,16 +128,12 @@ def _shared_args(c1: ast.Call, fn1: ast.AST, c2: ast.Call, fn2: ast.AST
 
 
 def _arg_map(call: ast.Call, fn: ast.AST) -> dict[str, str]:
-    ps = _params(fn, call)
+    """Each plain name ``call`` passes, with the parameter of ``fn`` it binds."""
     out: dict[str, str] = {}
-    if ps is None:
-        return out
-    for x, p in zip(call.args, ps):
-        if isinstance(x, ast.Name):
-            out.setdefault(x.id, p)
-    for k in call.keywords:
-        if k.arg is not None and isinstance(k.value, ast.Name):
-            out.setdefault(k.value.id, k.arg)
+    for x in (*call.args, *(k.value for k in call.keywords)):
+        p = bound_param(fn, call, x) if isinstance(x, ast.Name) else None  # type: ignore[arg-type]
+        if p is not None:
+            out.setdefault(x.id, p)  # type: ignore[attr-defined]
     return out
 
 
