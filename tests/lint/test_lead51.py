@@ -267,3 +267,17 @@ def test_a_partial_or_undone_freeze_after_the_optimizer_stays_silent():
     assert _gt431("model[0].requires_grad_(False)") == []
     assert _gt431("model.requires_grad_(False)\n    model[2].requires_grad_(True)") == []
     assert _gt431("if loader is None:\n        model.requires_grad_(False)") == []
+
+
+def test_a_helper_called_by_two_training_loops_is_reported_once():
+    src = textwrap.dedent(LEAK).format(call="freeze(model)", undo="") + textwrap.dedent('''
+        def again(model, x):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(3):
+                loss = model(x).sum()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                freeze(model)
+        ''')
+    assert [f.line for f in check_source(src, "e.py") if f.code == "GT427"] == [16]

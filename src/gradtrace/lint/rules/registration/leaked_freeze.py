@@ -104,15 +104,16 @@ class FreezeLeftByHelper(Rule):
         freezers = _freezers(ctx)
         if not freezers:
             return
+        told: set[int] = set()  # each helper's freeze once, whichever caller shows it
         for fn in function_scopes(node):
-            yield from self._callers(fn, freezers, ctx)
+            yield from self._callers(fn, freezers, told, ctx)
 
-    def _callers(self, node: ast.AST, freezers: dict[int, _Freezer], ctx: Context
-                 ) -> Iterator[Finding]:
+    def _callers(self, node: ast.AST, freezers: dict[int, _Freezer], told: set[int],
+                 ctx: Context) -> Iterator[Finding]:
         scope = ctx.scope(node)
         for s, v in _loop_calls(scope):
             fn = called_function(v, scope, s.lineno)
-            fz = freezers.get(id(fn)) if fn is not None else None
+            fz = freezers.get(id(fn)) if fn is not None and id(fn) not in told else None
             model = _argument_for(v, fz) if fz is not None else None
             if model is None:
                 continue
@@ -121,6 +122,7 @@ class FreezeLeftByHelper(Rule):
             if not _trains_in(node, loop, model, ctx) or _flagged_again(scope, loop, v, model,
                                                                        freezers, ctx):
                 continue
+            told.add(id(fz.fn))  # type: ignore[union-attr]
             flag = flag_statement(fz.flag.stmt)  # type: ignore[union-attr]
             yield self.report(flag, ctx, related=[Related(
                 ctx.path, s.lineno, f"`{ctx.source(v).strip()}` runs inside the training loop",
