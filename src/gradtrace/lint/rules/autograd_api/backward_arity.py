@@ -9,38 +9,15 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
-from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.autograd_api.functions import (
-    _is_function_class, _method, _never_differentiated, _returns, only_called_directly)
+    _is_function_class, _method, _never_differentiated, _returns, _tuple_items,
+    only_called_directly)
 
 # operators a tuple does not support: their result is one value (a tensor), never a tuple
-SINGLE_OPS = (ast.Sub, ast.Div, ast.MatMult, ast.Pow, ast.FloorDiv)
-
-
-def _width(e: ast.expr | None, fn: ast.FunctionDef) -> int | None:
-    """How many outputs a ``return`` of ``forward`` gives autograd, when certain from the
-    source: the items of a tuple literal (or of a local bound once, to a tuple literal), or 1
-    for a value that cannot be a tuple (``x - m``, ``a / b``, ``-x``); else None."""
-    if isinstance(e, ast.Tuple):
-        return None if any(isinstance(x, ast.Starred) for x in e.elts) else len(e.elts)
-    if isinstance(e, ast.Name):
-        stores = [n for n in walk(fn) if isinstance(n, ast.Name) and n.id == e.id
-                  and isinstance(n.ctx, ast.Store)]
-        made = [s.value for s in walk(fn) if isinstance(s, ast.Assign) and len(s.targets) == 1
-                and isinstance(s.targets[0], ast.Name) and s.targets[0].id == e.id]
-        if len(stores) == 1 and len(made) == 1 and isinstance(made[0], ast.Tuple):
-            return _width(made[0], fn)
-        return None
-    if isinstance(e, ast.BinOp) and isinstance(e.op, SINGLE_OPS):
-        return 1
-    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
-        return 1
-    return None
-
-
 def _outputs(fwd: ast.FunctionDef) -> int | None:
     """The number of outputs every live ``return`` of ``forward`` gives, when they all agree."""
-    widths = {_width(r.value, fwd) for r in _returns(fwd)}
+    widths = {None if (items := _tuple_items(r.value, fwd)) is None else len(items)
+              for r in _returns(fwd)}
     if len(widths) != 1 or None in widths:
         return None
     return next(iter(widths))  # type: ignore[return-value]

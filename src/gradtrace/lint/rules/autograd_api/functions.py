@@ -79,18 +79,21 @@ def _live(block: list) -> list:
 
 
 def _tuple_items(e: ast.expr | None, fn: ast.FunctionDef) -> list[ast.expr] | None:
-    """The items a ``return`` gives back, when that is certain from the source, else None."""
+    """The items a ``return`` gives back, when that is certain from the source, else None
+    (for ``backward``'s gradients, GT701, and ``forward``'s outputs, GT135)."""
     if e is None or (isinstance(e, ast.Constant) and e.value is None):
         return None  # `return None`: one None gradient, but also a bare early exit; skip
     if isinstance(e, ast.Tuple):
         return None if any(isinstance(x, ast.Starred) for x in e.elts) else list(e.elts)
     if isinstance(e, ast.Name):
-        values = [s.value for s in walk(fn) if isinstance(s, ast.Assign)
-                  and any(isinstance(t, ast.Name) and t.id == e.id for t in s.targets)]
-        if len(values) == 1 and isinstance(values[0], ast.Tuple):
-            return _tuple_items(values[0], fn)
-        if not values and e.id in {a.arg for a in fn.args.args[1:]}:
-            return [e]  # the incoming gradient itself: one tensor
+        stores = [n for n in walk(fn) if isinstance(n, ast.Name) and n.id == e.id
+                  and isinstance(n.ctx, ast.Store)]
+        values = [s.value for s in walk(fn) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                  and isinstance(s.targets[0], ast.Name) and s.targets[0].id == e.id]
+        if len(stores) == 1 and len(values) == 1 and isinstance(values[0], ast.Tuple):
+            return _tuple_items(values[0], fn)  # bound once, to a tuple literal
+        if not stores and e.id in {a.arg for a in fn.args.args[1:]}:
+            return [e]  # an argument itself (the incoming gradient): one tensor
         return None
     grads = {a.arg for a in fn.args.args[1:]}
     return [e] if _single(e, grads) else None
