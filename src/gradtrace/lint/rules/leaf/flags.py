@@ -286,13 +286,24 @@ def int_dtype(node: ast.AST, ctx: Context) -> str | None:
     return None
 
 
+# torch 2.13's three spellings of the error, by how the grad is asked for
+INT_GRAD_ERRORS = {
+    "factory": "Only Tensors of floating point and complex dtype can require gradients",
+    "method": "only Tensors of floating point dtype can require gradients",  # requires_grad_()
+    "attribute": "only Tensors of floating point and complex dtype can require gradients",
+}
+
+
 class RequiresGradOnIntegerTensor(Rule):
     """`requires_grad=True` on an integer (or bool) tensor.
 
     Why: only floating point and complex tensors can require gradients:
     `torch.tensor([1, 2], requires_grad=True)`, `torch.arange(5, requires_grad=True)` and
     `torch.randint(..., requires_grad=True)` raise `RuntimeError: Only Tensors of floating point
-    and complex dtype can require gradients` (verified on torch 2.13). Integer literals make
+    and complex dtype can require gradients` (verified on torch 2.13; `.requires_grad_()` says
+    `only Tensors of floating point dtype can require gradients`, and setting `.requires_grad =
+    True` `only Tensors of floating point and complex dtype can require gradients`). Integer
+    literals make
     int64 tensors: write `1.0`, or pass `dtype=torch.float32`.
     `nn.Parameter(mask)` asks for grad too (unless `requires_grad=False`).
     Known limits: the dtype must be visible in the call (an explicit integer dtype, integer
@@ -304,8 +315,7 @@ class RequiresGradOnIntegerTensor(Rule):
     gate_statements = True
     name = "requires-grad-on-integer-tensor"
     message = ("`{expr}` is an integer tensor ({dtype}); asking it to require grad raises "
-               "`RuntimeError: Only Tensors of floating point and complex dtype can require "
-               "gradients`")
+               "`RuntimeError: {error}`")
     triggers = ("requires_grad", "Parameter")
     examples = [
         Bad("""
@@ -345,25 +355,39 @@ class RequiresGradOnIntegerTensor(Rule):
                 dtype, where = got
                 rel = [Related(ctx.path, where.lineno, "the integer tensor is made here",
                                ctx.column(where))] if where is not node.args[0] else []
-                yield self.report(node, ctx, related=rel,
+                yield self.report(node, ctx, related=rel, error=INT_GRAD_ERRORS["factory"],
                                   expr=excerpt(ctx.source(node.args[0])), dtype=dtype)
             return
         if is_true(keyword(node, "requires_grad")) and (
                 (ctx.call_name(node) or "") in GRAD_FACTORIES or keyword(node, "dtype")):
             dtype = int_dtype(node, ctx)
             if dtype:
-                yield self.report(node, ctx, expr=excerpt(ctx.source(node)), dtype=dtype)
+                yield self.report(node, ctx, expr=excerpt(ctx.source(node)), dtype=dtype,
+                                  error=INT_GRAD_ERRORS["factory"])
             return
         if isinstance(func, ast.Attribute) and func.attr == "requires_grad_" and (
                 not node.args or is_true(node.args[0])):
-            recv = func.value
-            dtype = int_dtype(recv, ctx)
-            if dtype is None and isinstance(recv, ast.Name):
-                b = ctx.scope().binding_before(recv.id, node.lineno)
-                if b is not None and b.value is not None and not isinstance(b.stmt, ast.AugAssign):
-                    dtype = int_dtype(b.value, ctx)
-            if dtype:
-                yield self.report(node, ctx, expr=excerpt(ctx.source(recv)), dtype=dtype)
+            yield from self._flagged(func.value, node, ctx, INT_GRAD_ERRORS["method"])
+
+    def visit_Attribute(self, t: ast.Attribute, ctx: Context) -> Iterator[Finding]:
+        """``ids.requires_grad = True``."""
+        stmt = ctx.statement
+        if t.attr == "requires_grad" and isinstance(t.ctx, ast.Store) \
+                and isinstance(stmt, ast.Assign) and is_true(stmt.value):
+            yield from self._flagged(t.value, stmt, ctx, INT_GRAD_ERRORS["attribute"])
+
+    def _flagged(self, recv: ast.expr, at: ast.AST, ctx: Context, error: str
+                 ) -> Iterator[Finding]:
+        """The finding when ``recv``, asked to require grad at ``at``, holds an integer tensor:
+        made so, bound so earlier in the function, or (a parameter) passed so by every call of
+        the function in the file (``saliency(model, torch.randint(...))``)."""
+        got = _int_data(recv, at.lineno, ctx) if isinstance(recv, ast.Name) else None
+        dtype, where = got if got is not None else (int_dtype(recv, ctx), recv)
+        if dtype:
+            rel = [Related(ctx.path, where.lineno, "the integer tensor is made here",
+                           ctx.column(where))] if where.lineno != at.lineno else []
+            yield self.report(at, ctx, related=rel, expr=excerpt(ctx.source(recv)), dtype=dtype,
+                              error=error)
 
 
 def _int_data(e: ast.expr, line: int, ctx: Context) -> tuple[str, ast.expr] | None:

@@ -27,6 +27,7 @@ from gradtrace.lint.rules.registration._copies import uncopied
 from gradtrace.lint.rules.registration._unused import never_named
 from gradtrace.lint.rules.registration._foreign_layers import other_file_layer
 from gradtrace.lint.rules.registration._helper_built import MAPPED_TEXT, mapped_entries
+from gradtrace.lint.rules.registration._returned_lists import builder_names, returned_entries
 
 CONTAINER_TEXT_RE = re.compile(
     r"self\.\w+\s*=\s*(?:\[|\{|\(|list\(|dict\(|None if [^\n]*?else [\[{])")
@@ -238,7 +239,7 @@ class ModulesInPlainContainer(Rule):
         text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
         if not (CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
                     PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)
-                or MAPPED_TEXT in text):
+                or MAPPED_TEXT in text or any(f"{b}(" in text for b in builder_names(ctx))):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
@@ -294,6 +295,11 @@ class ModulesInPlainContainer(Rule):
         inner_kind = ""
         got = _elements(value) if _is_empty(value) is None else None
         got = got or mapped_entries(value, ctx)  # NOTE [mapped containers]
+        helper = returned_entries(value, cls, ctx) if got is None else None
+        if helper is not None:  # NOTE [returned containers]
+            got = helper[:2]
+            related.append(Related(ctx.path, helper[2].lineno, "the plain container is built "
+                                   "and returned here", ctx.column(helper[2])))
         local = _local_list(value, init, ctx) if got is None and init else None
         passed = passed_in(value, init, cls, ctx) if got is None and local is None and init \
             else None
