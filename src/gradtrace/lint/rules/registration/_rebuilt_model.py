@@ -18,6 +18,14 @@ from gradtrace.lint.rules.registration._recreated import all_builds
 from gradtrace.lint.statement_shapes import exit_after
 
 
+# NOTE [stale from the next pass]: ``model = copy.deepcopy(best)`` (a restore of the best
+# weights) in a branch of the epoch loop, with the optimizer built before the loop over the first
+# model's parameters and stepped in the loop above that line: from the next pass on, the loop
+# trains the new copy through an optimizer that holds the old tensors, so the copy never changes
+# (torch 2.13: `optimizer.param_groups` keep the objects they were given). Not when the loop
+# builds the optimizer again, or leaves right after (`break`, `return`).
+
+
 def _base(e: ast.AST) -> str | None:
     """``model`` for ``model``, ``model.cuda()``, ``model.to(dev).half()``."""
     while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
@@ -40,7 +48,37 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
                 if not any(line < m.stmt.lineno < step for m in scope.calls_to("add_param_group")
                            if m.receiver == opt.name):
                     return opt, step
+        step = _next_pass_step(scope, opt, node)
+        if step is not None:
+            return opt, step
     return None
+
+
+def _next_pass_step(scope: Scope, opt: OptimizerBuild, node: ast.stmt) -> int | None:
+    """A step of ``opt`` above ``node`` in a loop around both that the optimizer was built
+    before (NOTE [stale from the next pass]), when the loop goes on after ``node``."""
+    for loop in reversed(scope.loops_of(node)):
+        lo, hi = loop.lineno, loop.end_lineno or loop.lineno
+        if lo <= opt.stmt.lineno <= hi or _leaves_after(loop, node):
+            return None
+        if any(lo <= b.line <= hi for b in scope.bindings.get(opt.name, ())):
+            return None  # the optimizer is built again in the loop
+        for step in step_lines(scope, opt.name):
+            if lo <= step < node.lineno:
+                return step
+    return None
+
+
+def _leaves_after(loop: ast.stmt, node: ast.stmt) -> bool:
+    """A ``break``, ``return`` or ``raise`` follows ``node`` in its own block (inside
+    ``loop``): the loop never runs again after it."""
+    for n in walk(loop):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if isinstance(block, list) and node in block:
+                after = block[block.index(node) + 1:]
+                return any(isinstance(x, (ast.Break, ast.Return, ast.Raise)) for x in after)
+    return False
 
 
 def _same_module(scope: Scope, target: str, line: int) -> list[str]:
