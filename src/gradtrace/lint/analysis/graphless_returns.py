@@ -79,8 +79,8 @@ def graphless_call(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
 def returned_element_graphless(ctx: Context, fn: ast.AST | None, i: int) -> bool:
     """Every ``return`` of ``fn`` gives back a tuple whose element ``i`` holds no graph
     (``return (total_loss, detections)`` with ``total_loss`` a sum of ``.item()`` numbers):
-    a name unpacked from that position of its result is graphless (NOTE [graphless by
-    construction])."""
+    a name unpacked from that position of its result is graphless
+    (NOTE [graphless by construction])."""
     if not isinstance(fn, DEFS):
         return False
     rets = [r for r in bfs_walk(fn) if isinstance(r, ast.Return)]
