@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import param_kind, unpacked_return
 from gradtrace.lint.analysis.elements import layer_element, loop_kind, unwrapped_kind
-from gradtrace.lint.analysis.foreign_kinds import foreign_asked, foreign_module_kind
+from gradtrace.lint.analysis.foreign_kinds import (
+    foreign_asked, foreign_attr_kind, foreign_module_kind)
 from gradtrace.lint.analysis.function_facts import FunctionFacts
 from gradtrace.lint.analysis.instance_methods import held_method
 from gradtrace.lint.analysis.kinds import (
@@ -236,6 +237,8 @@ class Analysis(FunctionFacts):
         owner = self._kind(e.value, scope, line, depth + 1)
         if owner is not None and owner.what in (MODULE, OBJECT) and owner.cls in self.classes:
             return _in_caller_terms(self.classes[owner.cls].attr_kind(e.attr), e.value)
+        if owner is not None and owner.what == MODULE and owner.node is not None:
+            return foreign_attr_kind(self.ctx, owner.node, e.attr)  # a class of another file
         return None
 
     @staticmethod

@@ -82,3 +82,22 @@ def foreign_module_kind(ctx: Context, call: ast.Call, scope: Scope, line: int
         prefix = q.rpartition(".")[0]
         name = prefix + "." + name if prefix else None
     return Kind(MODULE, cls=name, node=call)
+
+
+def foreign_attr_kind(ctx: Context, call: ast.AST | None, attr: str) -> Kind | None:
+    """``model.conv1`` with ``model = Net(...)`` built from a module class of another file of
+    the project whose ``__init__`` makes ``self.conv1`` a module there: a module (its class
+    kept only when it is torch's; NOTE [foreign module kinds]). None otherwise."""
+    if not isinstance(call, ast.Call) or not DEFINITIONS:
+        return None
+    got = DEFINITIONS[0](ctx, call.func)
+    if got is None or not isinstance(got[1], ast.ClassDef):
+        return None
+    octx, node = got
+    cls = octx.analysis.classes.get(node.name)
+    if cls is None or cls.node is not node or not cls.is_module:
+        return None
+    k = cls.attr_kind(attr)
+    if k is None or k.what != MODULE:
+        return None
+    return Kind(MODULE, cls=k.cls if (k.cls or "").startswith("torch.") else None)

@@ -76,10 +76,32 @@ def graphless_call(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
     return returns_graphless(ctx, ctx.analysis.callee(call, where))
 
 
+def returned_element_graphless(ctx: Context, fn: ast.AST | None, i: int) -> bool:
+    """Every ``return`` of ``fn`` gives back a tuple whose element ``i`` holds no graph
+    (``return (total_loss, detections)`` with ``total_loss`` a sum of ``.item()`` numbers):
+    a name unpacked from that position of its result is graphless
+    (NOTE [graphless by construction])."""
+    if not isinstance(fn, DEFS):
+        return False
+    rets = [r for r in bfs_walk(fn) if isinstance(r, ast.Return)]
+    if not rets or not all(isinstance(r.value, ast.Tuple) and len(r.value.elts) > i
+                           and not any(isinstance(e, ast.Starred) for e in r.value.elts)
+                           for r in rets):
+        return False
+    ok = _graphless_test(ctx, fn)
+    return all(ok(r.value.elts[i], r) for r in rets)  # type: ignore[union-attr]
+
+
 def _returns_graphless(ctx: Context, fn: ast.AST) -> bool:
     rets = [r for r in bfs_walk(fn) if isinstance(r, ast.Return)]
     if not any(r.value is not None for r in rets):
         return False
+    ok = _graphless_test(ctx, fn)
+    return all(ok(r.value, r) for r in rets)
+
+
+def _graphless_test(ctx: Context, fn: ast.AST):  # type: ignore[no-untyped-def]
+    """The test ``ok(expr, stmt)``: ``expr`` read in ``fn`` holds no graph."""
     scope = ctx.scope(fn)
     params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}  # type: ignore
     seen: set[str] = set()
@@ -91,8 +113,9 @@ def _returns_graphless(ctx: Context, fn: ast.AST) -> bool:
             return True  # a cycle (``x = x.sum()``): decided by its other values
         seen.add(name)
         bs = scope.bindings.get(name, ())
-        return bool(bs) and all(b.value is not None and isinstance(
-            b.stmt, (ast.Assign, ast.AnnAssign)) and ok(b.value, b.stmt) for b in bs)
+        return bool(bs) and all(b.value is not None and isinstance(  # (`n += x.item()`)
+            b.stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and ok(b.value, b.stmt)
+            for b in bs)
 
     def ok(e: ast.AST | None, at: ast.stmt) -> bool:
         if e is None or isinstance(e, (ast.Constant, ast.JoinedStr, ast.Compare)):
@@ -119,7 +142,7 @@ def _returns_graphless(ctx: Context, fn: ast.AST) -> bool:
             return _call_ok(ctx, e, lambda x: ok(x, at))
         return False
 
-    return all(ok(r.value, r) for r in rets)
+    return ok
 
 
 def _call_ok(ctx: Context, e: ast.Call, ok: object) -> bool:

@@ -44,11 +44,22 @@ def optimizer_like(name: str | None, scope: Scope | None = None, line: int = 0) 
         b = scope.binding_before(name, line or 10 ** 9)
         if b is not None and b.kind == OPTIMIZER:
             return True
+        if b is None and "." not in name and _cleared_and_stepped(scope, name):
+            return True  # `trainer.zero_grad()` ... `trainer.step()`: what an optimizer does
     last = name.partition("[")[0].rpartition(".")[2]  # `self.optimizer['actor']`: its holder
     low = last.lower()
     if low.startswith("option"):
         return False
     return bool(OPT_RE.search(low)) or bool(re.match(r"opt[A-Z]", last))
+
+
+def _cleared_and_stepped(scope: Scope, name: str) -> bool:
+    """A name the function does not bind (a parameter, d2l's ``trainer``) on which it calls
+    both ``zero_grad()`` and an argument-free ``step()``: torch's optimizers have both, a
+    module has no ``step``, a scheduler no ``zero_grad``."""
+    return any(m.receiver == name and not m.call.args and not m.call.keywords
+               for m in scope.calls_to("step")) and any(
+        m.receiver == name for m in scope.calls_to("zero_grad"))
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,8 @@ def _plain_gradient(v: ast.AST | None, scope: Scope) -> bool:
 def _rebound_before(scope: Scope, name: str, loop: ast.stmt, stmt: ast.stmt) -> bool:
     """A statement of the loop body that runs on every pass before ``stmt`` (not under an
     ``if`` that does not hold ``stmt``) binds ``name`` to a value not read from ``name``, or
-    cut from its graph (``sample = sample.detach()``: a leaf again on every pass)."""
+    cut from its graph (``sample = sample.detach()``: a leaf again on every pass), or
+    unpacks it from a value not read from ``name`` (``x, y = batch``)."""
     body: list[ast.stmt] = list(getattr(loop, "body", ()))
     while body:
         nxt: list[ast.stmt] = []
@@ -211,12 +212,22 @@ def _rebound_before(scope: Scope, name: str, loop: ast.stmt, stmt: ast.stmt) -> 
                     (a for a in arms if any(x is stmt or stmt in list(walk(x)) for x in a)), [])
                 break
             for b in scope.bindings.get(name, ()):
-                if b.stmt is s and b.value is not None and (not any(
+                if b.stmt is s and (b.value is not None and (not any(
                         isinstance(n, ast.Name) and n.id == name for n in walk(b.value))
-                        or _cut_chain(b.value)):
+                        or _cut_chain(b.value)) or _unpacked_afresh(s, name)):
                     return True
         body = nxt
     return False
+
+
+def _unpacked_afresh(s: ast.stmt, name: str) -> bool:
+    """``s`` unpacks a right-hand side that does not read ``name`` into ``name``
+    (``inputs, y, _ = batch``): each pass takes the new element, not the value ``name``
+    held."""
+    return isinstance(s, ast.Assign) and not any(
+        isinstance(n, ast.Name) and n.id == name for n in walk(s.value)) and any(
+        isinstance(t, (ast.Tuple, ast.List)) and any(
+            isinstance(e, ast.Name) and e.id == name for e in walk(t)) for t in s.targets)
 
 
 def _cut_chain(v: ast.expr) -> bool:

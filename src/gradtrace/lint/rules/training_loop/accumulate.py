@@ -16,6 +16,7 @@ from gradtrace.lint.analysis.accumulators import accumulated_args, calls_accumul
 from gradtrace.lint.analysis.model_calls import model_calls
 from gradtrace.lint.analysis.method_freezes import graph_call
 from gradtrace.lint.analysis.graphless_returns import graphless_call
+from gradtrace.lint.analysis.unpacked_graphless import unpacked_graphless
 from gradtrace.lint.analysis.caller_grad import callers_grad_off
 from gradtrace.lint.analysis.collected_leaves import no_graph_collected
 from gradtrace.lint.analysis.step_forwards import step_forward
@@ -333,7 +334,8 @@ class LossAccumulatedWithGraph(LoopRule):
                   and not (isinstance(v := value_of(b), ast.Call)
                            and other_framework(f.ctx, f.scope, v))
                   and not _passed_through_clean(f, g, b)
-                  and not entries_rewritten(f.node, b.name, b.line, s)]
+                  and not entries_rewritten(f.node, b.name, b.line, s)
+                  and not unpacked_graphless(f.ctx, f.scope, b)]
         direct = any(graph_call(f.ctx, f.scope, c, s.lineno) for c, _ in model_calls(value))
         if not graphy and not direct and (at := term_kept(f, s, value)) is not None \
                 and self._outlives(f, acc, f.loops_of(at)[-1]):

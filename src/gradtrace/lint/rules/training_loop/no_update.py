@@ -8,8 +8,10 @@ that work and neither fails when it is missing: ``backward()`` fills ``.grad`` a
 weight where it was (GT544); a loop that clears and computes a loss but backpropagates nothing
 has no gradient to apply (GT545: ``zero_grad`` leaves ``.grad`` at None, so even a step moves
 nothing). Both stay silent unless the optimizer is built in the same function from
-``torch.optim`` and used there only through its own methods: an optimizer handed to another
-call, stored, returned or read as a value may be stepped elsewhere.
+``torch.optim`` (or, for GT544, is a parameter every caller of the file hands one) and used
+there only through its own methods: an optimizer handed to another call, stored, returned or
+read as a value may be stepped elsewhere. Whatever a caller does after the loop, a loop that
+clears the gradients on every pass keeps only the last pass's.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.file_parents import file_parents
-from gradtrace.lint.analysis.kinds import is_torch_loss
+from gradtrace.lint.analysis.kinds import OPTIMIZER as OPTIMIZER_KIND
+from gradtrace.lint.analysis.kinds import SCHEDULER, is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -68,8 +71,19 @@ def _cleared_in_loops(scope: Scope, fn: ast.AST, ctx: Context,  # type: ignore[n
         if not loops or not name or name in seen or "." in name or "[" in name:
             continue
         seen.add(name)
-        if _built_here(scope, name, z.stmt.lineno) and _only_own_uses(fn, name, ctx, own):
+        if (_built_here(scope, name, z.stmt.lineno) or _handed_optimizer(scope, z, ctx)) \
+                and _only_own_uses(fn, name, ctx, own):
             yield z, loops[-1], name
+
+
+def _handed_optimizer(scope: Scope, z, ctx: Context) -> bool:  # type: ignore[no-untyped-def]
+    """The cleared name is a parameter of the function that every caller of the file hands
+    a ``torch.optim`` optimizer (NOTE [parameter kinds])."""
+    recv = z.call.func.value
+    if not isinstance(recv, ast.Name) or scope.bindings.get(recv.id):
+        return False
+    k = ctx.analysis.kind(recv, scope, z.stmt.lineno)
+    return k is not None and k.what == OPTIMIZER_KIND
 
 
 class OptimizerNeverStepped(Rule):
@@ -233,7 +247,9 @@ def _other_step(loop: ast.stmt, scope: Scope, ctx: Context) -> bool:
             b = scope.binding_before(recv.id, n.lineno) if isinstance(recv, ast.Name) else None
             q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
                 b.value, ast.Call) else None
-            if not (q or "").startswith(SCHEDULERS):
+            if not (q or "").startswith(SCHEDULERS) and not (
+                    b is None and (k := ctx.analysis.kind(recv, scope, n.lineno)) is not None
+                    and k.what == SCHEDULER):  # (a scheduler the callers hand in)
                 return True
     return False
 

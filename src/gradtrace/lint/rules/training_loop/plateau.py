@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding
 from gradtrace.lint.analysis.cuts import is_functional_loss, is_loss_class, is_torch_loss
+from gradtrace.lint.analysis.flag_set_beside import guarded_off_by_build_flag
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.analysis.torch_classes import builds_torch_class
 from gradtrace.lint.context import Context
@@ -239,7 +240,8 @@ class PlateauStepWithoutMetric(Rule):
     `step()` under `if` tests that compare one setting (`args.sched`, `config['sched']`) with
     different constants (`== 'plateau'`, `== 'step'`) never meet in one run and are not paired
     (a constructor's `params.sched` is the other methods' `self.params.sched` when it keeps
-    `self.params = params`).
+    `self.params = params`). A `step()` in the `else` of `if self.use_metric:`, a flag the
+    plateau's own branch sets to True, is not reported (NOTE [flag set beside the build]).
     """
 
     code = "GT531"
@@ -294,7 +296,8 @@ class PlateauStepWithoutMetric(Rule):
                 continue
             for step, built in self._bare_steps(n, owner, ctx):
                 if _exclusive_settings(ctx, n, step, built=built) \
-                        or _exclusive_through_parameter(ctx, n, step, owner):
+                        or _exclusive_through_parameter(ctx, n, step, owner) \
+                        or guarded_off_by_build_flag(ctx, n, step):
                     continue  # `if cfg.sched == 'plateau': s = Plateau(...)` / `== 'step'`
                 yield self.report(step, ctx, step=ctx.source(step)[:60], line=n.lineno,
                                   related=(related_at(ctx, n, "the scheduler is built here"),))

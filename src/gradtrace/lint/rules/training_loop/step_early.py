@@ -141,8 +141,10 @@ def _models_of(f: LoopFacts, b: Backward, until: ast.stmt | None = None) -> set[
     from gradtrace.lint.analysis.model_calls import module_like
     from gradtrace.lint.rules.training_loop._reach import _live_calls, _unpacked_from
 
-    if b.loss is None or any(
+    loops = f.scope.loops_of(b.stmt)  # (a step after the pass's loop comes after the
+    if b.loss is None or any(          # next passes' clears: it takes none of this gradient)
             f.before(b.stmt, st) and (until is None or f.before(st, until))
+            and (not loops or f.inside(st, loops[-1]))
             and any(isinstance(c.func, ast.Attribute) and c.func.attr == "step"
                     for c in f.calls_of(st))
             for st in f.scope.stmts):
