@@ -1,4 +1,4 @@
-"""pytorch-soft-actor-critic's `SAC.update_parameters` builds both Q losses and the policy loss (through the critic) first, then backpropagates `qf1_loss`, steps the critic optimizer, backpropagates `qf2_loss` and the policy loss; the critic step updates the Q-network weights in place while the `qf2_loss` and policy-loss graphs still hold them, so the second backward fails (PyTorch 1.5 and later).
+"""pytorch-soft-actor-critic's `SAC.update_parameters` builds both Q losses and the policy loss (through the critic) first, then backpropagates `qf1_loss` and steps the critic optimizer, backpropagates `qf2_loss` and steps it again, and only then backpropagates the policy loss; the two critic steps update the Q-network weights in place while the policy-loss graph still holds them, so `policy_loss.backward()` fails (PyTorch 1.5 and later).
 
 source: https://github.com/pranz24/pytorch-soft-actor-critic/commit/e961172767b9452dffe1b6166f389c0395711a85
 kind: bug
@@ -125,11 +125,11 @@ class SAC(object):
         self.critic_optim.step()  # ROOT
 
         self.critic_optim.zero_grad()
-        qf2_loss.backward()  # SYMPTOM
+        qf2_loss.backward()
         self.critic_optim.step()
 
         self.policy_optim.zero_grad()
-        policy_loss.backward()
+        policy_loss.backward()  # SYMPTOM
         self.policy_optim.step()
 
         if updates % self.target_update_interval == 0:
