@@ -59,7 +59,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 42 (session 48)", "92fae01f"),
            ("held-out 43 (session 49)", "eafad14a"),
            ("held-out 44 (session 50)", "e20dbe4b"),
-           ("held-out 45 (session 51)", "b4a9a389"))
+           ("held-out 45 (session 51)", "b4a9a389"),
+           ("held-out 46 (session 52)", "5285129f"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -108,6 +109,7 @@ FIRST_CONTACT = {
     "held-out 43 (session 49)": ("2/9", "1/3", "3/6", 0, 2),
     "held-out 44 (session 50)": ("3/10", "2/5", "2/5", 0, 0),
     "held-out 45 (session 51)": ("3/10", "1/5", "3/5", 1, 1),
+    "held-out 46 (session 52)": ("2/9", "2/3", "2/6", 0, 2),
 }
 
 
