@@ -1,0 +1,63 @@
+"""Shapes from the projects of docs/triage/unseen52b.md (session 52), each in another
+spelling than the project's and next to a buggy twin that is still reported; the torch ones
+run on real torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+torch.manual_seed(0)
+'''
+
+# a linear probe on frozen features: the loss is a method of an object holding the probe
+PROBE = '''
+class {base}:
+    def __init__(self):
+{init}
+    def get_loss(self, feats, y):
+        return F.cross_entropy({logits}, y)
+
+
+def train(encoder, probe, batches, opt):
+    for x, y in batches:
+{clear}
+        with torch.no_grad():
+            z = encoder(x)
+        total = probe.get_loss(z, y)
+        opt.zero_grad()
+        total.backward()
+        opt.step()
+encoder, probe = nn.Linear(5, 4), Probe()
+opt = torch.optim.SGD({params}, lr=0.1)
+train(encoder, probe, [(torch.randn(6, 5), torch.randint(0, 4, (6,)))], opt)
+'''
+
+SHAPES: dict[str, tuple[Shape, Shape]] = {
+    # Spijkervet/contrastive-predictive-coding (speaker probe): `loss.zero_grad()`, the CPC
+    # features under `no_grad`, `loss.get_loss(x, z, c, ...)` of `Speaker_Loss`, an
+    # `nn.Module` of another file whose linear classifier the optimizer trains; GT201 read the
+    # method as a loss function of its (dead) arguments. Twin: a plain object whose loss uses
+    # only the dead features (reported; backward raises).
+    "probe-loss-method": (
+        Shape(PROBE.format(base="Probe(nn.Module)",
+                           init="        super().__init__()\n        self.head = nn.Linear(4, 4)",
+                           logits="self.head(feats)", clear="        probe.zero_grad()",
+                           params="probe.parameters()"),
+              "GT201", holds="probe.head.weight.grad is not None"),
+        Shape(PROBE.format(base="Probe", init="        self.t = 1.0", logits="feats / self.t",
+                           clear="        pass", params="encoder.parameters()"),
+              "GT201", line=11, raises=(RuntimeError, "does not require grad"))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.parametrize("which", [0, 1], ids=["look-alike", "twin"])
+def test_shape(name: str, which: int) -> None:
+    judge(PRELUDE, SHAPES[name][which])
