@@ -39,6 +39,25 @@ opt = torch.optim.SGD({params}, lr=0.1)
 train(encoder, probe, [(torch.randn(6, 5), torch.randint(0, 4, (6,)))], opt)
 '''
 
+# a MAML inner step over two heads on one feature: one gradient pass per head's parameters
+HEADS = '''
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.head_a, self.head_b = nn.Linear(5, 4), nn.Linear(4, 2), nn.Linear(4, 3)
+        self.eta = 0.5
+
+    def inner(self, x, y, t, lr=0.1):
+        feat = torch.tanh(self.body(x))
+        loss = F.cross_entropy(self.head_a(feat), y) + self.eta * F.cross_entropy(self.head_b(feat), t)
+        g_body = torch.autograd.grad(loss, self.body.parameters(), retain_graph=True)
+        g_a = torch.autograd.grad(loss, self.{first}.parameters())
+        g_b = torch.autograd.grad(loss, self.head_b.parameters())
+        return g_body, g_a, g_b
+net = Net()
+grads = net.inner(torch.randn(6, 5), torch.randint(0, 2, (6,)), torch.randint(0, 3, (6,)))
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # Spijkervet/contrastive-predictive-coding (speaker probe): `loss.zero_grad()`, the CPC
     # features under `no_grad`, `loss.get_loss(x, z, c, ...)` of `Speaker_Loss`, an
@@ -54,6 +73,17 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         Shape(PROBE.format(base="Probe", init="        self.t = 1.0", logits="feats / self.t",
                            clear="        pass", params="encoder.parameters()"),
               "GT201", line=11, raises=(RuntimeError, "does not require grad"))),
+    # jncsnlp/FSL-Multimodal-Rumor-Detection (COMFUSE's MAML step): `autograd.grad(loss,
+    # classifier_binary.parameters())` then `autograd.grad(loss, classifier_topic.parameters())`
+    # on `loss = CE(binary(feat)) + eta * CE(topic(feat))`; GT509 said the first pass frees
+    # what the second needs. Each runs only its head's nodes and the sum above them. Twin:
+    # the first pass is over the body's parameters (it runs both heads' nodes; the second
+    # raises).
+    "passes-over-separate-heads": (
+        Shape(HEADS.format(first="head_a"), "GT509", holds="len(grads[2]) == 2"),
+        Shape(HEADS.replace("self.body.parameters(), retain_graph=True",
+                            "self.head_a.parameters(), retain_graph=True").format(first="body"),
+              "GT509", line=11, raises=(RuntimeError, "second time"))),
 }
 
 
