@@ -58,6 +58,24 @@ net = Net()
 grads = net.inner(torch.randn(6, 5), torch.randint(0, 2, (6,)), torch.randint(0, 3, (6,)))
 '''
 
+# test-time refinement of a model's output: the detached copy is the leaf an optimizer trains
+REFINE = '''
+def refine(model, x, target):
+    x_in = model(x)
+    x_in = x_in.detach().clone()
+    x_ref = x_in.detach().clone()
+    x_in.requires_grad = True
+    opt = torch.optim.Adam({params}, lr=5e-2)
+    for j in range(5):
+        loss_sum = F.mse_loss(x_in * 2, target) + 0.1 * F.mse_loss(x_in, x_ref)
+        opt.zero_grad()
+        loss_sum.backward()
+        opt.step()
+    return x_in
+model = nn.Linear(3, 3)
+x_in = refine(model, torch.randn(4, 3), torch.zeros(4, 3))
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # Spijkervet/contrastive-predictive-coding (speaker probe): `loss.zero_grad()`, the CPC
     # features under `no_grad`, `loss.get_loss(x, z, c, ...)` of `Speaker_Loss`, an
@@ -84,6 +102,15 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         Shape(HEADS.replace("self.body.parameters(), retain_graph=True",
                             "self.head_a.parameters(), retain_graph=True").format(first="body"),
               "GT509", line=11, raises=(RuntimeError, "second time"))),
+    # korrawe/guided-motion-diffusion (`sample/condition.py`): `x_in = x_in.detach().clone()`,
+    # `x_in.requires_grad = True`, `opt = optim.Adam([x_in])`: the sampled motion is refined
+    # by its own optimizer; GT107 said the detach cuts the model off the loss. Twin: the
+    # optimizer is over the model's parameters (the re-wrap as a band-aid: reported; the
+    # model gets no gradient).
+    "optimized-detached-leaf": (
+        Shape(REFINE.format(params="[x_in]"), "GT107", holds="x_in.grad is not None"),
+        Shape(REFINE.format(params="model.parameters()"), "GT107", line=3,
+              holds="model.weight.grad is None")),
 }
 
 
