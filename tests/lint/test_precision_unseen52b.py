@@ -76,6 +76,19 @@ model = nn.Linear(3, 3)
 x_in = refine(model, torch.randn(4, 3), torch.zeros(4, 3))
 '''
 
+# a trainer standardising its data channels, constant ones guarded by an element write
+NORMALISE = '''
+data = torch.randn(16, 3)
+data[:, 2] = 1.0
+avg = data.mean(dim=0)
+std = data.std(dim=0)
+{guard}
+data = (data - avg) / std
+net = nn.Linear(3, 1)
+loss = net(data).pow(2).mean()
+loss.backward()
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # Spijkervet/contrastive-predictive-coding (speaker probe): `loss.zero_grad()`, the CPC
     # features under `no_grad`, `loss.get_loss(x, z, c, ...)` of `Speaker_Loss`, an
@@ -111,6 +124,14 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         Shape(REFINE.format(params="[x_in]"), "GT107", holds="x_in.grad is not None"),
         Shape(REFINE.format(params="model.parameters()"), "GT107", line=3,
               holds="model.weight.grad is None")),
+    # realcrane/Human-Motion-Prediction-under-Unexpected-Perturbation (8 trainers): `std =
+    # mocap_data.std(dim=0)`, `std[std == 0] = 1.0`, then `(mocap_data - avg) / std`; GT776
+    # read the bare deviation. Twin: no guard (reported; the constant channel is NaN).
+    "guarded-deviation": (
+        Shape(NORMALISE.format(guard="std[std == 0] = 1.0"), "GT776",
+              holds="torch.isfinite(net.weight.grad).all()"),
+        Shape(NORMALISE.format(guard="pass"), "GT776", line=4,
+              holds="not torch.isfinite(net.weight.grad).all()")),
 }
 
 
