@@ -89,6 +89,25 @@ loss = net(data).pow(2).mean()
 loss.backward()
 '''
 
+# an attention layer making its mask on every call
+MASKED = '''
+class Attend(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(4, 4)
+
+    def make_mask(self, n, k):
+        mask = nn.Parameter(torch.ones(1){rg})
+        return mask.repeat(k).unsqueeze(0).repeat(n, 1)
+
+    def forward(self, x):
+        return self.out(x) * self.make_mask(x.size(0), x.size(1))
+net = Attend()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+net(torch.randn(3, 4)).sum().backward()
+opt.step()
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # Spijkervet/contrastive-predictive-coding (speaker probe): `loss.zero_grad()`, the CPC
     # features under `no_grad`, `loss.get_loss(x, z, c, ...)` of `Speaker_Loss`, an
@@ -132,6 +151,15 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
               holds="torch.isfinite(net.weight.grad).all()"),
         Shape(NORMALISE.format(guard="pass"), "GT776", line=4,
               holds="not torch.isfinite(net.weight.grad).all()")),
+    # shrija14/Multilingual-Deep-Neural-Math-Word-Problem-Solver (`Attention_1.init_mask`):
+    # `mask = Parameter(torch.ones(1), requires_grad=False)` made on each call and turned into
+    # a byte mask; GT445 said the optimizer never updates it (nothing is meant to). Twin: a
+    # Parameter that wants a gradient (reported; it is in no optimizer).
+    "frozen-parameter-mask": (
+        Shape(MASKED.format(rg=", requires_grad=False"), "GT445",
+              holds="len(list(net.parameters())) == 2"),
+        Shape(MASKED.format(rg=""), "GT445", line=7,
+              holds="len(opt.param_groups[0]['params']) == 2")),
 }
 
 
