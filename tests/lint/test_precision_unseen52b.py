@@ -108,6 +108,35 @@ net(torch.randn(3, 4)).sum().backward()
 opt.step()
 '''
 
+# a warm-up freeze on a part of a model whose class the checker cannot see built
+WARM = '''
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.backbone, self.head = nn.Linear(3, 3), nn.Linear(3, 1)
+        self.scale = torch.ones(1)
+
+    def forward(self, x):
+        return self.head(self.backbone(x)) * self.scale
+MODELS = {{"net": Net}}
+
+
+def train(x):
+    model = MODELS["net"]()
+    model.{part}.requires_grad = False
+    trainable = model.backbone.weight.requires_grad
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        if epoch == 0:
+            for p in model.backbone.parameters():
+                p.requires_grad_(True)
+    return trainable
+trainable = train(torch.randn(4, 3))
+'''
+
 SHAPES: dict[str, tuple[Shape, Shape]] = {
     # Spijkervet/contrastive-predictive-coding (speaker probe): `loss.zero_grad()`, the CPC
     # features under `no_grad`, `loss.get_loss(x, z, c, ...)` of `Speaker_Loss`, an
@@ -160,6 +189,14 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
               holds="len(list(net.parameters())) == 2"),
         Shape(MASKED.format(rg=""), "GT445", line=7,
               holds="len(opt.param_groups[0]['params']) == 2")),
+    # injected in Megatvini/DeepFaceForgeryDetection (recall): `model.resnet.requires_grad =
+    # False` on a submodule of a class built in another file; the script's own
+    # `model.resnet.parameters()` says it is a module (NOTE [module receivers]). Look-alike: the
+    # flag set on a tensor attribute (silent); twin: on the module part (reported; its weight
+    # still requires grad).
+    "module-by-its-parameters": (
+        Shape(WARM.format(part="scale"), "GT407", holds="trainable"),
+        Shape(WARM.format(part="backbone"), "GT407", line=14, holds="trainable")),
 }
 
 

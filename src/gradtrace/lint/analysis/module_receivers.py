@@ -10,6 +10,12 @@ function zero-grads, switches between train and eval, or reads the parameters, m
 state of (``nn.Module`` API no tensor has) runs an object that holds parameters: its result
 may carry a graph whatever its arguments. ``self`` is left to the file's own helpers, and a
 receiver the function never handles that way keeps the loss a function of its arguments.
+
+The same evidence types a dotted receiver: ``model.resnet.requires_grad = False`` in a script
+that also loops over ``model.resnet.parameters()`` sets a plain attribute on a module (its
+class built in another file, GT407). There only the methods that no optimizer, tensor or
+trainer object has count (``strict``): ``parameters``, ``named_parameters``, ``modules``,
+``named_modules``, ``children``, ``requires_grad_``.
 """
 from __future__ import annotations
 
@@ -24,9 +30,15 @@ MODULE_ONLY = ("zero_grad", "train", "eval", "parameters", "named_parameters", "
                "named_modules", "children", "requires_grad_", "state_dict", "load_state_dict")
 
 
-def handled_as_module(scope: Scope, receiver: str) -> bool:
+STRICT = ("parameters", "named_parameters", "modules", "named_modules", "children",
+          "requires_grad_")
+
+
+def handled_as_module(scope: Scope, receiver: str, strict: bool = False) -> bool:
     """Whether the function of ``scope`` calls ``nn.Module`` API on ``receiver`` (a plain
-    name, not ``self``: NOTE [module receivers])."""
-    if not receiver.isidentifier() or receiver == "self":
+    name, not ``self``; with ``strict``, a dotted one and only :data:`STRICT` methods: NOTE
+    [module receivers])."""
+    if receiver == "self" or not strict and not receiver.isidentifier():
         return False
-    return any(m.receiver == receiver for method in MODULE_ONLY for m in scope.calls_to(method))
+    methods = STRICT if strict else MODULE_ONLY
+    return any(m.receiver == receiver for method in methods for m in scope.calls_to(method))
