@@ -204,3 +204,58 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
 @pytest.mark.parametrize("which", [0, 1], ids=["look-alike", "twin"])
 def test_shape(name: str, which: int) -> None:
     judge(PRELUDE, SHAPES[name][which])
+
+
+# injected in SookX/wav2vec-torch (recall): `train_step(model, epochs, optimizer, loss_fn,
+# scheduler, ...)` of `utils.py` steps `scheduler` where `optimizer.step()` belongs; the
+# script `pipeline.py` builds both from `torch.optim` and passes them (NOTE [kinds by the
+# callers]). Look-alike: the step is there (silent); twin: the schedule stepped in its place
+# (reported on that line; the weights never change).
+TRAIN = '''
+import torch
+import torch.nn.functional as F
+
+
+def train_step(model, optimizer, scheduler, batches):
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        {step}
+    scheduler.step()
+'''
+
+SCRIPT = '''
+import torch
+from .utils import train_step
+
+model = torch.nn.Linear(3, 1)
+before = model.weight.detach().clone()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=5)
+train_step(model, optimizer, scheduler, [(torch.randn(4, 3), torch.randn(4, 1))] * 3)
+'''
+
+
+@pytest.mark.parametrize("step,lines", [("optimizer.step()", []), ("scheduler.step()", [11])],
+                         ids=["look-alike", "twin"])
+def test_scheduler_in_place_of_a_passed_optimizer(tmp_path, step: str, lines: list[int]) -> None:
+    import importlib
+    import sys
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    pkg = tmp_path / "trainpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "utils.py").write_text(TRAIN.replace("{step}", step))
+    (pkg / "pipeline.py").write_text(SCRIPT)
+    found = check_paths([str(pkg)], Settings()).findings
+    assert sorted(f.line for f in found if f.code == "GT544") == lines
+    sys.path.insert(0, str(tmp_path))
+    try:
+        for m in ("trainpkg", "trainpkg.utils", "trainpkg.pipeline"):
+            sys.modules.pop(m, None)
+        run = importlib.import_module("trainpkg.pipeline")
+        assert torch.equal(run.before, run.model.weight) == bool(lines)
+    finally:
+        sys.path.remove(str(tmp_path))
