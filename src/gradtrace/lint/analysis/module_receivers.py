@@ -19,6 +19,7 @@ trainer object has count (``strict``): ``parameters``, ``named_parameters``, ``m
 """
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -34,11 +35,14 @@ STRICT = ("parameters", "named_parameters", "modules", "named_modules", "childre
           "requires_grad_")
 
 
-def handled_as_module(scope: Scope, receiver: str, strict: bool = False) -> bool:
+def handled_as_module(scope: Scope, receiver: str, strict: bool = False,
+                      at: ast.stmt | None = None) -> bool:
     """Whether the function of ``scope`` calls ``nn.Module`` API on ``receiver`` (a plain
     name, not ``self``; with ``strict``, a dotted one and only :data:`STRICT` methods: NOTE
-    [module receivers])."""
+    [module receivers]); a call in an arm exclusive with ``at`` does not count
+    (``if isinstance(x, nn.Parameter): x.requires_grad = True`` / ``else: x.parameters()``)."""
     if receiver == "self" or not strict and not receiver.isidentifier():
         return False
     methods = STRICT if strict else MODULE_ONLY
-    return any(m.receiver == receiver for method in methods for m in scope.calls_to(method))
+    return any(m.receiver == receiver and (at is None or not scope.exclusive(at, m.stmt))
+               for method in methods for m in scope.calls_to(method))

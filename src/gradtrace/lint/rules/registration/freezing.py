@@ -105,7 +105,7 @@ class RequiresGradAttributeOnModule(Rule):
             name.startswith("self.") and name.count(".") == 1
             and _class_module_attr(ctx, name[5:])) or (
             name != "self" and ctx.analysis.is_module(recv, line=node.lineno)) or \
-            handled_as_module(ctx.scope(), name, strict=True)  # NOTE [module receivers]
+            handled_as_module(ctx.scope(), name, strict=True, at=node)  # NOTE [module receivers]
         # (`def freeze(m)`: the callers' m; a module's own `self.requires_grad = flag` is a
         # setting its code reads; a part just built has nothing to undo: NOTE [fresh part unfrozen])
         if not is_mod or _set_to_tensor_before(ctx, name, node) or _fresh_unfrozen(ctx, name, node):
