@@ -25,7 +25,7 @@ from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.flow_kinds import OPTIMIZER as OPTIMIZER_KIND
-from gradtrace.lint.analysis.param_kinds import OPTIMIZER, SCHEDULER, passed_kind
+from gradtrace.lint.analysis.passed_kinds import OPTIMIZER, SCHEDULER, passed_kind
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import says_all
