@@ -38,8 +38,8 @@ STRICT = ("parameters", "named_parameters", "modules", "named_modules", "childre
 def handled_as_module(scope: Scope, receiver: str, strict: bool = False,
                       at: ast.stmt | None = None) -> bool:
     """Whether the function of ``scope`` calls ``nn.Module`` API on ``receiver`` (a plain
-    name, not ``self``; with ``strict``, a dotted one and only :data:`STRICT` methods: NOTE
-    [module receivers]); a call in an arm exclusive with ``at`` does not count
+    name, not ``self``; with ``strict``, a dotted one and only :data:`STRICT` methods; see
+    NOTE [module receivers]); a call in an arm exclusive with ``at`` does not count
     (``if isinstance(x, nn.Parameter): x.requires_grad = True`` / ``else: x.parameters()``)."""
     if receiver == "self" or not strict and not receiver.isidentifier():
         return False

@@ -9,9 +9,9 @@ loss.backward(); scheduler.step()`` says nothing by itself of what ``optimizer``
 files (NOTE [reverse index]), passes for a parameter a name bound, where the call is made, to
 a ``torch.optim.lr_scheduler`` object (or to a ``torch.optim`` optimizer), the parameter holds
 one. A call the index cannot resolve, a starred argument, or a value of another kind leaves
-it unknown. The file's own calls alone give every kind in the core lookup (NOTE [parameter
-kinds]); this one adds the project's other files for these two kinds (one lookup should do
-both).
+it unknown. The file's own calls alone give every kind in the core lookup
+(NOTE [parameter kinds]); this one adds the project's other files for these two kinds (one
+lookup should do both).
 """
 from __future__ import annotations
 
