@@ -70,8 +70,8 @@ def _cleared_in_loops(scope: Scope, fn: ast.AST, ctx: Context,  # type: ignore[n
         if not loops or not name or name in seen or "." in name or "[" in name:
             continue
         seen.add(name)
-        if (_built_here(scope, name, z.stmt.lineno) or passed_kind(ctx, fn, name) == OPTIMIZER
-                and scope.binding_before(name, z.stmt.lineno) is None) \
+        if (_built_here(scope, name, z.stmt.lineno) or scope.binding_before(
+                name, z.stmt.lineno) is None and passed_kind(ctx, fn, name) == OPTIMIZER) \
                 and _only_own_uses(fn, name, ctx, own):  # NOTE [kinds by the callers]
             yield z, loops[-1], name
 
