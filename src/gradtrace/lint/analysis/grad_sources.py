@@ -32,6 +32,7 @@ from gradtrace.lint.analysis.cuts import (
     MOVES, NO_HISTORY_METHODS, RG_METHODS, SAVES_INPUT_FUNCS, VIEW_OR_SAME, is_loss_callee)
 from gradtrace.lint.analysis.bound_calls import called_object
 from gradtrace.lint.analysis.model_calls import runs_model
+from gradtrace.lint.analysis.module_receivers import handled_as_module
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
 from gradtrace.lint.analysis.kinds import LOADER
@@ -380,7 +381,11 @@ class Tracer:
         return d
 
     def _loss_call(self, e: ast.Call, line: int, depth: int) -> Deps:
-        """See NOTE [prediction position]."""
+        """See NOTE [prediction position]; a loss method of an object the function handles
+        as a module runs its layers (NOTE [module receivers])."""
+        if isinstance(e.func, ast.Attribute) and isinstance(e.func.value, ast.Name) \
+                and handled_as_module(self.scope, e.func.value.id):
+            return self._module_call(e, line, depth)
         args = list(e.args) + [k.value for k in e.keywords if k.arg in ("input", "pred")]
         rest = [k.value for k in e.keywords if k.arg not in ("input", "pred")]
         d = Deps()

@@ -140,15 +140,46 @@ def compared(test: ast.AST, ctx: Context) -> set[str]:
 
 
 def resolve(e: ast.AST, ctx: Context, line: int) -> ast.AST:
-    """A bare name bound once in the same function: its value (one step), else ``e``."""
+    """A bare name bound once in the same function: its value (one step), else ``e``; not
+    when the value is written in place between the binding and ``line`` (``std[std == 0] =
+    1.0``, ``std.clamp_(min=eps)``: the guard is the write, NOTE [written after binding])."""
     name = dotted(e) if isinstance(e, (ast.Name, ast.Attribute)) else None
     if name is None:
         return e
     b = ctx.scope().binding_before(name, line)
     if b is not None and b.value is not None and isinstance(b.stmt, ast.Assign) \
-            and len(b.stmt.targets) == 1:
+            and len(b.stmt.targets) == 1 and not _written(ctx, name, b.line, line):
         return b.value
     return e
+
+
+# NOTE [written after binding]
+# `std = data.std(dim=0)`, `std[std == 0] = 1.0`, then `(data - avg) / std`: the value divided
+# by is no longer the bare deviation its binding computed (a motion-prediction trainer's
+# normalisation of constant channels). A name whose elements are assigned, or which an
+# in-place method (`clamp_`, `add_`, `masked_fill_`) changes, between its binding and the
+# line asked about is not resolved to the binding's value.
+def _written(ctx: Context, name: str, start: int, end: int) -> bool:
+    node = ctx.scope().node
+    writes = ctx.memo("gt7-inplace-writes", node, lambda: _writes(node))
+    return any(start < at < end for at in writes.get(name, ()))
+
+
+def _writes(node: ast.AST) -> dict[str, list[int]]:
+    """Lines where each name is written in place (element assignment, in-place method)."""
+    out: dict[str, list[int]] = {}
+    for n in walk(node):
+        names: list[str | None] = []
+        if isinstance(n, (ast.Assign, ast.AugAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            names = [dotted(t.value) for t in targets if isinstance(t, ast.Subscript)]
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr.endswith("_") and not n.func.attr.endswith("__"):
+            names = [dotted(n.func.value)]
+        for name in names:
+            if name:
+                out.setdefault(name, []).append(n.lineno)
+    return out
 
 
 def has_positive_shift(e: ast.AST, ctx: Context) -> bool:

@@ -31,7 +31,8 @@ def _unguarded_ctors(m: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
             todo.extend(n.body)  # the else arm is conditional
             todo.append(getattr(n, "iter", None) or n.test)  # type: ignore[attr-defined]
             continue
-        if isinstance(n, ast.Call) and (ctx.call_name(n) or "") in PARAMETER_CTORS:
+        if isinstance(n, ast.Call) and (ctx.call_name(n) or "") in PARAMETER_CTORS \
+                and not _frozen(n):
             yield n
         if isinstance(n, ast.Assign) and any(
                 isinstance(t, ast.Attribute) and dotted(t.value) == "self" for t in n.targets) \
@@ -39,6 +40,14 @@ def _unguarded_ctors(m: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
             yield n.value  # type: ignore[misc]
             continue
         todo.extend(child_nodes(n))
+
+
+def _frozen(call: ast.Call) -> bool:
+    """``Parameter(t, requires_grad=False)``: a constant in a Parameter's clothes (a mask made
+    anew on each call), which no optimizer is meant to update."""
+    rg = next((k.value for k in call.keywords if k.arg == "requires_grad"),
+              call.args[1] if len(call.args) > 1 else None)
+    return isinstance(rg, ast.Constant) and rg.value is False
 
 
 def _grad_leaf(v: ast.expr, ctx: Context) -> bool:

@@ -15,6 +15,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 )
 from gradtrace.lint.rules.registration._fresh_head import freeze_victim
 from gradtrace.lint.rules.registration._grad_flags import grad_flags
+from gradtrace.lint.analysis.module_receivers import handled_as_module
 from gradtrace.lint.rules.registration._modules import (
     covers, is_module_expr, optimizer_builds, rebound_between, step_lines,
 )
@@ -103,7 +104,8 @@ class RequiresGradAttributeOnModule(Rule):
         is_mod = is_module_expr(ctx.scope(), recv, node.lineno) or (
             name.startswith("self.") and name.count(".") == 1
             and _class_module_attr(ctx, name[5:])) or (
-            name != "self" and ctx.analysis.is_module(recv, line=node.lineno))
+            name != "self" and ctx.analysis.is_module(recv, line=node.lineno)) or \
+            handled_as_module(ctx.scope(), name, strict=True, at=node)  # NOTE [module receivers]
         # (`def freeze(m)`: the callers' m; a module's own `self.requires_grad = flag` is a
         # setting its code reads; a part just built has nothing to undo: NOTE [fresh part unfrozen])
         if not is_mod or _set_to_tensor_before(ctx, name, node) or _fresh_unfrozen(ctx, name, node):

@@ -16,6 +16,7 @@ clears the gradients on every pass keeps only the last pass's.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -26,7 +27,8 @@ from gradtrace.lint.analysis.kinds import SCHEDULER, is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
-from gradtrace.lint.flow_kinds import OPTIMIZER
+from gradtrace.lint.flow_kinds import OPTIMIZER as OPTIMIZER_KIND
+from gradtrace.lint.analysis.passed_kinds import OPTIMIZER, SCHEDULER, passed_kind
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import says_all
@@ -40,7 +42,7 @@ SCHEDULERS = "torch.optim.lr_scheduler."
 
 def _built_here(scope: Scope, name: str, line: int) -> bool:
     b = scope.binding_before(name, line)
-    return b is not None and b.kind == OPTIMIZER and isinstance(b.value, ast.Call)
+    return b is not None and b.kind == OPTIMIZER_KIND and isinstance(b.value, ast.Call)
 
 
 def _only_own_uses(fn: ast.AST, name: str, ctx: Context,
@@ -71,8 +73,10 @@ def _cleared_in_loops(scope: Scope, fn: ast.AST, ctx: Context,  # type: ignore[n
         if not loops or not name or name in seen or "." in name or "[" in name:
             continue
         seen.add(name)
-        if (_built_here(scope, name, z.stmt.lineno) or _handed_optimizer(scope, z, ctx)) \
-                and _only_own_uses(fn, name, ctx, own):
+        if (_built_here(scope, name, z.stmt.lineno) or _handed_optimizer(scope, z, ctx) or (
+                scope.binding_before(name, z.stmt.lineno) is None
+                and passed_kind(ctx, fn, name) == OPTIMIZER)) \
+                and _only_own_uses(fn, name, ctx, own):  # NOTE [kinds by the callers]
             yield z, loops[-1], name
 
 
@@ -93,7 +97,10 @@ class OptimizerNeverStepped(Rule):
     that calls `opt.zero_grad()` and `loss.backward()` but never `opt.step()` computes every
     gradient and throws it away: the loss never goes down and nothing fails
     (NOTE [a loop that never updates]). Call `opt.step()` after the backward.
-    Known limits: the optimizer must be built in the same function from `torch.optim` and used
+    When the loop steps a learning-rate scheduler instead (`scheduler.step()` where
+    `opt.step()` belongs), that call is the line reported.
+    Known limits: the optimizer must be built in the same function from `torch.optim`, or be a
+    parameter every call of the function passes one for (NOTE [kinds by the callers]), and used
     there only through its own methods (not passed to a call, stored or returned); a loop that
     steps another optimizer or reads a `.grad` (an update by hand) is left alone.
     """
@@ -103,6 +110,10 @@ class OptimizerNeverStepped(Rule):
     message = ("`{call}` fills `.grad` on every pass and `{opt}.zero_grad()` (line {zero}) clears "
                "it, but `{opt}.step()` is never called: the weights never change; call "
                "`{opt}.step()` after this backward")
+    message_sched = ("`{sched}` steps the learning-rate schedule where `{opt}.step()` belongs: "
+                     "`{call}` (line {line}) fills `.grad` on every pass and `{opt}.zero_grad()` "
+                     "(line {zero}) clears it, but `{opt}` is never stepped, so the weights never "
+                     "change")
     triggers = ("zero_grad",)
     examples = [
         Bad("""
@@ -115,6 +126,16 @@ class OptimizerNeverStepped(Rule):
                     loss.backward()
                     print(loss.item())
             """, at=(7, 8)),
+        Bad("""
+            import torch
+            def train(model, loader):
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                sched = torch.optim.lr_scheduler.StepLR(opt, 10)
+                for x, y in loader:
+                    opt.zero_grad()
+                    torch.nn.functional.mse_loss(model(x), y).backward()
+                    sched.step()
+            """, at=(8, 8)),
         Good("""
             import torch
             def train(model, loader):
@@ -159,10 +180,17 @@ class OptimizerNeverStepped(Rule):
                       and loop.lineno <= b.stmt.lineno <= end), None)
             if b is None:
                 continue
-            yield self.report(b.call, ctx, call=ctx.source(b.call.func) + "()", opt=name,
-                              zero=z.stmt.lineno, related=[Related(
-                                  ctx.path, z.stmt.lineno, f"`{name}` is cleared here",
-                                  ctx.column(z.stmt))])
+            sched = _scheduler_step(loop, scope, ctx)
+            related = [Related(ctx.path, z.stmt.lineno, f"`{name}` is cleared here",
+                               ctx.column(z.stmt))]
+            if sched is not None:  # the schedule stepped where the optimizer belongs
+                related.append(Related(ctx.path, b.call.lineno, "the gradients are filled here",
+                                       ctx.column(b.call)))
+            f = self.report(sched or b.call, ctx, call=ctx.source(b.call.func) + "()", opt=name,
+                            zero=z.stmt.lineno, related=related)
+            yield f if sched is None else replace(f, message=self.message_sched.format(
+                sched=ctx.source(sched), opt=name, call=ctx.source(b.call.func) + "()",
+                line=b.call.lineno, zero=z.stmt.lineno))
 
 
 class LossNeverBackpropagated(Rule):
@@ -248,10 +276,26 @@ def _other_step(loop: ast.stmt, scope: Scope, ctx: Context) -> bool:
             q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
                 b.value, ast.Call) else None
             if not (q or "").startswith(SCHEDULERS) and not (
-                    b is None and (k := ctx.analysis.kind(recv, scope, n.lineno)) is not None
-                    and k.what == SCHEDULER):  # (a scheduler the callers hand in)
+                    b is None and ((k := ctx.analysis.kind(recv, scope, n.lineno)) is not None
+                                   and k.what == SCHEDULER or isinstance(recv, ast.Name)
+                                   and passed_kind(ctx, scope.node, recv.id) == SCHEDULER)):
                 return True
     return False
+
+
+def _scheduler_step(loop: ast.stmt, scope: Scope, ctx: Context) -> ast.Call | None:
+    """The first learning-rate scheduler's ``step()`` inside ``loop`` (its own body)."""
+    for n in walk(loop):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr == "step" and isinstance(n.func.value, ast.Name):
+            name = n.func.value.id
+            b = scope.binding_before(name, n.lineno)
+            q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
+                b.value, ast.Call) else None
+            if (q or "").startswith(SCHEDULERS) or b is None and \
+                    passed_kind(ctx, scope.node, name) == SCHEDULER:
+                return n
+    return None
 
 
 def _reads_grad(loop: ast.stmt) -> bool:

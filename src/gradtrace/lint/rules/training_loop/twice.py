@@ -10,6 +10,7 @@ from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
 from gradtrace.lint.analysis.graph_deps import Deps, graphs
+from gradtrace.lint.analysis.disjoint_passes import needed_by, separate_terms
 from gradtrace.lint.analysis.proven_graph import proven_link
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.analysis.steps import Step
@@ -55,7 +56,9 @@ def shared_pairs(f: LoopFacts) -> Iterator[tuple[Backward, Backward, Binding, De
                 continue
             d1, d2, ids2 = deps[id(b1.call)], deps[id(b2.call)], keys[id(b2.call)]
             shared = [t for t in d1.bindings if _graph_key(t, f) in ids2 and g.carries(t)
-                      and g.freed_by(b1, t) and not _split_heads(f, t, b1, b2, d1, d2)
+                      and g.freed_by(b1, t) and needed_by(g, b2, t)  # NOTE [passes over separate inputs]
+                      and not separate_terms(g, t, b1, b2)
+                      and not _split_heads(f, t, b1, b2, d1, d2)
                       and not switched_passes(f, t, b1, b2, d1, d2)
                       and not unknown_split(f, t, d1, d2)  # NOTE [unknown pair]
                       and known_reach(g, b1.loss, b1.stmt.lineno, t)  # type: ignore[arg-type]
