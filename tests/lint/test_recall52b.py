@@ -67,3 +67,110 @@ def test_input_rebound_before_the_arm_is_silent():
 def test_helper_return_that_saves_nothing_is_silent():
     # nn.Identity hands its input back and saves nothing: not every return saves `x`
     assert _mixer(other="nn.Identity()") == []
+
+
+# NOTE [parameter children]: each child of the model that holds weights frozen on its own
+# line: the optimizer over the whole model gets nothing trainable (checked on torch 2.13:
+# backward raises `element 0 of tensors does not require grad`)
+WRAPPED = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Wrapper(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.width = width
+        self.body = nn.Sequential(nn.Linear(4, width), nn.ReLU())
+        self.head = nn.Linear(width, 2)
+        {extra}
+
+    def forward(self, x):
+        return self.head(self.body(x)) * self.width
+
+
+def fit(loader):
+    net = Wrapper(8)
+    net.body.requires_grad_(False)
+    {second}
+    {between}
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for x, y in loader:
+        opt.zero_grad()
+        F.mse_loss(net(x), y).backward()
+        opt.step()
+'''
+
+
+def _wrapped(extra: str = "pass", second: str = "net.head.requires_grad_(False)",
+             between: str = "pass") -> list[int]:
+    return _found(WRAPPED.format(extra=extra, second=second, between=between), "GT431")
+
+
+def test_every_child_with_weights_frozen_one_by_one():
+    assert _wrapped() == [22]
+
+
+def test_children_frozen_by_parameter_loops():
+    assert _wrapped(second="for p in net.head.parameters():\n        p.requires_grad = False"
+                    ) == [23]
+
+
+def test_one_child_left_trainable_is_silent():
+    assert _wrapped(second="pass") == []
+
+
+def test_own_parameter_left_trainable_is_silent():
+    assert _wrapped(extra="self.scale = nn.Parameter(torch.ones(1))") == []
+
+
+def test_layer_added_after_the_freeze_is_silent():
+    assert _wrapped(between="net.extra = nn.Linear(2, 2)") == []
+
+
+def test_layer_registered_at_run_time_is_silent():
+    assert _wrapped(extra="self.add_module('gate', nn.Linear(2, 2))") == []
+
+
+def test_the_only_child_with_weights_frozen():
+    # `model.net.requires_grad_(False)` with `net` the one child that holds weights
+    src = WRAPPED.replace("self.head = nn.Linear(width, 2)", "self.act = nn.ReLU()").replace(
+        "self.head(self.body(x))", "self.act(self.body(x))")
+    assert _found(src.format(extra="pass", second="pass", between="pass"), "GT431") == [21]
+
+
+# NOTE [fixed namespace settings]: a script's settings fixed in one namespace decide the arm
+# of a freeze loop: the adapter arm never runs, every parameter is frozen
+SETTINGS = '''
+import types
+import torch
+from torch import nn
+
+cfg = types.SimpleNamespace(tune_norms={flag}, lr=1e-3)
+{before}
+model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+for name, p in model.named_parameters():
+    if cfg.tune_norms and name.startswith("1."):
+        p.requires_grad = True
+    else:
+        p.requires_grad = False
+opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+'''
+
+
+def _settings(flag: str = "False", before: str = "") -> list[int]:
+    return _found(SETTINGS.format(flag=flag, before=before), "GT431")
+
+
+def test_fixed_setting_skips_the_unfreezing_arm():
+    assert _settings() == [13]
+
+
+def test_setting_that_takes_the_unfreezing_arm_is_silent():
+    assert _settings(flag="True") == []
+
+
+def test_setting_written_before_the_loop_is_silent():
+    # the namespace is written once more: not a fixed setting (here the norm stays trainable)
+    assert _settings(before="cfg.tune_norms = True") == []
