@@ -19,6 +19,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._accumulate_blocks import accumulation_clears
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
 from gradtrace.lint.rules.training_loop._loss_scaling import (
@@ -136,7 +137,9 @@ class ZeroGradEveryAccumulationStep(LoopRule):
     The same holds for a counted step (`if seen >= budget: opt.step(); seen = 0`,
     NOTE [counted step]).
     A step after `if i % N != 0: continue` runs every N passes the same way
-    (NOTE [skipped passes]).
+    (NOTE [skipped passes]); so does a step in `with accelerator.accumulate(model):`, whose
+    wrapped optimizer clears and steps on a window's last micro-step only: a clear first in
+    that block wipes the window's other micro-batches (NOTE [accumulation context]).
     Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
     a name bound to such a test in the same function, or compare a count that the loop grows
     (or measures from a value bound each pass) and the `if` resets; it holds no backward of
@@ -260,6 +263,8 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                 if b is not None:
                     found.setdefault(id(guard), []).append((z, s, b, guard))
                     break
+        for z, s, b, w in accumulation_clears(f):  # NOTE [accumulation context]
+            found.setdefault(id(w), []).append((z, s, b, w))
         for hits in found.values():
             hits.sort(key=lambda h: (h[0].call.lineno, h[0].call.col_offset))
             z, s, b, guard = hits[0]
@@ -269,8 +274,9 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                 related_at(ctx, s.call, "the step runs only every few passes here"),
                 related_at(ctx, b.call, "each micro-batch's gradient is added here"), *others),
                 call=ctx.source(z.call), opt=s.optimizer, step_line=s.call.lineno,
-                test=ctx.source(guard.test) if f.inside(s.stmt, guard)
-                else f"if {ctx.source(guard.test)}: continue")
+                test=ctx.source(guard.items[0].context_expr) if isinstance(
+                    guard, (ast.With, ast.AsyncWith)) else ctx.source(guard.test)
+                if f.inside(s.stmt, guard) else f"if {ctx.source(guard.test)}: continue")
 
 
 class AccumulatedLossNotScaled(LoopRule):
