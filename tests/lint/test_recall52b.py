@@ -228,3 +228,83 @@ def test_clear_before_the_block_is_silent():
 def test_clear_first_in_a_block_that_accumulates_nothing_is_silent():
     # `autocast()` steps on every pass: clearing first is the usual order
     assert _runner(context="autocast()") == []
+
+
+# NOTE [window across epochs]: the window's count is carried across epochs, the epoch clears
+# first: the micro-batches of the window open at an epoch's end are erased
+EPOCHS = '''
+import torch.nn.functional as F
+
+
+def train(model, opt, loader, epochs, accumulate):
+    last = -1
+    nb = len(loader)
+    {before}
+    for epoch in range(epochs):
+        {clear}
+        for i, (x, y) in enumerate(loader):
+            ni = i + nb * epoch
+            F.mse_loss(model(x), y).backward()
+            if {test}:
+                opt.step()
+                opt.zero_grad()
+                last = ni
+'''
+
+
+def _epochs(before: str = "pass", clear: str = "opt.zero_grad()",
+            test: str = "ni - last >= accumulate") -> list[int]:
+    return _found(EPOCHS.format(before=before, clear=clear, test=test), "GT512")
+
+
+def test_epoch_clear_erases_a_window_counted_across_epochs():
+    assert _epochs() == [10]
+
+
+def test_window_count_reset_each_epoch_is_silent():
+    assert _epochs(clear="opt.zero_grad()\n        last = nb * epoch - 1") == []
+
+
+def test_window_of_the_batch_index_is_silent():
+    assert _epochs(test="(i + 1) % accumulate == 0") == []
+
+
+def test_clear_before_the_epoch_loop_is_silent():
+    assert _epochs(before="opt.zero_grad()", clear="pass") == []
+
+
+TRAINER = '''
+import torch
+
+
+class Trainer:
+    def __init__(self, model, accumulate):
+        self.model, self.accumulate = model, accumulate
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        self.sched = torch.optim.lr_scheduler.ExponentialLR(self.opt, 0.9)
+
+    def take_step(self):
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad()
+
+    def fit(self, loader, epochs):
+        done = 0
+        for epoch in range(epochs):
+            {clear}
+            for x, y in loader:
+                self.model(x, y).backward()
+                done += 1
+                if done >= self.accumulate:
+                    self.take_step()
+                    done = 0
+            self.sched.step()
+'''
+
+
+def test_epoch_clear_with_an_update_method():
+    assert _found(TRAINER.format(clear="self.opt.zero_grad()"), "GT512") == [19]
+
+
+def test_update_method_without_epoch_clear_is_silent():
+    assert _found(TRAINER.format(clear="pass"), "GT512") == []
