@@ -308,3 +308,70 @@ def test_epoch_clear_with_an_update_method():
 
 def test_update_method_without_epoch_clear_is_silent():
     assert _found(TRAINER.format(clear="pass"), "GT512") == []
+
+
+# NOTE [optimizers handed in]: the caller builds the optimizer (or a list of them) and hands it
+# to the loop alone; the loop clears and backpropagates but never steps
+HANDED = '''
+import torch
+import torch.nn.functional as F
+
+
+def inner_loop(model, opt, batches):
+    for x, y in batches:
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        {step}
+
+
+def run(model, batches):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    inner_loop(model, opt, batches)
+    {after}
+'''
+
+
+def _handed(step: str = "pass", after: str = "pass") -> list[int]:
+    return _found(HANDED.format(step=step, after=after), "GT544")
+
+
+def test_handed_optimizer_never_stepped():
+    assert _handed() == [9]
+
+
+def test_handed_optimizer_stepped_is_silent():
+    assert _handed(step="opt.step()") == []
+
+
+def test_caller_uses_the_optimizer_again_is_silent():
+    assert _handed(after="opt.step()") == []
+
+
+def test_optimizer_from_an_unknown_caller_is_silent():
+    assert _handed(after="inner_loop(model, make_optimizer(model), batches)") == []
+
+
+LISTED = '''
+import torch
+import torch.nn.functional as F
+
+
+def tune(parts, opts, x, y):
+    for k in range(len(parts)):
+        opts[k].zero_grad()
+        F.mse_loss(parts[k](x), y).backward()
+        {step}
+
+
+def main(parts, x, y):
+    opts = [torch.optim.Adam(p.parameters(), lr=1e-3) for p in parts]
+    tune(parts, opts, x, y)
+'''
+
+
+def test_handed_list_of_optimizers_never_stepped():
+    assert _found(LISTED.format(step="pass"), "GT544") == [9]
+
+
+def test_handed_list_of_optimizers_stepped_is_silent():
+    assert _found(LISTED.format(step="opts[k].step()"), "GT544") == []

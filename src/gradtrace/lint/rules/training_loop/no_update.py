@@ -19,6 +19,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.file_parents import file_parents
+from gradtrace.lint.analysis.handed_optimizers import handed_optimizer
 from gradtrace.lint.analysis.kinds import is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
@@ -41,13 +42,16 @@ def _built_here(scope: Scope, name: str, line: int) -> bool:
 
 
 def _only_own_uses(fn: ast.AST, name: str, ctx: Context,
-                   own: frozenset[str] = OWN_METHODS) -> bool:
-    """Every read of ``name`` in ``fn`` is ``name.<one of own>``, or the optimizer handed to a
-    learning-rate scheduler (which never steps it)."""
+                   own: frozenset[str] = OWN_METHODS, elements: bool = False) -> bool:
+    """Every read of ``name`` in ``fn`` is ``name.<one of own>`` (``elements``: also
+    ``name[i].<one of own>``), or the optimizer handed to a learning-rate scheduler (which
+    never steps it)."""
     parents = file_parents(ctx)
     for n in walk(fn):
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
             p = parents.get(id(n))
+            if elements and isinstance(p, ast.Subscript) and p.value is n:
+                p = parents.get(id(p))
             if isinstance(p, ast.Attribute) and p.attr in own or isinstance(p, ast.Call) \
                     and (ctx.qualified_name(p.func) or "").startswith(SCHEDULERS):
                 continue
@@ -63,13 +67,23 @@ def _cleared_in_loops(scope: Scope, fn: ast.AST, ctx: Context,  # type: ignore[n
     cleared inside a loop, built there and used there only through its own methods."""
     seen: set[str] = set()
     for z in step_calls(ctx, fn).zero_grads:
-        name = z.receiver
+        name, index = z.receiver, False
+        f = z.call.func
+        if not name and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Subscript) \
+                and isinstance(f.value.value, ast.Name):  # `alpha_optim[level]`: one of a list
+            name, index = f.value.value.id, True
         loops = scope.loops_of(z.stmt)
         if not loops or not name or name in seen or "." in name or "[" in name:
             continue
         seen.add(name)
-        if _built_here(scope, name, z.stmt.lineno) and _only_own_uses(fn, name, ctx, own):
+        root = name
+        if not index and _built_here(scope, name, z.stmt.lineno) \
+                and _only_own_uses(fn, name, ctx, own):
             yield z, loops[-1], name
+        elif scope.binding_before(root, z.stmt.lineno) is None \
+                and _only_own_uses(fn, root, ctx, own, True) \
+                and handed_optimizer(ctx, fn, root):  # NOTE [optimizers handed in]
+            yield z, loops[-1], ctx.source(f.value) if index else name  # type: ignore[union-attr]
 
 
 class OptimizerNeverStepped(Rule):
@@ -79,9 +93,12 @@ class OptimizerNeverStepped(Rule):
     that calls `opt.zero_grad()` and `loss.backward()` but never `opt.step()` computes every
     gradient and throws it away: the loss never goes down and nothing fails
     (NOTE [a loop that never updates]). Call `opt.step()` after the backward.
-    Known limits: the optimizer must be built in the same function from `torch.optim` and used
-    there only through its own methods (not passed to a call, stored or returned); a loop that
-    steps another optimizer or reads a `.grad` (an update by hand) is left alone.
+    The optimizer (or a list of them, cleared one element at a time) may be handed in by every
+    caller of the file, which built it and reads it nowhere else (NOTE [optimizers handed in]).
+    Known limits: the optimizer must be built in the same function from `torch.optim` (or so
+    handed in) and used there only through its own methods (not passed to a call, stored or
+    returned); a loop that steps another optimizer or reads a `.grad` (an update by hand) is
+    left alone.
     """
 
     code = "GT544"
