@@ -375,3 +375,53 @@ def test_handed_list_of_optimizers_never_stepped():
 
 def test_handed_list_of_optimizers_stepped_is_silent():
     assert _found(LISTED.format(step="opts[k].step()"), "GT544") == []
+
+
+# NOTE [decay per update]: a one-call StepLR with a large decay stepped at every update
+DECAY = '''
+import torch
+
+
+def fit(model, loader, loss_fn, epochs, accum):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = torch.optim.lr_scheduler.StepLR(opt, {period}, {gamma})
+    for epoch in range(epochs):
+        for i, (x, y) in enumerate(loader):
+            (loss_fn(model(x), y) / accum).backward()
+            if {test}:
+                opt.step()
+                opt.zero_grad()
+                {inside}
+        {after}
+'''
+
+
+def _decay(period: str = "1", gamma: str = "0.9", test: str = "(i + 1) % accum == 0",
+           inside: str = "sched.step()", after: str = "pass") -> list[int]:
+    return _found(DECAY.format(period=period, gamma=gamma, test=test, inside=inside,
+                               after=after), "GT526")
+
+
+def test_unit_step_decay_stepped_at_every_update():
+    assert _decay() == [14]
+
+
+def test_epoch_period_stepped_in_the_accumulation_branch():
+    assert _decay(period="epochs // 3") == [14]
+
+
+def test_gentle_per_update_decay_is_silent():
+    assert _decay(gamma="0.999") == []
+
+
+def test_unit_step_decay_stepped_per_epoch_is_silent():
+    assert _decay(inside="pass", after="sched.step()") == []
+
+
+def test_step_under_a_test_that_does_not_step_the_optimizer_is_silent():
+    src = DECAY.format(period="1", gamma="0.9", test="(i + 1) % accum == 0",
+                       inside="pass", after="pass").replace(
+        "            (loss_fn(model(x), y) / accum).backward()\n",
+        "            (loss_fn(model(x), y) / accum).backward()\n"
+        "            if i == len(loader) - 1:\n                sched.step()\n")
+    assert _found(src, "GT526") == []
