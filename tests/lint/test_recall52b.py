@@ -425,3 +425,27 @@ def test_step_under_a_test_that_does_not_step_the_optimizer_is_silent():
         "            (loss_fn(model(x), y) / accum).backward()\n"
         "            if i == len(loader) - 1:\n                sched.step()\n")
     assert _found(src, "GT526") == []
+
+
+TWO_MODELS = '''
+def train(acc, model_a, model_b, opt_a, opt_b, batches):
+    for batch in batches:
+        with acc.accumulate(model_a, model_b):
+            acc.backward(model_a(batch))
+            opt_a.step()
+            opt_a.zero_grad()
+            acc.backward(model_b(batch))
+            opt_b.step()
+            opt_b.zero_grad()
+'''
+
+
+def test_one_model_cleared_before_the_other_models_backward_is_silent():
+    # accelerate's two-model test: each optimizer cleared after its own step
+    assert _found(TWO_MODELS, "GT512") == []
+
+
+def test_one_model_cleared_before_its_own_backward():
+    src = TWO_MODELS.replace("            acc.backward(model_b(batch))\n",
+                             "            opt_b.zero_grad()\n            acc.backward(model_b(batch))\n")
+    assert _found(src, "GT512") == [8]

@@ -33,11 +33,13 @@ def accumulation_clears(f: LoopFacts) -> Iterator[tuple[object, object, object, 
         backs = [b for b in f.backwards if f.inside(b.stmt, w)]
         for s in (s for s in f.steps if f.inside(s.stmt, w)):
             hit = None
-            for z in f.zero_grads:
-                if not f.inside(z.stmt, w) or not covers(f, z, s) \
+            for z in f.zero_grads:  # this optimizer's own clear, before its step
+                if not f.inside(z.stmt, w) or z.receiver != s.optimizer \
+                        or not covers(f, z, s) or not f.before(z.stmt, s.stmt) \
                         or any(f.inside(z.stmt, x) for x in ifs):
                     continue
-                b = next((b for b in backs if f.before(z.stmt, b.stmt)), None)
+                b = next((b for b in backs if f.before(z.stmt, b.stmt)
+                          and f.before(b.stmt, s.stmt)), None)  # a backward it steps
                 if b is not None:
                     hit = (z, s, b, w)
                     break
