@@ -452,6 +452,22 @@ def first_layer(e: ast.AST, ctx: Context, where: ast.AST | None, depth: int = 0)
     return q if q.startswith("torch.nn.") else None
 
 
+def first_layers(e: ast.AST, ctx: Context, where: ast.AST | None) -> frozenset[str] | None:
+    """Every library layer that may first read the input of the module built by ``e``: a
+    helper of the file with several returns (``return nn.GroupNorm(g, d)`` on a flag, else
+    ``return nn.LayerNorm(d)``) gives each return's :func:`first_layer`; None when one is not
+    known."""
+    if isinstance(e, ast.Call) and isinstance(e.func, ast.Name) \
+            and e.func.id not in ctx.analysis.classes:
+        helper = ctx.analysis.functions.get(e.func.id)
+        rets = reachable_returns(helper) if helper is not None else []
+        if len(rets) > 1:
+            got = [first_layer(r.value, ctx, helper, 1) for r in rets]
+            return None if None in got else frozenset(got)  # type: ignore[arg-type]
+    one = first_layer(e, ctx, where)
+    return None if one is None else frozenset((one,))
+
+
 def attr_module(f: ast.AST, ctx: Context, fn: ast.AST | None) -> tuple[ast.AST, ast.AST] | None:
     """``self.<attr>`` read in the method ``fn``: (the expression ``__init__`` built it with, the
     method that did), when it is assigned once."""

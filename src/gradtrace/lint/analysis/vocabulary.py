@@ -196,3 +196,8 @@ def model_spelling(name: str) -> bool:
     if any(w in MODEL_WORDS or (w.endswith("net") and len(w) <= 12) for w in words):
         return True
     return all(w in WEAK_MODEL_WORDS for w in words)
+
+# NOTE [accumulation context]: context-manager methods of a training engine that run their body
+# as one micro-step of a gradient-accumulation window, the wrapped optimizer's `zero_grad()` and
+# `step()` acting only on the window's last micro-step (accelerate's `Accelerator.accumulate`)
+ACCUMULATION_CONTEXTS = frozenset({"accumulate"})

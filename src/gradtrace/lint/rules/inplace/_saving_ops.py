@@ -9,7 +9,7 @@ import ast
 from gradtrace.lint.analysis.grad_values import passed_requiring, requires_grad
 from gradtrace.lint.analysis.graph_params import graph_params
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
-from gradtrace.lint.analysis.module_results import attr_module, first_layer
+from gradtrace.lint.analysis.module_results import attr_module, first_layers
 from gradtrace.lint.context import FUNCTION_TYPES, LOOP_TYPES, Context
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.inplace._passed_graph import from_passed
@@ -116,15 +116,16 @@ def _saves_it(test: tuple[str, list], ctx: Context, line: int) -> bool:
     if how == "grad":  # an elementwise op saves it when it requires grad
         return _has_graph(operands[0], ctx, line)
     k = ctx.analysis.kind(operands[0], None, line)  # a saving layer
-    if k is None or k.what != MODULE:
+    if k is not None and k.what != MODULE:
         return False
     folded = operands[1:] == [True]  # NOTE [a linear layer folds a reordered input]
-    if (k.cls or "") in SAVING_MODULES:
+    if k is not None and (k.cls or "") in SAVING_MODULES:
         return not (folded and k.cls == LINEAR)
-    # a Sequential (or a helper's) whose first layer saves its input (NOTE [module results])
+    # a Sequential (or a helper's) whose first layer saves its input (NOTE [module results]);
+    # of unknown kind: a helper of the file whose every return builds a saving layer
     got = attr_module(operands[0], ctx, ctx.function)
-    first = first_layer(got[0], ctx, got[1]) if got is not None else None
-    return first in SAVING_MODULES and not (folded and first == LINEAR)
+    firsts = first_layers(got[0], ctx, got[1]) if got is not None else None
+    return bool(firsts) and firsts <= SAVING_MODULES and not (folded and LINEAR in firsts)
 
 
 LINEAR = "torch.nn.Linear"

@@ -12,7 +12,7 @@ from gradtrace.lint.analysis.input_writes import spells_inplace_layer
 from gradtrace.lint.analysis.module_results import first_layer
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
-from gradtrace.lint.analysis.paths import place
+from gradtrace.lint.analysis.paths import place, statement_paths
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
@@ -240,7 +240,7 @@ class InplaceWriteToSavedInput(Rule):
             return
         (pid, field, i), block = got
         hit = _saved_by_own_value(s, name, ctx)  # `x += self.attn(self.ln_1(x))`
-        for prev in reversed(block[:i]) if hit is None else ():  # saved earlier in the block
+        for prev in _before(ctx, fn, s, block[:i], pid) if hit is None else ():
             if name in ctx.memo("gt605-bound", prev, lambda: _bound(prev)):
                 break
             hit = self._saved(prev, name, ctx)
@@ -305,6 +305,33 @@ class InplaceWriteToSavedInput(Rule):
             if n == name and _saves_it(test, ctx, s.lineno):
                 return op
         return None
+
+
+def _before(ctx: Context, fn: ast.AST, s: ast.stmt, earlier: list[ast.stmt], pid: int
+            ) -> Iterator[ast.stmt]:
+    """The statements that run before ``s``, nearest first: ``earlier`` (its own block's),
+    then, while that block is an arm of an ``if`` (or a ``with``/``try`` body), the statements
+    before that ``if`` in its block, and so on out (NOTE [saved before the arm])."""
+    yield from reversed(earlier)
+    index = statement_paths(ctx, fn)
+    path = index.paths.get(id(s), ())
+    for depth in range(len(path) - 1, 0, -1):
+        holder_id, _, _ = path[depth]
+        outer = path[depth - 1]
+        holder = index.blocks.get(outer[:2], [])[outer[2]] if outer[:2] in index.blocks else None
+        if holder is None or id(holder) != holder_id or not isinstance(
+                holder, (ast.If, ast.With, ast.AsyncWith, ast.Try)):
+            return  # a loop's body runs again after what follows it: not followed out
+        yield from reversed(index.blocks[outer[:2]][:outer[2]])
+
+
+# NOTE [saved before the arm]
+# `h = self.norm(x)` then `if gated: x = x + f(h) else: x += f(h)`: the norm saved `x` before
+# the `if`, the arm writes it in place, backward raises (AOT's LSTT block, whose in-place
+# branch is the default). An arm runs after everything before its `if`, so the search for the
+# op that saved the written name goes on out of the arm, through the enclosing `if`s (and
+# `with`/`try` bodies), and stops at a loop: a statement before the loop, in the same block,
+# also ran before, but a rebinding later in the loop body is read on the next pass.
 
 
 def _saved_by_own_value(s: ast.stmt, name: str, ctx: Context) -> ast.AST | None:

@@ -12,6 +12,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.registration._grad_flags import GradFlag
 from gradtrace.lint.rules.registration._modules import covers
+from gradtrace.lint.rules.leaf._tensors import is_false
 
 PARAM_ITERS = ("parameters", "named_parameters")
 # calls that read a model without changing which parameters it has
@@ -51,16 +52,21 @@ def _inner_flag_stmt(f: GradFlag) -> ast.stmt:
     if isinstance(f.stmt, (ast.For, ast.AsyncFor)):
         got = param_loop_var(f.stmt)
         var = got[0] if got else None
+        first: ast.stmt | None = None
         for s in walk(f.stmt):
             if isinstance(s, ast.Assign) and len(s.targets) == 1 \
                     and isinstance(s.targets[0], ast.Attribute) \
                     and s.targets[0].attr == FLAG and dotted(s.targets[0].value) == var:
-                return s
+                if f.conditional or (is_false(s.value) if not f.value else not is_false(s.value)):
+                    return s
+                first = first or s  # the other arm's write: an arm a setting skips
             if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) \
                     and isinstance(s.value.func, ast.Attribute) \
                     and s.value.func.attr == "requires_grad_" \
                     and dotted(s.value.func.value) == var:
                 return s
+        if first is not None:
+            return first
     return f.stmt
 
 

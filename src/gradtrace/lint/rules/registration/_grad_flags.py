@@ -7,6 +7,8 @@ import ast
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.flag_truth import truth_under
+from gradtrace.lint.analysis.namespace_settings import namespace_settings
 from gradtrace.lint.names import dotted, indexed_path
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._tensors import is_false, is_true
@@ -52,9 +54,10 @@ def grad_flags(scope: Scope) -> list[GradFlag]:
 
 def _grad_flags(scope: Scope) -> list[GradFlag]:
     out: list[GradFlag] = []
+    settings = namespace_settings(scope.ctx, scope)  # NOTE [fixed namespace settings]
     for s in scope.stmts:
         if isinstance(s, (ast.For, ast.AsyncFor)):
-            got = _loop_flag(s)
+            got = _loop_flag(s, settings)
             if got is not None:
                 out.append(got)
         elif isinstance(s, ast.Expr) and isinstance(s.value, ast.Call):
@@ -70,7 +73,8 @@ def _grad_flags(scope: Scope) -> list[GradFlag]:
     return out
 
 
-def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
+def _loop_flag(loop: ast.For | ast.AsyncFor, settings: dict[str, object] | None = None
+               ) -> GradFlag | None:
     it = loop.iter
     if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute)
             and it.func.attr in ("parameters", "named_parameters")):
@@ -80,7 +84,7 @@ def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
     var = dotted(t.elts[-1]) if isinstance(t, ast.Tuple) and t.elts else dotted(t)
     if root is None or var is None:
         return None
-    got = _every_path(loop.body, var)
+    got = _every_path(loop.body, var, settings or {})
     if got is not None:
         return GradFlag(loop, root, got, False)
     for s in walk(loop):
@@ -91,7 +95,7 @@ def _loop_flag(loop: ast.For | ast.AsyncFor) -> GradFlag | None:
     return None
 
 
-def _every_path(body: list[ast.stmt], var: str) -> bool | None:
+def _every_path(body: list[ast.stmt], var: str, settings: dict[str, object]) -> bool | None:
     """The flag every pass through ``body`` sets on ``var``: a statement of it, or an ``if``
     whose branches all set the same value (`if name in frozen: p.requires_grad = False` /
     `else: p.requires_grad = False` freezes every parameter). The last write wins: a later
@@ -99,8 +103,15 @@ def _every_path(body: list[ast.stmt], var: str) -> bool | None:
     'transformer' in k: v.requires_grad = True`) leaves no value common to every pass."""
     for i, s in enumerate(body):
         got = _flag_value(s, var)
+        t = truth_under(s.test, settings) if settings and isinstance(s, ast.If) else None
+        if got is None and t is not None:  # a fixed setting picks the arm
+            got = _every_path(s.body if t else s.orelse, var, settings)
+            if got is not None:
+                later = {_flag_value(n, var) for x in body[i + 1:] for n in walk(x)}
+                return None if (not got) in later else got
+            continue
         if got is None and isinstance(s, ast.If) and s.orelse:
-            a, b = _every_path(s.body, var), _every_path(s.orelse, var)
+            a, b = _every_path(s.body, var, settings), _every_path(s.orelse, var, settings)
             got = a if a is not None and a == b else None
         if got is not None:
             later = {_flag_value(n, var) for t in body[i + 1:] for n in walk(t)}

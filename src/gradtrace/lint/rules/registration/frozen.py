@@ -7,10 +7,12 @@ Facts shared with GT407-GT410 (which statements freeze or unfreeze what) come fr
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR
+from gradtrace.lint.analysis.param_children import param_children
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.flow_kinds import FACTORY_FUNCS
@@ -135,7 +137,13 @@ class EverythingFrozenForOptimizer(Rule):
     does not require grad` (or nothing changes). Usually the freeze was meant for a part (the
     backbone), not for the whole model or the head that should train.
     The same holds when the whole freeze comes after an optimizer built over everything and
-    before its first step (outside any loop or branch).
+    before its first step (outside any loop or branch), and when the model is frozen part by
+    part: each child of its class (of this file) that holds weights frozen on its own
+    (`sam.image_encoder`, `sam.prompt_encoder`, `sam.mask_decoder`; or `model.net` when
+    `net` is the only one: NOTE [parameter children]), reported at the last of those freezes.
+    A loop whose `if` a script's fixed settings decide (`args = Namespace(adapter=False)`,
+    then `if args.adapter and ...: unfreeze / else: freeze`) freezes all it walks
+    (NOTE [fixed namespace settings]).
     Known limits: the freeze and the optimizer must be in one function (or script); nothing
     between them may add, unfreeze or hand the model to another function.
     """
@@ -212,31 +220,61 @@ class EverythingFrozenForOptimizer(Rule):
     @staticmethod
     def _frozen_sources(scope: Scope, flags: list[GradFlag], opt, filtered: bool
                         ) -> list[GradFlag] | None:
-        line = opt.stmt.lineno
         used: list[GradFlag] = []
         for src in opt.sources:
-            f = next((g for g in reversed(flags) if not g.value and not g.conditional
-                      and covers(g.root, src) and not scope.exclusive(g.stmt, opt.stmt)
-                      and (g.stmt.lineno < line or not filtered
-                           and frozen_before_step(scope, g.stmt, opt.name))), None)
-            if f is None:
-                return None
-            end = f.stmt.end_lineno or f.stmt.lineno
-            # unfrozen, added to or handed away before the optimizer (or, for an optimizer
-            # over all parameters, anywhere later: gradual unfreezing)
-            for g in flags:
-                if g.value and g.stmt.lineno > end and (filtered is False or g.stmt.lineno < line) \
-                        and (covers(f.root, g.root) or covers(g.root, f.root)):
+            f = _frozen_root(scope, flags, opt, filtered, src)
+            if f is None:  # NOTE [parameter children]: each child that holds some, frozen
+                k = scope.ctx.analysis.kind(ast.parse(src, mode="eval").body, scope,
+                                            opt.stmt.lineno) if _dotted_name(src) else None
+                children = param_children(scope.ctx, k.cls) if k is not None \
+                    and k.what == MODULE else None
+                parts = [_frozen_root(scope, flags, opt, filtered, f"{src}.{c}")
+                         for c in children or ()]
+                if not parts or None in parts or _touched(scope, opt, filtered, src, min(
+                        p.stmt.end_lineno or p.stmt.lineno for p in parts)):  # type: ignore[union-attr]
                     return None
-            for s in scope.stmts:
-                if s.lineno <= end or s is opt.stmt or (filtered and s.lineno >= line):
-                    continue
-                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    continue
-                if _own_touches(s, f.root):
-                    return None
+                last = max(parts, key=lambda p: p.stmt.lineno)  # type: ignore[union-attr]
+                f = dataclasses.replace(last, root=src)  # type: ignore[arg-type]
             used.append(f)
         return used
+
+
+def _dotted_name(src: str) -> bool:
+    return all(p.isidentifier() for p in src.split("."))
+
+
+def _frozen_root(scope: Scope, flags: list[GradFlag], opt, filtered: bool, src: str
+                 ) -> GradFlag | None:
+    """The freeze that covers every parameter of ``src`` for the optimizer ``opt``, when
+    nothing unfreezes, adds to or hands ``src`` away afterwards."""
+    line = opt.stmt.lineno
+    f = next((g for g in reversed(flags) if not g.value and not g.conditional
+              and covers(g.root, src) and not scope.exclusive(g.stmt, opt.stmt)
+              and (g.stmt.lineno < line or not filtered
+                   and frozen_before_step(scope, g.stmt, opt.name))), None)
+    if f is None:
+        return None
+    end = f.stmt.end_lineno or f.stmt.lineno
+    # unfrozen, added to or handed away before the optimizer (or, for an optimizer
+    # over all parameters, anywhere later: gradual unfreezing)
+    for g in flags:
+        if g.value and g.stmt.lineno > end and (filtered is False or g.stmt.lineno < line) \
+                and (covers(f.root, g.root) or covers(g.root, f.root)):
+            return None
+    return None if _touched(scope, opt, filtered, f.root, end) else f
+
+
+def _touched(scope: Scope, opt, filtered: bool, root: str, end: int) -> bool:
+    """A statement after line ``end`` may change which parameters ``root`` has."""
+    line = opt.stmt.lineno
+    for s in scope.stmts:
+        if s.lineno <= end or s is opt.stmt or (filtered and s.lineno >= line):
+            continue
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if _own_touches(s, root):
+            return True
+    return False
 
 
 class UnfreezeUndoesFreeze(Rule):

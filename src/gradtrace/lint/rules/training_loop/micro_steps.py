@@ -19,6 +19,8 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good
+from gradtrace.lint.rules.training_loop._accumulate_blocks import accumulation_clears
+from gradtrace.lint.rules.training_loop._epoch_clears import epoch_clears
 from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, related_at
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, Step
 from gradtrace.lint.rules.training_loop._loss_scaling import (
@@ -136,7 +138,13 @@ class ZeroGradEveryAccumulationStep(LoopRule):
     The same holds for a counted step (`if seen >= budget: opt.step(); seen = 0`,
     NOTE [counted step]).
     A step after `if i % N != 0: continue` runs every N passes the same way
-    (NOTE [skipped passes]).
+    (NOTE [skipped passes]); so does a step in `with accelerator.accumulate(model):`, whose
+    wrapped optimizer clears and steps on a window's last micro-step only: a clear first in
+    that block wipes the window's other micro-batches (NOTE [accumulation context]). A clear
+    at the top of the epoch loop, when the window's count is carried across epochs (bound
+    before that loop, moved only by the step's `if`; the step may be a method of the class
+    that steps and clears), erases the micro-batches of the window open at each epoch's end
+    (NOTE [window across epochs]).
     Known limits: the step's `if` must take a remainder (`%`) in its test, directly or through
     a name bound to such a test in the same function, or compare a count that the loop grows
     (or measures from a value bound each pass) and the `if` resets; it holds no backward of
@@ -146,10 +154,15 @@ class ZeroGradEveryAccumulationStep(LoopRule):
     code = "GT512"
     gate_statements = True
     name = "zero-grad-every-accumulation-step"
-    message = ("`{call}` clears the gradients on every pass, but `{opt}.step()` (line "
-               "{step_line}) runs only every few passes (`{test}`): the micro-batches' "
-               "gradients are erased before they add up and each step applies the last one's "
-               "alone; clear them right after the step, under that `if`")
+    message = "{detail}"
+    every = ("`{call}` clears the gradients on every pass, but `{opt}.step()` (line "
+             "{step_line}) runs only every few passes (`{test}`): the micro-batches' "
+             "gradients are erased before they add up and each step applies the last one's "
+             "alone; clear them right after the step, under that `if`")
+    epoch = ("`{call}` clears the gradients at the start of every pass of this loop, but the "
+             "accumulation window of `{opt}`'s step (line {step_line}, `{test}`) is counted "
+             "across its passes: the micro-batches a window holds at the end of a pass are "
+             "erased before the step that should apply them; clear once, before this loop")
     triggers = ("zero_grad",)
     function_needs = ("backward", "step", "zero_grad")
     examples = [
@@ -217,7 +230,8 @@ class ZeroGradEveryAccumulationStep(LoopRule):
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         found: dict[int, list] = {}  # one finding per step guard, the first clear leading
-        for s, loop, guard, _mods in periodic_steps(f):
+        periodic = list(periodic_steps(f))
+        for s, loop, guard, _mods in periodic:
             backs = _every_pass(f, loop, guard)
             for z in f.zero_grads:
                 if not covers(f, z, s) or not f.inside(z.stmt, loop) \
@@ -260,6 +274,12 @@ class ZeroGradEveryAccumulationStep(LoopRule):
                 if b is not None:
                     found.setdefault(id(guard), []).append((z, s, b, guard))
                     break
+        for z, s, b, w in accumulation_clears(f):  # NOTE [accumulation context]
+            found.setdefault(id(w), []).append((z, s, b, w))
+        across: set[int] = set()
+        for z, s, b, g in epoch_clears(f, periodic, periodic_guard) if not found else ():
+            found.setdefault(id(g), []).append((z, s, b, g))  # NOTE [window across epochs]
+            across.add(id(g))
         for hits in found.values():
             hits.sort(key=lambda h: (h[0].call.lineno, h[0].call.col_offset))
             z, s, b, guard = hits[0]
@@ -268,9 +288,11 @@ class ZeroGradEveryAccumulationStep(LoopRule):
             yield self.report(z.call, ctx, related=(
                 related_at(ctx, s.call, "the step runs only every few passes here"),
                 related_at(ctx, b.call, "each micro-batch's gradient is added here"), *others),
-                call=ctx.source(z.call), opt=s.optimizer, step_line=s.call.lineno,
-                test=ctx.source(guard.test) if f.inside(s.stmt, guard)
-                else f"if {ctx.source(guard.test)}: continue")
+                detail=(self.epoch if id(guard) in across else self.every).format(
+                    call=ctx.source(z.call), opt=s.optimizer, step_line=s.call.lineno,
+                    test=ctx.source(guard.items[0].context_expr) if isinstance(
+                        guard, (ast.With, ast.AsyncWith)) else ctx.source(guard.test)
+                    if f.inside(s.stmt, guard) else f"if {ctx.source(guard.test)}: continue"))
 
 
 class AccumulatedLossNotScaled(LoopRule):

@@ -22,6 +22,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.file_parents import file_parents
+from gradtrace.lint.analysis.handed_optimizers import handed_optimizer, stepped_by_a_caller
 from gradtrace.lint.analysis.kinds import OPTIMIZER as OPTIMIZER_KIND
 from gradtrace.lint.analysis.kinds import SCHEDULER, is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
@@ -46,13 +47,16 @@ def _built_here(scope: Scope, name: str, line: int) -> bool:
 
 
 def _only_own_uses(fn: ast.AST, name: str, ctx: Context,
-                   own: frozenset[str] = OWN_METHODS) -> bool:
-    """Every read of ``name`` in ``fn`` is ``name.<one of own>``, or the optimizer handed to a
-    learning-rate scheduler (which never steps it)."""
+                   own: frozenset[str] = OWN_METHODS, elements: bool = False) -> bool:
+    """Every read of ``name`` in ``fn`` is ``name.<one of own>`` (``elements``: also
+    ``name[i].<one of own>``), or the optimizer handed to a learning-rate scheduler (which
+    never steps it)."""
     parents = file_parents(ctx)
     for n in walk(fn):
         if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
             p = parents.get(id(n))
+            if elements and isinstance(p, ast.Subscript) and p.value is n:
+                p = parents.get(id(p))
             if isinstance(p, ast.Attribute) and p.attr in own or isinstance(p, ast.Call) \
                     and (ctx.qualified_name(p.func) or "").startswith(SCHEDULERS):
                 continue
@@ -68,16 +72,26 @@ def _cleared_in_loops(scope: Scope, fn: ast.AST, ctx: Context,  # type: ignore[n
     cleared inside a loop, built there and used there only through its own methods."""
     seen: set[str] = set()
     for z in step_calls(ctx, fn).zero_grads:
-        name = z.receiver
+        name, index = z.receiver, False
+        f = z.call.func
+        if not name and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Subscript) \
+                and isinstance(f.value.value, ast.Name):  # `alpha_optim[level]`: one of a list
+            name, index = f.value.value.id, True
         loops = scope.loops_of(z.stmt)
         if not loops or not name or name in seen or "." in name or "[" in name:
             continue
         seen.add(name)
-        if (_built_here(scope, name, z.stmt.lineno) or _handed_optimizer(scope, z, ctx) or (
-                scope.binding_before(name, z.stmt.lineno) is None
-                and passed_kind(ctx, fn, name) == OPTIMIZER)) \
+        root = name
+        if not index and (_built_here(scope, name, z.stmt.lineno) or (_handed_optimizer(
+                scope, z, ctx) or scope.binding_before(name, z.stmt.lineno) is None
+                and passed_kind(ctx, fn, name) == OPTIMIZER) and not stepped_by_a_caller(
+                    ctx, fn, name)) \
                 and _only_own_uses(fn, name, ctx, own):  # NOTE [kinds by the callers]
             yield z, loops[-1], name
+        elif scope.binding_before(root, z.stmt.lineno) is None \
+                and _only_own_uses(fn, root, ctx, own, True) \
+                and handed_optimizer(ctx, fn, root):  # NOTE [optimizers handed in]
+            yield z, loops[-1], ctx.source(f.value) if index else name  # type: ignore[union-attr]
 
 
 def _handed_optimizer(scope: Scope, z, ctx: Context) -> bool:  # type: ignore[no-untyped-def]
@@ -99,10 +113,14 @@ class OptimizerNeverStepped(Rule):
     (NOTE [a loop that never updates]). Call `opt.step()` after the backward.
     When the loop steps a learning-rate scheduler instead (`scheduler.step()` where
     `opt.step()` belongs), that call is the line reported.
-    Known limits: the optimizer must be built in the same function from `torch.optim`, or be a
-    parameter every call of the function passes one for (NOTE [kinds by the callers]), and used
-    there only through its own methods (not passed to a call, stored or returned); a loop that
-    steps another optimizer or reads a `.grad` (an update by hand) is left alone.
+    The optimizer (or a list of them, cleared one element at a time) may be handed in by every
+    caller of the file, which built it and reads it nowhere else (NOTE [optimizers handed in]),
+    or be a parameter every call of the function, in this file or another of the project,
+    passes one for (NOTE [kinds by the callers]).
+    Known limits: the optimizer must be built in the same function from `torch.optim` (or so
+    handed in) and used there only through its own methods (not passed to a call, stored or
+    returned); a loop that steps another optimizer or reads a `.grad` (an update by hand) is
+    left alone.
     """
 
     code = "GT544"

@@ -31,6 +31,32 @@ def _period(call: ast.Call, ctx: Context) -> tuple[str, ast.expr] | None:
     return (last, arg) if arg is not None else None
 
 
+# NOTE [decay per update]
+# `StepLR(opt, step_size=1, gamma=0.85)` multiplies the rate by `gamma` at every `step()` call:
+# the per-epoch decay it is written for. Stepped in the batch loop next to the optimizer (under
+# the gradient-accumulation `if` that steps the optimizer too: llama-recipes' train_utils),
+# it decays at every update, and after a hundred updates the rate is `0.85 ** 100` (1e-7) of
+# its start. A `gamma` close to 1 (above 0.95: a per-update decay on purpose) is left alone.
+UNIT_DECAY_MAX = 0.95
+
+
+def _unit_decay(built: ast.AST, got: tuple[str, ast.expr]) -> str | None:
+    """The reason, when a ``StepLR`` decays by a large factor at every call (``step_size=1``,
+    ``gamma`` at most :data:`UNIT_DECAY_MAX`, 0.1 when not given)."""
+    cls, period = got
+    if cls != "StepLR" or not isinstance(built, ast.Call) or not (
+            isinstance(period, ast.Constant) and period.value == 1):
+        return None
+    g = next((k.value for k in built.keywords if k.arg == "gamma"), None)
+    if g is None and len(built.args) > 2:
+        g = built.args[2]
+    gamma = 0.1 if g is None else g.value if isinstance(g, ast.Constant) else None
+    if not isinstance(gamma, (int, float)) or isinstance(gamma, bool) \
+            or not 0 < gamma <= UNIT_DECAY_MAX:
+        return None
+    return "step_size=1"
+
+
 def _names(e: ast.AST) -> set[str]:
     """The values ``e`` reads: names and attributes, an entry of a mapping under a constant
     key as ``args.key`` (``args['decay_step']`` is not ``args['n_epochs']``); not the
@@ -112,7 +138,10 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
     the optimizer's, outside every loop of its function) in a function they run once per batch
     pass (NOTE [loops through calls]); the period must
     be read from the epoch loop's bound or from a name counting epochs (`num_epochs`,
-    `args.epochs`); a step under an `if` in the batch loop is not reported.
+    `args.epochs`), or be one call with a large decay (`StepLR(opt, step_size=1, gamma=0.85)`:
+    NOTE [decay per update]); a step under an `if` in the batch loop is not reported, unless
+    that `if` steps the optimizer too (the gradient-accumulation branch: the schedule then
+    advances at every update).
     """
 
     code = "GT526"
@@ -167,17 +196,18 @@ class EpochSchedulerSteppedPerBatch(LoopRule):
                 continue
             for call, k, got in _scheduler_steps(stmt, f, ctx):
                 inner = loops[-1]
-                if any(isinstance(s, ast.If) and s is not stmt and f.inside(stmt, s)
-                       and f.inside(s, inner) for s in f.within(inner)):
-                    continue  # stepped on some passes only (`if i == len(loader) - 1`)
                 if steps is None:
                     steps = optimizer_steps(f, ctx)
+                if any(isinstance(s, ast.If) and s is not stmt and f.inside(stmt, s)
+                       and f.inside(s, inner) and not any(  # NOTE [decay per update]
+                           f.inside(st, s) for _, st, _ in steps) for s in f.within(inner)):
+                    continue  # stepped on some passes only (`if i == len(loader) - 1`)
                 if not any(f.loops_of(st)[-1:] == (inner,) for _, st, _ in steps):
                     continue  # not the loop that steps the optimizer: not a batch loop
                 if epoch_counted(got[1], inner, f, vocab=False) is not None:
                     continue  # the stepping loop runs the period's bound: the epoch loop
                 outer = loops[-2]  # (P-DARTS: `for epoch in range(epochs)` in a stage loop)
-                why = epoch_counted(got[1], outer, f)
+                why = epoch_counted(got[1], outer, f) or _unit_decay(k.node, got)
                 if why is None:
                     continue
                 yield self._report(call, k.node, got, ctx)
