@@ -94,7 +94,7 @@ class FreezeNamesMissWrapperPrefix(Rule):
                     and isinstance(n.value, ast.Call) and n.value.args:
                 q = ctx.qualified_name(n.value.func)
                 target = dotted(n.targets[0])
-                if q in WRAPPERS and target and dotted(n.value.args[0]) == target:
+                if q in WRAPPERS and target:
                     got = wraps.get(target)
                     if got is None or n.lineno < got[0]:
                         wraps[target] = (n.lineno, q.rpartition(".")[2])
