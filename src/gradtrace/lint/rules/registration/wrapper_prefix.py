@@ -29,8 +29,8 @@ class FreezeNamesMissWrapperPrefix(Rule):
     with no error, and the parts meant to stay fixed train (ESPnet's `--freeze-mods`). Match
     against `model.module.named_parameters()`, or prefix the keys with `module.` when the model
     is wrapped.
-    Known limits: the wrapper is assigned to the same name in the same function (or the script)
-    before the loop over its `named_parameters()`; the loop's test is `name.startswith(...)`
+    Known limits: the wrapper is assigned to a name in the same function (or the script)
+    before the loop over its `named_parameters()`, and the name is not bound again between; the loop's test is `name.startswith(...)`
     (alone or inside `any(...)`) and the loop sets `requires_grad`; nothing in that function
     spells a `module.` string.
     """
@@ -89,7 +89,12 @@ class FreezeNamesMissWrapperPrefix(Rule):
     def _scope(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         nodes = list(scope_nodes(fn))
         wraps: dict[str, tuple[int, str]] = {}
+        stores: dict[str, list[int]] = {}  # every line that binds the name anew
         for n in nodes:
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    if dotted(t):
+                        stores.setdefault(dotted(t), []).append(n.lineno)
             if isinstance(n, ast.Assign) and len(n.targets) == 1 \
                     and isinstance(n.value, ast.Call) and n.value.args:
                 q = ctx.qualified_name(n.value.func)
@@ -106,7 +111,8 @@ class FreezeNamesMissWrapperPrefix(Rule):
             it = n.iter
             model = dotted(it.func.value) if isinstance(it, ast.Call) and isinstance(
                 it.func, ast.Attribute) and it.func.attr == "named_parameters" else None
-            if model not in wraps or wraps[model][0] >= n.lineno \
+            if model not in wraps or wraps[model][0] >= n.lineno or any(
+                    wraps[model][0] < x < n.lineno for x in stores.get(model, ())) \
                     or not (isinstance(n.target, ast.Tuple) and len(n.target.elts) == 2
                             and isinstance(n.target.elts[0], ast.Name)
                             and isinstance(n.target.elts[1], ast.Name)):
