@@ -102,6 +102,9 @@ class FreezeMethodCopiedFromSibling(Rule):
         cls = ctx.analysis.classes.get(node.name)
         if cls is None or cls.node is not node or not cls.is_module or len(cls.methods) < 3:
             return
+        named_any = [a for a in cls.attrs if any(_names(m, a) for m in cls.methods)]
+        if len(named_any) < 2:  # cheap first: two attributes that methods are named for
+            return
         parts = [a for a in cls.attrs if cls.attr_kind(a) is not None
                  and cls.attr_kind(a).what == MODULE]  # type: ignore[union-attr]
         if len(parts) < 2:
