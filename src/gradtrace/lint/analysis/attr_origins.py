@@ -27,6 +27,7 @@ import ast
 from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.calls import ascii_code, word_lines
+from gradtrace.lint.analysis.file_parents import enclosing_class
 from gradtrace.lint.analysis.cuts import (
     NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
@@ -175,7 +176,7 @@ def setting_attr(t: Tracer, name: str) -> bool:
     hit = t._pure.get(key)
     if hit is None:
         hit = False
-        cls = t.ctx.class_def
+        cls = enclosing_class(t.ctx, t.scope.node)
         values = self_assignments(cls, name, t.ctx)  # `self.x   = ...` aligned too
         if values:
             settings = constant_default_args(cls)

@@ -1,0 +1,151 @@
+"""Session 52, helper recall52a: a copy of a list of graph values (``torch.tensor([...])``)
+inside a loss that stays live elsewhere (NOTE [rebuilt beside a live value]), and the
+loss-path analysis of a callee read in its own class when a caller asks for it first (NOTE
+[loss paths]). Each shape: a buggy twin with its code and line, silent look-alikes."""
+from __future__ import annotations
+
+import textwrap
+
+from gradtrace.lint import check_source
+
+
+def _found(src: str, code: str = "GT104") -> list[int]:
+    return sorted(f.line for f in check_source(textwrap.dedent(src)) if f.code == code)
+
+
+# a triplet-style loss written as a plain function: the hard negatives' distances are
+# gathered into a new tensor and added to the anchor-positive distance
+MARGIN = '''
+import torch
+import torch.nn.functional as F
+
+
+def margin_loss(anchor, positive, negatives, margin=0.2):
+    d_pos = F.pairwise_distance(anchor, positive).mean()
+    {neg}
+    return F.relu(margin + d_pos - d_neg)
+
+
+def fit(encoder, optimizer, loader):
+    for a, p, ns in loader:
+        optimizer.zero_grad()
+        fa, fp = encoder(a), encoder(p)
+        loss = margin_loss(fa, fp, [encoder(n) for n in ns])
+        loss.backward()
+        optimizer.step()
+'''
+
+
+def _margin(neg: str) -> list[int]:
+    return _found(MARGIN.format(neg=neg))
+
+
+def test_copied_negatives_subtracted_from_a_live_distance():
+    assert _margin("d_neg = torch.Tensor([F.pairwise_distance(anchor, n).mean() "
+                   "for n in negatives]).min()") == [8]
+
+
+def test_copied_negatives_through_as_tensor_of_a_tuple():
+    assert _margin("d_neg = torch.as_tensor((F.pairwise_distance(anchor, negatives[0]).mean(), "
+                   "F.pairwise_distance(anchor, negatives[1]).mean())).min()") == [8]
+
+
+def test_look_alike_negatives_stacked():
+    assert _margin("d_neg = torch.stack([F.pairwise_distance(anchor, n).mean() "
+                   "for n in negatives]).min()") == []
+
+
+def test_look_alike_copy_of_data_beside_a_live_distance():
+    assert _margin("d_neg = torch.tensor([0.5, 0.7]).min()") == []
+
+
+def test_look_alike_copy_used_as_a_weight():
+    # a factor built from the terms' values is a weight (dynamic loss weighting), not a term
+    assert _margin("d_neg = d_pos * torch.tensor([F.pairwise_distance(anchor, n).mean() "
+                   "for n in negatives]).softmax(0)[0]") == []
+
+
+# a loss method of a trainer picks its reduction by a setting: one arm copies the terms
+TRAINER = '''
+import torch
+import torch.nn as nn
+
+
+class Trainer:
+    def __init__(self, net, hard_mining):
+        self.net, self.hard_mining = net, hard_mining
+        self.crit = nn.SmoothL1Loss()
+        self.opt = torch.optim.AdamW(net.parameters())
+
+    def compute_loss(self, outs, targets):
+        if self.hard_mining:
+            {hard}
+        else:
+            total = torch.stack([self.crit(o, t) for o, t in zip(outs, targets)]).mean()
+        return total
+
+    def step(self, xs, ys):
+        self.opt.zero_grad()
+        loss = self.compute_loss([self.net(x) for x in xs], ys)
+        loss.backward()
+        self.opt.step()
+'''
+
+
+def test_one_arm_copies_the_terms():
+    assert _found(TRAINER.format(
+        hard="total = torch.tensor([self.crit(o, t) for o, t in zip(outs, targets)]).max()")) \
+        == [14]
+
+
+def test_look_alike_both_arms_keep_the_graph():
+    assert _found(TRAINER.format(
+        hard="total = torch.stack([self.crit(o, t) for o, t in zip(outs, targets)]).max()")) \
+        == []
+
+
+def test_look_alike_arm_copies_numbers_for_a_weight():
+    # the copy only weighs live terms on that arm: the arm stays live
+    assert _found(TRAINER.format(
+        hard="total = (torch.tensor([self.crit(o, t).item() for o, t in zip(outs, targets)])"
+             ".softmax(0) * torch.stack([self.crit(o, t) for o, t in zip(outs, targets)]))"
+             ".sum()")) == []
+
+
+# NOTE [loss paths]: the training function comes first, so the loss module's analysis is
+# asked (and memoised) from the caller's visit; the module's class is read from the tree
+BEFORE = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def train(model, opt, batches):
+    crit = RateLoss()
+    for x in batches:
+        opt.zero_grad()
+        out = model(x)
+        {cut}
+        losses = crit(out, x)
+        losses["loss"].backward()
+        opt.step()
+
+
+class RateLoss(nn.Module):
+    def __init__(self, lmbda=0.01):
+        super().__init__()
+        self.lmbda = lmbda
+
+    def forward(self, output, target):
+        rate = sum(-torch.log2(p).mean() for p in output["probs"].values())
+        dist = F.mse_loss(output["recon"], target)
+        return {{"loss": self.lmbda * dist + rate, "rate": rate}}
+'''
+
+
+def test_callee_defined_after_its_caller_read_in_its_class():
+    assert _found(BEFORE.format(cut='out["recon"] = out["recon"].detach()'), "GT107") == [12]
+
+
+def test_look_alike_callee_after_its_caller_nothing_cut():
+    assert _found(BEFORE.format(cut="pass"), "GT107") == []
