@@ -149,3 +149,54 @@ def test_callee_defined_after_its_caller_read_in_its_class():
 
 def test_look_alike_callee_after_its_caller_nothing_cut():
     assert _found(BEFORE.format(cut="pass"), "GT107") == []
+
+
+# a statistic written in NumPy is handed the model's features already cut; the helper keeps
+# a running total named like itself (its own variable, not a use of the function)
+NUMPY_HELPER = '''
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def spread_penalty(features):
+    spread_penalty = 0.0
+    for row in features:
+        spread_penalty += np.abs(row - features.mean(0)).sum()
+    return spread_penalty / len(features)
+
+
+def run_epoch(backbone, head, opt, batches, w=0.1):
+    for x, y in batches:
+        emb = backbone(x)
+        ce = F.cross_entropy(head(emb), y)
+        reg = spread_penalty({arg})
+        loss = ce + w * reg
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+'''
+
+
+def _numpy_helper(tmp_path, arg: str, name: str = "spread_penalty") -> list[tuple[str, int]]:
+    # a file on disk in a project of two: "every caller" includes the other file's (none)
+    src = textwrap.dedent(NUMPY_HELPER.format(arg=arg)).replace("spread_penalty", name)
+    (tmp_path / "data.py").write_text("import torch\n\nBATCHES = []\n")
+    path = tmp_path / "fit.py"
+    path.write_text(src)
+    return [(f.code, f.line) for f in check_source(src, str(path)) if f.code.startswith("GT10")]
+
+
+def test_caller_cuts_what_a_numpy_helper_gets(tmp_path):
+    assert _numpy_helper(tmp_path, "emb.detach().cpu().numpy()") == [("GT103", 18)]
+
+
+def test_caller_cut_named_when_the_helper_is_a_loss_by_its_name(tmp_path):
+    # (before: GT103 inside the helper, on `np.abs`, as if it were handed the tensor)
+    assert _numpy_helper(tmp_path, "emb.detach().cpu().numpy()", "spread_loss") == [
+        ("GT103", 18)]
+
+
+def test_look_alike_numpy_helper_on_data(tmp_path):
+    assert _numpy_helper(tmp_path, "x.cpu().numpy()") == []
+    assert _numpy_helper(tmp_path, "x.cpu().numpy()", "spread_loss") == []

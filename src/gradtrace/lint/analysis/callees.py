@@ -17,6 +17,7 @@ from gradtrace.lint.analysis.instance_methods import held_method
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.statement_shapes import argument_default
 
 if TYPE_CHECKING:
@@ -322,6 +323,8 @@ def _uses(ctx: Context, name: str) -> tuple[list[tuple[ast.Call, ast.AST]], bool
         for s, outer in found:
             where = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)),
                          ctx.tree)
+            if where is not ctx.tree and _local(ctx, where, name):
+                continue  # the function's own variable of that name (NOTE [call sites])
             plain: set[int] = set()  # called names, and the arguments of type checks
             for n in own_nodes(s):  # pre-order: a call comes before its parts
                 cls = n.__class__
@@ -342,6 +345,16 @@ def _uses(ctx: Context, name: str) -> tuple[list[tuple[ast.Call, ast.AST]], bool
                     self_ref = True
         return calls, named, self_ref
     return ctx.memo("param-kinds-uses:" + name, ctx.tree, make)
+
+
+def _local(ctx: Context, fn: ast.AST, name: str) -> bool:
+    """``name`` is a variable of ``fn`` (bound there, not declared ``global``): its reads
+    there are not the file's function of that name (``contrastive_loss = 0`` inside ``def
+    contrastive_loss(...)``, the running sum it returns)."""
+    if name not in ctx.scope(fn).bindings:
+        return False
+    return not any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+                   for n in walk(fn))
 
 
 def unpacked_return(a: Analysis, stmt: ast.Assign, name: str, scope: Scope, line: int
