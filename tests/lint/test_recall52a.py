@@ -200,3 +200,64 @@ def test_caller_cut_named_when_the_helper_is_a_loss_by_its_name(tmp_path):
 def test_look_alike_numpy_helper_on_data(tmp_path):
     assert _numpy_helper(tmp_path, "x.cpu().numpy()") == []
     assert _numpy_helper(tmp_path, "x.cpu().numpy()", "spread_loss") == []
+
+
+# NOTE [data attributes]: a trainer object keeps its batch on itself; the stepped encoder
+# reaches the auxiliary term only through a detach, while the term stays live through the
+# auxiliary head (its own weights, not stepped here)
+HOLDER = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Runner:
+    def __init__(self):
+        self.encoder = nn.Sequential(nn.Linear(16, 32), nn.ReLU())
+        self.cls_head = nn.Linear(32, 5)
+        self.aux_head = nn.Linear(32, 3)
+        self.opt = torch.optim.SGD(
+            list(self.encoder.parameters()) + list(self.cls_head.parameters()), lr=0.01)
+
+    def load(self, feats, cls_target, aux_target):
+        self.feats, self.cls_target, self.aux_target = feats, cls_target, aux_target
+
+    def update(self):
+        z = self.encoder(self.feats)
+        main = F.cross_entropy(self.cls_head(z), self.cls_target)
+        aux = F.cross_entropy(self.aux_head({z}), self.aux_target)
+        self.opt.zero_grad()
+        (main + 0.5 * aux).backward()
+        self.opt.step()
+
+
+runner = Runner()
+for _ in range(2):
+    runner.load(torch.randn(4, 16), torch.randint(0, 5, (4,)), {aux})
+    runner.update()
+'''
+
+
+def test_stepped_encoder_cut_from_a_term_read_with_stored_targets(tmp_path):
+    src = textwrap.dedent(HOLDER.format(z="z.detach()", aux="torch.randint(0, 3, (4,))"))
+    (tmp_path / "data.py").write_text("import torch\n")
+    path = tmp_path / "runner.py"
+    path.write_text(src)
+    assert sorted(f.line for f in check_source(src, str(path)) if f.code == "GT109") == [21]
+
+
+def test_look_alike_term_reads_the_live_encoder_output(tmp_path):
+    src = textwrap.dedent(HOLDER.format(z="z", aux="torch.randint(0, 3, (4,))"))
+    (tmp_path / "data.py").write_text("import torch\n")
+    path = tmp_path / "runner.py"
+    path.write_text(src)
+    assert [f for f in check_source(src, str(path)) if f.code == "GT109"] == []
+
+
+def test_look_alike_stored_target_made_by_a_network(tmp_path):
+    # the stored value may carry a graph (another network's output): the attribute stays live
+    src = textwrap.dedent(HOLDER.format(z="z.detach()", aux="nn.Linear(16, 3)(torch.randn(4, 16))"))
+    (tmp_path / "data.py").write_text("import torch\n")
+    path = tmp_path / "runner.py"
+    path.write_text(src)
+    assert [f for f in check_source(src, str(path)) if f.code == "GT109"] == []

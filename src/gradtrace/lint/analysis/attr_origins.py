@@ -27,6 +27,7 @@ import ast
 from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.calls import ascii_code, word_lines
+from gradtrace.lint.analysis.data_attrs import data_attribute
 from gradtrace.lint.analysis.file_parents import enclosing_class
 from gradtrace.lint.analysis.cuts import (
     NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
@@ -188,6 +189,8 @@ def setting_attr(t: Tracer, name: str) -> bool:
                 for v in values)
         elif cls is not None and t.ctx.mentions("register_buffer"):
             hit = registered_buffer(cls, name.partition(".")[2])
+        if not hit and values:  # NOTE [data attributes]
+            hit = data_attribute(t, cls, name)
         t._pure[key] = hit
     return hit
 
