@@ -30,7 +30,7 @@ from gradtrace.lint.analysis.calls import ascii_code, word_lines
 from gradtrace.lint.analysis.data_attrs import data_attribute
 from gradtrace.lint.analysis.file_parents import enclosing_class
 from gradtrace.lint.analysis.cuts import (
-    NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
+    DEAD, NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import child_nodes
 from gradtrace.lint.words import holds
@@ -56,6 +56,9 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
     stores = _stores_of(ctx, attr)
     if not stores or any(owner is not cls for owner, _ in stores):
         return None
+    if data_attribute(ctx, cls, attr, tracer_of):  # NOTE [data attributes]
+        memo[key] = DEAD
+        return DEAD
     cuts = []
     for _, store in stores:
         if store is None:
@@ -189,8 +192,6 @@ def setting_attr(t: Tracer, name: str) -> bool:
                 for v in values)
         elif cls is not None and t.ctx.mentions("register_buffer"):
             hit = registered_buffer(cls, name.partition(".")[2])
-        if not hit and values:  # NOTE [data attributes]
-            hit = data_attribute(t, cls, name)
         t._pure[key] = hit
     return hit
 

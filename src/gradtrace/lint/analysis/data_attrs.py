@@ -7,43 +7,65 @@ A trainer object stores its batch on itself in one method and reads it in anothe
 ``self.label_A`` as live (an attribute may hold a layer's output), so a loss term whose only
 path to the stepped network is a cut still looked live through the label (GT109 missed
 joliGEN's semantic loss on ``fake_B.detach()``). :func:`data_attribute` says ``self.x`` holds
-no graph when every store of it in the class (NOTE [attribute origins]: plain assignments,
-``self.a, self.b = a, b`` paired up) stores a parameter of the storing method, not rebound
-there, that the method's tracer reads as data (a target-like argument, one every caller of
-the method hands data: NOTE [parameters given data]). Any other store leaves it live.
+no graph when every store of it is a plain assignment in a method of the class (``self.a,
+self.b = a, b`` paired up; no ``+=``, item store, ``append``, ``setattr``, nor a store from
+outside the class: NOTE [attribute origins]) of a parameter of that method, not rebound there,
+that the method's tracer reads as data (a target-like argument, or one every caller of the
+method hands data: NOTE [parameters given data]). Anything else leaves it live.
 """
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
-from gradtrace.lint.analysis.cuts import DEAD, self_assignments
+from gradtrace.lint.analysis.cuts import self_assignments
 from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
+from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.origins import Tracer
+    from gradtrace.lint.context import Context
+
+MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "copy_",
+                      "__setitem__"})
 
 
-def data_attribute(t: Tracer, cls: ast.ClassDef | None, name: str) -> bool:
-    """NOTE [data attributes]: every store of ``name`` (``self.x``) in ``cls`` is a parameter
-    its method holds as data."""
-    from gradtrace.lint.analysis.origins import origins  # (origins imports this module's user)
-    values = self_assignments(cls, name, t.ctx)
-    if not values:
+def data_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
+                   tracer_of: Callable[[Context, ast.AST], Tracer]) -> bool:
+    """NOTE [data attributes]: every store of ``self.<attr>`` in ``cls`` is a parameter its
+    method holds as data. ``tracer_of``: :func:`.origins.origins`, handed down (no cycle)."""
+    name = "self." + attr
+    values = self_assignments(cls, name, ctx)
+    if not values or "setattr" in ctx.code or _mutated(cls, name):
         return False
-    parents = file_parents(t.ctx)
+    parents = file_parents(ctx)
     for v in values:
         if not isinstance(v, ast.Name):
             return False
         fn = parents.get(id(v))
         while fn is not None and not isinstance(fn, FUNCTION_TYPES):
             fn = parents.get(id(fn))
-        if fn is None or v.id not in _params(fn) or t.ctx.scope(fn).bindings.get(v.id):
+        if fn is None or v.id not in _params(fn) or ctx.scope(fn).bindings.get(v.id):
             return False
-        if fn is t.scope.node or origins(t.ctx, fn)._param(v.id) is not DEAD:
+        if tracer_of(ctx, fn).trace(v, None, v.lineno).live:
             return False
     return True
+
+
+def _mutated(cls: ast.ClassDef, name: str) -> bool:
+    """``self.x += v``, ``self.x[i] = v``, ``self.x.append(v)`` somewhere in ``cls``."""
+    for n in walk(cls):
+        if isinstance(n, ast.AugAssign) and dotted(n.target) == name:
+            return True
+        if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) \
+                and dotted(n.value) == name:
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in MUTATORS and dotted(n.func.value) == name:
+            return True
+    return False
 
 
 def _params(fn: ast.AST) -> set[str]:
