@@ -7,7 +7,8 @@ A trainer object stores its batch on itself in one method and reads it in anothe
 ``self.label_A`` as live (an attribute may hold a layer's output), so a loss term whose only
 path to the stepped network is a cut still looked live through the label (GT109 missed
 joliGEN's semantic loss on ``fake_B.detach()``). :func:`data_attribute` says ``self.x`` holds
-no graph when every store of it is a plain assignment in a method of the class (``self.a,
+no graph when every store of it is a plain assignment in a method of the class other than
+``__init__`` (what a call is handed, a batch; not construction settings) (``self.a,
 self.b = a, b`` paired up; no ``+=``, item store, ``append``, ``setattr``, nor a store from
 outside the class: NOTE [attribute origins]) of a parameter of that method, not rebound there,
 that the method's tracer reads as data (a target-like argument, or one every caller of the
@@ -47,8 +48,9 @@ def data_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
         fn = parents.get(id(v))
         while fn is not None and not isinstance(fn, FUNCTION_TYPES):
             fn = parents.get(id(fn))
-        if fn is None or v.id not in _params(fn) or ctx.scope(fn).bindings.get(v.id):
-            return False
+        if fn is None or fn.name == "__init__" or v.id not in _params(fn) \
+                or ctx.scope(fn).bindings.get(v.id):
+            return False  # (the constructor's arguments are settings: NOTE [attribute origins])
         if tracer_of(ctx, fn).trace(v, None, v.lineno).live:
             return False
     return True
