@@ -20,7 +20,6 @@ import ast
 from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.cuts import self_assignments
-from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -39,21 +38,26 @@ def data_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
     method holds as data. ``tracer_of``: :func:`.origins.origins`, handed down (no cycle)."""
     name = "self." + attr
     values = self_assignments(cls, name, ctx)
-    if not values or "setattr" in ctx.code or _mutated(cls, name):
+    if not values or not all(isinstance(v, ast.Name) for v in values) \
+            or "setattr" in ctx.code:
         return False
-    parents = file_parents(ctx)
+    held = []
     for v in values:
-        if not isinstance(v, ast.Name):
-            return False
-        fn = parents.get(id(v))
-        while fn is not None and not isinstance(fn, FUNCTION_TYPES):
-            fn = parents.get(id(fn))
+        fn = _method_of(cls, v)
         if fn is None or fn.name == "__init__" or v.id not in _params(fn) \
-                or ctx.scope(fn).bindings.get(v.id):
+                or ctx.scope(fn).bindings.get(v.id):  # type: ignore[attr-defined]
             return False  # (the constructor's arguments are settings: NOTE [attribute origins])
-        if tracer_of(ctx, fn).trace(v, None, v.lineno).live:
-            return False
-    return True
+        held.append((fn, v))
+    if _mutated(cls, name):
+        return False
+    return not any(tracer_of(ctx, fn).trace(v, None, v.lineno).live for fn, v in held)
+
+
+def _method_of(cls: ast.ClassDef, v: ast.AST) -> ast.AST | None:
+    """The method of ``cls`` (its body's own defs) whose lines hold ``v``."""
+    line = getattr(v, "lineno", 0)
+    return next((f for f in cls.body if isinstance(f, FUNCTION_TYPES)
+                 and f.lineno <= line <= (f.end_lineno or f.lineno)), None)
 
 
 def _mutated(cls: ast.ClassDef, name: str) -> bool:

@@ -37,6 +37,11 @@ def enclosing_class(ctx: Context, node: ast.AST) -> ast.ClassDef | None:
     of another file."""
     if node is ctx.tree:
         return None
+    info = ctx.analysis.class_of(node)  # a method: the class index, no parent map
+    if info is not None:
+        return info.node
+    if ctx.analysis.functions.get(getattr(node, "name", "")) is node:
+        return None  # a top-level function
     return ctx.memo("enclosing-class", node, lambda: _enclosing_class(ctx, node))
 
 

@@ -39,10 +39,26 @@ def rebuilt_parts(t: Tracer, term: ast.expr, use: ast.stmt | None, line: int
                   ) -> tuple[Cut, ...]:
     """NOTE [rebuilt beside a live value]: the copies of a list of graph values that a live
     ``term`` (read at ``line`` in ``use``) adds to a live value, or holds on one path."""
+    if not _spells_copy(t):
+        return ()
     found: list[Cut] = []
     seen: set[int] = set()
     _visit(t, term, use, line, 0, found, seen)
     return tuple(dict.fromkeys(found))
+
+
+def _spells_copy(t: Tracer) -> bool:
+    """The function's code spells a copy call (``tensor(``, ``Tensor(``, ``Variable(``): the
+    names followed are the function's own, so the copy is there (cached per function)."""
+    node, ctx = t.scope.node, t.ctx
+
+    def spelled() -> bool:
+        if node is ctx.tree:
+            text = ctx.code
+        else:
+            text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])  # type: ignore
+        return any(w in text for w in ("tensor(", "Tensor(", "Variable("))
+    return ctx.memo("rebuilt-parts-spelled", node, spelled)
 
 
 def _visit(t: Tracer, e: ast.expr, use: ast.stmt | None, line: int, depth: int,
