@@ -27,8 +27,10 @@ import ast
 from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.calls import ascii_code, word_lines
+from gradtrace.lint.analysis.data_attrs import data_attribute
+from gradtrace.lint.analysis.file_parents import enclosing_class
 from gradtrace.lint.analysis.cuts import (
-    NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
+    DEAD, NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import child_nodes
 from gradtrace.lint.words import holds
@@ -54,6 +56,9 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
     stores = _stores_of(ctx, attr)
     if not stores or any(owner is not cls for owner, _ in stores):
         return None
+    if data_attribute(ctx, cls, attr, tracer_of):  # NOTE [data attributes]
+        memo[key] = DEAD
+        return DEAD
     cuts = []
     for _, store in stores:
         if store is None:
@@ -175,7 +180,7 @@ def setting_attr(t: Tracer, name: str) -> bool:
     hit = t._pure.get(key)
     if hit is None:
         hit = False
-        cls = t.ctx.class_def
+        cls = enclosing_class(t.ctx, t.scope.node)
         values = self_assignments(cls, name, t.ctx)  # `self.x   = ...` aligned too
         if values:
             settings = constant_default_args(cls)

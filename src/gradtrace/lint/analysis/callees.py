@@ -17,6 +17,7 @@ from gradtrace.lint.analysis.instance_methods import held_method
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.names import dotted
+from gradtrace.lint.nodes import walk
 from gradtrace.lint.statement_shapes import argument_default
 
 if TYPE_CHECKING:
@@ -199,9 +200,10 @@ def _sites(a: Analysis, fn: Fn) -> list[tuple[ast.Call, ast.AST]] | None:
         if a.functions.get(fn.name) is not fn:
             return None  # a nested function, or one defined twice
         calls, named, _ = _uses(a.ctx, fn.name)
-        if named:
+        if named and _named_outside(a.ctx, fn.name):
             return None
-        return [(c, w) for c, w in calls if isinstance(c.func, ast.Name)]
+        return [(c, w) for c, w in calls if isinstance(c.func, ast.Name)
+                and (w is a.ctx.tree or not _local(a.ctx, w, fn.name))]
     if fn.name == "__init__":
         calls, named, _ = _uses(a.ctx, cls.name)
         if named or cls.name in _base_names(a):
@@ -342,6 +344,34 @@ def _uses(ctx: Context, name: str) -> tuple[list[tuple[ast.Call, ast.AST]], bool
                     self_ref = True
         return calls, named, self_ref
     return ctx.memo("param-kinds-uses:" + name, ctx.tree, make)
+
+
+def _named_outside(ctx: Context, name: str) -> bool:
+    """The file reads ``name`` as a value (not a call) somewhere it is not a variable of the
+    function reading it: ``contrastive_loss = 0`` ... ``return contrastive_loss`` inside
+    ``def contrastive_loss(...)`` reads the running sum, not the function."""
+    for s, outer in statements_on(ctx, word_lines(ctx, (name,))) if ascii_code(ctx) \
+            else _every_statement(ctx):
+        where = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), ctx.tree)
+        if where is not ctx.tree and _local(ctx, where, name):
+            continue
+        called = {id(x) for n in own_nodes(s) if isinstance(n, ast.Call) for x in (
+            n.func, *(n.args if isinstance(n.func, ast.Name) and n.func.id in _TYPE_CHECKS
+                      else ()))}
+        if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+               and id(n) not in called for n in own_nodes(s)):
+            return True
+    return False
+
+
+def _local(ctx: Context, fn: ast.AST, name: str) -> bool:
+    """``name`` is a variable of ``fn`` (bound there, not declared ``global``): its reads
+    there are not the file's function of that name (``contrastive_loss = 0`` inside ``def
+    contrastive_loss(...)``, the running sum it returns)."""
+    if name not in ctx.scope(fn).bindings:
+        return False
+    return not any(isinstance(n, (ast.Global, ast.Nonlocal)) and name in n.names
+                   for n in walk(fn))
 
 
 def unpacked_return(a: Analysis, stmt: ast.Assign, name: str, scope: Scope, line: int

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.facts import unpacked_value
+from gradtrace.lint.analysis.file_parents import enclosing_class
 from gradtrace.lint.analysis.kinds import is_torch_loss  # (other modules import it from here)
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES
 from gradtrace.lint.analysis.packed import _packed_names, packed_values  # noqa: F401 (re-export)
@@ -341,7 +342,7 @@ def _pure_loss_name(t: Tracer, name: str) -> bool:
             values = module[name] = [unpacked_value(b, name) for b in
                                      ctx.scope(ctx.tree).bindings.get(name, ())]
     if not values and name.startswith("self.") and ctx.mentions(f"{name} ="):
-        values = self_assignments(ctx.class_def, name, ctx)
+        values = self_assignments(enclosing_class(ctx, t.scope.node), name, ctx)
     if not values:
         recv, _, last = name.rpartition(".")
         info = ctx.analysis.class_of(t.scope.node) if recv == "self" else None

@@ -27,3 +27,27 @@ def file_parents(ctx: Context) -> dict[int, ast.AST]:
     """``id(child) -> parent`` for every node of the file being checked, built once for all
     its readers (NOTE [one parent map]); read it, never change it."""
     return ctx.memo("parent-map", ctx.tree, lambda: parent_map(ctx.tree))
+
+
+def enclosing_class(ctx: Context, node: ast.AST) -> ast.ClassDef | None:
+    """The innermost class whose body holds ``node`` (a method, a function nested in one), as
+    ``ctx.class_def`` says while the engine visits ``node``'s statements; read from the tree,
+    never from the visit, so a fact asked about another function from a caller's visit (and
+    memoised for the file) sees the function's own class. None for the module and for a node
+    of another file."""
+    if node is ctx.tree:
+        return None
+    info = ctx.analysis.class_of(node)  # a method: the class index, no parent map
+    if info is not None:
+        return info.node
+    if ctx.analysis.functions.get(getattr(node, "name", "")) is node:
+        return None  # a top-level function
+    return ctx.memo("enclosing-class", node, lambda: _enclosing_class(ctx, node))
+
+
+def _enclosing_class(ctx: Context, node: ast.AST) -> ast.ClassDef | None:
+    parents = file_parents(ctx)
+    up = parents.get(id(node))
+    while up is not None and not isinstance(up, ast.ClassDef):
+        up = parents.get(id(up))
+    return up

@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.weightless_classes import weightless_but_leaves
@@ -75,33 +74,18 @@ def handed_entry_cuts(lp: Tracer, term: ast.expr, use: ast.stmt | None, line: in
     live = {(p, None) for p, a in handed.items() if lp.trace(a, at, at_line).live}
     data = {(p, None) for p in settings | set(handed)} - live
     found: list[Cut] = []
-    with _visiting(lp.ctx, fn):  # the callee read as its own visit reads it
-        clp = callee_paths(fn)
-        for value, ret in _returned(fn, key):
-            for t in clp.terms(value, ret, ret.lineno):  # type: ignore[attr-defined]
-                reader = _Reader(clp, lp.ctx.imports.aliases)
-                reads = reader.reads(t, ret.lineno, 0)
-                if reads is None:
-                    continue
-                hits = [cut[r] for r in reads if r in cut] + [
-                    c for c, rs in reader.cuts if any(r in cut or r in live for r in rs)]
-                if hits and all(r in cut or r in data for r in reads):
-                    found.extend(hits)
+    clp = callee_paths(fn)  # (its own class read from the tree: NOTE [loss paths])
+    for value, ret in _returned(fn, key):
+        for t in clp.terms(value, ret, ret.lineno):  # type: ignore[attr-defined]
+            reader = _Reader(clp, lp.ctx.imports.aliases)
+            reads = reader.reads(t, ret.lineno, 0)
+            if reads is None:
+                continue
+            hits = [cut[r] for r in reads if r in cut] + [
+                c for c, rs in reader.cuts if any(r in cut or r in live for r in rs)]
+            if hits and all(r in cut or r in data for r in reads):
+                found.extend(hits)
     return tuple(dict.fromkeys(found))
-
-
-@contextmanager
-def _visiting(ctx: Context, fn: Fn) -> Iterator[None]:
-    """The context's enclosing statements as the engine's visit of ``fn`` sets them (its
-    class, itself, its first statement): the loss paths of a function read the class they
-    are in from there (``ctx.class_def``), and a callee's are asked from its caller's visit."""
-    cls = ctx.analysis.class_of(fn)
-    mark = len(ctx.stmts)
-    ctx.stmts.extend([*([cls.node] if cls is not None else []), fn, fn.body[0]])
-    try:
-        yield
-    finally:
-        del ctx.stmts[mark:]
 
 
 def _key(e: ast.expr) -> tuple[str | None, ast.expr]:

@@ -431,9 +431,9 @@ def origins(ctx: Context, node: ast.AST, arguments_live: bool = True) -> Tracer:
 def given_data(ctx: Context, fn: ast.AST, name: str) -> bool:
     """# NOTE [parameters given data]
     Every call of ``fn`` in the project (one at least; none in other files: the reverse
-    index) passes for ``name`` a value its caller's tracer finds neither live nor cut: data.
-    PointDSC's ``self.cal_seed_trans(..., src_keypts, tgt_keypts)`` with the keypoints of
-    ``forward``'s record (NOTE [batch siblings]). Two callers up; a caller asked again: live."""
+    index) passes for ``name`` a value its caller's tracer finds not live: data (PointDSC's
+    keypoints, NOTE [batch siblings]) or a cut (``f(h.detach().numpy())``: the caller's cut;
+    the helper's NumPy cuts nothing). Two callers up; a caller asked again: live."""
     from gradtrace.lint.analysis.callees import function_sites
     from gradtrace.lint.analysis.callers import foreign_sites
     from gradtrace.lint.analysis.grad_values import callers
@@ -449,8 +449,8 @@ def given_data(ctx: Context, fn: ast.AST, name: str) -> bool:
     try:
         given = list(callers(ctx, fn, name))
         memo[key] = len(given) == len(sites) and all(
-            not (t := origins(ctx, w).trace(a, ctx.scope(w).statement_of(c), c.lineno)).live
-            and not t.cuts for c, w, a in given) and foreign_sites(ctx, fn) == []
+            not origins(ctx, w).trace(a, ctx.scope(w).statement_of(c), c.lineno).live
+            for c, w, a in given) and foreign_sites(ctx, fn) == []
     finally:
         hops[0] -= 1
     return memo[key]

@@ -282,6 +282,10 @@ def consequence(v: Verdict, lp: LossPaths, ctx: Context) -> str:
     sink = v.sink
     line = sink.node.lineno  # type: ignore[attr-defined]
     name = short(ctx.source(sink.value), 30)
+    if v.part:
+        return (f"the copy is a constant in the loss `{name}` (line {line}), added to values "
+                f"that keep their graph or taken on one path, so backward runs and nothing "
+                f"that made the copied values gets a gradient through it")
     if not v.full:
         return (f"this term of the loss `{name}` (line {line}) has no path left to the model, "
                 f"so it adds nothing to any gradient: backward runs and the layers that "

@@ -22,6 +22,9 @@ the whole loss cut (backward raises the element-0 error, or trains nothing after
 gradient). A term that is a detached copy of a value also used live in the same sum
 (``x - x.detach() + v.detach()`` value replacement) is taken as deliberate and never reported.
 Multiplicative factors (``w.item() * loss``) are never reported: they scale a live loss.
+The analysis of a function is memoised for the file and may be asked from another function's
+visit (a caller reading its loss callee): the class it is in is read from the tree
+(``file_parents.enclosing_class``), never from the engine's visit stack.
 """
 from __future__ import annotations
 
@@ -41,10 +44,12 @@ from gradtrace.lint.analysis.cuts import (  # noqa: F401 - re-exported for rules
 from gradtrace.lint.analysis.backpropagated import backpropagated
 from gradtrace.lint.analysis.backpropagated_anywhere import backpropagated_anywhere
 from gradtrace.lint.analysis.calls import named_calls
+from gradtrace.lint.analysis.file_parents import enclosing_class
 from gradtrace.lint.analysis.handed_entries import handed_entry_cuts
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.helper_cuts import HelperTracer, numbers_handed_back
 from gradtrace.lint.analysis.lightning import auto_training_step
+from gradtrace.lint.analysis.rebuilt_parts import rebuilt_parts
 from gradtrace.lint.analysis.loss_evidence import loss_evidence
 from gradtrace.lint.analysis.loss_weights import weight_only
 from gradtrace.lint.analysis.steps import step_calls
@@ -79,6 +84,7 @@ class Verdict:
     sink: Sink
     full: bool                      # every term is cut: no gradient at all
     cut_terms: list[tuple[ast.expr, tuple[Cut, ...]]] = field(default_factory=list)
+    part: bool = False              # a copy inside a live term (NOTE [rebuilt beside a live value])
 
 
 class LossPaths(HelperTracer):
@@ -141,7 +147,7 @@ class LossPaths(HelperTracer):
         return False
 
     def _in_module_class(self) -> bool:
-        cls = self.ctx.class_def
+        cls = enclosing_class(self.ctx, self.scope.node)
         if cls is None:
             return False
         for b in cls.bases:
@@ -161,7 +167,7 @@ class LossPaths(HelperTracer):
             if _script_metric(self.ctx, node) or _library_metric(self.ctx, node):
                 return False
         elif name not in ("forward", "__call__") or \
-                not is_loss_class(self.ctx.class_def, self.ctx):
+                not is_loss_class(enclosing_class(self.ctx, node), self.ctx):
             return False
         return True  # the name only proposes: the evidence decides once something is cut
 
@@ -183,6 +189,11 @@ class LossPaths(HelperTracer):
         if not cut and sink.how == "backward":  # NOTE [entry cut before the loss]
             cut = [(t, cs) for t, tr in traced if tr.live and (cs := handed_entry_cuts(
                 self, t, *self._term_at.get(id(t), (use, line)), self._paths_of))]
+        part = False
+        if not cut and sink.only is None:  # NOTE [rebuilt beside a live value]
+            cut = [(t, cs) for t, tr in traced if tr.live and (cs := rebuilt_parts(
+                self, t, *self._term_at.get(id(t), (use, line))))]
+            part = bool(cut)
         if not cut:
             return None
         if sink.others and any(self.trace(o, use, line).live for o in sink.others):
@@ -214,7 +225,7 @@ class LossPaths(HelperTracer):
             return None  # a number handed back by a call: no `.backward()` at all (GT101's)
         if not full and self._value_replacement(traced):
             return None
-        return Verdict(sink, full, cut)
+        return Verdict(sink, full, cut, part)
 
     def _paths_of(self, fn: ast.AST) -> LossPaths:
         return loss_paths(self.ctx, fn)

@@ -191,6 +191,7 @@ class DataInLoss(LossCutRule):
             return
         scope = lp.scope
         objects = objects_of(scope)
+        reported: set[int] = ctx.memo("gt1-reported-" + self.code, ctx.tree, set)
         for s in returned_assigns(scope):
             for n in walk(s.value):
                 layer = (_layer_source(n.value, lp) or (appended_layer_call(
@@ -199,7 +200,10 @@ class DataInLoss(LossCutRule):
                     and not deliberate_data(n, s, scope) else None
                 if layer is not None and _cut_before(n.value, s, lp):
                     continue
+                if layer is not None and id(n) in reported:
+                    break  # said as a cut term of a caller's loss (its loss paths, same code)
                 if layer is not None:
+                    reported.add(id(n))
                     rel = (Related(ctx.path, layer.lineno, f"`{short(ctx.source(n.value), 30)}` "
                                    f"holds the output of `{short(ctx.source(layer.func), 30)}` "
                                    f"from here", ctx.column(layer)),

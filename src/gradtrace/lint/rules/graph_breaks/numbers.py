@@ -410,6 +410,11 @@ class TensorRebuiltFromGraph(LossCutRule):
     tensor itself.
     `torch.as_tensor` returns a tensor given as is, but copies a list or tuple of them
     (`torch.as_tensor(losses)`: lululxvi/deepxde#1379, checked on torch 2.13).
+    A copy of a list of graph values is reported also where the loss stays live: added to a
+    live value (`pos / (pos + neg)` with `neg = torch.tensor([dist(f, k) for k in negs]).sum()`,
+    the negatives never push) or held by the loss on one path of an `if`
+    (NOTE [rebuilt beside a live value]); a copy that only scales the loss is a weight and is
+    not.
     Known limits: follows names inside one function; tensors built from Python data (targets,
     constants) are fine and never reported.
     """

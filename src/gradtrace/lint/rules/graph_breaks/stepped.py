@@ -59,7 +59,8 @@ class SteppedModelCutFromLoss(Rule):
     of the function reaches it live (NOTE [one owner cut]).
     Known limits: the optimizer must be built in the file over `model.parameters()`; the
     other network must be bound to its constructor in the file; a function argument or an
-    unknown call counts as possibly carrying the stepped model.
+    unknown call counts as possibly carrying the stepped model (not a `self` attribute that
+    only stores what a method is handed as data: NOTE [data attributes]).
     """
 
     code = "GT109"
