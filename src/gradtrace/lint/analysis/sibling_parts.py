@@ -87,14 +87,16 @@ def _sets(s: ast.stmt, owner) -> tuple[str, bool] | None:  # type: ignore[no-unt
             if who is not None and value is not None:
                 return who, value
         return None
+    body = [x for x in getattr(s, "body", ()) if not (  # a string statement is no code
+        isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))]
     if not (isinstance(s, (ast.For, ast.AsyncFor)) and isinstance(s.target, ast.Name)
             and isinstance(s.iter, ast.Call) and isinstance(s.iter.func, ast.Attribute)
-            and s.iter.func.attr == "parameters" and len(s.body) == 1):
+            and s.iter.func.attr == "parameters" and len(body) == 1):
         return None
     who = owner(s.iter.func.value)
     if who is None:
         return None
-    p, b = s.target.id, s.body[0]
+    p, b = s.target.id, body[0]
     value = None
     if isinstance(b, ast.Assign) and len(b.targets) == 1 and isinstance(b.targets[0], ast.Attribute) \
             and b.targets[0].attr == "requires_grad" and isinstance(b.targets[0].value, ast.Name) \
