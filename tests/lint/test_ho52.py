@@ -39,6 +39,60 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             return img.grad
         sal = saliency(torch.rand(3, 4))
         """, "GT307", line=4, holds="sal is None")),
+    # GT601: the outputs of one forward share its graph; a loss backpropagated with
+    # `retain_graph=True` through one of them, then the step of that model's optimizer, then a
+    # later loss reading another output: the later backward finds the saved weights changed.
+    "sibling-output-after-step": (Shape("""
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh())
+                self.head = nn.Linear(8, 1)
+            def forward(self, x):
+                h = self.body(x)
+                return self.head(h), h
+        critic, gen = Critic(), nn.Linear(2, 4)
+        opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+        opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+        real = torch.randn(8, 4)
+        for _ in range(2):
+            fake = gen(torch.randn(8, 2))
+            score_real, h_real = critic(real)
+            c_loss = F.softplus(-score_real).mean() + F.softplus(critic(fake.detach())[0]).mean()
+            opt_c.zero_grad()
+            c_loss.backward(retain_graph=True)
+            opt_c.step()
+            score_fake, h_fake = critic(fake)
+            g_loss = F.softplus(-score_fake).mean() + F.mse_loss(h_fake.mean(0), h_real.detach().mean(0))
+            opt_g.zero_grad()
+            g_loss.backward()
+            opt_g.step()
+        """, "GT601", holds="gen.weight.grad is not None"), Shape("""
+        class Critic(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 8), nn.Tanh())
+                self.head = nn.Linear(8, 1)
+            def forward(self, x):
+                h = self.body(x)
+                return self.head(h), h
+        critic, gen = Critic(), nn.Linear(2, 4)
+        opt_c = torch.optim.SGD(critic.parameters(), lr=0.1)
+        opt_g = torch.optim.SGD(gen.parameters(), lr=0.1)
+        real = torch.randn(8, 4)
+        for _ in range(2):
+            fake = gen(torch.randn(8, 2))
+            score_real, h_real = critic(real)
+            c_loss = F.softplus(-score_real).mean() + F.softplus(critic(fake.detach())[0]).mean()
+            opt_c.zero_grad()
+            c_loss.backward(retain_graph=True)
+            opt_c.step()
+            score_fake, h_fake = critic(fake)
+            g_loss = F.softplus(-score_fake).mean() + F.mse_loss(h_fake.mean(0), h_real.mean(0))
+            opt_g.zero_grad()
+            g_loss.backward()
+            opt_g.step()
+        """, "GT601", line=19, raises=(RuntimeError, "modified by an inplace operation"))),
 }
 
 
