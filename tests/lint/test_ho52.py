@@ -93,6 +93,88 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             g_loss.backward()
             opt_g.step()
         """, "GT601", line=19, raises=(RuntimeError, "modified by an inplace operation"))),
+    # GT428: `self.net = net` keeps the caller's module; freezing it in the holder's
+    # `__init__` freezes the module the caller trains (no copy).
+    "holder-freezes-trained-module": (Shape("""
+        import copy
+        class Target:
+            def __init__(self, net, tau=0.99):
+                self.net = copy.deepcopy(net)
+                self.net.requires_grad_(False)
+                self.tau = tau
+        def train(batches):
+            net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+            target = Target(net)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for x in batches:
+                loss = (net(x) - target.net(x + 0.1)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            return net
+        net = train([torch.randn(5, 4) for _ in range(3)])
+        """, "GT428", holds="net[0].weight.requires_grad"), Shape("""
+        class Target:
+            def __init__(self, net, tau=0.99):
+                self.net = net
+                self.net.requires_grad_(False)
+                self.tau = tau
+        def train(batches):
+            net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+            target = Target(net)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for x in batches:
+                loss = (net(x) - target.net(x + 0.1)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            return net
+        net = train([torch.randn(5, 4) for _ in range(3)])
+        """, "GT428", line=4, raises=(RuntimeError, "does not require grad"))),
+    # the holder freezes a fixed feature network the caller never trains: nothing to report
+    "holder-freezes-untrained-module": (Shape("""
+        class FeatureLoss(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.features = features
+                for p in self.features.parameters():
+                    p.requires_grad = False
+            def forward(self, a, b):
+                return F.l1_loss(self.features(a), self.features(b))
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.vgg = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+                self.body = nn.Linear(4, 4)
+                self.crit = FeatureLoss(self.vgg)
+            def forward(self, x, y):
+                return self.crit(self.body(x), y)
+        model = Model()
+        opt = torch.optim.SGD(model.body.parameters(), lr=0.1)
+        model(torch.randn(3, 4), torch.randn(3, 4)).backward()
+        opt.step()
+        """, "GT428", holds="model.body.weight.grad is not None"), Shape("""
+        class FeatureLoss(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.features = features
+                for p in self.features.parameters():
+                    p.requires_grad = False
+            def forward(self, a, b):
+                return F.l1_loss(self.features(a), self.features(b))
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Sequential(nn.Linear(4, 4), nn.Tanh())
+                self.head = nn.Linear(4, 4)
+                self.crit = FeatureLoss(self.body)
+            def forward(self, x, y):
+                return self.crit(self.head(self.body(x)), y)
+        model = Model()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(3, 4), torch.randn(3, 4)).backward()
+        opt.step()
+        """, "GT428", line=6, holds="model.body[0].weight.grad is None")),
 }
 
 
