@@ -175,6 +175,35 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
         model(torch.randn(3, 4), torch.randn(3, 4)).backward()
         opt.step()
         """, "GT428", line=6, holds="model.body[0].weight.grad is None")),
+    # GT136: a projection coefficient divides by the energy of the signal projected onto: an
+    # all-zero row gives 0/0 = NaN in the loss, the gradients and then the weights.
+    "projection-onto-silent-row": (Shape("""
+        net = nn.Linear(6, 6)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        ref = torch.randn(4, 6)
+        ref[2] = 0.0
+        for _ in range(2):
+            est = net(ref + torch.randn(4, 6))
+            gain = torch.sum(est * ref, dim=1) / torch.sum(ref * ref, dim=1).clamp(min=1e-8)
+            err = est - gain[:, None] * ref
+            loss = err.pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT136", holds="torch.isfinite(net.weight).all()"), Shape("""
+        net = nn.Linear(6, 6)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        ref = torch.randn(4, 6)
+        ref[2] = 0.0
+        for _ in range(2):
+            est = net(ref + torch.randn(4, 6))
+            gain = torch.sum(est * ref, dim=1) / torch.sum(ref * ref, dim=1)
+            err = est - gain[:, None] * ref
+            loss = err.pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """, "GT136", line=7, holds="torch.isnan(net.weight).all()")),
 }
 
 
