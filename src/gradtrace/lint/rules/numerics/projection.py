@@ -66,7 +66,7 @@ class ProjectionOntoBareEnergy(Rule):
     examples = [
         Bad("""
             import torch
-            def si_snr(est, ref):
+            def si_snr_loss(est, ref):
                 scale = (est * ref).sum(-1, keepdim=True) / (ref ** 2).sum(-1, keepdim=True)
                 proj = scale * ref
                 noise = est - proj
@@ -74,7 +74,7 @@ class ProjectionOntoBareEnergy(Rule):
             """, at=(4, 12)),
         Good("""
             import torch
-            def si_snr(est, ref, eps=1e-8):
+            def si_snr_loss(est, ref, eps=1e-8):
                 scale = (est * ref).sum(-1, keepdim=True) / ((ref ** 2).sum(-1, keepdim=True) + eps)
                 proj = scale * ref
                 noise = est - proj
