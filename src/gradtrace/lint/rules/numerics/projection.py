@@ -71,7 +71,7 @@ class ProjectionOntoBareEnergy(Rule):
                 proj = scale * ref
                 noise = est - proj
                 return -10 * torch.log10(proj.pow(2).sum(-1) / (noise.pow(2).sum(-1) + 1e-8) + 1e-8).mean()
-            """, at=(4, 12)),
+            """, at=(3, 12)),
         Good("""
             import torch
             def si_snr_loss(est, ref, eps=1e-8):
