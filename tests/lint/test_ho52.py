@@ -204,6 +204,45 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
             loss.backward()
             opt.step()
         """, "GT136", line=7, holds="torch.isnan(net.weight).all()")),
+    # GT429: a wrapper forwarding `step()` only under a condition its settings make false
+    # (`>` compared with the default 0): the wrapped optimizer is never stepped.
+    "wrapper-step-ruled-out": (Shape("""
+        class Stepper:
+            def __init__(self, inner, warmup=0):
+                self.inner, self.warmup, self.calls = inner, warmup, 0
+            def step(self):
+                self.calls += 1
+                if self.calls >= self.warmup:
+                    self.inner.step()
+            def zero_grad(self):
+                self.inner.zero_grad()
+        net = nn.Linear(3, 1)
+        w0 = net.weight.detach().clone()
+        opt = Stepper(torch.optim.SGD(net.parameters(), lr=0.1))
+        for _ in range(3):
+            opt.zero_grad()
+            net(torch.randn(4, 3)).pow(2).mean().backward()
+            opt.step()
+        """, "GT429", holds="not torch.equal(w0, net.weight)"), Shape("""
+        class Stepper:
+            def __init__(self, inner, accumulate=None):
+                self.inner = inner
+                self.accumulate = accumulate
+                self.calls = 0
+            def step(self):
+                self.calls += 1
+                if self.accumulate and self.calls % self.accumulate == 0:
+                    self.inner.step()
+            def zero_grad(self):
+                self.inner.zero_grad()
+        net = nn.Linear(3, 1)
+        w0 = net.weight.detach().clone()
+        opt = Stepper(torch.optim.SGD(net.parameters(), lr=0.1))
+        for _ in range(3):
+            opt.zero_grad()
+            net(torch.randn(4, 3)).pow(2).mean().backward()
+            opt.step()
+        """, "GT429", line=8, holds="torch.equal(w0, net.weight)")),
 }
 
 
