@@ -254,3 +254,27 @@ def test_lookalike_is_silent(name):
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_twin_is_reported(name):
     judge(PRELUDE, SHAPES[name][1])
+
+
+# GT429 look-alike: a wrapper switched off on purpose around a scheduler (not an optimizer)
+SCHEDULER_SWITCHED_OFF = Shape("""
+    class MaybeSchedule:
+        def __init__(self, sched, enabled=False):
+            self.sched = sched
+            self.enabled = enabled
+        def step(self):
+            if self.enabled:
+                self.sched.step()
+    net = nn.Linear(3, 1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    sched = MaybeSchedule(torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5))
+    for _ in range(3):
+        opt.zero_grad()
+        net(torch.randn(4, 3)).pow(2).mean().backward()
+        opt.step()
+        sched.step()
+    """, "GT429", holds="opt.param_groups[0]['lr'] == 0.1")
+
+
+def test_gt429_scheduler_switched_off_is_silent():
+    judge(PRELUDE, SCHEDULER_SWITCHED_OFF)

@@ -7,10 +7,13 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.built_flags import construction_flags, ruled_out
+from gradtrace.lint.analysis.init_arguments import init_arguments
+from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import of_types, parent_map
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 
 
 class WrapperStepNeverForwards(Rule):
@@ -91,6 +94,8 @@ class WrapperStepNeverForwards(Rule):
             if got is None:
                 continue
             info, step, fwd = got
+            if not _wraps_optimizer(info, call, fwd, ctx):
+                continue  # a wrapped scheduler switched off on purpose is not this
             flags = construction_flags(ctx, info, call)
             if not flags or not all(ruled_out(c, step, flags, ctx) for c in fwd):
                 continue
@@ -101,6 +106,29 @@ class WrapperStepNeverForwards(Rule):
                 ctx.path, call.lineno, "the wrapper is built here", ctx.column(call))],
                 cls=info.name, line=call.lineno)
             return
+
+
+def _wraps_optimizer(info, call: ast.Call, fwd: list[ast.Call],  # type: ignore[no-untyped-def]
+                     ctx: Context) -> bool:
+    """``call`` hands the wrapper a ``torch.optim`` optimizer (built there, or a name the kinds
+    know as one), and no forwarded ``self.<x>`` is known to hold another argument of it."""
+    def optimizer(e: ast.expr | None) -> bool:
+        if e is None:
+            return False
+        if is_optimizer_call(e, ctx):
+            return True
+        k = ctx.analysis.kind(e, ctx.scope(), call.lineno)
+        return k is not None and k.what == OPTIMIZER
+    if not any(optimizer(a) for a in (*call.args, *(k.value for k in call.keywords))):
+        return False
+    given = dict(init_arguments(info, call, None))
+    for c in fwd:
+        held = [a for a in c.args if (dotted(a) or "").startswith("self.")] or [c.func.value]  # type: ignore[attr-defined]
+        attr = info.attrs.get((dotted(held[0]) or "")[5:])
+        v = attr.value if attr is not None else None
+        if isinstance(v, ast.Name) and v.id in given and not optimizer(given[v.id]):
+            return False  # `self.sched = sched`, handed a scheduler
+    return True
 
 
 def _forwards(c: ast.Call) -> bool:
