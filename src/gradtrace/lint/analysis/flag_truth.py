@@ -38,6 +38,10 @@ def truth_under(test: ast.expr, flags: dict[str, object]) -> bool | None:
                 return a in b  # type: ignore[operator]
             if isinstance(op, ast.NotIn):
                 return a not in b  # type: ignore[operator]
+            if isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b)):
+                return {ast.Lt: a < b, ast.LtE: a <= b, ast.Gt: a > b,  # type: ignore[operator]
+                        ast.GtE: a >= b}[type(op)]  # type: ignore[operator]
         except TypeError:
             return None
     return None

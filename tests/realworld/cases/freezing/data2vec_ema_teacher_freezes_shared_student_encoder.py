@@ -120,4 +120,4 @@ for _ in range(20):
     mask = torch.rand(8, 12) < 0.3
     trainer.train_step((trg, trg, mask))
 change = max((p.detach() - before[n]).abs().max().item() for n, p in trainer.encoder.named_parameters())
-print("encoder max change: %.4f" % change)  # SYMPTOM
+print("encoder max change: %.4f" % change)

@@ -56,7 +56,7 @@ class TrainComponent:
         x, y = batch
         self.modes.append(model.training)
         model.zero_grad()
-        loss = self.loss_fun(model(x), y)  # SYMPTOM
+        loss = self.loss_fun(model(x), y)
         loss.sum().backward()
         optimizer.step()
         return model

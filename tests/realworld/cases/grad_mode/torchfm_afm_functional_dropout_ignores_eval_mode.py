@@ -80,7 +80,7 @@ def train(model, optimizer, batches, criterion):
 def test(model, fields, target, criterion):
     model.eval()
     with torch.no_grad():
-        y = model(fields)  # SYMPTOM
+        y = model(fields)
         return y, criterion(y, target.float()).item()
 
 

@@ -65,7 +65,7 @@ def train_epoch(model, optimizer, loss_fn, batches):
         est = model(mix)
         loss = loss_fn(est, sources)
         loss.backward()
-        optimizer.step()  # SYMPTOM
+        optimizer.step()
         print("loss %.3f  any NaN weight: %s" % (loss.item(), any(torch.isnan(p).any().item() for p in model.parameters())))
 
 

@@ -123,4 +123,4 @@ emb_change = max((system.embedding_a.weight - emb_before[0]).abs().max().item(),
                  (system.embedding_t.weight - emb_before[1]).abs().max().item())
 fine_change = (system.nerf_fine.static_rgb[0].weight - fine_before).abs().max().item()
 print("embedding grad norm: %.4f" % system.embedding_a.weight.grad.norm().item())
-print("embedding change: %.4f  fine NeRF change: %.4f" % (emb_change, fine_change))  # SYMPTOM
+print("embedding change: %.4f  fine NeRF change: %.4f" % (emb_change, fine_change))

@@ -97,4 +97,4 @@ for epoch in range(5):
 change = max((p.detach() - b).abs().max().item() for p, b in zip(model.parameters(), before))
 with torch.no_grad():
     full_loss = nn.BCEWithLogitsLoss()(model(ids), label).item()
-print("max param change: %.4f  loss on all data: %.3f" % (change, full_loss))  # SYMPTOM
+print("max param change: %.4f  loss on all data: %.3f" % (change, full_loss))

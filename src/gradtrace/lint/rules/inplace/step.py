@@ -45,6 +45,9 @@ class OptimizerStepBetweenBackwards(Rule):
     graph runs through the stepped VAE) is the same second pass; the finding is where that
     value is read after the step (SRGAN's generator loss on the `fake_out` of the
     discriminator's loss): computing it again there, from the stepped model, is the fix.
+    Another output of the forward the retained loss read (`logits, feats = D(x)`, the loss on
+    `logits`, the later one on `feats`) shares its graph: the finding is at the step there
+    (encodec's feature-matching loss after the discriminator's step).
     Known limits: the second loss must be built before the step in the same function (or
     before the loop whose body steps), or read such a value; such a value must show a call of
     the stepped model among its bindings in the function (one computed from an argument alone,
@@ -367,6 +370,10 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
     then ``D_tc_loss = cross_entropy(D_z, zeros)`` backwarded). A GAN's ``fake = G(z)``
     read after the discriminator's step holds none of its parameters."""
     kept = _bindings_of(first.loss, first.call.lineno, scope, lambda b: True)
+    # the other outputs of one forward the retained loss reads (`logits, feats = D(x)`):
+    # one graph, so a step of its weights reaches them too
+    runs = {id(b.stmt) for b in kept.values() if isinstance(b.stmt, ast.Assign)
+            and isinstance(b.stmt.value, ast.Call) and isinstance(b.stmt.targets[0], ast.Tuple)}
     name = dotted(later.loss)
     b = scope.binding_before(name, later.call.lineno) if name else None
     if b is None or b.line < step.lineno or value_of(b) is None:
@@ -385,9 +392,12 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
         for n in nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip:
                 old = scope.binding_before(n.id, x.line)
-                if old is not None and old.line < step.lineno and id(old) in kept and \
+                if old is not None and old.line < step.lineno and (
+                        id(old) in kept or id(old.stmt) in runs) and \
                         not old.no_grad and _may_reach(_made_of(old), old.line, owners,
                                                        scope, ctx, args_may=False):
+                    if id(old) not in kept:  # another output of the retained loss's
+                        return first, (step, n.id)  # forward: the step breaks what it needs
                     if x is b and value_of(b) is n:  # `info_loss = Info_xz`: a new name
                         return first, (later.call, n.id)  # only; the backward is the use
                     return first, (n, n.id)

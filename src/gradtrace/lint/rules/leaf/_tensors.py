@@ -98,12 +98,30 @@ def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
             inner = inner.left if isinstance(inner, ast.BinOp) else inner.func.value  # type: ignore[union-attr]
         if isinstance(inner, ast.Call) and ctx.call_name(inner) in NEW_TENSOR_FUNCS:
             return node
+        if _cut_from_graph(inner):
+            return node  # `x.clone().detach().requires_grad_()`: detached, then a new leaf
         return None
     if ctx.call_name(node) in GRAD_FACTORIES and is_true(keyword(node, "requires_grad")):
         return node
     if ctx.call_name(node) == "torch.autograd.Variable" and is_true(keyword(node, "requires_grad")):
         return node
     return None
+
+
+def _cut_from_graph(inner: ast.AST) -> bool:
+    """``x.detach()`` / ``x.clone().detach()`` / ``x.data``: a tensor with no history, so
+    ``.requires_grad_()`` on it (after the casts walked above) makes a new leaf that requires
+    grad, whatever ``x`` was (pytorch-facts.md#non-leaf-grad)."""
+    if isinstance(inner, ast.Attribute) and inner.attr == "data":
+        return True
+    while isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) \
+            and not inner.args and not inner.keywords:
+        if inner.func.attr == "detach":
+            return True
+        if inner.func.attr not in ("clone", "contiguous"):
+            return False
+        inner = inner.func.value
+    return False
 
 
 def is_parameter_call(node: ast.AST, ctx: Context) -> bool:
