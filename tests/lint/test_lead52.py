@@ -202,3 +202,43 @@ def test_folds_that_build_both_in_the_loop_are_silent():
             opt.step()
     '''
     assert _codes(src, "GT404") == []
+
+
+EMA_SCRIPT = '''
+import copy
+import torch
+import torch.nn as nn
+
+
+class EMA:
+    def __init__(self, model, decay=0.99):
+        self.decay = decay
+        self.shadow = {keep}
+        self.shadow.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, model):
+        for s, p in zip(self.shadow.parameters(), model.parameters()):
+            s.mul_(self.decay).add_(p, alpha=1 - self.decay)
+
+
+model = nn.Linear(4, 2)
+opt = torch.optim.Adam(model.parameters())
+ema = EMA(model)
+for _ in range(3):
+    loss = model(torch.randn(3, 4)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    ema.update(model)
+'''
+
+
+def test_script_level_ema_that_freezes_the_student_is_reported():
+    """GT428 at script level: the wrapper keeps `model` itself; on torch 2.13 the first
+    backward raises (nothing requires grad)."""
+    src = EMA_SCRIPT.format(keep="model")
+    assert _codes(src, "GT428") == [11]
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        exec(src, {})
+    assert _codes(EMA_SCRIPT.format(keep="copy.deepcopy(model)"), "GT428") == []

@@ -97,10 +97,8 @@ class SharedModuleFrozenByHolder(Rule):
         if not holders or _unfreezes(ctx):
             return
         told: set[str] = set()
-        for fn in function_scopes(node):
-            if isinstance(fn, ast.Module):
-                continue
-            for call in of_types(fn, (ast.Call,)):
+        for fn in function_scopes(node):  # the script too: `ema = EMA(model)` then its loop
+            for call in _own_calls(fn):
                 h = holders.get(call.func.id) if isinstance(call.func, ast.Name) else None
                 if h is None or h.cls in told:
                     continue
@@ -113,6 +111,15 @@ class SharedModuleFrozenByHolder(Rule):
                 yield self.report(flag_statement(h.flag.stmt), ctx, related=[Related(
                     ctx.path, call.lineno, f"`{d}` is handed to `{h.cls}` here",
                     ctx.column(call))], cls=h.cls, arg=d, line=call.lineno)
+
+
+def _own_calls(fn: ast.AST) -> list[ast.Call]:
+    """The calls of ``fn``; of the module, those of its statements outside any def or class."""
+    if not isinstance(fn, ast.Module):
+        return of_types(fn, (ast.Call,))  # type: ignore[return-value]
+    return [c for s in fn.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                     ast.ClassDef))
+            for c in of_types(s, (ast.Call,))]  # type: ignore[misc]
 
 
 def _holders(ctx: Context) -> dict[str, _Holder]:
