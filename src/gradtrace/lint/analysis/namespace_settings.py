@@ -61,8 +61,9 @@ def _file_settings(ctx: Context) -> dict[str, object]:
 
 
 def namespace_settings(ctx: Context, scope: Scope) -> dict[str, object]:
-    """``"args.x" -> constant`` for the fixed namespaces of the file (NOTE [fixed namespace
-    settings]) that ``scope`` reads as the global (a function binding the name has its own)."""
+    """``"args.x" -> constant`` for the fixed namespaces of the file
+    (NOTE [fixed namespace settings]) that ``scope`` reads as the global (a function binding
+    the name has its own)."""
     got: dict[str, object] = ctx.memo("namespace-settings", ctx.tree, lambda: _file_settings(ctx))
     if not got or scope.node is ctx.tree:
         return got

@@ -197,7 +197,7 @@ def model_spelling(name: str) -> bool:
         return True
     return all(w in WEAK_MODEL_WORDS for w in words)
 
-# NOTE [accumulation context]: context-manager methods of a training engine that run their body
+# Context-manager methods of a training engine that run their body (NOTE [accumulation context])
 # as one micro-step of a gradient-accumulation window, the wrapped optimizer's `zero_grad()` and
 # `step()` acting only on the window's last micro-step (accelerate's `Accelerator.accumulate`)
 ACCUMULATION_CONTEXTS = frozenset({"accumulate"})

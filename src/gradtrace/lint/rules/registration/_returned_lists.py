@@ -6,6 +6,7 @@ import ast
 from gradtrace.lint.analysis.list_elements import container_elements
 from gradtrace.lint.context import Context
 from gradtrace.lint.nodes import of_types, walk
+from gradtrace.lint.rules.registration._local_lists import _local_lists
 
 # NOTE [returned containers]: ``self.layers = self._make_layers(sizes)`` with ``def
 # _make_layers(self, sizes): return [nn.Linear(a, b) for ...]`` (or a local list filled with
@@ -24,7 +25,6 @@ def builders(ctx: Context) -> dict[ast.AST, tuple[str, list[ast.AST]]]:
 
 
 def _builders(ctx: Context) -> dict[ast.AST, tuple[str, list[ast.AST]]]:
-    from gradtrace.lint.rules.registration.containers import _local_lists
     out: dict[ast.AST, tuple[str, list[ast.AST]]] = {}
     for fn in of_types(ctx.tree, (ast.FunctionDef,)):
         rets = of_types(fn, (ast.Return,))
