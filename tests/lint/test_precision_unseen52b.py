@@ -259,3 +259,5 @@ def test_scheduler_in_place_of_a_passed_optimizer(tmp_path, step: str, lines: li
         assert torch.equal(run.before, run.model.weight) == bool(lines)
     finally:
         sys.path.remove(str(tmp_path))
+        for m in ("trainpkg", "trainpkg.utils", "trainpkg.pipeline"):
+            sys.modules.pop(m, None)  # another test's `trainpkg` (test_run_module) is its own

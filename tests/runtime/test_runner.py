@@ -57,15 +57,13 @@ def test_usage_errors(tmp_path, capsys, monkeypatch):
 
 def test_run_module(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
     pkg = tmp_path / "trainpkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "job.py").write_text(
         "import sys\nimport torch\nopen('m.txt', 'w').write(repr(sys.argv[1:]) + __name__)\n"
         "torch.zeros(2).sum().backward()\n")
-    # after the files exist: a path finder cached for the folder before they did (same mtime
-    # second) would not see the package (syspath_prepend invalidates the import caches)
-    monkeypatch.syspath_prepend(str(tmp_path))
     out = tmp_path / "f.json"
     assert main(["--json-out", str(out), "-m", "trainpkg.job", "x"]) == 1
     assert (tmp_path / "m.txt").read_text() == "['x']__main__"
