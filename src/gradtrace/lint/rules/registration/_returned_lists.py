@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from gradtrace.lint.analysis.list_elements import container_elements
 from gradtrace.lint.context import Context
@@ -17,38 +18,37 @@ from gradtrace.lint.rules.registration._local_lists import _local_lists
 # that returns ``nn.Sequential(*layers)`` or ``nn.ModuleList(layers)`` registers them.
 
 
-def builders(ctx: Context) -> dict[ast.AST, tuple[str, list[ast.AST]]]:
-    """Function node -> ("list" | "dict", the elements) for every function of the file whose
-    every ``return`` is a container display, comprehension or a local list; found once per file
-    from the file's returns (NOTE [returned containers])."""
-    return ctx.memo("gt401-builders", ctx.tree, lambda: _builders(ctx))
+def builder(fn: ast.AST, ctx: Context) -> tuple[str, list[ast.AST]] | None:
+    """("list" | "dict", the elements) when every ``return`` of the function ``fn`` is a
+    container display or comprehension, or a local list, holding something built (a call):
+    asked per function a class stores the result of (NOTE [returned containers])."""
+    if not isinstance(fn, ast.FunctionDef):
+        return None
+    return ctx.memo("gt401-builder", fn, lambda: _builder(fn))
 
 
-def _builders(ctx: Context) -> dict[ast.AST, tuple[str, list[ast.AST]]]:
-    out: dict[ast.AST, tuple[str, list[ast.AST]]] = {}
-    for fn in of_types(ctx.tree, (ast.FunctionDef,)):
-        rets = of_types(fn, (ast.Return,))
-        if not rets or any(r.value is None or not isinstance(
-                r.value, (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.Name, ast.Call,
-                          ast.BinOp)) for r in rets):
-            continue
-        if any(f is not fn for f in of_types(fn, (ast.FunctionDef, ast.Lambda))):
-            continue  # a nested function's returns are not this one's
-        kinds: set[str] = set()
-        elts: list[ast.AST] = []
-        for r in rets:
-            got = container_elements(r.value)
-            if got is None and isinstance(r.value, ast.Name):
-                local = _local_lists(fn).get(r.value.id)
-                got = ("list", list(local[0])) if local is not None else None
-            if got is None or not got[1]:
-                break
-            kinds.add(got[0])
-            elts.extend(got[1])
-        else:
-            if len(kinds) == 1:
-                out[fn] = (kinds.pop(), [_bound(e, fn) for e in elts])
-    return out
+def _builder(fn: ast.FunctionDef) -> tuple[str, list[ast.AST]] | None:
+    displays = (ast.List, ast.ListComp, ast.Dict, ast.DictComp)
+    rets = of_types(fn, (ast.Return,))
+    if not rets or any(not isinstance(r.value, (*displays, ast.Name)) for r in rets):
+        return None
+    if any(f is not fn for f in of_types(fn, (ast.FunctionDef, ast.Lambda))):
+        return None  # a nested function's returns are not this one's
+    kinds: set[str] = set()
+    elts: list[ast.AST] = []
+    for r in rets:
+        got = container_elements(r.value)
+        if got is None and isinstance(r.value, ast.Name):
+            local = _local_lists(fn).get(r.value.id)
+            got = ("list", list(local[0])) if local is not None else None
+        if got is None or not got[1]:
+            return None
+        kinds.add(got[0])
+        elts.extend(got[1])
+    elts = [_bound(e, fn) for e in elts]
+    if len(kinds) != 1 or not any(isinstance(e, ast.Call) for e in elts):
+        return None  # something built: maybe a layer
+    return kinds.pop(), elts
 
 
 def _bound(e: ast.AST, fn: ast.FunctionDef) -> ast.AST:
@@ -60,25 +60,37 @@ def _bound(e: ast.AST, fn: ast.FunctionDef) -> ast.AST:
     return found[0] if len(found) == 1 else e
 
 
-def builder_names(ctx: Context) -> frozenset[str]:
-    """The names of the functions :func:`builders` holds: a class's text gate."""
-    return ctx.memo("gt401-builder-names", ctx.tree,
-                    lambda: frozenset(fn.name for fn in builders(ctx)))
+STORE = re.compile(r"self\.\w+\s*=\s*(self\.)?(\w+)\(")
+
+
+def stores_built(text: str, cls: str, ctx: Context) -> bool:
+    """A class's text gate: it stores (``self.x = [self.]f(``) the result of a function of the
+    file, or a method of its own, that :func:`builder` holds."""
+    for m in STORE.finditer(text):
+        if builder(_callee(bool(m.group(1)), m.group(2), cls, ctx), ctx) is not None:
+            return True
+    return False
+
+
+def _callee(method: bool, name: str, cls: str, ctx: Context) -> ast.AST | None:
+    if not method:
+        return ctx.analysis.functions.get(name)
+    owner = ctx.analysis.classes.get(cls)
+    return next((s for s in owner.node.body if isinstance(s, ast.FunctionDef)
+                 and s.name == name), None) if owner is not None else None
 
 
 def returned_entries(value: ast.AST, cls: str, ctx: Context
                      ) -> tuple[str, list[ast.AST], ast.AST] | None:
     """(kind, elements, the helper) when ``value`` calls a function of the file, or a method
-    of the class ``cls`` through ``self``, that :func:`builders` holds."""
+    of the class ``cls`` through ``self``, that :func:`builder` holds."""
     if not isinstance(value, ast.Call) or any(isinstance(a, ast.Starred) for a in value.args):
         return None
     f = value.func
     fn = None
     if isinstance(f, ast.Name):
-        fn = ctx.analysis.functions.get(f.id)
+        fn = _callee(False, f.id, cls, ctx)
     elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
-        owner = ctx.analysis.classes.get(cls)
-        fn = next((s for s in owner.node.body if isinstance(s, ast.FunctionDef)
-                   and s.name == f.attr), None) if owner is not None else None
-    got = builders(ctx).get(fn) if fn is not None else None
+        fn = _callee(True, f.attr, cls, ctx)
+    got = builder(fn, ctx) if fn is not None else None
     return (got[0], got[1], fn) if got is not None else None

@@ -27,7 +27,7 @@ from gradtrace.lint.rules.registration._copies import uncopied
 from gradtrace.lint.rules.registration._unused import never_named
 from gradtrace.lint.rules.registration._foreign_layers import other_file_layer
 from gradtrace.lint.rules.registration._helper_built import MAPPED_TEXT, mapped_entries
-from gradtrace.lint.rules.registration._returned_lists import builder_names, returned_entries
+from gradtrace.lint.rules.registration._returned_lists import returned_entries, stores_built
 from gradtrace.lint.rules.registration._local_lists import _is_empty, _local_lists
 
 CONTAINER_TEXT_RE = re.compile(
@@ -185,7 +185,7 @@ class ModulesInPlainContainer(Rule):
         text = "\n".join(ctx.code_lines[node.lineno - 1:node.end_lineno])
         if not (CONTAINER_TEXT_RE.search(text) or LOCAL_LIST_TEXT in text or (
                     PLAIN_TEXT_RE.search(text) and call_count(node.name, ctx) > 1)
-                or MAPPED_TEXT in text or any(f"{b}(" in text for b in builder_names(ctx))):
+                or MAPPED_TEXT in text or stores_built(text, node.name, ctx)):
             return
         assigns: dict[str, list[ast.Assign]] = {}
         fills: dict[str, list[tuple[ast.stmt, ast.AST]]] = {}
