@@ -3,7 +3,7 @@
 source: https://github.com/lululxvi/deepxde/pull/1023
 kind: bug
 symptom: silent
-verified: after 300 Adam steps on an operator whose outputs carry a constant offset of 3, `net.b` is still exactly 0.0 although `net.b.grad` is non-zero, and `b` is missing from `net.named_parameters()`; in the look-alike (`torch.nn.parameter.Parameter`) `b` is a registered parameter and Adam moves it (0.064 after the same 300 steps)
+verified: after 100 Adam steps on an operator whose outputs carry a constant offset of 3, `net.b` is still exactly 0.0 although `net.b.grad` is non-zero, and `b` is missing from `net.named_parameters()`; in the look-alike (`torch.nn.parameter.Parameter`) `b` is a registered parameter and Adam moves it (0.082 after the same 100 steps)
 """
 import torch
 import torch.nn as nn
@@ -64,13 +64,13 @@ class Model:
 torch.manual_seed(0)
 m = 20
 sensors = torch.linspace(0, 1, m)
-coef = torch.randn(256, 1)
+coef = torch.randn(64, 1)
 u = torch.sin(3.0 * coef * sensors)  # input functions sampled at the sensors
-y = torch.rand(256, 1)  # query locations
+y = torch.rand(64, 1)  # query locations
 target = (1 - torch.cos(3.0 * coef * y)) / (3.0 * coef) + 3.0  # antiderivative plus a constant offset
 
-net = DeepONet([m, 32, 32], [1, 32, 32], torch.tanh)
+net = DeepONet([m, 16, 16], [1, 16, 16], torch.tanh)
 model = Model(net)
 model.compile(lr=1e-3)
-loss = model.train(300, ((u, y), target))
+loss = model.train(100, ((u, y), target))
 print("loss %.4f" % loss, "b = %.4f" % float(net.b.detach()), [n for n, _ in net.named_parameters()][-2:])

@@ -62,13 +62,13 @@ class Model:
 torch.manual_seed(0)
 m = 20
 sensors = torch.linspace(0, 1, m)
-coef = torch.randn(256, 1)
+coef = torch.randn(64, 1)
 u = torch.sin(3.0 * coef * sensors)  # input functions sampled at the sensors
-y = torch.rand(256, 1)  # query locations
+y = torch.rand(64, 1)  # query locations
 target = (1 - torch.cos(3.0 * coef * y)) / (3.0 * coef) + 3.0  # antiderivative plus a constant offset
 
-net = DeepONet([m, 32, 32], [1, 32, 32], torch.tanh)
+net = DeepONet([m, 16, 16], [1, 16, 16], torch.tanh)
 model = Model(net)
 model.compile(lr=1e-3)
-loss = model.train(300, ((u, y), target))
+loss = model.train(100, ((u, y), target))
 print("loss %.4f" % loss, "b = %.4f" % float(net.b.detach()), [n for n, _ in net.named_parameters()][-2:])
