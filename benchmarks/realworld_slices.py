@@ -60,7 +60,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 43 (session 49)", "eafad14a"),
            ("held-out 44 (session 50)", "e20dbe4b"),
            ("held-out 45 (session 51)", "b4a9a389"),
-           ("held-out 46 (session 52)", "5285129f"))
+           ("held-out 46 (session 52)", "5285129f"),
+           ("held-out 47 (session 53)", "17891a0d"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
