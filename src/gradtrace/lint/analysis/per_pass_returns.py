@@ -75,10 +75,7 @@ def own_method(octx: Context, call: ast.Call, where: ast.AST, cls: ClassInfo) ->
 
 
 def _per_pass(octx: Context, call: ast.Call, where: ast.AST) -> bool:
-    if not isinstance(where, FUNCTION_TYPES) or where.name != "forward":
-        return False
-    owner = octx.analysis.class_of(where)
-    if owner is None or not owner.is_module:
+    if not isinstance(where, FUNCTION_TYPES):
         return False
     st = next((s for s in walk(where) if isinstance(s, ast.Assign) and s.value is call), None)
     if st is None:
@@ -89,6 +86,15 @@ def _per_pass(octx: Context, call: ast.Call, where: ast.AST) -> bool:
         if not all(isinstance(e, ast.Name) for e in elts):
             return False
         names.update(e.id for e in elts)  # type: ignore[attr-defined]
+    if where.name == "forward":
+        owner = octx.analysis.class_of(where)
+        if owner is None or not owner.is_module:
+            return False
+    elif not _recurrent_start(where, names) or any(
+            isinstance(s, ast.Call) and (octx.qualified_name(s.func) or "").startswith(
+                "torch.optim") and any(_reads(a, names) for a in [*s.args, *s.keywords])
+            for s in walk(where)):
+        return False  # elsewhere only a loop's initial state, which no optimizer holds
     for s in walk(where):
         if isinstance(s, (ast.Global, ast.Nonlocal)) and names & set(s.names):
             return False
@@ -100,6 +106,22 @@ def _per_pass(octx: Context, call: ast.Call, where: ast.AST) -> bool:
                 and s.func.attr in KEEPERS and any(_reads(a, names) for a in s.args):
             return False
     return True
+
+
+def _recurrent_start(where: ast.AST, names: set[str]) -> bool:
+    """Every one of ``names`` is rebound inside a loop of ``where`` by a call that reads it
+    (``out, hidden = decoder(out, hidden)``): the value made by the call asked about is the
+    loop's initial state, replaced on its first pass."""
+    rebound: set[str] = set()
+    for loop in walk(where):
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        for s in walk(loop):
+            if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call):
+                rebound |= {n for n in names if n in {e.id for e in _targets(s)
+                                                      if isinstance(e, ast.Name)}
+                            and _reads(s.value, {n})}
+    return rebound == names
 
 
 def _targets(s: ast.Assign | ast.AugAssign | ast.AnnAssign) -> list[ast.expr]:

@@ -325,7 +325,8 @@ class GraphReusedAcrossSteps(LoopRule):
                         or _entry_per_pass(t.name, loop) \
                         or declared_data(f, t.name) \
                         or _called(f, t.name) or _unseen_method(f, module, t.line, loop) \
-                        or _makes_layers(f, t) or _data_helper(f, t):
+                        or _makes_layers(f, t) or _data_helper(f, t) \
+                        or _graphless_value(f, t):
                     continue
                 if module and not proven_source(g, t) and not _handed_module(f, t) \
                         and not _trained_here(f, t, loop):
@@ -340,6 +341,15 @@ class GraphReusedAcrossSteps(LoopRule):
                     related_at(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=module or leaf, source=source,
                     backward_line=b.call.lineno)
+
+
+def _graphless_value(f: LoopFacts, t: Binding) -> bool:
+    """``t`` is bound to data with no graph (NOTE [graphless data]: ``torch.tensor(0)``,
+    ``torch.zeros(n)``): the first ``backward()`` has no graph of it to free (when it is the
+    loss, that backward raises at once: GT122/GT125 name it)."""
+    v = value_of(t)
+    return isinstance(t.stmt, ast.Assign) and v is not None \
+        and graphless_data(v, f.scope, t.line)
 
 
 def _data_helper(f: LoopFacts, t: Binding) -> bool:
