@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.unpacked_graphless import unpacked_graphless
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
@@ -353,6 +354,8 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
         for b1, b2, t, d1, d2 in shared_pairs(f):
             if gan_call(t.name, t.name, d1, d2, step_mates(f, b1), step_mates(f, b2)) is not None:
                 continue
+            if unpacked_graphless(ctx, f.scope, t):
+                continue  # NOTE [graphless tuple element]: data handed back through a helper
             g = graphs(f.scope)  # NOTE [proven shared graph]
             if not proven_link(g, t, b1.loss, b1.stmt.lineno,  # type: ignore[arg-type]
                                b2.loss, b2.stmt.lineno):  # type: ignore[arg-type]
