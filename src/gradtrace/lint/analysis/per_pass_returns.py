@@ -13,7 +13,11 @@ must be a whole ``Assign`` value (a ``self.name(...)`` in another class that def
 counted) bound to plain local names (a name or a tuple of names) in
 a ``forward`` method of a module class, and no read of those names in that ``forward`` may
 store them on an attribute (``self.h0 = h``) or hand them to ``register_parameter``,
-``register_buffer`` or ``add_param_group``. No call seen, a name read as a value (handed
+``register_buffer`` or ``add_param_group``. A call outside a ``forward`` counts the same when
+it starts a loop's recurrence: every bound name is rebound inside a loop of that function by
+a call that reads it (``hidden = decoder.init_hidden(n)``, then ``out, hidden = decoder(out,
+hidden)`` on each step of a decoding helper's ``__call__``), and no ``torch.optim`` call there
+reads it: the value is the loop's initial state, replaced on its first pass. No call seen, a name read as a value (handed
 to ``getattr``), a project too large: no fact. The cost is one reverse-index look-up per
 method asked about (memoised per file, at most MAX_READERS files parsed: a model zoo of
 copies calls its cells' ``init_hidden`` from many files), made only where GT403 would

@@ -8,7 +8,11 @@ no graph. The callee is a function of the file, or the ``forward`` of the module
 called name is built from (``model = Net(...)``, ``model: Net = Net(...).to(device)``, in
 this file or, through the project index, NOTE [project index], in another file of the
 project); every ``return`` of it must be a tuple whose element at the unpacked position is
-graphless (:func:`.graphless_returns.returned_element_graphless`). Anything else: unknown.
+graphless (:func:`.graphless_returns.returned_element_graphless`), or, for a function of the
+file, one parameter handed back whole or sliced (``return pred[..., :n], wav``) that the call
+fills with data by its caller's tracer (``pred, wav = match_dim(pred, wav)``, ``wav`` of the
+batch: GT509 no longer takes ``wav`` for a graph the discriminator's backward freed).
+Anything else: unknown.
 """
 from __future__ import annotations
 

@@ -251,7 +251,9 @@ class GraphReusedAcrossSteps(LoopRule):
     if it is a fixed feature extractor.
     Known limits: a module frozen anywhere in the file (`requires_grad_(False)`, `requires_grad
     = False`, "freeze") is trusted to be this one; an iterator advanced with `next()` on each
-    pass yields fresh values, and several discriminator steps on one generated batch are left
+    pass yields fresh values, a value of data (`total = torch.tensor(0)`: no graph to free;
+    backpropagated, GT122/GT125 name it) is left alone, and several discriminator steps on one
+    generated batch are left
     to GT508 (the detach is often inside the discriminator's loss callback); values count as
     carrying a graph when they come from a call of something bound to an `nn.Module` in this
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`), of a same-file helper

@@ -307,7 +307,9 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     would only trade this error for 'modified by an inplace operation'; run the forward again.
     When the optimizer stepped there holds only the module that read that output in the first
     loss (a critic fed the encoder's output), the finding is on that read: detach it there
-    (NOTE [first pass into an unstepped producer]).
+    (NOTE [first pass into an unstepped producer]). A name unpacked from a helper that hands
+    back one of its parameters, whole or sliced, filled with data (`pred, wav =
+    match_dim(pred, wav)`) is that data (NOTE [graphless tuple element]).
     A loop whose variable is backpropagated (`for loss in losses:
     loss.backward()`) over the items of one call computed from one graph-carrying value is
     reported on the loop.
