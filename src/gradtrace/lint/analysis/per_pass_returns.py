@@ -13,7 +13,11 @@ must be a whole ``Assign`` value (a ``self.name(...)`` in another class that def
 counted) bound to plain local names (a name or a tuple of names) in
 a ``forward`` method of a module class, and no read of those names in that ``forward`` may
 store them on an attribute (``self.h0 = h``) or hand them to ``register_parameter``,
-``register_buffer`` or ``add_param_group``. No call seen, a name read as a value (handed
+``register_buffer`` or ``add_param_group``. A call outside a ``forward`` counts the same when
+it starts a loop's recurrence: every bound name is rebound inside a loop of that function by
+a call that reads it (``hidden = decoder.init_hidden(n)``, then ``out, hidden = decoder(out,
+hidden)`` on each step of a decoding helper's ``__call__``), and no ``torch.optim`` call there
+reads it: the value is the loop's initial state, replaced on its first pass. No call seen, a name read as a value (handed
 to ``getattr``), a project too large: no fact. The cost is one reverse-index look-up per
 method asked about (memoised per file, at most MAX_READERS files parsed: a model zoo of
 copies calls its cells' ``init_hidden`` from many files), made only where GT403 would
@@ -75,10 +79,7 @@ def own_method(octx: Context, call: ast.Call, where: ast.AST, cls: ClassInfo) ->
 
 
 def _per_pass(octx: Context, call: ast.Call, where: ast.AST) -> bool:
-    if not isinstance(where, FUNCTION_TYPES) or where.name != "forward":
-        return False
-    owner = octx.analysis.class_of(where)
-    if owner is None or not owner.is_module:
+    if not isinstance(where, FUNCTION_TYPES):
         return False
     st = next((s for s in walk(where) if isinstance(s, ast.Assign) and s.value is call), None)
     if st is None:
@@ -89,6 +90,15 @@ def _per_pass(octx: Context, call: ast.Call, where: ast.AST) -> bool:
         if not all(isinstance(e, ast.Name) for e in elts):
             return False
         names.update(e.id for e in elts)  # type: ignore[attr-defined]
+    if where.name == "forward":
+        owner = octx.analysis.class_of(where)
+        if owner is None or not owner.is_module:
+            return False
+    elif not _recurrent_start(where, names) or any(
+            isinstance(s, ast.Call) and (octx.qualified_name(s.func) or "").startswith(
+                "torch.optim") and any(_reads(a, names) for a in [*s.args, *s.keywords])
+            for s in walk(where)):
+        return False  # elsewhere only a loop's initial state, which no optimizer holds
     for s in walk(where):
         if isinstance(s, (ast.Global, ast.Nonlocal)) and names & set(s.names):
             return False
@@ -100,6 +110,22 @@ def _per_pass(octx: Context, call: ast.Call, where: ast.AST) -> bool:
                 and s.func.attr in KEEPERS and any(_reads(a, names) for a in s.args):
             return False
     return True
+
+
+def _recurrent_start(where: ast.AST, names: set[str]) -> bool:
+    """Every one of ``names`` is rebound inside a loop of ``where`` by a call that reads it
+    (``out, hidden = decoder(out, hidden)``): the value made by the call asked about is the
+    loop's initial state, replaced on its first pass."""
+    rebound: set[str] = set()
+    for loop in walk(where):
+        if not isinstance(loop, (ast.For, ast.AsyncFor, ast.While)):
+            continue
+        for s in walk(loop):
+            if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call):
+                rebound |= {n for n in names if n in {e.id for e in _targets(s)
+                                                      if isinstance(e, ast.Name)}
+                            and _reads(s.value, {n})}
+    return rebound == names
 
 
 def _targets(s: ast.Assign | ast.AugAssign | ast.AnnAssign) -> list[ast.expr]:

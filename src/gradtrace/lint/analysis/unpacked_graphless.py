@@ -8,7 +8,11 @@ no graph. The callee is a function of the file, or the ``forward`` of the module
 called name is built from (``model = Net(...)``, ``model: Net = Net(...).to(device)``, in
 this file or, through the project index, NOTE [project index], in another file of the
 project); every ``return`` of it must be a tuple whose element at the unpacked position is
-graphless (:func:`.graphless_returns.returned_element_graphless`). Anything else: unknown.
+graphless (:func:`.graphless_returns.returned_element_graphless`), or, for a function of the
+file, one parameter handed back whole or sliced (``return pred[..., :n], wav``) that the call
+fills with data by its caller's tracer (``pred, wav = match_dim(pred, wav)``, ``wav`` of the
+batch: GT509 no longer takes ``wav`` for a graph the discriminator's backward freed).
+Anything else: unknown.
 """
 from __future__ import annotations
 
@@ -69,6 +73,39 @@ def unpacked_graphless(ctx: Context, scope: Scope, b: Binding) -> bool:
         return False
     fn = ctx.analysis.callee(call, scope.node)
     if fn is not None:
-        return returned_element_graphless(ctx, fn, i)
+        return returned_element_graphless(ctx, fn, i) or _passed_data(ctx, scope, b, call, fn, i)
     got = _forward_of(ctx, scope, call.func, b.line)
     return got is not None and returned_element_graphless(got[0], got[1], i)
+
+
+def _passed_data(ctx: Context, scope: Scope, b: Binding, call: ast.Call, fn: ast.AST,
+                 i: int) -> bool:
+    """Every ``return`` of the file's function ``fn`` gives back at position ``i`` one
+    parameter, whole or sliced (``return pred[..., a:b], wav``), never rebound in ``fn``,
+    and the call hands that parameter a value its caller's tracer reads as data
+    (``pred, wav = match_dim(pred, wav)`` with ``wav`` of the batch): the element is that
+    data (NOTE [graphless tuple element])."""
+    from gradtrace.lint.analysis.origins import origins
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.args.vararg \
+            or fn.args.kwonlyargs or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    rets = [r for r in ast.walk(fn) if isinstance(r, ast.Return)]
+    names = set()
+    for r in rets:
+        if not (isinstance(r.value, ast.Tuple) and len(r.value.elts) > i):
+            return False
+        e = r.value.elts[i]
+        while isinstance(e, ast.Subscript):
+            e = e.value
+        if not isinstance(e, ast.Name):
+            return False
+        names.add(e.id)
+    params = [a.arg for a in fn.args.args]
+    if len(names) != 1 or (p := names.pop()) not in params \
+            or ctx.scope(fn).bindings.get(p):
+        return False
+    k = params.index(p) - (1 if params and params[0] in ("self", "cls") and isinstance(
+        call.func, ast.Attribute) else 0)
+    arg = call.args[k] if 0 <= k < len(call.args) else next(
+        (kw.value for kw in call.keywords if kw.arg == p), None)
+    return arg is not None and not origins(ctx, scope.node).trace(arg, b.stmt, b.line).live

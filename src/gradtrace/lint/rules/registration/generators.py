@@ -119,7 +119,7 @@ class ParametersGeneratorConsumed(Rule):
             return
         opt_stmt = scope.statement_of(node)
         for s in scope.stmts:
-            if b.line < s.lineno < node.lineno and not isinstance(
+            if b.line < s.lineno < node.lineno and s is not opt_stmt and not isinstance(
                     s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)) \
                     and not (opt_stmt is not None and (scope.exclusive(s, opt_stmt)
                                                        or exclusive_settings(scope, s, opt_stmt))):
@@ -146,7 +146,7 @@ class ParametersGeneratorConsumed(Rule):
         key = ast.dump(sub)
         opt_stmt = scope.statement_of(node)
         for s in scope.stmts:
-            if not (b.line < s.lineno < node.lineno) or isinstance(  # type: ignore[union-attr]
+            if not (b.line < s.lineno < node.lineno) or s is opt_stmt or isinstance(  # type: ignore[union-attr]
                     s, (ast.If, ast.With, ast.Try, ast.FunctionDef, ast.ClassDef)) \
                     or (opt_stmt is not None and (scope.exclusive(s, opt_stmt)
                                                   or exclusive_settings(scope, s, opt_stmt))):

@@ -35,8 +35,8 @@ class ParameterMovedAfterWrapping(Rule):
     and a local that only feeds the function's own computation: made anew on every call,
     nothing trains it, moved or not (NOTE [parameter spent in its function]); and so is a
     value a method returns when every call of it, in the project, binds the result to local
-    names of a module's `forward` (an initial hidden state made on every pass:
-    NOTE [made anew on every forward pass]). A Parameter made with `requires_grad=False` is a
+    names of a module's `forward`, or starts a loop's recurrence elsewhere (an initial hidden
+    state made on every pass: NOTE [made anew on every forward pass]). A Parameter made with `requires_grad=False` is a
     leaf however moved: the message then says what is lost (`state_dict()`, the module's
     `.to()`), not the optimizer's error.
     """

@@ -251,7 +251,9 @@ class GraphReusedAcrossSteps(LoopRule):
     if it is a fixed feature extractor.
     Known limits: a module frozen anywhere in the file (`requires_grad_(False)`, `requires_grad
     = False`, "freeze") is trusted to be this one; an iterator advanced with `next()` on each
-    pass yields fresh values, and several discriminator steps on one generated batch are left
+    pass yields fresh values, a value of data (`total = torch.tensor(0)`: no graph to free;
+    backpropagated, GT122/GT125 name it) is left alone, and several discriminator steps on one
+    generated batch are left
     to GT508 (the detach is often inside the discriminator's loss callback); values count as
     carrying a graph when they come from a call of something bound to an `nn.Module` in this
     file or spelled like one (`model`, `encoder`, `netG`, `self.rnn`), of a same-file helper
@@ -325,7 +327,8 @@ class GraphReusedAcrossSteps(LoopRule):
                         or _entry_per_pass(t.name, loop) \
                         or declared_data(f, t.name) \
                         or _called(f, t.name) or _unseen_method(f, module, t.line, loop) \
-                        or _makes_layers(f, t) or _data_helper(f, t):
+                        or _makes_layers(f, t) or _data_helper(f, t) \
+                        or _graphless_value(f, t):
                     continue
                 if module and not proven_source(g, t) and not _handed_module(f, t) \
                         and not _trained_here(f, t, loop):
@@ -340,6 +343,15 @@ class GraphReusedAcrossSteps(LoopRule):
                     related_at(ctx, b.call, "backward runs here on every pass"),),
                     name=t.name, module=module or leaf, source=source,
                     backward_line=b.call.lineno)
+
+
+def _graphless_value(f: LoopFacts, t: Binding) -> bool:
+    """``t`` is bound to data with no graph (NOTE [graphless data]: ``torch.tensor(0)``,
+    ``torch.zeros(n)``): the first ``backward()`` has no graph of it to free (when it is the
+    loss, that backward raises at once: GT122/GT125 name it)."""
+    v = value_of(t)
+    return isinstance(t.stmt, ast.Assign) and v is not None \
+        and graphless_data(v, f.scope, t.line)
 
 
 def _data_helper(f: LoopFacts, t: Binding) -> bool:

@@ -222,7 +222,8 @@ class LossNeverBackpropagated(Rule):
     Known limits: the optimizer must be built in the same function from `torch.optim` and used
     there only through its own methods; the loss is a `torch.nn.*Loss` or
     `torch.nn.functional` loss called in the loop; a function that mentions `backward` or
-    `autograd`, or calls a `grad` function, anywhere is trusted.
+    `autograd`, or calls a `grad` function, anywhere is trusted; a function that switches a
+    module to eval mode (`model.eval()`) and never back to `train()` is an evaluation pass.
     """
 
     code = "GT545"
@@ -273,6 +274,8 @@ class LossNeverBackpropagated(Rule):
                                              or getattr(n.func, "id", None) == "grad")
                for n in walk(fn)):
             return  # `grad(loss, params)` imported from torch.autograd
+        if _evaluates(fn):
+            return
         scope = ctx.scope(fn)
         for z, loop, name in _cleared_in_loops(scope, fn, ctx, OWN_METHODS | {"step"}):
             loss = _loss_in(loop, scope, ctx)
@@ -281,6 +284,15 @@ class LossNeverBackpropagated(Rule):
                                   zero=z.stmt.lineno, related=[Related(
                                       ctx.path, z.stmt.lineno, f"`{name}` is cleared here",
                                       ctx.column(z.stmt))])
+
+
+def _evaluates(fn: ast.AST) -> bool:
+    """The function switches a module to eval mode (``model.eval()``) and never back
+    (no ``.train(...)``): an evaluation pass, where a copied ``zero_grad()``/``step()`` moves
+    nothing (``.grad`` is None) and a ``backward()`` would train on the evaluation data."""
+    calls = [n for n in walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    return any(c.func.attr == "eval" and not c.args and not c.keywords for c in calls) \
+        and not any(c.func.attr == "train" for c in calls)
 
 
 def _other_step(loop: ast.stmt, scope: Scope, ctx: Context) -> bool:

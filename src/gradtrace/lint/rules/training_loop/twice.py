@@ -5,6 +5,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.unpacked_graphless import unpacked_graphless
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Binding
 from gradtrace.lint.rule import Bad, Good
@@ -306,7 +307,9 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
     would only trade this error for 'modified by an inplace operation'; run the forward again.
     When the optimizer stepped there holds only the module that read that output in the first
     loss (a critic fed the encoder's output), the finding is on that read: detach it there
-    (NOTE [first pass into an unstepped producer]).
+    (NOTE [first pass into an unstepped producer]). A name unpacked from a helper that hands
+    back one of its parameters, whole or sliced, filled with data (`pred, wav =
+    match_dim(pred, wav)`) is that data (NOTE [graphless tuple element]).
     A loop whose variable is backpropagated (`for loss in losses:
     loss.backward()`) over the items of one call computed from one graph-carrying value is
     reported on the loop.
@@ -353,6 +356,8 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
         for b1, b2, t, d1, d2 in shared_pairs(f):
             if gan_call(t.name, t.name, d1, d2, step_mates(f, b1), step_mates(f, b2)) is not None:
                 continue
+            if unpacked_graphless(ctx, f.scope, t):
+                continue  # NOTE [graphless tuple element]: data handed back through a helper
             g = graphs(f.scope)  # NOTE [proven shared graph]
             if not proven_link(g, t, b1.loss, b1.stmt.lineno,  # type: ignore[arg-type]
                                b2.loss, b2.stmt.lineno):  # type: ignore[arg-type]
