@@ -10,6 +10,7 @@ from tests.lint.shape_runner import Shape, judge
 torch = pytest.importorskip("torch")
 
 PRELUDE = '''
+import copy
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -47,7 +48,32 @@ RETURNED = '''\
         loss = F.cross_entropy(logits, y)
         return loss'''
 
+# the best model kept aside by a copy while the loop trains the original (recall: a
+# commented-out zero_grad hid behind the copy); the look-alike trains a fresh copy each pass
+BEST_COPY = '''
+net = nn.Linear(4, 2)
+batches = [(torch.ones(8, 4), torch.zeros(8, dtype=torch.long))] * 2
+{setup}
+best, best_score = None, -1.0
+for i, (x, y) in enumerate(batches):
+{body}
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    if -loss.item() > best_score:
+        best_score, best = -loss.item(), copy.deepcopy(model)
+        snapshot = copy.deepcopy(model)
+g1 = torch.autograd.grad(F.cross_entropy(net(batches[0][0]), batches[0][1]), net.weight)[0]
+'''
+
 SHAPES = {
+    "snapshot-copy": (
+        Shape(BEST_COPY.format(setup="", body="    model = copy.deepcopy(net)\n"
+                               "    opt = torch.optim.SGD(model.parameters(), lr=0.0)"),
+              "GT501", holds="torch.allclose(model.weight.grad, g1)"),
+        Shape(BEST_COPY.format(setup="model = net\nopt = torch.optim.SGD(model.parameters(), lr=0.0)",
+                               body="    # opt.zero_grad()"), "GT501", line=7,
+              holds="torch.allclose(model.weight.grad, 2 * g1)")),
     "step-that-backpropagates-itself": (
         Shape(OWN_STEP.format(body=OWN), "GT201", holds="isinstance(out['loss'], float)"),
         Shape(OWN_STEP.format(body=RETURNED), "GT201", line=8,
