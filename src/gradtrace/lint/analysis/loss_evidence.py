@@ -77,7 +77,7 @@ def loss_evidence(ctx: Context, fn: Fn, hops: int = 0) -> bool | None:
 
 def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
     if fn.name == STEP_METHOD:  # Lightning backpropagates what it returns; a step that runs
-        return not _backwards_itself(ctx, fn)  # backward itself returns a number to log
+        return not backwards_itself(ctx, fn)  # backward itself returns a number to log
     cls = ctx.analysis.class_of(fn)
     if _registered(fn) or cls is not None and cls.node is not None and _registered(cls.node):
         return None  # `@LOSSES.register_module()`: built from a config, by a registry
@@ -98,7 +98,7 @@ def _evidence(ctx: Context, fn: Fn, hops: int) -> bool | None:
     return None if unknown else False
 
 
-def _backwards_itself(ctx: Context, fn: Fn) -> bool:
+def backwards_itself(ctx: Context, fn: Fn) -> bool:
     """``fn`` runs a backward that fills ``.grad``, in its body or in a method of its class it
     calls (``self._forward_backward(...)``): a ``transformers.Trainer.training_step`` override
     (the trainer steps after it and only logs what it returns), not Lightning's protocol."""

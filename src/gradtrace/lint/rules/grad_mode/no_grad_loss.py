@@ -16,6 +16,7 @@ from gradtrace.lint.analysis.helper_sources import grad_sources
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF
 from gradtrace.lint.analysis.helper_cuts import cut_away
+from gradtrace.lint.analysis.loss_evidence import backwards_itself
 from gradtrace.lint.analysis.same_line import bound_earlier_on_line
 from gradtrace.lint.rules.graph_breaks._base import LossCutRule, related_for, short
 from gradtrace.lint.rules.graph_breaks._paths import LossPaths, Verdict
@@ -91,8 +92,8 @@ def _returned_loss(node: ast.AST, ctx: Context) -> ast.expr | None:
     """The loss a Lightning ``training_step`` returns (Lightning calls backward on it)."""
     fn = ctx.function
     if not isinstance(node, ast.Return) or node.value is None or fn is None \
-            or fn.name != "training_step":
-        return None
+            or fn.name != "training_step" or backwards_itself(ctx, fn):
+        return None  # a step that runs its own backward returns what it logs (loss evidence)
     v = node.value
     if isinstance(v, ast.Dict):
         return next((val for k, val in zip(v.keys, v.values)

@@ -30,9 +30,55 @@ def fresh_each_pass(f: LoopFacts, loop: ast.stmt, s: Step) -> bool:
     if f.loop_rebinds(loop, {s.optimizer}):
         return True
     text = f.text(loop)
-    if "deepcopy(" in text or "load_state_dict(" in text:
+    if "load_state_dict(" in text or "deepcopy(" in text and not _snapshots_only(loop):
         return True
     return any(b.kind == "module" for x in f.within(loop) for b in f.bindings_at(x))
+
+
+_TRAINS = frozenset({"parameters", "named_parameters", "train", "forward", "zero_grad"})
+
+
+def _snapshots_only(loop: ast.stmt) -> bool:
+    """Every ``deepcopy`` of the loop is a snapshot (NOTE [snapshot copy]).
+
+    # NOTE [snapshot copy]
+    ``best_model = copy.deepcopy(net)`` when the validation improves keeps a copy aside:
+    the loop goes on training ``net`` and its gradients still add up. A copy makes the pass
+    fresh only when the loop trains the copy: calls it, or reads its ``parameters()``
+    (an optimizer over it), runs ``train()``/``forward``/``zero_grad()`` on it. Any other
+    ``deepcopy`` (not the whole value of a plain name's assignment) keeps the loop fresh."""
+    nodes = list(ast.walk(loop))
+    copies = [n for n in nodes if isinstance(n, ast.Call)
+              and (dotted(n.func) or "").rpartition(".")[2] == "deepcopy"]
+    names = set()
+    for c in copies:
+        name = _bound_name(nodes, c)
+        if name is None:
+            return False
+        names.add(name)
+    for n in nodes:
+        if isinstance(n, ast.Call):
+            fn = n.func
+            if isinstance(fn, ast.Name) and fn.id in names or isinstance(fn, ast.Attribute) \
+                    and fn.attr in _TRAINS and isinstance(fn.value, ast.Name) \
+                    and fn.value.id in names:
+                return False
+    return True
+
+
+def _bound_name(nodes: list[ast.AST], c: ast.Call) -> str | None:
+    """The plain name ``c`` is bound to: ``x = c`` or ``a, x = b, c``; else None."""
+    for a in nodes:
+        if not isinstance(a, ast.Assign) or len(a.targets) != 1:
+            continue
+        t, v = a.targets[0], a.value
+        if v is c:
+            return t.id if isinstance(t, ast.Name) else None
+        if isinstance(v, ast.Tuple) and isinstance(t, ast.Tuple) and len(t.elts) == len(v.elts):
+            for te, ve in zip(t.elts, v.elts):
+                if ve is c:
+                    return te.id if isinstance(te, ast.Name) else None
+    return None
 
 
 # calls that receive the optimizer but are known not to clear its gradients
