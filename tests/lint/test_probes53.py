@@ -30,6 +30,59 @@ CASES: dict[str, tuple[str, str, str]] = {
         (x * 2).sum().backward()
         print(x.grad)
         """),
+    # a helper of the file makes a new Parameter on its argument after the optimizer was built
+    "helper-replaces-parameter-of-argument": ("GT404", """
+        import torch
+        from torch import nn
+        def tie(decoder, encoder):
+            decoder.weight = nn.Parameter(encoder.weight.t().clone())  # <- GT404
+        model = nn.ModuleDict({"enc": nn.Linear(4, 3), "dec": nn.Linear(3, 4)})
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        tie(model["dec"], model["enc"])
+        tie(model.dec, model.enc)
+        for x in [torch.randn(2, 4)] * 3:
+            optimizer.zero_grad()
+            model.dec(model.enc(x)).pow(2).mean().backward()
+            optimizer.step()
+        """, """
+        import torch
+        from torch import nn
+        def tie(decoder, encoder):
+            decoder.weight = nn.Parameter(encoder.weight.t().clone())
+        model = nn.ModuleDict({"enc": nn.Linear(4, 3), "dec": nn.Linear(3, 4)})
+        tie(model.dec, model.enc)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in [torch.randn(2, 4)] * 3:
+            optimizer.zero_grad()
+            model.dec(model.enc(x)).pow(2).mean().backward()
+            optimizer.step()
+        """),
+    # a list of the parameter objects taken before a submodule is replaced, given later
+    "parameter-list-taken-before-replacement": ("GT404", """
+        import torch
+        from torch import nn
+        net = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        net.add_module("head", nn.Linear(8, 4))
+        trainable = [p for p in net.parameters()]
+        net.head = nn.Linear(8, 2)  # <- GT404
+        sgd = torch.optim.SGD(trainable, lr=0.1, momentum=0.9)
+        for _ in range(3):
+            sgd.zero_grad()
+            net(torch.randn(5, 8)).sum().backward()
+            sgd.step()
+        """, """
+        import torch
+        from torch import nn
+        net = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        net.add_module("head", nn.Linear(8, 4))
+        trainable = net.parameters()
+        net.head = nn.Linear(8, 2)
+        sgd = torch.optim.SGD(trainable, lr=0.1, momentum=0.9)
+        for _ in range(3):
+            sgd.zero_grad()
+            net(torch.randn(5, 8)).sum().backward()
+            sgd.step()
+        """),
 }
 
 
