@@ -83,6 +83,71 @@ CASES: dict[str, tuple[str, str, str]] = {
             net(torch.randn(5, 8)).sum().backward()
             sgd.step()
         """),
+    # a no-grad block in `forward` that runs nothing but trainable submodules: the block leads
+    "forward-block-only-trainable": ("GT115", """
+        import torch
+        from torch import nn
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.GRU(6, 8, batch_first=True)
+                self.proj = nn.Linear(8, 8)
+                self.out = nn.Linear(8, 5)
+            def forward(self, x):
+                with torch.inference_mode(False), torch.no_grad():  # <- GT115
+                    h = self.proj(self.enc(x)[0])
+                return self.out(torch.tanh(h))
+        model = Tagger()
+        opt = torch.optim.AdamW(model.parameters())
+        model(torch.randn(2, 3, 6)).sum().backward()
+        opt.step()
+        """, """
+        import torch
+        from torch import nn
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.GRU(6, 8, batch_first=True)
+                self.enc.requires_grad_(False)
+                self.proj = nn.Linear(8, 8)
+                self.out = nn.Linear(8, 5)
+            def forward(self, x):
+                with torch.no_grad():
+                    h = self.enc(x)[0]
+                    h = self.proj(h)  # <- GT115
+                return self.out(torch.tanh(h))
+        model = Tagger()
+        opt = torch.optim.AdamW(model.parameters())
+        model(torch.randn(2, 3, 6)).sum().backward()
+        opt.step()
+        """),
+    # the training pass indented into the validation's no-grad block (`.train()` inside it)
+    "training-pass-inside-validation-block": ("GT207", """
+        import torch
+        from torch import nn
+        def fit(net, opt, train_dl, val_dl, epochs):
+            for ep in range(epochs):
+                net.eval()
+                with torch.inference_mode():  # <- GT207
+                    acc = sum((net(x).argmax(1) == y).float().mean().item() for x, y in val_dl)
+                    net.train(True)
+                    for x, y in train_dl:
+                        opt.zero_grad()
+                        nn.functional.cross_entropy(net(x), y).backward()
+                        opt.step()
+                print(ep, acc)
+        """, """
+        import torch
+        from torch import nn
+        def fit(net, opt, train_dl, val_dl, epochs):
+            for ep in range(epochs):
+                net.eval()
+                with torch.inference_mode():
+                    for x, y in val_dl:
+                        loss = nn.functional.cross_entropy(net(x), y)
+                        loss.backward()  # <- GT207
+                net.train(True)
+        """),
 }
 
 
@@ -94,7 +159,11 @@ def _codes(src: str) -> set[tuple[str, int]]:
 def test_probe_shapes(name: str) -> None:
     code, bad, good = CASES[name]
     bad, good = textwrap.dedent(bad).lstrip("\n"), textwrap.dedent(good).lstrip("\n")
-    want = {(m.group(1), i) for i, line in enumerate(bad.splitlines(), 1)
-            for m in MARK.finditer(line)}
-    assert want and want <= _codes(bad), (want, _codes(bad))
-    assert not [c for c, _ in _codes(good) if c == code], _codes(good)
+    for src, buggy in ((bad, True), (good, False)):
+        # the marked lines carry `code`, and no other line does (a look-alike with no mark:
+        # silent; with one: the same code on another line, the one that leads there)
+        want = {(m.group(1), i) for i, line in enumerate(src.splitlines(), 1)
+                for m in MARK.finditer(line)}
+        got = _codes(src)
+        assert not buggy or want, name
+        assert want <= got and {f for f in got if f[0] == code} <= want, (buggy, want, got)
