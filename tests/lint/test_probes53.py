@@ -148,6 +148,50 @@ CASES: dict[str, tuple[str, str, str]] = {
                         loss.backward()  # <- GT207
                 net.train(True)
         """),
+    # a part unfrozen by its own name, held by the model the optimizer was built over
+    "unfrozen-part-held-by-the-model": ("GT410", """
+        import copy
+        import torch
+        from torch import nn
+        class Net(nn.Module):
+            def __init__(self, encoder, n):
+                super().__init__()
+                self.encoder = encoder
+                self.cls = nn.Linear(8, n)
+            def forward(self, x):
+                return self.cls(self.encoder(x))
+        enc = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+        enc.requires_grad_(False)
+        net = Net(enc, 3)
+        opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad])
+        for epoch in range(3):
+            if epoch == 1:
+                enc.requires_grad_(True)  # <- GT410
+            opt.zero_grad()
+            net(torch.randn(2, 4)).sum().backward()
+            opt.step()
+        """, """
+        import copy
+        import torch
+        from torch import nn
+        class Net(nn.Module):
+            def __init__(self, encoder, n):
+                super().__init__()
+                self.encoder = encoder
+                self.cls = nn.Linear(8, n)
+            def forward(self, x):
+                return self.cls(self.encoder(x))
+        enc = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+        enc.requires_grad_(False)
+        net = Net(copy.deepcopy(enc), 3)
+        opt = torch.optim.Adam([p for p in net.parameters() if p.requires_grad])
+        for epoch in range(3):
+            if epoch == 1:
+                enc.requires_grad_(True)
+            opt.zero_grad()
+            net(torch.randn(2, 4)).sum().backward()
+            opt.step()
+        """),
 }
 
 

@@ -15,6 +15,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 )
 from gradtrace.lint.rules.registration._fresh_head import freeze_victim
 from gradtrace.lint.rules.registration._grad_flags import grad_flags
+from gradtrace.lint.analysis.held_parts import holds_part
 from gradtrace.lint.analysis.module_receivers import handled_as_module
 from gradtrace.lint.rules.registration._modules import (
     covers, is_module_expr, optimizer_builds, rebound_between, step_lines,
@@ -456,7 +457,9 @@ class UnfrozenAfterOptimizer(Rule):
             return
         for opt in optimizer_builds(scope):
             if opt.stmt.lineno >= node.lineno or not trainable_only_filter(opt.call, scope) or not any(
-                    covers(s, flag.root) or covers(flag.root, s) for s in opt.sources):
+                    covers(s, flag.root) or covers(flag.root, s) or holds_part(
+                        scope, s, flag.root.partition(".")[0], opt.stmt.lineno)
+                    for s in opt.sources):
                 continue
             if not self._stepped_after(scope, opt.name, node):
                 continue
