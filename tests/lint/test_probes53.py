@@ -192,6 +192,47 @@ CASES: dict[str, tuple[str, str, str]] = {
             net(torch.randn(2, 4)).sum().backward()
             opt.step()
         """),
+    # the only clearing is a submodule's `zero_grad()`: the rest of the model accumulates
+    "zero-grad-of-a-part-only": ("GT501", """
+        import torch
+        from torch import nn
+        class Seq2Seq(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.GRU(4, 8, batch_first=True)
+                self.decoder = nn.Linear(8, 4)
+            def forward(self, src):
+                return self.decoder(self.encoder(src)[0])
+        model = Seq2Seq()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        def train_epoch(batches):
+            for src in batches:
+                model.decoder.zero_grad(set_to_none=True)  # <- GT501
+                out = model(src)
+                (out - src).pow(2).mean().backward()
+                optimizer.step()
+        train_epoch([torch.randn(2, 3, 4)] * 3)
+        """, """
+        import torch
+        from torch import nn
+        class Seq2Seq(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.GRU(4, 8, batch_first=True)
+                self.decoder = nn.Linear(8, 4)
+            def forward(self, src):
+                return self.decoder(self.encoder(src)[0])
+        model = Seq2Seq()
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        decoder_opt = torch.optim.Adam(model.decoder.parameters(), lr=1e-3)
+        def train_epoch(batches):
+            for src in batches:
+                model.decoder.zero_grad(set_to_none=True)
+                out = model(src)
+                (out - src).pow(2).mean().backward()
+                decoder_opt.step()
+        train_epoch([torch.randn(2, 3, 4)] * 3)
+        """),
 }
 
 
