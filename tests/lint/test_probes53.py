@@ -233,6 +233,29 @@ CASES: dict[str, tuple[str, str, str]] = {
                 decoder_opt.step()
         train_epoch([torch.randn(2, 3, 4)] * 3)
         """),
+    # the input is made to require grad after the forward that used it: its `.grad` stays None
+    "requires-grad-after-forward": ("GT156", """
+        import torch
+        import torch.nn.functional as F
+        net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+        maps = []
+        for img, label in [(torch.rand(2, 3, 2, 2), torch.tensor([0, 2]))]:
+            logits = net(img)
+            img.requires_grad_()  # <- GT156
+            F.nll_loss(logits.log_softmax(1), label).backward()
+            maps.append(img.grad.abs().amax(1))
+        """, """
+        import torch
+        import torch.nn.functional as F
+        net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3))
+        maps = []
+        for img, label in [(torch.rand(2, 3, 2, 2), torch.tensor([0, 2]))]:
+            logits = net(img)
+            img.requires_grad_()
+            logits = net(img)
+            F.nll_loss(logits.log_softmax(1), label).backward()
+            maps.append(img.grad.abs().amax(1))
+        """),
 }
 
 
