@@ -256,6 +256,26 @@ CASES: dict[str, tuple[str, str, str]] = {
             F.nll_loss(logits.log_softmax(1), label).backward()
             maps.append(img.grad.abs().amax(1))
         """),
+    # an element of a list of leaves replaced by a new tensor computed from it
+    "list-element-rebound-by-update": ("GT301", """
+        import torch
+        ws = [torch.randn(3, 3, requires_grad=True), torch.randn(3, requires_grad=True)]
+        x = torch.randn(5, 3)
+        for step in range(3):
+            loss = (x @ ws[0] + ws[1]).pow(2).mean()
+            loss.backward()
+            for i in range(len(ws)):
+                ws[i] = ws[i] - 0.1 * ws[i].grad  # <- GT301
+        """, """
+        import torch
+        ws = [torch.randn(3, 3, requires_grad=True), torch.randn(3, requires_grad=True)]
+        x = torch.randn(5, 3)
+        for step in range(3):
+            loss = (x @ ws[0] + ws[1]).pow(2).mean()
+            loss.backward()
+            for i, w in enumerate(ws):
+                ws[i] = (w - 0.1 * w.grad).detach().requires_grad_()
+        """),
 }
 
 
