@@ -276,6 +276,20 @@ CASES: dict[str, tuple[str, str, str]] = {
             for i, w in enumerate(ws):
                 ws[i] = (w - 0.1 * w.grad).detach().requires_grad_()
         """),
+    # a `parameters()` generator as one element of the list given to an optimizer
+    "generator-listed-for-optimizer": ("GT488", """
+        import torch
+        from torch import nn
+        enc, dec = nn.Linear(4, 2), nn.Linear(2, 4)
+        gen = dec.parameters()
+        opt = torch.optim.SGD((enc.parameters(), gen), lr=0.1)  # <- GT488
+        """, """
+        import torch
+        from torch import nn
+        enc, dec = nn.Linear(4, 2), nn.Linear(2, 4)
+        gen = dec.parameters()
+        opt = torch.optim.SGD([{"params": enc.parameters()}, {"params": gen}], lr=0.1)
+        """),
 }
 
 
