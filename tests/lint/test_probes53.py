@@ -290,6 +290,48 @@ CASES: dict[str, tuple[str, str, str]] = {
         gen = dec.parameters()
         opt = torch.optim.SGD([{"params": enc.parameters()}, {"params": gen}], lr=0.1)
         """),
+    # a loss class's `__call__` sums Python numbers weighted by numbers its constructor got
+    "item-terms-in-a-loss-class-call": ("GT102", """
+        import torch
+        import torch.nn.functional as F
+        class Weighted:
+            def __init__(self, alphas=(1.0, 2.0)):
+                self.alphas = alphas
+            def __call__(self, preds, ys):
+                total = 0.0
+                for a, p, y in zip(self.alphas, preds, ys):
+                    total += a * F.l1_loss(p, y).item()  # <- GT102
+                return total
+        crit = Weighted((0.5, -1.0))
+        heads = torch.nn.ModuleList([torch.nn.Linear(3, 1), torch.nn.Linear(3, 1)])
+        opt = torch.optim.SGD(heads.parameters(), lr=0.1)
+        x, ys = torch.randn(4, 3), [torch.randn(4, 1), torch.randn(4, 1)]
+        for _ in range(2):
+            opt.zero_grad()
+            loss = crit([h(x) for h in heads], ys)
+            loss.backward()
+            opt.step()
+        """, """
+        import torch
+        import torch.nn.functional as F
+        class Weighted:
+            def __init__(self, alphas=(1.0, 2.0)):
+                self.alphas = alphas
+            def __call__(self, preds, ys):
+                total = 0.0
+                for a, p, y in zip(self.alphas, preds, ys):
+                    total += a * F.l1_loss(p, y).item()
+                return total
+        crit = Weighted([torch.tensor(0.5, requires_grad=True), torch.tensor(1.0, requires_grad=True)])
+        heads = torch.nn.ModuleList([torch.nn.Linear(3, 1), torch.nn.Linear(3, 1)])
+        opt = torch.optim.SGD(heads.parameters(), lr=0.1)
+        x, ys = torch.randn(4, 3), [torch.randn(4, 1), torch.randn(4, 1)]
+        for _ in range(2):
+            opt.zero_grad()
+            loss = crit([h(x) for h in heads], ys)
+            loss.backward()
+            opt.step()
+        """),
 }
 
 
