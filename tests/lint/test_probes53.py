@@ -332,6 +332,32 @@ CASES: dict[str, tuple[str, str, str]] = {
             loss.backward()
             opt.step()
         """),
+    # a step function that never runs the model it steps, handed that model's detached output
+    "step-function-handed-detached-output": ("GT580", """
+        import torch
+        from torch import nn
+        G, D = nn.Linear(3, 3), nn.Linear(3, 1)
+        g_opt = torch.optim.SGD(G.parameters(), lr=0.01)
+        def train_generator(samples):
+            g_opt.zero_grad()
+            (-D(samples).mean()).backward()
+            g_opt.step()
+        for z in [torch.randn(4, 3)] * 2:
+            samples = G(z).detach()  # <- GT580
+            train_generator(samples)
+        """, """
+        import torch
+        from torch import nn
+        G, D = nn.Linear(3, 3), nn.Linear(3, 1)
+        g_opt = torch.optim.SGD(G.parameters(), lr=0.01)
+        def train_generator(samples):
+            g_opt.zero_grad()
+            (-D(samples).mean()).backward()
+            g_opt.step()
+        for z in [torch.randn(4, 3)] * 2:
+            samples = G(z)
+            train_generator(samples)
+        """),
 }
 
 
