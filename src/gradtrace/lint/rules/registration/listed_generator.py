@@ -51,7 +51,7 @@ class GeneratorListedForOptimizer(Rule):
             import torch
             def make_optimizer(model, lr):
                 return torch.optim.Adam([model.parameters()], lr=lr)
-            """, at=(3, 28)),
+            """, at=(3, 29)),
         Good("""
             import torch
             def make_optimizer(enc, dec, lr):
