@@ -90,8 +90,8 @@ def _unfrozen(part: str, params: str = TRAINABLE, added: str = "") -> list[tuple
 
 
 def test_a_part_unfrozen_by_index_after_a_trainable_only_optimizer_is_found():
-    assert _unfrozen("[0]") == [("GT410", 11)]
-    assert _unfrozen("[:1]") == [("GT410", 11)]
+    assert _unfrozen("[0]") == [("GT410", 12)]
+    assert _unfrozen("[:1]") == [("GT410", 12)]
 
 
 def test_an_optimizer_over_all_or_a_group_added_stays_silent():

@@ -12,7 +12,8 @@
 - which submodules reach what `forward` returns only through a cut (NOTE [forward cuts]):
   `.detach()`, `.data`, `argmax`/comparisons/`.long()`, a value computed under `no_grad`
   inside `forward` or a method it runs: GT115 at the cut (under `no_grad`: at the first call
-  of a submodule that loses its graph there, or at the block for a value entering it) when
+  of a submodule that loses its graph there, or at the block for a value entering it or when
+  all the block runs is cut: probes53) when
   nothing else in the file uses the submodule or parameter.
 
 Each entry: a look-alike that must stay silent and run, and buggy twins in other spellings
@@ -313,7 +314,7 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             net = Fuse()
             opt = torch.optim.Adam(net.parameters())
             net(torch.randn(3, 4)).sum().backward()
-            """, "GT115", 8, holds="net.ctx_enc.weight.grad is None"),
+            """, "GT115", 7, holds="net.ctx_enc.weight.grad is None"),  # the block: all it runs is cut
         # an index picked by argmax of a scorer
         Shape("""
             class Router(nn.Module):

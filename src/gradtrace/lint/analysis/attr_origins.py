@@ -189,11 +189,50 @@ def setting_attr(t: Tracer, name: str) -> bool:
                 (isinstance(v, ast.Name) and v.id in settings) or
                 (isinstance(v, ast.Call) and isinstance(v.func, ast.Name)
                  and v.func.id in ("float", "int") and v.func.id not in t.scope.bindings)
+                or (isinstance(v, ast.Name) and cls is not None
+                    and numbers_given(t.ctx, cls, v.id))
                 for v in values)
         elif cls is not None and t.ctx.mentions("register_buffer"):
             hit = registered_buffer(cls, name.partition(".")[2])
         t._pure[key] = hit
     return hit
+
+
+def numbers_given(ctx: Context, cls: ast.ClassDef, param: str) -> bool:
+    """Every construction ``Cls(...)`` of the plain class ``cls`` in the file gives its
+    ``__init__`` argument ``param`` Python numbers: a number literal or a list/tuple of them
+    (``MultiTaskLoss([1.0, 0.5])``), or leaves a number default: ``self.<x> = param`` holds no
+    tensor, so no gradient reaches it (at least one construction must be seen)."""
+    from gradtrace.lint.analysis.init_arguments import init_arguments
+    info = ctx.analysis.classes.get(cls.name)
+    if info is None or info.node is not cls or info.is_module:
+        return False
+    calls = ctx.memo("constructions", ctx.tree, lambda: _constructions(ctx)).get(cls.name, [])
+    seen = False
+    for call in calls:
+        given = dict(init_arguments(info, call, None))
+        if param not in given or not _numbers(given[param]):
+            return False
+        seen = True
+    return seen
+
+
+def _constructions(ctx: Context) -> dict[str, list[ast.Call]]:
+    out: dict[str, list[ast.Call]] = {}
+    names = set(ctx.analysis.classes)
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
+            out.setdefault(n.func.id, []).append(n)
+    return out
+
+
+def _numbers(e: ast.expr | None) -> bool:
+    if isinstance(e, (ast.List, ast.Tuple)):
+        return bool(e.elts) and all(_numbers(x) for x in e.elts)
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        e = e.operand
+    return isinstance(e, ast.Constant) and isinstance(e.value, (int, float)) \
+        and not isinstance(e.value, bool)
 
 
 def constructor_input(t: Tracer, attr: str, line: int) -> bool:

@@ -232,8 +232,10 @@ def replaced_params(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context) ->
             if isinstance(value, ast.Name) and value.id in built:
                 value = built[value.id]  # `new = nn.Embedding(...); self.m.wte = new`
             if root in params and value is not None and (module_ctor(value, ctx) or (
-                    root == "self" and ctx.call_name(value) in PARAMETER_CTORS)):
-                out.add(root)  # `self.scale = nn.Parameter(...)` in a method: a new parameter
+                    ctx.call_name(value) in PARAMETER_CTORS)):
+                # `self.scale = nn.Parameter(...)` in a method, `model.emb.weight =
+                # nn.Parameter(table)` in a helper: a new parameter object
+                out.add(root)
         return frozenset(out)
     return ctx.memo("gt4-replaced-params", fn, make)
 

@@ -423,7 +423,7 @@ class BackwardUnderNoGrad(_LossTraceRule):
         if found is None or not self._first_time(off, ctx):
             return
         ev = _evaluation_switch(ctx, off)
-        if ev is not None:  # an evaluation pass: the backward is what does not belong here
+        if ev is not None and not _trains_again(ctx, off, node):  # an evaluation pass: the backward is what does not belong here
             f = self.report(node, ctx, related=(Related(
                 ctx.path, off.lineno, "grad is disabled here", ctx.column(off)),),  # type: ignore[attr-defined]
                 sink="", line=0, mode="")
@@ -443,6 +443,20 @@ def _evaluation_switch(ctx: Context, off: ast.AST) -> ast.Call | None:
         if m.call.lineno < line and not m.call.args and not m.call.keywords:
             return m.call
     return None
+
+
+def _trains_again(ctx: Context, off: ast.AST, sink: ast.Call) -> bool:
+    """A ``m.train()`` inside the no-grad block ``off``, before ``sink``: after the evaluation
+    the block goes on to a training pass (a training loop indented into the validation's
+    ``with torch.no_grad():``), so the block, not the backward, is what is misplaced."""
+    lo, hi = off.lineno, sink.lineno  # type: ignore[attr-defined]
+    end = getattr(off, "end_lineno", None) or hi
+    for m in ctx.scope().calls_to("train"):
+        c = m.call
+        if lo < c.lineno < hi <= end and len(c.args) <= 1 and not c.keywords and (
+                not c.args or isinstance(c.args[0], ast.Constant) and c.args[0].value is True):
+            return True
+    return False
 
 
 def _bound_name(expr: ast.AST, ctx: Context) -> str | None:

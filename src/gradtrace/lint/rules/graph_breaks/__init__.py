@@ -2,7 +2,7 @@
 
 The rules live in :mod:`.numbers` (GT101-GT104), :mod:`.cuts` (GT105-GT108) and
 :mod:`.rebuilt_params` (GT110), :mod:`.overwritten` (GT112), :mod:`.own_cut` (GT117),
-:mod:`.copied_params` (GT118); the loss-path
+:mod:`.copied_params` (GT118), :mod:`.late_requires_grad` (GT156); the loss-path
 analysis they share is :mod:`._paths` (sinks, terms, verdicts; see NOTE [loss paths] there)
 built on :mod:`gradtrace.lint.analysis.origins` (what a value is built from).
 """

@@ -338,12 +338,32 @@ class SubmoduleCutInForward(Rule):
                 shown = at.items[0].context_expr if isinstance(at, (ast.With, ast.AsyncWith)) \
                     else at
                 subs.sort()
+                block = got.groups.get(id(at))
+                where = block if _only_cut_runs(block, subs, cls) else shown
                 info = cls.attrs.get(subs[0].partition(".")[0])
                 related = (Related(ctx.path, info.stmt.lineno, f"`self.{subs[0]}` is made here",
                                    ctx.column(info.stmt)),) if info is not None else ()
-                yield self.report(shown, ctx, related=related, cut=_what(ctx, shown, got, at),
+                yield self.report(where, ctx, related=related, cut=_what(ctx, shown, got, at),
                                   sub="`, `self.".join(subs), cls=name,
                                   method=getattr(got.walked[0], "name", "forward"))
+
+
+def _only_cut_runs(block: ast.AST | None, subs: list[str], cls) -> bool:  # type: ignore[no-untyped-def]
+    """A ``with torch.no_grad():`` block in which every ``self.<x>`` it runs or reads is one
+    it cuts (``subs``): nothing in it is meant to run without grad (a frozen encoder), so the
+    block itself is the line to change, not the first call in it."""
+    if not isinstance(block, (ast.With, ast.AsyncWith)):
+        return False
+    roots = {s.partition(".")[0] for s in subs}
+    seen = False
+    for st in block.body:
+        for n in ast.walk(st):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) \
+                    and n.value.id == "self":
+                if n.attr not in roots:
+                    return False  # a frozen submodule, another method, a field
+                seen = True
+    return seen
 
 
 def _what(ctx: Context, shown: ast.AST, got, at: ast.AST) -> str:  # type: ignore[no-untyped-def]

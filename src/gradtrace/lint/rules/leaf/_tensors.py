@@ -9,6 +9,7 @@ import ast
 import bisect
 from typing import TYPE_CHECKING, Iterator
 
+from gradtrace.lint.analysis.array_dtypes import astype_float64
 from gradtrace.lint.analysis.on_cuda import moved_already, on_cuda_already
 from gradtrace.lint.analysis.weighted_modules import surely_weighted
 from gradtrace.lint.code_text import line_starts
@@ -265,6 +266,9 @@ def _float64(factory: ast.Call, ctx: Context) -> bool:
     if isinstance(data, ast.Name):  # `a = np.random.rand(3)` earlier in the function
         b = ctx.scope().binding_before(data.id, inner.lineno)
         data = b.value if b is not None and b.value is not None else data
+    cast = astype_float64(data, ctx)  # `np.random.rand(3, 4).astype(np.float64)`
+    if cast is not None:
+        return cast
     if not isinstance(data, ast.Call) or ctx.call_name(data) not in NUMPY_MAKERS \
             or keyword(data, "dtype") is not None:
         return False

@@ -115,7 +115,10 @@ class LeafReboundByUpdate(Rule):
                 or len(node.targets) != 1 or type(value.op) not in SYMBOL:
             return
         name = dotted(node.targets[0])
-        if name is None or dotted(value.left) != name or not reads_grad_of(value.right, name):
+        if name is None:  # `params[i] = p - lr * p.grad`: an element of a list of leaves
+            yield from self._element(node, value, ctx)
+            return
+        if dotted(value.left) != name or not reads_grad_of(value.right, name):
             return
         scope = ctx.scope()
         if _releafed(scope, name, node, ctx.grad_disabled is not None):
@@ -126,6 +129,36 @@ class LeafReboundByUpdate(Rule):
         related = [Related(ctx.path, after, f"`{name}.grad` is None here")] if after else []
         yield self.report(node, ctx, related=related, fix=self._fix(node, name, ctx),
                           name=name, op=SYMBOL[type(value.op)])
+
+    def _element(self, node: ast.Assign, value: ast.BinOp, ctx: Context) -> Iterator[Finding]:
+        """``L[i] = p - lr * p.grad`` in ``for i, p in enumerate(L)`` (or ``L[i] = L[i] - lr *
+        L[i].grad``): the list's element, a leaf, is replaced by a new non-leaf tensor; the next
+        backward through the list leaves its `.grad` None."""
+        t = node.targets[0]
+        if not isinstance(t, ast.Subscript) or ctx.grad_disabled is not None:
+            return
+        left = value.left
+        same = ast.unparse(t) == ast.unparse(left)
+        alias = None
+        scope = ctx.scope()
+        for loop in scope.loops_of(node):
+            it, tg = getattr(loop, "iter", None), getattr(loop, "target", None)
+            if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) \
+                    and it.func.id == "enumerate" and it.args \
+                    and ast.unparse(it.args[0]) == ast.unparse(t.value) \
+                    and isinstance(tg, ast.Tuple) and len(tg.elts) == 2 \
+                    and all(isinstance(e, ast.Name) for e in tg.elts) \
+                    and ast.unparse(t.slice) == tg.elts[0].id \
+                    and isinstance(left, ast.Name) and left.id == tg.elts[1].id:  # type: ignore[attr-defined]
+                alias = left.id
+        reads = any(isinstance(n, ast.Attribute) and n.attr == "grad"
+                    and ast.unparse(n.value) == ast.unparse(left) for n in ast.walk(value.right))
+        if not reads or not (same or alias) or not scope.loops_of(node):
+            return
+        if alias is not None and _releafed(scope, alias, node, False):
+            return
+        shown = ctx.source(t)
+        yield self.report(node, ctx, name=shown, op=SYMBOL[type(value.op)])
 
     def _fix(self, node: ast.Assign, name: str, ctx: Context):
         value = node.value

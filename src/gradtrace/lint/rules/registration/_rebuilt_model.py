@@ -40,7 +40,8 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
     line = node.lineno
     end = exit_after(scope.node, node)
     for opt in all_builds(scope):  # NOTE [optimizer a model builds]
-        if opt.stmt.lineno >= line or not any(
+        taken = _taken_line(scope, opt)
+        if (opt.stmt.lineno >= line and not (taken is not None and taken < line)) or not any(
                 covers(target, s) or covers(s, target) for s in opt.sources):
             continue
         for step in step_lines(scope, opt.name):
@@ -52,6 +53,29 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
         if step is not None:
             return opt, step
     return None
+
+
+def _taken_line(scope: Scope, opt: OptimizerBuild) -> int | None:
+    """The line where a list of the parameter objects ``opt`` is built over was made:
+    ``params = list(model.parameters())`` (also ``[*...]``, ``[p for p in ...]``) holds the
+    objects of that line, so a submodule replaced before ``opt`` is built is missing from it.
+    None for a generator (``model.parameters()`` is read when the optimizer is built)."""
+    first = opt.call.args[0] if opt.call.args else None
+    if not isinstance(first, ast.Name):
+        return None
+    b = scope.binding_before(first.id, opt.stmt.lineno)
+    v = b.value if b is not None else None
+    if isinstance(v, ast.Call) and scope.ctx.call_name(v) in ("list", "tuple") and v.args:
+        inner = v.args[0]
+    elif isinstance(v, ast.ListComp):
+        inner = v.generators[0].iter
+    elif isinstance(v, ast.List) and len(v.elts) == 1 and isinstance(v.elts[0], ast.Starred):
+        inner = v.elts[0].value
+    else:
+        return None
+    ok = isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) \
+        and inner.func.attr in ("parameters", "named_parameters") and not inner.args
+    return b.line if ok and b is not None else None
 
 
 def _next_pass_step(scope: Scope, opt: OptimizerBuild, node: ast.stmt) -> int | None:
@@ -98,15 +122,25 @@ def _same_module(scope: Scope, target: str, line: int) -> list[str]:
 def _own_replacement(call: ast.Call, target: str, ctx: Context) -> ast.stmt | None:
     """The ``self.<x> = nn.Parameter(...)`` (or a new module) in the method ``call`` runs on
     ``target``'s object: the statement to change (copy into the parameter instead)."""
-    if not isinstance(call.func, ast.Attribute) or dotted(call.func.value) != target:
-        return None
     fn = called_function(call, ctx.scope(), call.lineno)
-    if fn is None or not fn.args.args or fn.args.args[0].arg != "self":
+    if fn is None:
         return None
+    if isinstance(call.func, ast.Attribute) and dotted(call.func.value) == target \
+            and fn.args.args and fn.args.args[0].arg == "self":
+        for n in walk(fn):
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                    and isinstance(n.targets[0], ast.Attribute) \
+                    and dotted(n.targets[0].value) == "self" \
+                    and (module_ctor(n.value, ctx) or is_parameter_call(n.value, ctx)):
+                return n
+        return None
+    # `load_pretrained(model, t)` whose `model.emb.weight = nn.Parameter(t)` makes a new
+    # parameter of its argument: that assignment is the line to change (copy into it)
+    params = {p for p, v in ctx.analysis.arguments(fn, call).items() if dotted(v) == target}
     for n in walk(fn):
         if isinstance(n, ast.Assign) and len(n.targets) == 1 \
                 and isinstance(n.targets[0], ast.Attribute) \
-                and dotted(n.targets[0].value) == "self" \
-                and (module_ctor(n.value, ctx) or is_parameter_call(n.value, ctx)):
+                and (dotted(n.targets[0]) or "").partition(".")[0] in params \
+                and is_parameter_call(n.value, ctx):
             return n
     return None

@@ -15,6 +15,7 @@ from gradtrace.lint.rules.leaf._tensors import (
 )
 from gradtrace.lint.rules.registration._fresh_head import freeze_victim
 from gradtrace.lint.rules.registration._grad_flags import grad_flags
+from gradtrace.lint.analysis.held_parts import holds_part
 from gradtrace.lint.analysis.module_receivers import handled_as_module
 from gradtrace.lint.rules.registration._modules import (
     covers, is_module_expr, optimizer_builds, rebound_between, step_lines,
@@ -413,7 +414,7 @@ class UnfrozenAfterOptimizer(Rule):
                         p.requires_grad = True
                 train_one_epoch(model, opt)
                 opt.step()
-            """, at=(7, 8)),
+            """, at=(8, 12)),
         Good("""
             import torch
             for p in model.backbone.parameters():
@@ -456,14 +457,16 @@ class UnfrozenAfterOptimizer(Rule):
             return
         for opt in optimizer_builds(scope):
             if opt.stmt.lineno >= node.lineno or not trainable_only_filter(opt.call, scope) or not any(
-                    covers(s, flag.root) or covers(flag.root, s) for s in opt.sources):
+                    covers(s, flag.root) or covers(flag.root, s) or holds_part(
+                        scope, s, flag.root.partition(".")[0], opt.stmt.lineno)
+                    for s in opt.sources):
                 continue
             if not self._stepped_after(scope, opt.name, node):
                 continue
             if any(m.receiver == opt.name and m.stmt.lineno > node.lineno
                    for m in scope.calls_to("add_param_group")):
                 continue
-            yield self.report(node, ctx, related=[Related(ctx.path, opt.stmt.lineno,
+            yield self.report(_flag_statement(node), ctx, related=[Related(ctx.path, opt.stmt.lineno,
                               f"`{opt.name}` is built here", ctx.column(opt.stmt))],
                               root=flag.root, opt=opt.name, line=opt.stmt.lineno)
             return
@@ -479,3 +482,17 @@ class UnfrozenAfterOptimizer(Rule):
                                  for lp in loops):
                 return True
         return False
+
+
+def _flag_statement(node: ast.stmt) -> ast.stmt:
+    """The statement of a loop over ``.parameters()`` that sets ``requires_grad = True``
+    (``p.requires_grad = True`` / ``p.requires_grad_()``): the line that unfreezes."""
+    if not isinstance(node, ast.For):
+        return node
+    for st in node.body:
+        t = st.targets[0] if isinstance(st, ast.Assign) and len(st.targets) == 1 else None
+        if isinstance(t, ast.Attribute) and t.attr == "requires_grad" or isinstance(
+                st, ast.Expr) and isinstance(st.value, ast.Call) and isinstance(
+                st.value.func, ast.Attribute) and st.value.func.attr == "requires_grad_":
+            return st
+    return node

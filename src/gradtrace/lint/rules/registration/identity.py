@@ -25,7 +25,7 @@ from gradtrace.lint.rules.registration._optimizer_pairs import (
     _shared_part, _stepped_together, _whole_params, odd_branch, role,
 )
 from gradtrace.lint.rules.registration._rebuilt_model import (
-    _base, _own_replacement, _same_module, _stale_optimizer,
+    _base, _own_replacement, _same_module, _stale_optimizer, _taken_line,
 )
 from gradtrace.lint.nodes import statements
 
@@ -196,6 +196,12 @@ class ModelRecreatedAfterOptimizer(Rule):
         related = [Related(ctx.path, opt.stmt.lineno, f"`{opt.name}` is built here",
                            ctx.column(opt.stmt)),
                    Related(ctx.path, step, f"`{opt.name}.step()` updates the old parameters")]
+        opt_line = opt.stmt.lineno
+        taken = _taken_line(ctx.scope(), opt) if opt_line > node.lineno else None
+        if taken is not None:  # `params = list(model.parameters())` before the replacement
+            related.insert(0, Related(ctx.path, taken, "the list of parameter objects it is "
+                                      "built over is taken here, before the replacement"))
+            opt_line = taken
         if inside is not None:  # a method re-creates its object's parameter: the root is there
             seen: set[int] = ctx.memo("gt404-inside", ctx.tree, set)
             if id(inside) in seen:
@@ -206,7 +212,7 @@ class ModelRecreatedAfterOptimizer(Rule):
                                       ctx.column(node)))
             node = inside
         yield self.report(node, ctx, related=related, target=target, opt=opt.name,
-                          opt_line=opt.stmt.lineno)
+                          opt_line=opt_line)
 
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:

@@ -234,6 +234,12 @@ def _disjoint(a: frozenset[str], b: frozenset[str]) -> bool:
                for x in a for y in b)
 
 
+def _part_only(over: frozenset[str], cleared: frozenset[str]) -> bool:
+    """Every owner ``cleared`` names is a submodule of one of ``over`` (``ae.encoder`` of
+    ``ae``): the rest of what the optimizer holds is never cleared by it."""
+    return all(any(y.startswith(x + ".") for x in over) for y in cleared)
+
+
 def _stepped_expr(s: Step) -> ast.AST | None:
     func = s.call.func
     if isinstance(func, ast.Attribute) and func.attr == "step" and not (
@@ -250,9 +256,14 @@ def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
     steps another that is never cleared (``opt_d.step()``) adds up the second one's gradients
     all the same. Said only when every clearing word of the text is a ``zero_grad()`` call of
     an optimizer whose parameters are known (``torch.optim.X(E.parameters())``) and share no
-    owner with the stepped optimizer's (known too); a module's ``zero_grad()``, a
-    ``.grad = None``, a helper that clears: the stepped optimizer is taken as cleared."""
-    n = len(f.zero_grads)  # clearing words counted up to n + 1 only: a script's text is the
+    owner with the stepped optimizer's (known too), or a module's ``zero_grad()`` on a
+    submodule of what the stepped optimizer holds (``ae.encoder.zero_grad()``, the optimizer
+    over ``ae.parameters()``: the decoder's gradients add up); any other module's
+    ``zero_grad()``, a ``.grad = None``, a helper that clears: the stepped optimizer is taken
+    as cleared."""
+    n = len(f.zero_grads) + sum(  # `zero_grad(set_to_none=True)` says two clearing words
+        1 for z in f.zero_grads for k in z.call.keywords if k.arg == "set_to_none")
+    # clearing words counted up to n + 1 only: a script's text is the
     if sum(1 for _ in islice(MANUAL_ZERO_RE.finditer(text), n + 1)) != n:  # whole file
         return set()
     cleared: list[frozenset[str]] = []
@@ -266,7 +277,7 @@ def uncleared_optimizers(f: LoopFacts, text: str) -> set[str]:
     out: set[str] = set()
     for s in f.steps:
         over = _owners(f, _stepped_expr(s), s.call.lineno)
-        if over and all(_disjoint(over, c) for c in cleared):
+        if over and all(_disjoint(over, c) or _part_only(over, c) for c in cleared):
             out.add(s.optimizer)
     return out
 
@@ -279,7 +290,8 @@ def _module_owner(f: LoopFacts, expr: ast.AST | None, line: int) -> frozenset[st
     name = dotted(expr) if expr is not None else None
     k = f.ctx.analysis.kind(expr, f.scope, line) if name else None
     if k is None or k.what != MODULE or not any(
-            name in _owners(f, _stepped_expr(s), s.call.lineno) for s in f.steps):
+            name in over or any(name.startswith(o + ".") for o in over)  # a part of it
+            for s in f.steps if (over := _owners(f, _stepped_expr(s), s.call.lineno))):
         return frozenset()
     return frozenset({name})  # type: ignore[arg-type]
 

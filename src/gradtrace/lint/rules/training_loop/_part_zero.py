@@ -34,3 +34,16 @@ def _built_over(f: LoopFacts, s: Step) -> frozenset[str]:
     return frozenset(r for v in values if v is not None for n in ast.walk(v)
                      if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                      and n.func.attr == "parameters" and (r := dotted(n.func.value)))
+
+
+def part_clearing(f: LoopFacts, s: Step) -> Named | None:
+    """The ``zero_grad()`` of a submodule of what ``s``'s optimizer holds
+    (``ae.encoder.zero_grad()``, the optimizer over ``ae.parameters()``) when it is the only
+    clearing of that optimizer (NOTE [one optimizer never cleared]): the line to change, since
+    the rest of the model's gradients add up over the batches."""
+    over = _owners(f, _stepped_expr(s), s.call.lineno)
+    for z in f.zero_grads:
+        r = z.receiver
+        if r and any(r.startswith(o + ".") for o in over):
+            return z
+    return None

@@ -1,12 +1,23 @@
 """GT580: an optimizer steps a model whose every output in the pass was detached where it was
-made, so the backward before the step reaches it only through that detach."""
+made, so the backward before the step reaches it only through that detach.
+
+# NOTE [handed detach]
+A step function of the file that runs none of the stepped model (``def g_step(fake):
+opt_g.zero_grad(); bce(D(fake), ones).backward(); opt_g.step()``) trains it only through what
+its loss reads from its arguments. When every call of it in the file passes, for such an
+argument, the model's output detached where it was made (``fake = G(z).detach()`` in the
+caller, or returned by a function of the file every return of which is that detach:
+``fake = d_step(real)``), the backward never reaches the model: the detach is reported.
+"""
 from __future__ import annotations
 
 import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding
+from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.graph_deps import graphs
+from gradtrace.lint.analysis.returned_terms import returns
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
@@ -99,9 +110,69 @@ def detached_step(f: LoopFacts, s: Step) -> tuple[ast.Call, Backward, str] | Non
         else:
             region.append(x)
     cuts, other = _uses(region, owners)
-    if other or not cuts:
+    if other:
         return None
+    if not cuts:  # the model is not run here at all: what the loss reads was handed in
+        return _handed_detach(f, fed, owners)
     return _through(f, fed, cuts)
+
+
+def _handed_detach(f: LoopFacts, fed: list[Backward], owners: frozenset[str]
+                   ) -> tuple[ast.Call, Backward, str] | None:
+    """A step function of the file (``g_step(fake)``) that runs none of the stepped model and
+    whose backward reads an argument that every caller passes as the detached output of that
+    model (``fake = d_step(real)``, ``d_step`` returning ``G(z).detach()``): the detach, the
+    backward and the parameter's name (NOTE [handed detach])."""
+    fn, ctx = f.node, f.ctx
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or \
+            ctx.analysis.class_of(fn) is not None:
+        return None
+    params = {a.arg for a in fn.args.args}
+    sites = [(c, w) for c, w in named_calls(ctx, fn.name) if ctx.analysis.callee(c, w) is fn]
+    if not sites:
+        return None
+    g = graphs(f.scope)
+    for b in reversed(fed):
+        if b.loss is None:
+            continue
+        values = [b.loss] + [d.value for d in g.deps(b.loss, b.stmt.lineno).bindings
+                             if d.value is not None]
+        read = sorted({n.id for v in values for n in ast.walk(v)
+                       if isinstance(n, ast.Name) and n.id in params})
+        for p in read:
+            cut = _same([_detached_value(ctx, ctx.analysis.arguments(fn, c).get(p), w,
+                                         c.lineno, owners) for c, w in sites])
+            if cut is not None:
+                return cut, b, p
+    return None
+
+
+def _same(cuts: list[ast.Call | None]) -> ast.Call | None:
+    """The one detach every entry names (None: one is missing, or they differ)."""
+    if not cuts or any(c is None for c in cuts) or len({id(c) for c in cuts}) != 1:
+        return None
+    return cuts[0]
+
+
+def _detached_value(ctx: Context, arg: ast.AST | None, where: ast.AST, line: int,
+                    owners: frozenset[str], depth: int = 0) -> ast.Call | None:
+    """The ``owner(...).detach()`` that ``arg`` holds: itself, through the name's binding
+    before ``line``, or through a function of the file every return of which holds it."""
+    if arg is None or depth > 4:
+        return None
+    if isinstance(arg, ast.Call) and _cut_call(arg, owners) is not None:
+        return arg
+    if isinstance(arg, ast.Name):
+        b = ctx.scope(where).binding_before(arg.id, line)
+        if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None:
+            return None
+        return _detached_value(ctx, b.value, where, b.line, owners, depth + 1)
+    if isinstance(arg, ast.Call):
+        fn = ctx.analysis.callee(arg, where)
+        rets = [r for r in returns(fn.body) if r.value is not None] if fn is not None else []
+        return _same([_detached_value(ctx, r.value, fn, r.lineno, owners, depth + 1)
+                      for r in rets])
+    return None
 
 
 def _through(f: LoopFacts, fed: list[Backward], cuts: list[ast.Call]
@@ -136,7 +207,8 @@ class SteppedModelOutputDetached(LoopRule):
     Detach only the discriminator's input (`netD(fake.detach())`) and keep `fake` attached.
     Known limits: the optimizer's parameters must be known (`Adam(netG.parameters())`) and the
     model used in the pass only by calls the file shows (a model passed to a helper is not
-    judged).
+    judged). A plain function of the file that steps the model without running it is judged
+    by what its callers hand it (NOTE [handed detach]).
     """
 
     code = "GT580"
@@ -149,7 +221,9 @@ class SteppedModelOutputDetached(LoopRule):
                "of a loss that must not train `{owner}` (a discriminator's: "
                "`D({var}.detach())`)")
     triggers = ("detach",)
-    function_needs = ("backward", "step", "zero_grad", "detach")
+    # a step function handed the detached output holds no `detach` of its own
+    statement_triggers = ("detach", "zero_grad")
+    function_needs = ("backward", "step", "zero_grad")
     examples = [
         Bad("""
             import torch

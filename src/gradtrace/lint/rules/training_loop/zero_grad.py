@@ -19,7 +19,7 @@ from gradtrace.lint.rules.training_loop._base import BACKWARD_CALLS, LoopRule, r
 from gradtrace.lint.rules.training_loop._loop import (
     MANUAL_ZERO_RE, Backward, LoopFacts, Named, Step, uncleared_optimizers)
 from gradtrace.lint.analysis.clearing_steps import self_managed
-from gradtrace.lint.rules.training_loop._part_zero import part_of
+from gradtrace.lint.rules.training_loop._part_zero import part_clearing, part_of
 from gradtrace.lint.rules.training_loop._reach import for_another
 from gradtrace.lint.rules.training_loop._clear_facts import (
     covers, fresh_each_pass, may_clear_elsewhere, may_clear_model, per_call_step, step_loop)
@@ -169,11 +169,20 @@ class MissingZeroGrad(LoopRule):
             own = [b for b in f.backwards if b.accumulates and f.inside(b.stmt, loop)]
             b = next((b for b in own if f.before(b.stmt, s.stmt) and (only is None or not
                       for_another(f, b, s))), own[0])  # NOTE [two optimizers]
-            yield self._at_comment(f, s, loop, self.report(b.call, ctx, related=(
+            found = self.report(b.call, ctx, related=(
                 related_at(ctx, s.call, "the step applies the summed gradients here"),
                 related_at(ctx, loop, "on every pass of this loop")), opt=s.optimizer,
                 call=ctx.source(b.call), step_line=s.call.lineno,
-                where="on every pass of this loop", units="batches"), ctx)
+                where="on every pass of this loop", units="batches")
+            z = part_clearing(f, s) if only is not None else None
+            if z is not None:  # `ae.encoder.zero_grad()`: the clearing names the wrong object
+                yield moved_to_comment(found, ctx, z.stmt.lineno, (
+                    f"`{ctx.source(z.call)}` clears only a part of what `{s.optimizer}` steps: "
+                    f"the other parameters' gradients add up over the batches and "
+                    f"`{s.optimizer}.step()` (line {s.call.lineno}) applies their sum; call "
+                    f"`{s.optimizer}.zero_grad()` instead"))
+                continue
+            yield self._at_comment(f, s, loop, found, ctx)
 
     @staticmethod
     def _at_comment(f: LoopFacts, s: Step, block: ast.AST, found: Finding,
