@@ -275,15 +275,15 @@ def test_a_long_watch_holds_a_bounded_number_of_objects() -> None:
     counts = []
     before, _ = live()  # records other tests' reports still hold
     with gradtrace.watch(m, opt, history=16):
-        for i in range(1, 151):  # the history (16) is full long before the first count
+        for i in range(1, 301):  # the history (16) is full long before the first count
             opt.zero_grad()
             nn.functional.mse_loss(m(x), y).backward()
             opt.step()
-            if i in (50, 150):  # 100 steps between the counts: 6 histories' worth
+            if i in (100, 300):
                 counts.append(live())
-    (records_50, tensors_50), (records_150, tensors_150) = counts
-    assert records_150 - before <= 17 + 1 and records_50 - before <= 17 + 1  # history + last
-    assert tensors_150 == tensors_50
+    (records_100, tensors_100), (records_300, tensors_300) = counts
+    assert records_300 - before <= 17 + 1 and records_100 - before <= 17 + 1  # history + last
+    assert tensors_300 == tensors_100
 
 
 def test_update_norms_with_weights_of_two_dtypes() -> None:
