@@ -68,6 +68,8 @@ def test_lightning_ddp_names_unused_parameters_per_rank_and_rank0_reports(
 
 
 def test_hf_trainer_under_torchrun_merges_every_rank_on_rank0(tmp_path: Path, forked) -> None:
+    """Two ranks with torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR...), forked from
+    the rank server; the real launcher's face is tests/distributed/test_torchrun.py's."""
     if find_spec("transformers") is None or find_spec("accelerate") is None:
         pytest.skip("transformers or accelerate is not installed")
     res = _ranks(forked, tmp_path, "hf_ddp.py",
