@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -116,6 +118,53 @@ def cli_inproc(tmp_path: Path) -> CLI:
     return InProcessCLI(tmp_path)
 
 
+def _dist_helpers():
+    """tests/distributed/dist_helpers.py (its ports: one block per xdist worker)."""
+    if "dist_helpers" not in sys.modules:
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location(
+            "dist_helpers", Path(__file__).parent / "distributed" / "dist_helpers.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["dist_helpers"] = mod
+        spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return sys.modules["dist_helpers"]
+
+
+@pytest.fixture(scope="session")
+def _rank_server() -> Iterator[subprocess.Popen]:
+    """One `tests/distributed/fork_ranks.py` server per test process, torch imported once."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("TORCH_DISTRIBUTED_DEBUG", None)
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "distributed"
+                                                 / "fork_ranks.py")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None and json.loads(proc.stdout.readline()) == {"ready": True}
+    yield proc
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture
+def forked(_rank_server: subprocess.Popen):
+    """``forked(request)`` -> the exit code of each rank: one request to the rank server
+    (its protocol: tests/distributed/fork_ranks.py). Ranks forked from a process that imported
+    torch, torch._dynamo and gradtrace once, instead of fresh interpreters (2-5 s of CPU each);
+    the tests using it share one worker under ``-n 2`` (``_SHARED_SETUP``)."""
+
+    def run(req: dict) -> list[int]:
+        if req.get("world", 1) > 1 and "port" not in req:  # torchrun's environment for ranks
+            helpers = _dist_helpers()
+            req = {**req, "port": helpers.free_port(), "run_id": uuid.uuid4().hex}
+        assert _rank_server.stdin is not None and _rank_server.stdout is not None
+        _rank_server.stdin.write(json.dumps(req) + "\n")
+        _rank_server.stdin.flush()
+        return json.loads(_rank_server.stdout.readline())["codes"]
+
+    return run
+
+
 # Process-global state one test could leave to the next (the order-dependent failure of
 # session 36: `explain(exc)` read the session an earlier test had ended, through
 # `last_tracer()`). Under `-n 2` the tests before a given one change from run to run, so no
@@ -204,13 +253,14 @@ def _independent_of_earlier_tests(tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 # Tests sharing a costly per-process set-up run in one worker under `-n 2 --dist loadgroup`
-# (pyproject.toml): the rank server of tests/distributed/conftest.py (torch, torch._dynamo and
-# gradtrace imported in one more process), test_pytest_plugin.py's module-scoped warm-up
-# (every gradtrace module imported) and the in-process Lightning and transformers tests
-# (tests/integrations/test_lightning.py, test_transformers.py: lightning and pytorch_lightning,
-# ~5 s of CPU, and transformers' Trainer imported by their first test) are then paid once
-# instead of once per worker.
-_SHARED_SETUP = {"forkrun": "rank_server", "_warm_imports": "pytester_warm",
+# (pyproject.toml): the rank server of `forked` (tests/distributed/fork_ranks.py: torch,
+# torch._dynamo and gradtrace imported in one more process; the ranks of tests/distributed,
+# the Lightning and HF DDP runs, test_warned.py's two runs), test_pytest_plugin.py's
+# module-scoped warm-up (every gradtrace module imported) and the in-process Lightning and
+# transformers tests (tests/integrations/test_lightning.py, test_transformers.py: lightning
+# and pytorch_lightning, ~5 s of CPU, and transformers' Trainer imported by their first test)
+# are then paid once instead of once per worker.
+_SHARED_SETUP = {"_rank_server": "rank_server", "_warm_imports": "pytester_warm",
                  "_lightning_loaded": "frameworks", "_transformers_loaded": "frameworks"}
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -52,22 +52,8 @@ def torchrun(tmp_path: Path):
     return run
 
 
-@pytest.fixture(scope="session")
-def _rank_server() -> Iterator[subprocess.Popen]:
-    """One `fork_ranks.py` server per test process, torch imported once."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("TORCH_DISTRIBUTED_DEBUG", None)
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "fork_ranks.py")],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None and json.loads(proc.stdout.readline()) == {"ready": True}
-    yield proc
-    assert proc.stdin is not None
-    proc.stdin.close()
-    proc.wait(timeout=30)
-
-
 @pytest.fixture
-def forkrun(tmp_path: Path, _rank_server: subprocess.Popen):
+def forkrun(tmp_path: Path, forked):
     """``forkrun(script, *gradtrace_args, world=2, env=..)`` -> :class:`TorchrunResult`:
     ``gradtrace run`` in ``world`` ranks with torchrun's environment (world=1: a plain
     ``gradtrace run``, as for scripts that spawn their own ranks), forked from the server."""
@@ -85,10 +71,7 @@ def forkrun(tmp_path: Path, _rank_server: subprocess.Popen):
         req = {"argv": ["run", "--json-out", str(out_json), *args, str(SCRIPTS / script)],
                "cwd": str(SCRIPTS), "env": extra, "out": str(out_txt), "world": world,
                "port": free_port(), "run_id": uuid.uuid4().hex, "timeout": timeout}
-        assert _rank_server.stdin is not None and _rank_server.stdout is not None
-        _rank_server.stdin.write(json.dumps(req) + "\n")
-        _rank_server.stdin.flush()
-        codes = json.loads(_rank_server.stdout.readline())["codes"]
+        codes = forked(req)
         doc = json.loads(out_json.read_text()) if out_json.exists() else {}
         out = out_txt.read_text() if out_txt.exists() else ""
         return TorchrunResult(max(codes, key=abs), out, doc)

@@ -12,7 +12,11 @@ with it instead of being left behind. The server itself never runs a torch opera
 it is safe.
 
 Protocol: one JSON request per line on stdin, ``{"argv", "cwd", "env", "out", "world",
-"timeout"}``; one JSON line back, ``{"codes": [exit code per rank]}``. A few tests keep launching
+"timeout"}`` and optionally ``"script": true`` (``argv`` is ``python``'s: a script and its
+arguments, run as ``__main__``, instead of ``gradtrace``'s) and ``"preload": [module, ...]``
+(imported once in a process forked for this request, which then forks the ranks: the HF
+Trainer's and Lightning's imports paid once for both ranks, never kept in the server); one JSON
+line back, ``{"codes": [exit code per rank]}``. A few tests keep launching
 the real `torchrun` (tests/distributed/test_torchrun.py), so the launcher itself stays covered.
 """
 from __future__ import annotations
@@ -43,13 +47,30 @@ def _rank(rank: int, req: dict) -> None:
         os.dup2(fd, 2)
         os.close(fd)
         os.chdir(req["cwd"])
-        sys.argv = ["gradtrace", *req["argv"]]
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from gradtrace.cli import main
         try:
-            code = main(req["argv"])
+            if req.get("script"):  # as `python script args`
+                import runpy
+
+                sys.argv = list(req["argv"])
+                sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
+                try:
+                    runpy.run_path(sys.argv[0], run_name="__main__")
+                    code = 0
+                except SystemExit:
+                    raise
+                except BaseException:
+                    import traceback
+
+                    traceback.print_exc()
+                    code = 1
+            else:
+                sys.argv = ["gradtrace", *req["argv"]]
+                from gradtrace.cli import main
+
+                code = main(req["argv"])
         except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         atexit._run_exitfuncs()
     finally:
         sys.stdout.flush()
@@ -99,6 +120,30 @@ def _launch(req: dict) -> list[int]:
     return [codes[pid] for pid in pids]
 
 
+def _launch_preloaded(req: dict) -> list[int]:
+    """:func:`_launch` in a process forked for this request that imports ``req["preload"]``
+    first: both ranks inherit the imports, and the server stays as it was."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            import importlib
+
+            for name in req["preload"]:
+                importlib.import_module(name)
+            codes = _launch(req)
+        except BaseException:
+            codes = [1] * req["world"]
+        os.write(write, json.dumps(codes).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as fh:
+        got = fh.read()
+    os.waitpid(pid, 0)
+    return json.loads(got) if got else [1] * req["world"]
+
+
 def serve() -> None:
     import torch  # noqa: F401 - paid once, inherited by every fork
     import torch._dynamo  # noqa: F401 - DDP's constructor imports it (2 s)
@@ -115,7 +160,8 @@ def serve() -> None:
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
-        print(json.dumps({"codes": _launch(req)}), flush=True)
+        codes = _launch_preloaded(req) if req.get("preload") else _launch(req)
+        print(json.dumps({"codes": codes}), flush=True)
     # Every rank has exited and been waited for: nothing is left to clean up, and the
     # interpreter's own shutdown (torch and torch._dynamo torn down) took 3-10 s of the
     # worker's wall time in the session's last teardown.

@@ -5,4 +5,5 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "ddp: starts 2 processes on gloo (slow, ~10-20 s CPU)")
+    config.addinivalue_line("markers", "ddp: 2 ranks on gloo, forked from the rank server "
+                                       "(tests/conftest.py `forked`)")

@@ -266,21 +266,22 @@ if __name__ == "__main__":  # forked: torch imported once, not in two fresh inte
 '''
 
 
-def test_gather_backward_drops_the_other_ranks_gradient(tmp_path):
+def test_gather_backward_drops_the_other_ranks_gradient(tmp_path, forked):
     """GT616's claim on two gloo ranks: the gradient summed over the ranks in backward equals
     the gradient of the sum of the ranks' losses in one process; the local slice alone does
-    not."""
-    import subprocess
-    import sys
-
+    not. The script runs in a process forked from the rank server (tests/conftest.py
+    ``forked``: torch already imported), and forks its two ranks."""
     torch.manual_seed(0)
     w = torch.randn(3, requires_grad=True)
     xs = torch.randn(2, 3) * w
     sum((xs[r] * xs.sum(0)).sum() for r in range(2)).backward()
     script, out = tmp_path / "gather.py", tmp_path / "grads.pt"
     script.write_text(GATHER_RUN, encoding="utf-8")
-    subprocess.run([sys.executable, str(script), str(tmp_path / "store"), str(out)],
-                   check=True, timeout=300, capture_output=True)
+    log = tmp_path / "output.txt"
+    codes = forked({"argv": [str(script), str(tmp_path / "store"), str(out)],
+                    "cwd": str(tmp_path), "env": {}, "out": str(log), "world": 1,
+                    "timeout": 300, "script": True})
+    assert codes == [0], log.read_text() if log.exists() else codes
     local, summed = torch.load(out)
     assert torch.allclose(summed, w.grad, atol=1e-5)
     assert not torch.allclose(local, w.grad, atol=1e-3)

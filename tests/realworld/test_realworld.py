@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -131,14 +129,22 @@ def test_baseline_has_no_stale_entries(baseline):
     assert not stale, f"baseline entries without a case: {stale}; {REGEN}"
 
 
-def test_runtime_sample_names_the_root_line(tmp_path):
+def test_runtime_sample_names_the_root_line(tmp_path, forked):
+    """The benchmark's batch driver on the sample, in a process forked from the rank server
+    (tests/conftest.py ``forked``: torch and gradtrace imported once per test process)."""
     by_path = {c.path.split("cases/", 1)[1]: c for c in CASES}
+    driver = tmp_path / "batch_driver.py"
+    driver.write_text(rw.BATCH_DRIVER, encoding="utf-8")
     args = []
     for rel in RUNTIME_SAMPLE:
-        args += [str(REPO / by_path[rel].path), str(tmp_path / (rel.replace("/", "_") + ".json"))]
-    proc = subprocess.run([sys.executable, "-c", rw.BATCH_DRIVER, *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
-    assert "Traceback (most recent call last):\n  File \"<string>\"" not in proc.stderr, proc.stderr
+        args += [str(REPO / by_path[rel].path),
+                 str(tmp_path / (rel.replace("/", "_") + ".json"))]
+    out = tmp_path / "output.txt"
+    codes = forked({"argv": [str(driver), *args], "cwd": str(tmp_path), "env": {},
+                    "out": str(out), "world": 1, "timeout": 120, "script": True})
+    stderr = out.read_text() if out.exists() else ""
+    assert codes == [0] and "case runner failed" not in stderr, stderr
+    assert f'File "{driver}"' not in stderr, stderr
     for rel in RUNTIME_SAMPLE:
         case = by_path[rel]
         findings = json.loads((tmp_path / (rel.replace("/", "_") + ".json")).read_text())["findings"]

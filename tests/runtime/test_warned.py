@@ -125,21 +125,23 @@ def test_revealing_warning_is_a_finding_at_the_users_line(run_script, name):
     assert (code, marked_line(src)) in got, (got, res.err)
 
 
-def test_warning_prints_as_without_gradtrace(tmp_path):
-    """The warning lines are those plain Python shows, under a real run."""
-    import subprocess
-    import sys
-
+def test_warning_prints_as_without_gradtrace(tmp_path, forked):
+    """The warning lines are those plain Python shows, under a real run: ``python prog.py``
+    and ``gradtrace run prog.py``, each in a process of its own with real streams, forked from
+    the rank server (tests/conftest.py ``forked``: torch imported once, not twice)."""
     (tmp_path / "prog.py").write_text(HEAD + BUGS["l1_loss_module_column_against_vector"][1]
                                       .lstrip("\n"), encoding="utf-8")
 
-    def warned(*cmd: str) -> tuple[list[str], str]:
-        out = subprocess.run([sys.executable, *cmd, "prog.py"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=300)
-        return [ln for ln in out.stderr.splitlines() if "Warning:" in ln], out.stderr
+    def warned(*argv: str, script: bool) -> tuple[list[str], str]:
+        out = tmp_path / "out.txt"
+        out.unlink(missing_ok=True)
+        forked({"argv": [*argv, str(tmp_path / "prog.py")], "cwd": str(tmp_path), "env": {},
+                "out": str(out), "world": 1, "timeout": 300, "script": script})
+        err = out.read_text()
+        return [ln for ln in err.splitlines() if "Warning:" in ln], err
 
-    plain, _ = warned()
-    traced, err = warned("-m", "gradtrace", "run")
+    plain, _ = warned(script=True)
+    traced, err = warned("run", script=False)
     # same warnings, same words; the tracer only ever moves a location inside torch's dispatch
     # to gradtrace's mode onto the user's line (_relocate_warnings)
     assert plain and [ln.split(": ", 1)[1] for ln in traced] == \

@@ -28,7 +28,8 @@ print("trained")
 """
 
 
-def test_run_report_writes_one_html_with_the_trained_model(cli: Any) -> None:
+def test_run_report_writes_one_html_with_the_trained_model(cli_inproc: Any) -> None:
+    cli = cli_inproc  # `gradtrace run` in this process (torch imported once per worker)
     cli.write("train.py", SCRIPT)
     proc = cli("run", "--report", "out.html", "train.py")
     assert proc.returncode == 0, proc.stderr.decode()
