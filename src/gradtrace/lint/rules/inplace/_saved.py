@@ -166,7 +166,7 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     """A backward call after ``stmt`` in ``fn``, or True for a module's forward."""
     if is_inference_function(fn, ctx):
         return False
-    for sink in step_calls(ctx, ctx.scope().node).losses():
+    for sink in step_calls(ctx, fn).losses():
         if sink.call.lineno > stmt.end_lineno:  # type: ignore[operator]
             return sink.call
     cls = ctx.class_def

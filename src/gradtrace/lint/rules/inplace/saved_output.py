@@ -209,6 +209,10 @@ class InplaceWriteToSavedOutput(InplaceRule):
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
             yield self._emit602(prod, stmt, target, True, ctx)
+        for prod, stmt, _, target, training in [
+                *self._instance_writes(ctx, ("sig",)),
+                *self._instance_writes(ctx, ("relu",), ("index", "method"))]:
+            yield self._emit602(prod, stmt, target, training, ctx)  # `crit = RootLoss()`
         for h in helper_writes(ctx):  # `normalize_batch(y)` writes `batch.div_(255)`
             if h.prod.family == "sig" or h.write.kind in ("index", "method"):
                 yield self.report(h.write.stmt, ctx, related=_helper_related(h, self, ctx),
@@ -405,6 +409,9 @@ class InplaceAddToReluOutput(InplaceRule):
         activation (once per file: the class lines may hold no trigger word)."""
         for prod, stmt, target in self._block_writes(ctx, (("relu",), ("aug", "arith"))):
             yield self._emit(prod, stmt, target, True, ctx)
+        for prod, stmt, _, target, training in self._instance_writes(
+                ctx, ("relu",), ("aug", "arith")):
+            yield self._emit(prod, stmt, target, training, ctx)  # `block = Block()`
         for h in helper_writes(ctx):
             if h.prod.family == "relu" and h.write.kind in ("aug", "arith"):
                 f = self._emit(h.prod, h.write.stmt, h.write.target, h.backward, ctx)
