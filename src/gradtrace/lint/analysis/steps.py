@@ -7,7 +7,9 @@ differentiate, for every rule family: ``loss.backward()``, ``scaler.scale(loss).
 inputs)``, and ``owner.backward(loss)`` where the owner runs backward for the loss it is given
 (accelerate, fabric, DeepSpeed engines, Lightning strategies and trainers, an optimizer that
 scales the loss itself such as apex's ``FP16_Optimizer``, ``self`` of a module that wraps them,
-an imported module such as ``dist_autograd``). :func:`step_calls` lists them,
+an imported module such as ``dist_autograd``): known from its constructor when the file binds
+the name only to ``Accelerator()``/``Fabric()`` (``acc = Accelerator()``), else from its
+spelling. :func:`step_calls` lists them,
 with the optimizer steps, ``zero_grad`` and gradient-clipping calls, per function (cached).
 """
 from __future__ import annotations

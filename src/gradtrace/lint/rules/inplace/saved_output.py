@@ -60,7 +60,8 @@ class InplaceWriteToSavedOutput(InplaceRule):
     in a file that runs a backward; of the other names, only a view bound once in a module's
     method is followed (`w = out[..., :n]; w /= c`, nflows#89); a
     local module (`gate = nn.Sigmoid()`, then `h = gate(x)` on a line naming no op) is followed
-    from its binding, when that line names the op or the binding builds a torch.nn layer.
+    from its binding, when that line names the op or the binding builds a torch.nn layer or a
+    module class of the file (`crit = RootLoss()` whose `forward` returns `torch.sqrt(...)`).
     """
 
     code = "GT602"

@@ -8,7 +8,8 @@ that work and neither fails when it is missing: ``backward()`` fills ``.grad`` a
 weight where it was (GT544); a loop that clears and computes a loss but backpropagates nothing
 has no gradient to apply (GT545: ``zero_grad`` leaves ``.grad`` at None, so even a step moves
 nothing). Both stay silent unless the optimizer is built in the same function from
-``torch.optim`` (or, for GT544, is a parameter every caller of the file hands one) and used
+``torch.optim`` (or, for GT544, is a parameter every caller, in the file or another file of
+the project, hands one: NOTE [kinds by the callers]) and used
 there only through its own methods: an optimizer handed to another call, stored, returned or
 read as a value may be stepped elsewhere. Whatever a caller does after the loop, a loop that
 clears the gradients on every pass keeps only the last pass's.
