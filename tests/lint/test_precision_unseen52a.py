@@ -130,12 +130,13 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
               "GT522", line=6, holds="torch.equal(net.weight, w0)")),
     # recall (zhangxin-xd/Dataset-Pruning-TDDS, injected): `scheduler.step()` in place of
     # `optimizer.step()` in a train function its caller hands both. Twin: reported on the
-    # backward (the loop never updates); look-alike: the optimizer is stepped.
+    # first scheduler step, where the optimizer's belongs (both parameters' kinds come from
+    # the one caller: NOTE [kinds by the callers]); look-alike: the optimizer is stepped.
     "handed-optimizer-never-stepped": (
         Shape(HANDED.format(update="        optimizer.step()\n        scheduler.step()"),
               "GT544", holds="not torch.equal(model.weight, w0)"),
         Shape(HANDED.format(update="        scheduler.step()\n        scheduler.step()"),
-              "GT544", line=6, holds="torch.equal(model.weight, w0)")),
+              "GT544", line=7, holds="torch.equal(model.weight, w0)")),
 }
 
 

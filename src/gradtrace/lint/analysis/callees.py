@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from gradtrace.lint.analysis.calls import (
     _every_statement, ascii_code, own_nodes, statements_on, word_lines,
 )
+from gradtrace.lint.analysis.foreign_params import other_kinds
 from gradtrace.lint.analysis.instance_methods import held_method
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
@@ -62,7 +63,8 @@ def resolve(ctx: Context, where: ast.AST, call: ast.Call) -> tuple[Fn, dict[str,
 
 # NOTE [parameter kinds]
 # A parameter's kind is what every call of its function in this file passes for it (one
-# caller, or all agreeing): ``def train(model, opt)`` called as ``train(Net(), SGD(...))``,
+# caller, or all agreeing; a top-level function's calls in the project's other files too:
+# NOTE [kinds by the callers]): ``def train(model, opt)`` called as ``train(Net(), SGD(...))``,
 # ``self.step(batch)`` from a method of the same class, ``obj.step(b)`` on an instance of it,
 # ``Cls(model)`` for ``__init__``; a call that passes nothing for it gives the default value's
 # kind. Unknown (None) when a caller passes an unknown kind or another kind, when the function
@@ -98,10 +100,12 @@ def param_kind(a: Analysis, fn: ast.AST, name: str) -> Kind | None:
 
 def _param_kind(a: Analysis, fn: Fn, name: str) -> Kind | None:
     sites = _sites(a, fn)
-    if not sites:
+    if sites is None:
         return None
+    kinds = other_kinds(a.ctx, fn, name) if a.class_of(fn) is None else []
+    if kinds is None or not sites and not kinds:
+        return None  # NOTE [kinds by the callers]: the calls in the project's other files
     ctx = a.ctx
-    kinds: list[Kind] = []
     for call, where in sites:
         binds = _binds(a, fn, call)
         if binds is None:

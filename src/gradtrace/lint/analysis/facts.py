@@ -33,6 +33,7 @@ from gradtrace.lint.analysis.callees import param_kind, unpacked_return
 from gradtrace.lint.analysis.elements import layer_element, loop_kind, unwrapped_kind
 from gradtrace.lint.analysis.foreign_kinds import (
     foreign_asked, foreign_attr_kind, foreign_module_kind)
+from gradtrace.lint.analysis.foreign_params import carried_attr_kind
 from gradtrace.lint.analysis.function_facts import FunctionFacts
 from gradtrace.lint.analysis.instance_methods import held_method
 from gradtrace.lint.analysis.kinds import (
@@ -239,6 +240,8 @@ class Analysis(FunctionFacts):
             return _in_caller_terms(self.classes[owner.cls].attr_kind(e.attr), e.value)
         if owner is not None and owner.what == MODULE and owner.node is not None:
             return foreign_attr_kind(self.ctx, owner.node, e.attr)  # a class of another file
+        if owner is not None and owner.what == MODULE and owner.node is None and owner.cls:
+            return carried_attr_kind(owner.cls, e.attr)  # NOTE [kinds by the callers]
         return None
 
     @staticmethod

@@ -15,6 +15,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import function_sites
+from gradtrace.lint.analysis.foreign_params import other_sites
 from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.nodes import walk
 
@@ -59,12 +60,14 @@ def handed_optimizer(ctx: Context, fn: ast.AST, param: str) -> bool:
 
 
 def stepped_by_a_caller(ctx: Context, fn: ast.AST, param: str) -> bool:
-    """Whether a call of ``fn`` in the file passes, for ``param``, a name its caller steps
-    itself (``inner_loop(model, opt, batches); opt.step()``: the helper only fills the
-    gradients, the caller applies them)."""
+    """Whether a call of ``fn``, in the file or another of the project (NOTE [kinds by the
+    callers]), passes, for ``param``, a name its caller steps itself (``inner_loop(model, opt,
+    batches); opt.step()``: the helper only fills the gradients, the caller applies them)."""
     if not isinstance(fn, FUNCTION_TYPES):
         return False
-    for call, where in function_sites(ctx.analysis, fn) or ():
+    sites = [(call, where) for call, where in function_sites(ctx.analysis, fn) or ()]
+    sites += [(s.call, s.where) for s in other_sites(ctx, fn)]
+    for call, where in sites:
         v = ctx.analysis.arguments(fn, call).get(param)
         if isinstance(v, ast.Name) and any(
                 isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)

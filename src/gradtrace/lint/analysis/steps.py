@@ -7,7 +7,9 @@ differentiate, for every rule family: ``loss.backward()``, ``scaler.scale(loss).
 inputs)``, and ``owner.backward(loss)`` where the owner runs backward for the loss it is given
 (accelerate, fabric, DeepSpeed engines, Lightning strategies and trainers, an optimizer that
 scales the loss itself such as apex's ``FP16_Optimizer``, ``self`` of a module that wraps them,
-an imported module such as ``dist_autograd``). :func:`step_calls` lists them,
+an imported module such as ``dist_autograd``): known from its constructor when the file binds
+the name only to ``Accelerator()``/``Fabric()`` (``acc = Accelerator()``), else from its
+spelling. :func:`step_calls` lists them,
 with the optimizer steps, ``zero_grad`` and gradient-clipping calls, per function (cached).
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.analysis.manual_backwards import manual_backward_owners
+from gradtrace.lint.analysis.vocabulary import BACKWARD_OWNER_CLASSES
 from gradtrace.lint.analysis.used_backwards import used_backwards
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import BODY_FIELDS, of_types
@@ -119,7 +122,29 @@ def backward_owner(owner: str | None, ctx: Context) -> bool:
     parts = owner.lower().split(".")
     return owner == "self" or parts[-1] == "amp" or optimizer_like(owner) or \
         owner.partition(".")[0] in ctx.imports.aliases or any(
-            BACKWARD_OWNER_RE.search(p) for p in parts if p != "self")
+            BACKWARD_OWNER_RE.search(p) for p in parts if p != "self") \
+        or owner in _built_owners(ctx)
+
+
+def _built_owners(ctx: Context) -> frozenset[str]:
+    """The dotted names the file binds only to an instance of a class whose ``backward(loss)``
+    differentiates its argument (``acc = Accelerator()``, ``self.fab = Fabric(...)``:
+    :data:`~.vocabulary.BACKWARD_OWNER_CLASSES`), read from the constructor, not the name."""
+    def make() -> frozenset[str]:
+        made: dict[str, bool] = {}
+        for n in ast.walk(ctx.tree):
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    d = dotted(t)
+                    if d:
+                        v = n.value
+                        made[d] = made.get(d, True) and isinstance(v, ast.Call) and (
+                            ctx.qualified_name(v.func) or "") in BACKWARD_OWNER_CLASSES
+        return frozenset(d for d, ok in made.items() if ok)
+    if ".backward(" not in ctx.code or not any(
+            q.rpartition(".")[2] in ctx.code for q in BACKWARD_OWNER_CLASSES):
+        return frozenset()  # (only spares the walk: the constructor decides)
+    return ctx.memo("built-backward-owners", ctx.tree, make)
 
 
 def _own_owners(ctx: Context) -> frozenset[str]:

@@ -201,3 +201,11 @@ def model_spelling(name: str) -> bool:
 # as one micro-step of a gradient-accumulation window, the wrapped optimizer's `zero_grad()` and
 # `step()` acting only on the window's last micro-step (accelerate's `Accelerator.accumulate`)
 ACCUMULATION_CONTEXTS = frozenset({"accumulate"})
+
+# Classes whose instances' `backward(loss)` differentiates the argument (NOTE [backward callers]):
+# a name the file binds only to one of these is such an owner whatever it is called (`acc =
+# Accelerator()` then `acc.backward(loss)`), checked with accelerate 1.16 and lightning installed
+BACKWARD_OWNER_CLASSES = frozenset({
+    "accelerate.Accelerator", "accelerate.accelerator.Accelerator",
+    "lightning.Fabric", "lightning.fabric.Fabric", "lightning_fabric.Fabric",
+    "lightning.fabric.fabric.Fabric"})

@@ -10,7 +10,7 @@ from gradtrace.lint.analysis.selectors import only_selects
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.inplace._class_writes import class_writes
-from gradtrace.lint.rules.inplace._local_calls import local_module_writes
+from gradtrace.lint.rules.inplace._local_calls import class_instance_writes, local_module_writes
 from gradtrace.lint.rules.inplace._saved import (
     Producer, _candidate_writes, _has_module_word, _in_training, _input_has_no_grad,
     _LazyModules,
@@ -50,6 +50,18 @@ class InplaceRule(Rule):
                 yield prod, s, kind, target, training
         # `gate = nn.Sigmoid()`: its calls (`h = gate(x)`) need not name an op
         for prod, s, kind, target, training in local_module_writes(node, ctx, self._modules):
+            if prod.family in families and (kinds is None or kind in kinds) \
+                    and id(s) not in seen:
+                seen.add(id(s))
+                yield prod, s, kind, target, training
+
+    def _instance_writes(self, ctx: Context, families: tuple[str, ...],
+                         kinds: tuple[str, ...] | None = None) -> Iterator[Write]:
+        """The writes into the outputs of a local instance of a module class of the file
+        (``crit = RootLoss()``, then ``loss = crit(out, y); loss -= reg``): :func:`._local_calls.
+        class_instance_writes`, each write once per rule."""
+        seen: set[int] = ctx.memo("gt6-reported-" + self.code, ctx.tree, set)
+        for prod, s, kind, target, training in class_instance_writes(ctx, self._modules):
             if prod.family in families and (kinds is None or kind in kinds) \
                     and id(s) not in seen:
                 seen.add(id(s))

@@ -37,10 +37,43 @@ def local_module_writes(node: ast.Call, ctx: Context, modules_of: Any
     return got  # type: ignore[no-any-return]
 
 
-def _writes(node: ast.Call, stmt: ast.Assign, ctx: Context, modules: _LazyModules
-            ) -> Iterator[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
+def class_instance_writes(ctx: Context, modules_of: Any
+                          ) -> list[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
+    """:func:`local_module_writes` for every ``name = Cls(...)`` of the file, in a function or
+    the script, with ``Cls`` a module class of the file (``crit = RootLoss()`` whose
+    ``forward`` returns ``torch.sqrt(...)``): the constructor's line names no op, so the
+    statement gate never visits it; found once per file, shared by GT602 and GT603."""
+    def make() -> list[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
+        from gradtrace.lint.analysis.calls import call_sites
+        from gradtrace.lint.grad_modes import FUNCTION_TYPES
+        out: list[tuple[Producer, ast.stmt, str, ast.AST, Any]] = []
+        for cname, info in list(ctx.analysis.classes.items()):
+            if not info.is_module:
+                continue
+            for call, stmt, outer in call_sites(ctx, cname):
+                if not (isinstance(call.func, ast.Name) and isinstance(stmt, ast.Assign)
+                        and stmt.value is call and len(stmt.targets) == 1
+                        and isinstance(stmt.targets[0], ast.Name)):
+                    continue
+                fn = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)),
+                          ctx.tree)
+                if ctx.analysis.class_of(fn) is not None:
+                    continue  # a method: a module's own parts are `self.x` (class_writes)
+                memo = _shared(ctx)
+                key = ("local", id(call))
+                got = memo.get(key)  # type: ignore[call-overload]
+                if got is None:
+                    got = memo[key] = list(_writes(  # type: ignore[index]
+                        call, stmt, ctx, modules_of(ctx), fn))
+                out.extend(got)
+        return out
+    return ctx.memo("class-instance-writes", ctx.tree, make)
+
+
+def _writes(node: ast.Call, stmt: ast.Assign, ctx: Context, modules: _LazyModules,
+            fn: ast.AST | None = None) -> Iterator[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
     name = stmt.targets[0].id  # type: ignore[attr-defined]
-    fn = ctx.function or ctx.tree
+    fn = fn or ctx.function or ctx.tree
     scope = ctx.scope(fn)
     uses = [n for n in scope.loads.get(name, ()) if n.lineno > stmt.lineno]
     if not uses:

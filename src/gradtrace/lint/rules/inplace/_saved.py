@@ -163,12 +163,14 @@ def _inplace_call(call: ast.Call, ctx: Context, modules: _LazyModules) -> bool:
 
 
 def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
-    """A backward call after ``stmt`` in ``fn``, or True for a module's forward."""
-    if is_inference_function(fn, ctx):
-        return False
-    for sink in step_calls(ctx, ctx.scope().node).losses():
+    """A backward call after ``stmt`` in ``fn``, or True for a module's forward. A backward
+    that follows decides whatever the function is called (``score_and_fit``: the name is the
+    last resort, only for a function running none)."""
+    for sink in step_calls(ctx, fn).losses():
         if sink.call.lineno > stmt.end_lineno:  # type: ignore[operator]
             return sink.call
+    if is_inference_function(fn, ctx):
+        return False
     cls = ctx.class_def
     name = getattr(fn, "name", "")
     if cls is None and LOSS_NAME_RE.search(name):

@@ -60,7 +60,8 @@ class InplaceWriteToSavedOutput(InplaceRule):
     in a file that runs a backward; of the other names, only a view bound once in a module's
     method is followed (`w = out[..., :n]; w /= c`, nflows#89); a
     local module (`gate = nn.Sigmoid()`, then `h = gate(x)` on a line naming no op) is followed
-    from its binding, when that line names the op or the binding builds a torch.nn layer.
+    from its binding, when that line names the op or the binding builds a torch.nn layer or a
+    module class of the file (`crit = RootLoss()` whose `forward` returns `torch.sqrt(...)`).
     """
 
     code = "GT602"
@@ -209,6 +210,10 @@ class InplaceWriteToSavedOutput(InplaceRule):
         for prod, stmt, target in self._block_writes(
                 ctx, (("sig",), ALL_WRITES), (("relu",), ("index", "method"))):
             yield self._emit602(prod, stmt, target, True, ctx)
+        for prod, stmt, _, target, training in [
+                *self._instance_writes(ctx, ("sig",)),
+                *self._instance_writes(ctx, ("relu",), ("index", "method"))]:
+            yield self._emit602(prod, stmt, target, training, ctx)  # `crit = RootLoss()`
         for h in helper_writes(ctx):  # `normalize_batch(y)` writes `batch.div_(255)`
             if h.prod.family == "sig" or h.write.kind in ("index", "method"):
                 yield self.report(h.write.stmt, ctx, related=_helper_related(h, self, ctx),
@@ -405,6 +410,9 @@ class InplaceAddToReluOutput(InplaceRule):
         activation (once per file: the class lines may hold no trigger word)."""
         for prod, stmt, target in self._block_writes(ctx, (("relu",), ("aug", "arith"))):
             yield self._emit(prod, stmt, target, True, ctx)
+        for prod, stmt, _, target, training in self._instance_writes(
+                ctx, ("relu",), ("aug", "arith")):
+            yield self._emit(prod, stmt, target, training, ctx)  # `block = Block()`
         for h in helper_writes(ctx):
             if h.prod.family == "relu" and h.write.kind in ("aug", "arith"):
                 f = self._emit(h.prod, h.write.stmt, h.write.target, h.backward, ctx)

@@ -8,7 +8,8 @@ that work and neither fails when it is missing: ``backward()`` fills ``.grad`` a
 weight where it was (GT544); a loop that clears and computes a loss but backpropagates nothing
 has no gradient to apply (GT545: ``zero_grad`` leaves ``.grad`` at None, so even a step moves
 nothing). Both stay silent unless the optimizer is built in the same function from
-``torch.optim`` (or, for GT544, is a parameter every caller of the file hands one) and used
+``torch.optim`` (or, for GT544, is a parameter every caller, in the file or another file of
+the project, hands one: NOTE [kinds by the callers]) and used
 there only through its own methods: an optimizer handed to another call, stored, returned or
 read as a value may be stepped elsewhere. Whatever a caller does after the loop, a loop that
 clears the gradients on every pass keeps only the last pass's.
@@ -23,13 +24,10 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.handed_optimizers import handed_optimizer, stepped_by_a_caller
-from gradtrace.lint.analysis.kinds import OPTIMIZER as OPTIMIZER_KIND
-from gradtrace.lint.analysis.kinds import SCHEDULER, is_torch_loss
+from gradtrace.lint.analysis.kinds import OPTIMIZER, SCHEDULER, is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
-from gradtrace.lint.flow_kinds import OPTIMIZER as OPTIMIZER_KIND
-from gradtrace.lint.analysis.passed_kinds import OPTIMIZER, SCHEDULER, passed_kind
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import says_all
@@ -43,7 +41,7 @@ SCHEDULERS = "torch.optim.lr_scheduler."
 
 def _built_here(scope: Scope, name: str, line: int) -> bool:
     b = scope.binding_before(name, line)
-    return b is not None and b.kind == OPTIMIZER_KIND and isinstance(b.value, ast.Call)
+    return b is not None and b.kind == OPTIMIZER and isinstance(b.value, ast.Call)
 
 
 def _only_own_uses(fn: ast.AST, name: str, ctx: Context,
@@ -82,16 +80,14 @@ def _cleared_in_loops(scope: Scope, fn: ast.AST, ctx: Context,  # type: ignore[n
             continue
         seen.add(name)
         root = name
-        if not index and (_built_here(scope, name, z.stmt.lineno) or (_handed_optimizer(
-                scope, z, ctx) or scope.binding_before(name, z.stmt.lineno) is None
-                and passed_kind(ctx, fn, name) == OPTIMIZER) and not stepped_by_a_caller(
-                    ctx, fn, name)) \
-                and _only_own_uses(fn, name, ctx, own):  # NOTE [kinds by the callers]
+        if not index and (_built_here(scope, name, z.stmt.lineno) or _handed_optimizer(
+                scope, z, ctx) and not stepped_by_a_caller(ctx, fn, name)) \
+                and _only_own_uses(fn, name, ctx, own):  # NOTE [parameter kinds]
             yield z, loops[-1], name
-        elif scope.binding_before(root, z.stmt.lineno) is None \
+        elif index and scope.binding_before(root, z.stmt.lineno) is None \
                 and _only_own_uses(fn, root, ctx, own, True) \
                 and handed_optimizer(ctx, fn, root):  # NOTE [optimizers handed in]
-            yield z, loops[-1], ctx.source(f.value) if index else name  # type: ignore[union-attr]
+            yield z, loops[-1], ctx.source(f.value)  # type: ignore[union-attr]
 
 
 def _handed_optimizer(scope: Scope, z, ctx: Context) -> bool:  # type: ignore[no-untyped-def]
@@ -100,8 +96,16 @@ def _handed_optimizer(scope: Scope, z, ctx: Context) -> bool:  # type: ignore[no
     recv = z.call.func.value
     if not isinstance(recv, ast.Name) or scope.bindings.get(recv.id):
         return False
-    k = ctx.analysis.kind(recv, scope, z.stmt.lineno)
-    return k is not None and k.what == OPTIMIZER_KIND
+    return _param_is(recv, scope, z.stmt.lineno, ctx, OPTIMIZER)
+
+
+def _param_is(recv: ast.expr, scope: Scope, line: int, ctx: Context, what: str) -> bool:
+    """``recv`` is a parameter of the function that every caller, in this file or another of
+    the project, hands a value of kind ``what`` (NOTE [parameter kinds])."""
+    if not isinstance(recv, ast.Name) or scope.bindings.get(recv.id):
+        return False
+    k = ctx.analysis.kind(recv, scope, line)
+    return k is not None and k.what == what
 
 
 class OptimizerNeverStepped(Rule):
@@ -306,16 +310,15 @@ def _other_step(loop: ast.stmt, scope: Scope, ctx: Context) -> bool:
             q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
                 b.value, ast.Call) else None
             if not (q or "").startswith(SCHEDULERS) and not (
-                    b is None and ((k := ctx.analysis.kind(recv, scope, n.lineno)) is not None
-                                   and k.what == SCHEDULER or isinstance(recv, ast.Name)
-                                   and passed_kind(ctx, scope.node, recv.id) == SCHEDULER)):
+                    b is None and _param_is(recv, scope, n.lineno, ctx, SCHEDULER)):
                 return True
     return False
 
 
 def _scheduler_step(loop: ast.stmt, scope: Scope, ctx: Context) -> ast.Call | None:
     """The first learning-rate scheduler's ``step()`` inside ``loop`` (its own body)."""
-    for n in walk(loop):
+    for n in sorted((n for n in walk(loop) if isinstance(n, ast.Call)),
+                    key=lambda n: (n.lineno, n.col_offset)):
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                 and n.func.attr == "step" and isinstance(n.func.value, ast.Name):
             name = n.func.value.id
@@ -323,7 +326,7 @@ def _scheduler_step(loop: ast.stmt, scope: Scope, ctx: Context) -> ast.Call | No
             q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
                 b.value, ast.Call) else None
             if (q or "").startswith(SCHEDULERS) or b is None and \
-                    passed_kind(ctx, scope.node, name) == SCHEDULER:
+                    _param_is(n.func.value, scope, n.lineno, ctx, SCHEDULER):
                 return n
     return None
 
