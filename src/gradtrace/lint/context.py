@@ -271,3 +271,8 @@ class Context:
         if got is _MISSING:
             got = self._memo[k] = make()
         return got  # type: ignore[return-value]
+
+
+from gradtrace.lint.analysis.project_files import CONTEXT_CLASS  # noqa: E402 - after Context
+
+CONTEXT_CLASS.append(Context)

@@ -8,12 +8,11 @@ one or two calls away share this.
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.calls import (
     _every_statement, ascii_code, own_nodes, statements_on, word_lines,
 )
-from gradtrace.lint.analysis.foreign_params import other_kinds
 from gradtrace.lint.analysis.instance_methods import held_method
 from gradtrace.lint.analysis.kinds import MODULE, OBJECT, Kind
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
@@ -73,6 +72,10 @@ def resolve(ctx: Context, where: ast.AST, call: ast.Call) -> tuple[Fn, dict[str,
 # unchanged is no caller. Each (function, parameter) is computed once per file; chains of
 # parameters through callers stop after MAX_PARAM_HOPS functions.
 MAX_PARAM_HOPS = 4
+# The kinds each call in the project's other files passes for a parameter
+# (NOTE [kinds by the callers]): :mod:`.foreign_params` puts its reader here when it loads (it
+# reads the project's call sites, which read this module's, so this module cannot import it).
+OTHER_KINDS: list[Callable[[Context, ast.AST, str], list[Kind] | None]] = []
 _TYPE_CHECKS = frozenset({"isinstance", "issubclass", "type", "super"})  # no escape
 
 
@@ -102,7 +105,8 @@ def _param_kind(a: Analysis, fn: Fn, name: str) -> Kind | None:
     sites = _sites(a, fn)
     if sites is None:
         return None
-    kinds = other_kinds(a.ctx, fn, name) if a.class_of(fn) is None else []
+    kinds = OTHER_KINDS[0](a.ctx, fn, name) if a.class_of(fn) is None and OTHER_KINDS \
+        else []
     if kinds is None or not sites and not kinds:
         return None  # NOTE [kinds by the callers]: the calls in the project's other files
     ctx = a.ctx

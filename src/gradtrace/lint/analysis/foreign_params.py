@@ -106,3 +106,8 @@ def carried_attr_kind(cls: str | None, attr: str) -> Kind | None:
     if k is None or k.what != MODULE:
         return None
     return Kind(MODULE, cls=k.cls if (k.cls or "").startswith("torch.") else None)
+
+
+from gradtrace.lint.analysis.callees import OTHER_KINDS  # noqa: E402 - after other_kinds
+
+OTHER_KINDS.append(other_kinds)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.callees import function_sites
 from gradtrace.lint.analysis.foreign_params import other_sites
-from gradtrace.lint.context import FUNCTION_TYPES
+from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import walk
 
 if TYPE_CHECKING:
@@ -60,9 +60,10 @@ def handed_optimizer(ctx: Context, fn: ast.AST, param: str) -> bool:
 
 
 def stepped_by_a_caller(ctx: Context, fn: ast.AST, param: str) -> bool:
-    """Whether a call of ``fn``, in the file or another of the project (NOTE [kinds by the
-    callers]), passes, for ``param``, a name its caller steps itself (``inner_loop(model, opt,
-    batches); opt.step()``: the helper only fills the gradients, the caller applies them)."""
+    """Whether a call of ``fn``, in the file or another of the project
+    (NOTE [kinds by the callers]), passes, for ``param``, a name its caller steps itself
+    (``inner_loop(model, opt, batches); opt.step()``: the helper only fills the gradients, the
+    caller applies them)."""
     if not isinstance(fn, FUNCTION_TYPES):
         return False
     sites = [(call, where) for call, where in function_sites(ctx.analysis, fn) or ()]

@@ -235,11 +235,16 @@ def _decoded(data: bytes) -> str | None:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+# The class of a file's context, handed in by :mod:`gradtrace.lint.context` when it loads: the
+# index makes contexts of other files without importing that module back (no import cycle).
+CONTEXT_CLASS: list[type[Context]] = []
+
+
 def _context(path: str, text: str, tree: ast.Module) -> Context:
     """A context for another file, leaving the checked file's walk index alone."""
     from gradtrace.lint import nodes
-    from gradtrace.lint.context import Context
     from gradtrace.lint.names import Imports
+    Context = CONTEXT_CLASS[0]
     imports = Imports()
     for n in bfs_walk(tree):  # ast.walk's order: a later import of a name wins
         if isinstance(n, (ast.Import, ast.ImportFrom)):
