@@ -272,3 +272,32 @@ def test_step_after_the_last_backward_is_silent(run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert "GT601" not in {c for c, _ in _codes(res)}, res.findings
+
+
+OWN = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+
+
+class Trainer:
+    def __init__(self, model):
+        self.model = model
+        self.opt = torch.optim.SGD(model[0].parameters(), lr=0.1)  # <- cause
+
+    def fit(self):
+        for step in range(3):
+            loss = self.model(torch.randn(8, 4)).pow(2).mean()
+            self.opt.zero_grad()
+            loss.backward()
+            self.opt.step()
+
+
+Trainer(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 1))).fit()
+"""
+
+
+def test_method_building_its_own_optimizer_keeps_its_line(run_script):
+    res = run_script(OWN)  # a method over a handed model: not a helper the caller chose for
+    assert res.code == 0, res.err
+    assert _codes(res)[:1] == [("GT821", marked_line(OWN))], res.findings

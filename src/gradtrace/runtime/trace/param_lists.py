@@ -132,8 +132,9 @@ def _bound_names(node: ast.AST) -> list[ast.AST]:
 # the optimizer the loop steps. From the constructor's frame outward (the user frames noted when
 # the optimizer was built), a frame whose list (or, above the constructor, whose call) is made
 # from its own function's arguments hands the choice to the frame that called it; the first
-# frame that chooses is named. Only when the constructor's list comes from its function's
-# arguments (else None: the list is made where it is built).
+# frame that chooses is named. Only when the constructor's list comes from the arguments of a
+# plain function (else None: the list is made where it is built; a method building its own
+# optimizer over a handed model, `Trainer.__init__(self, model)`, is where that is decided).
 def handed_in(stack: list[tuple[object, object, int]]) -> Site | None:
     """The frame that chose the modules of an optimizer built by a helper over its arguments
     (NOTE [optimizer over what a caller handed in]), or None."""
@@ -150,7 +151,10 @@ def _from_own_arguments(site: Site, constructor: bool) -> bool:
     if got is None or not isinstance(got[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     scope = got[1]
-    own = {a.arg for a in scope.args.args + scope.args.kwonlyargs} - {"self", "cls"}
+    names = [a.arg for a in scope.args.args + scope.args.kwonlyargs]
+    if constructor and names[:1] in (["self"], ["cls"]):
+        return False  # a method building its own optimizer (`__init__(self, model)`) chose
+    own = set(names) - {"self", "cls"}
     call = next((n for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno == site.line
                  and (n.args or n.keywords)), None)
     if call is None or not own:
