@@ -298,25 +298,49 @@ def _release_tool() -> None:
 def scripted_spans(ran: dict[str, list[tuple[int, int]]]) -> None:
     """Add to ``ran`` the bodies of ``@torch.jit.script`` functions whose ``def`` ran: TorchScript
     compiles their source and runs it outside Python, so no frame of theirs is ever seen
-    (NOTE [scripted bodies ran with their def])."""
+    (NOTE [scripted bodies ran with their def]); and the ``__init__`` of a class one of whose
+    instance methods ran (NOTE [constructed before its method ran])."""
     for path, spans in ran.items():
         if path.startswith("<"):
             continue
         try:
             with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-            if "script" not in text:
-                continue
-            tree = ast.parse(text)
+                tree = ast.parse(fh.read())
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
             continue
         ran_lines = {a for a, b in spans if a == b}  # module-level lines that ran
+        starts = {a for a, b in spans if b > a}  # the first lines of functions that ran
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            if isinstance(node, ast.ClassDef):
+                spans.extend(_constructor_span(node, starts))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
                     _is_script(d) for d in node.decorator_list) and (
                     node.lineno in ran_lines or any(d.lineno in ran_lines
                                                     for d in node.decorator_list)):
                 spans.append((node.lineno, node.end_lineno or node.lineno))
+
+
+# NOTE [constructed before its method ran]
+# An instance method that ran was called on an instance, so the class's own `__init__` ran
+# before it. The recorder misses it when it ran after the first steps without calling torch
+# (NOTE [code that ran]): a predictor object built after training that keeps the trained
+# network, whose `predict` (calling torch) is all the tracer sees. A static finding in that
+# `__init__` (the network kept as it is, never put in eval mode) is then on code that ran.
+# Only methods spanning more than one line count (a one-line method's span is that of a line
+# of the class body, which ran with the `class` statement), and not static or class methods.
+def _constructor_span(cls: ast.ClassDef, starts: set[int]) -> list[tuple[int, int]]:
+    init, ran_method = None, False
+    for node in cls.body:
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        if node.name == "__init__":
+            init = (first, node.end_lineno or node.lineno)
+        elif first in starts and node.args.args and not any(
+                isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")
+                for d in node.decorator_list):
+            ran_method = True
+    return [init] if init is not None and ran_method and init[0] not in starts else []
 
 
 def _is_script(dec: ast.expr) -> bool:

@@ -122,3 +122,50 @@ def _bound_names(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.With):
         return [i.optional_vars for i in node.items if i.optional_vars is not None]
     return [ast.Name(id=node.arg)]  # a parameter of the function: not a local choice
+
+
+# NOTE [optimizer over what a caller handed in]
+# An optimizer built by a helper over what it was handed (`def get_optimizer(hp, models): params
+# = get_parameters(models); return Adam(params, ...)`) lists whatever its caller chose: a
+# parameter left out of it is fixed where the modules were chosen, the call
+# `get_optimizer(self.hparams, self.models)`, not inside the helper nor at the line that binds
+# the optimizer the loop steps. From the constructor's frame outward (the user frames noted when
+# the optimizer was built), a frame whose list (or, above the constructor, whose call) is made
+# from its own function's arguments hands the choice to the frame that called it; the first
+# frame that chooses is named. Only when the constructor's list comes from the arguments of a
+# plain function (else None: the list is made where it is built; a method building its own
+# optimizer over a handed model, `Trainer.__init__(self, model)`, is where that is decided).
+def handed_in(stack: list[tuple[object, object, int]]) -> Site | None:
+    """The frame that chose the modules of an optimizer built by a helper over its arguments
+    (NOTE [optimizer over what a caller handed in]), or None."""
+    sites = [Site(code.co_filename, line, code.co_name)  # type: ignore[attr-defined]
+             for _, code, line in stack]
+    for i, site in enumerate(sites):
+        if not _from_own_arguments(site, constructor=i == 0):
+            return site if i else None
+    return None
+
+
+def _from_own_arguments(site: Site, constructor: bool) -> bool:
+    got = function_at(site)
+    if got is None or not isinstance(got[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    scope = got[1]
+    names = [a.arg for a in scope.args.args + scope.args.kwonlyargs]
+    if constructor and names[:1] in (["self"], ["cls"]):
+        return False  # a method building its own optimizer (`__init__(self, model)`) chose
+    own = set(names) - {"self", "cls"}
+    call = next((n for n in ast.walk(scope) if isinstance(n, ast.Call) and n.lineno == site.line
+                 and (n.args or n.keywords)), None)
+    if call is None or not own:
+        return False
+    if constructor:
+        exprs: list[ast.expr] = [call.args[0]] if call.args else [
+            k.value for k in call.keywords if k.arg == "params"]
+    else:
+        exprs = list(call.args) + [k.value for k in call.keywords]
+    read = {n.id for e in exprs for n in ast.walk(e) if isinstance(n, ast.Name)}
+    bound = [n for n in ast.walk(scope) if isinstance(n, ast.Assign) and n.lineno < site.line
+             and any(isinstance(t, ast.Name) and t.id in read for t in n.targets)]
+    read |= {n.id for b in bound for n in ast.walk(b.value) if isinstance(n, ast.Name)}
+    return bool(read & own)

@@ -338,6 +338,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                    for _, p in pairs if id(p) in owners)
     stale = [p for _, p in pairs
              if p.requires_grad and not data.graded(p) and p.grad is None]
+    if stale:  # NOTE [unused layer of a model that ran]
+        live = _ran_tree_params(data)
+        stale = [p for p in stale if id(p) not in live]
     # Every optimized tensor is a plain tensor, no Parameter of any module: an input is trained
     # (adversarial examples, style transfer...), the modules are fixed (not a re-created model).
     inputs_trained = not any(isinstance(p, torch.nn.Parameter) or id(p) in owners
@@ -394,6 +397,23 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
         out.append(make(code_for(kind, "GT821"), site, f"{shown} receive gradients but no "
                         f"optimizer updates them: {why}", fix=fix,
                         related=[(step, "optimizer.step() here")], severity="warning"))
+    return out
+
+
+# NOTE [unused layer of a model that ran]
+# An optimizer holding parameters that never got a gradient says the model was re-created,
+# copied or replaced after it was built only when those parameters belong to no module that ran
+# (the old model's, or a layer swapped out). A layer registered in a model that ran but never
+# called in its forward (a head the reduced model leaves out) is still the model's own: its
+# parameters being idle says nothing of the others that got gradients and no step, which are
+# then simply in no optimizer (nerf_pl: the embeddings next to the networks the optimizer took).
+def _ran_tree_params(data: HookState) -> set[int]:
+    """The ids of the parameters of every module that ran with grad, its submodules' included."""
+    out: set[int] = set()
+    for rec in list(data.modules.values()):
+        m = rec.ref()
+        if m is not None and rec.grad_runs:
+            out.update(id(p) for p in m.parameters())
     return out
 
 

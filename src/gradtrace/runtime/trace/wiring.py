@@ -15,7 +15,7 @@ from gradtrace.findings import Finding
 from gradtrace.runtime.build import code_for, make
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.locate import enclosing_function, function_at, tree_of
-from gradtrace.runtime.trace.param_lists import chosen_at, listed_at
+from gradtrace.runtime.trace.param_lists import chosen_at, handed_in, listed_at
 
 
 def _files(data: Any) -> list[str]:
@@ -345,7 +345,8 @@ def single_optimizer_built_at(data: Any) -> Site | None:
         listed = listed_at(site)  # `Adam(params)`: where `params` was listed
         if listed is None:  # `opt = self.create_optimizer()`: the list in the factory, only
             made = chosen_at(listed_at(_constructed_at(data, opt)))  # when a module was
-            return made or site  # picked there (`opt_model = self.model`)
+            return made or _handed_in(data, opt) or site  # picked there (`opt_model =
+            # self.model`); NOTE [optimizer over what a caller handed in]
         site = chosen_at(listed) or listed
     return site
 
@@ -354,6 +355,13 @@ def optimizer_built_at(data: Any, rec: Any, opt: Any) -> Site | None:
     """The line that built ``opt`` (its record ``rec``): the constructor call on the stack
     noted then, else the last assignment of the stepped name before its ``step()``."""
     return _constructed_at(data, opt) or built_at(rec.site)
+
+
+def _handed_in(data: Any, opt: Any) -> Site | None:
+    ev = data.opt_built.get(id(opt))
+    if ev is None or ev.ref() is not opt or not ev.stack:
+        return None
+    return handed_in(ev.stack)
 
 
 def _constructed_at(data: Any, opt: Any) -> Site | None:
