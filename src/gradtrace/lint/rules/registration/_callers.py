@@ -13,55 +13,32 @@ from gradtrace.lint.nodes import child_fields, children, of_types, walk
 
 def class_calls(ctx: Context, cls: str) -> list[tuple[ast.AST, ast.Call]]:
     """(enclosing function or module, call) for every ``cls(...)`` call of a class of the
-    file, in one walk order (cached per class). The file's ``nn`` module classes are found in
-    one walk for all of them (NOTE [one walk for the module classes])."""
+    file, in one walk order (cached per class)."""
     def make() -> list[tuple[ast.AST, ast.Call]]:
+        out: list[tuple[ast.AST, ast.Call]] = []
         if cls not in ctx.analysis.classes:
-            return []
-        group = ctx.memo("gt4-module-classes", ctx.tree, lambda: frozenset(
-            c for c in ctx.analysis.classes if nn_rooted(c, ctx)))
-        if cls in group:
-            return ctx.memo("gt4-module-class-calls", ctx.tree,
-                            lambda: _calls_of_classes(ctx, group)).get(cls, [])
-        return _calls_of_classes(ctx, frozenset((cls,))).get(cls, [])
+            return out
+        # statements whose lines never name the class hold no such call (NOTE [call sites])
+        lines = word_lines(ctx, (cls,)) if ascii_code(ctx) else None
+        stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
+        while stack:
+            owner, n = stack.pop()
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == cls:
+                out.append((owner, n))
+            inner = n if isinstance(n, FUNCTION_TYPES) else owner
+            if lines is None or not isinstance(n, STATEMENTS):
+                stack.extend((inner, c) for c in children(n))
+                continue
+            for f in child_fields(type(n)):  # children in order, quiet statements left out
+                v = getattr(n, f, None)
+                if f in BODY_FIELDS:
+                    stack.extend((inner, c) for c in holding(ctx, n, f, lines))
+                elif v.__class__ is list:
+                    stack.extend((inner, c) for c in v if isinstance(c, ast.AST))
+                elif isinstance(v, ast.AST):
+                    stack.append((inner, v))
+        return out
     return ctx.memo("gt4-class-calls:" + cls, ctx.tree, make)
-
-
-# NOTE [one walk for the module classes]
-# :func:`passed_in` asks for the calls of each ``nn`` module class of the file that a store
-# in its ``__init__`` may take from a caller: in a model file, most of them, each a walk of
-# the statements whose lines name the class (NOTE [call sites]). One walk through the
-# statements whose lines name any of them finds them all: a statement left out names none of
-# them, and each class's calls come in the order of its own walk (a walk through more
-# statements visits the same nodes in the same relative order: pruning drops whole subtrees).
-
-
-def _calls_of_classes(ctx: Context, names: frozenset[str]
-                      ) -> dict[str, list[tuple[ast.AST, ast.Call]]]:
-    """Class name -> (enclosing function or module, call) for every ``name(...)`` call of one
-    of ``names``, in the order of one walk with a stack through the statements whose lines
-    hold one of them."""
-    out: dict[str, list[tuple[ast.AST, ast.Call]]] = {}
-    # statements whose lines never name the class hold no such call (NOTE [call sites])
-    lines = word_lines(ctx, sorted(names)) if ascii_code(ctx) else None
-    stack: list[tuple[ast.AST, ast.AST]] = [(ctx.tree, ctx.tree)]
-    while stack:
-        owner, n = stack.pop()
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
-            out.setdefault(n.func.id, []).append((owner, n))
-        inner = n if isinstance(n, FUNCTION_TYPES) else owner
-        if lines is None or not isinstance(n, STATEMENTS):
-            stack.extend((inner, c) for c in children(n))
-            continue
-        for f in child_fields(type(n)):  # children in order, quiet statements left out
-            v = getattr(n, f, None)
-            if f in BODY_FIELDS:
-                stack.extend((inner, c) for c in holding(ctx, n, f, lines))
-            elif v.__class__ is list:
-                stack.extend((inner, c) for c in v if isinstance(c, ast.AST))
-            elif isinstance(v, ast.AST):
-                stack.append((inner, v))
-    return out
 
 
 def call_count(name: str, ctx: Context) -> int:
