@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterator
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
@@ -165,10 +165,13 @@ def _written(ctx: Context, name: str, start: int, end: int) -> bool:
     return any(start < at < end for at in writes.get(name, ()))
 
 
+_WRITE_TYPES = (ast.Assign, ast.AugAssign, ast.Call)
+
+
 def _writes(node: ast.AST) -> dict[str, list[int]]:
     """Lines where each name is written in place (element assignment, in-place method)."""
     out: dict[str, list[int]] = {}
-    for n in walk(node):
+    for n in of_types(node, _WRITE_TYPES):  # the walk's nodes of those types, in its order
         names: list[str | None] = []
         if isinstance(n, (ast.Assign, ast.AugAssign)):
             targets = n.targets if isinstance(n, ast.Assign) else [n.target]

@@ -14,6 +14,7 @@ from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import function_scopes, walk
 from gradtrace.lint.rule import Bad, Good, Rule
+from gradtrace.lint.words import holds
 from gradtrace.lint.rules.registration._grad_flags import GradFlag, flag_statement, grad_flags
 from gradtrace.lint.rules.registration._modules import covers, optimizer_builds
 
@@ -144,9 +145,12 @@ def _freezers(ctx: Context) -> dict[int, _Freezer]:
     it (once per file)."""
     def build() -> dict[int, _Freezer]:
         out: dict[int, _Freezer] = {}
-        for fn in function_scopes(ctx.tree):
-            if not isinstance(fn, DEFS):
-                continue
+        plain = ctx.code.isascii()  # else names may be spelt otherwise (NFKC): all read
+        spelt = [no for no, line in enumerate(ctx.code_lines, 1) if "requires_grad" in line]
+        for fn in function_scopes(ctx.tree) if spelt or not plain else ():
+            if not isinstance(fn, DEFS) or plain and not holds(spelt, fn.lineno,
+                                                                fn.end_lineno or 0):
+                continue  # no flag spelt in it: no scope built to find none (NOTE [flag lines])
             a = fn.args
             params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
             flags = grad_flags(ctx.scope(fn))
@@ -161,6 +165,14 @@ def _freezers(ctx: Context) -> dict[int, _Freezer]:
                 break
         return out
     return ctx.memo("gt427-freezers", ctx.tree, build)
+
+
+# NOTE [flag lines]
+# Every flag :func:`._grad_flags.grad_flags` reads is an attribute spelt ``requires_grad`` or
+# ``requires_grad_`` in the function's own code (not a string, not a comment), so a function
+# whose lines never hold ``requires_grad`` has no flag and is no freezer: its scope is not
+# built for this rule (on transformers most functions of the files that wake GT427). Code
+# that is not ASCII is read whole: Python normalises identifiers (NFKC).
 
 
 def _argument_for(call: ast.Call, fz: _Freezer) -> str | None:

@@ -42,6 +42,7 @@ class FreezeNamesMissWrapperPrefix(Rule):
                "matches no parameter and the `requires_grad` flag is never set; match "
                "`{model}.module.named_parameters()` or prefix the keys with `module.`")
     triggers = ("named_parameters",)
+    gate_statements = True  # a flag loop over `named_parameters()` lies in the function
     examples = [
         Bad("""
             import torch
