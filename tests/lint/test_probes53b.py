@@ -1,0 +1,146 @@
+"""Session 53, helper "probes53b" (docs/triage/probes53b.md): mission bugs written in new styles
+(trainer classes, notebooks, helpers, decorators). Each case: a buggy twin (the code reported on
+the line marked ``# <- GTnnn``) and a silent look-alike (no finding of that code), in-process."""
+from __future__ import annotations
+
+import re
+import textwrap
+
+import pytest
+
+from gradtrace.lint import check_source
+
+MARK = re.compile(r"#\s*<-\s*(GT\d{3})")
+
+# (code, buggy twin, silent look-alike)
+CASES: dict[str, tuple[str, str, str]] = {
+    # a freeze written as a comparison: the statement's value is thrown away
+    "discarded-flag-comparison": ("GT489", """
+        import torch
+        from torch import nn
+        def build(n_frozen):
+            net = nn.Sequential(*[nn.Linear(4, 4) for _ in range(3)])
+            for i, layer in enumerate(net):
+                if i < n_frozen:
+                    for name, param in layer.named_parameters():
+                        param.requires_grad is False  # <- GT489
+            return net
+        opt = torch.optim.SGD(filter(lambda p: p.requires_grad, build(2).parameters()), lr=0.1)
+        """, """
+        import torch
+        from torch import nn
+        def build(n_frozen):
+            net = nn.Sequential(*[nn.Linear(4, 4) for _ in range(3)])
+            for i, layer in enumerate(net):
+                if i < n_frozen:
+                    for name, param in layer.named_parameters():
+                        param.requires_grad = False
+                        assert param.requires_grad == False
+            still = [p for p in net.parameters() if p.requires_grad == True]
+            return net, still
+        """),
+    # a temperature made non-leaf by `.to()` kept on `self`, its `.grad` read in another method
+    "self-attribute-made-non-leaf": ("GT305", """
+        import torch
+        class Scaler:
+            def __init__(self, device):
+                self.log_t = torch.zeros(1, requires_grad=True).cuda(device)  # <- GT305
+            def update(self, loss, lr=0.01):
+                loss.backward()
+                with torch.no_grad():
+                    self.log_t -= lr * self.log_t.grad
+        """, """
+        import torch
+        class Scaler:
+            def __init__(self, device):
+                self.log_t = torch.zeros(1, device=device, requires_grad=True)
+                self.shifted = torch.zeros(1, requires_grad=True).cuda(device)
+            def update(self, loss, lr=0.01):
+                loss.backward()
+                with torch.no_grad():
+                    self.log_t -= lr * self.log_t.grad
+                return self.shifted * 2
+        """),
+    # a `@torch.no_grad()` method that runs only the layer it cuts, called from forward
+    "no-grad-decorated-encoder-method": ("GT115", """
+        import torch
+        import torch.nn as nn
+        class TextClassifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(100, 16)
+                self.out = nn.Linear(16, 2)
+            @torch.no_grad()  # <- GT115
+            def encode(self, tokens):
+                return self.embed(tokens).mean(1)
+            def forward(self, tokens):
+                return self.out(self.encode(tokens))
+        model = TextClassifier()
+        opt = torch.optim.Adam(model.parameters())
+        """, """
+        import torch
+        import torch.nn as nn
+        class TextClassifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(100, 16)
+                self.out = nn.Linear(16, 2)
+            def encode(self, tokens):
+                return self.embed(tokens).mean(1)
+            def forward(self, tokens):
+                return self.out(self.encode(tokens))
+            @torch.no_grad()
+            def predict(self, tokens):
+                return self.forward(tokens).argmax(-1)
+        model = TextClassifier()
+        opt = torch.optim.Adam(model.parameters())
+        """),
+    # the generator's loss helper detaches the generator's output: its step finds no gradient
+    "generator-loss-helper-detaches": ("GT580", """
+        import torch
+        import torch.nn.functional as F
+        def generator_loss(netG, netD, noise):
+            fake = netG(noise).detach()  # <- GT580
+            return F.softplus(-netD(fake)).mean()
+        def train(netG, netD, batches):
+            opt_g = torch.optim.Adam(netG.parameters(), 2e-4)
+            for noise in batches:
+                opt_g.zero_grad()
+                loss = generator_loss(netG, netD, noise)
+                loss.backward()
+                opt_g.step()
+        """, """
+        import torch
+        import torch.nn.functional as F
+        def discriminator_loss(netG, netD, noise, real):
+            fake = netG(noise).detach()
+            return F.softplus(netD(fake)).mean() + F.softplus(-netD(real)).mean()
+        def generator_loss(netG, netD, noise):
+            fake = netG(noise)
+            return F.softplus(-netD(fake)).mean()
+        def train(netG, netD, batches):
+            opt_g = torch.optim.Adam(netG.parameters(), 2e-4)
+            opt_d = torch.optim.Adam(netD.parameters(), 2e-4)
+            for noise, real in batches:
+                opt_d.zero_grad()
+                discriminator_loss(netG, netD, noise, real).backward()
+                opt_d.step()
+                opt_g.zero_grad()
+                generator_loss(netG, netD, noise).backward()
+                opt_g.step()
+        """),
+}
+
+
+def _codes(src: str) -> list[tuple[str, int]]:
+    return [(f.code, f.line) for f in check_source(src, "probe.py")]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_probe(case: str) -> None:
+    code, bad, good = CASES[case]
+    bad = textwrap.dedent(bad).lstrip("\n")
+    want = [i for i, line in enumerate(bad.splitlines(), 1) if MARK.search(line)]
+    got = _codes(bad)
+    assert [(code, w) for w in want if (code, w) in got] == [(code, w) for w in want], got
+    assert code not in {c for c, _ in _codes(textwrap.dedent(good).lstrip("\n"))}
