@@ -129,6 +129,42 @@ CASES: dict[str, tuple[str, str, str]] = {
                 generator_loss(netG, netD, noise).backward()
                 opt_g.step()
         """),
+    # a trainer's feature hook stores the output and returns it detached: the output replaced
+    "forward-hook-returns-detached": ("GT571", """
+        import torch
+        import torch.nn as nn
+        class FeatureTrainer:
+            def __init__(self, model):
+                self.model, self.cache = model, {}
+                model.encoder.register_forward_hook(self._grab)
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            def _grab(self, module, inp, out):
+                self.cache["enc"] = out
+                return out.detach().clone()  # <- GT571
+            def step(self, x, y):
+                loss = nn.functional.mse_loss(self.model(x), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+        """, """
+        import torch
+        import torch.nn as nn
+        class FeatureTrainer:
+            def __init__(self, model):
+                self.model, self.cache = model, {}
+                model.encoder.register_forward_hook(self._grab)
+                model.encoder.register_forward_pre_hook(lambda m, i: None)
+                self.opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            def _grab(self, module, inp, out):
+                self.cache["enc"] = out.detach().clone()
+                if isinstance(out, tuple):
+                    return out[0]
+            def step(self, x, y):
+                loss = nn.functional.mse_loss(self.model(x), y)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+        """),
 }
 
 
