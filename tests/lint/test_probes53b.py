@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from gradtrace.lint import check_source
+from gradtrace.lint import check_paths, check_source
 
 MARK = re.compile(r"#\s*<-\s*(GT\d{3})")
 
@@ -180,3 +180,79 @@ def test_probe(case: str) -> None:
     got = _codes(bad)
     assert [(code, w) for w in want if (code, w) in got] == [(code, w) for w in want], got
     assert code not in {c for c, _ in _codes(textwrap.dedent(good).lstrip("\n"))}
+
+
+# multi-file projects: {file: text}; the buggy twin marks its line, the look-alike is silent
+PROJECTS: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
+    # the optimizer is built by a helper module and stepped by another; the script rebuilds
+    # the network after building it
+    "optimizer-of-other-file-stale": ("GT404", {
+        "optim_utils.py": """
+            import torch
+            def build_optimizer(net, lr=1e-3):
+                opt = torch.optim.Adam(net.parameters(), lr=lr)
+                return opt
+            """,
+        "engine.py": """
+            def fit(net, opt, batches):
+                for x, y in batches:
+                    opt.zero_grad()
+                    ((net(x) - y) ** 2).mean().backward()
+                    opt.step()
+            """,
+        "main.py": """
+            import torch
+            import optim_utils
+            from engine import fit
+            net = torch.nn.Linear(4, 1)
+            opt = optim_utils.build_optimizer(net)
+            net = torch.nn.Linear(4, 1)  # <- GT404
+            fit(net, opt, [(torch.randn(2, 4), torch.randn(2, 1))])
+            """}, {
+        "optim_utils.py": """
+            import torch
+            def build_optimizer(net, lr=1e-3):
+                opt = torch.optim.Adam(net.parameters(), lr=lr)
+                return opt
+            """,
+        "engine.py": """
+            def fit(net, opt, batches):
+                for x, y in batches:
+                    opt.zero_grad()
+                    ((net(x) - y) ** 2).mean().backward()
+                    opt.step()
+            """,
+        "main.py": """
+            import torch
+            import optim_utils
+            from engine import fit
+            net = torch.nn.Linear(4, 1)
+            opt = optim_utils.build_optimizer(net)
+            net = torch.nn.Linear(4, 1)
+            opt = optim_utils.build_optimizer(net)
+            fit(net, opt, [(torch.randn(2, 4), torch.randn(2, 1))])
+            """}),
+}
+
+
+def _write(root, files: dict[str, str]) -> dict[str, list[int]]:
+    marks = {}
+    for name, text in files.items():
+        text = textwrap.dedent(text).lstrip("\n")
+        (root / name).write_text(text)
+        marks[name] = [i for i, line in enumerate(text.splitlines(), 1) if MARK.search(line)]
+    return marks
+
+
+@pytest.mark.parametrize("case", sorted(PROJECTS))
+def test_project(case: str, tmp_path) -> None:
+    code, bad, good = PROJECTS[case]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "good").mkdir()
+    marks = _write(tmp_path / "bad", bad)
+    got = {(f.path.rsplit("/", 1)[-1], f.line) for f in
+           check_paths([str(tmp_path / "bad")]).findings if f.code == code}
+    want = {(name, line) for name, lines in marks.items() for line in lines}
+    assert want and want <= got, got
+    _write(tmp_path / "good", good)
+    assert not [f for f in check_paths([str(tmp_path / "good")]).findings if f.code == code]
