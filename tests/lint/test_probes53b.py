@@ -232,6 +232,47 @@ PROJECTS: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
             opt = optim_utils.build_optimizer(net)
             fit(net, opt, [(torch.randn(2, 4), torch.randn(2, 1))])
             """}),
+    # a helper of the model file "freezes" a submodule by attribute; the script calls it
+    "submodule-flag-by-callers": ("GT407", {
+        "nets.py": """
+            import torch
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.GRU(4, 8)
+                    self.temperature = nn.Parameter(torch.ones(1))
+                    self.head = nn.Linear(8, 2)
+            def freeze_encoder(net, flag=False):
+                net.encoder.requires_grad = flag  # <- GT407
+            """,
+        "run.py": """
+            import torch
+            import nets as M
+            net = M.Net().to("cpu")
+            M.freeze_encoder(net)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            """}, {
+        "nets.py": """
+            import torch
+            import torch.nn as nn
+            class Net(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.encoder = nn.GRU(4, 8)
+                    self.temperature = nn.Parameter(torch.ones(1))
+                    self.head = nn.Linear(8, 2)
+            def freeze_encoder(net, flag=False):
+                net.encoder.requires_grad_(flag)
+                net.temperature.requires_grad = flag
+            """,
+        "run.py": """
+            import torch
+            import nets as M
+            net = M.Net().to("cpu")
+            M.freeze_encoder(net)
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            """}),
 }
 
 
