@@ -273,6 +273,55 @@ PROJECTS: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
             M.freeze_encoder(net)
             opt = torch.optim.SGD(net.parameters(), lr=0.1)
             """}),
+    # a validation helper of the engine leaves grad off; the runner validates, then fits
+    "grad-left-off-by-helper-of-other-file": ("GT203", {
+        "engine.py": """
+            import torch
+            def validate(net, batches):
+                torch.set_grad_enabled(False)  # <- GT203
+                return sum(float((net(x) - y).abs().mean()) for x, y in batches)
+            def fit(net, opt, batches):
+                for x, y in batches:
+                    opt.zero_grad()
+                    ((net(x) - y) ** 2).mean().backward()
+                    opt.step()
+            """,
+        "runner.py": """
+            import torch
+            import engine
+            def main():
+                net = torch.nn.Linear(3, 1)
+                opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                data = [(torch.randn(2, 3), torch.randn(2, 1))]
+                for epoch in range(3):
+                    engine.fit(net, opt, data)
+                    print(engine.validate(net, data))
+            main()
+            """}, {
+        "engine.py": """
+            import torch
+            def validate(net, batches):
+                torch.set_grad_enabled(False)
+                return sum(float((net(x) - y).abs().mean()) for x, y in batches)
+            def fit(net, opt, batches):
+                torch.set_grad_enabled(True)
+                for x, y in batches:
+                    opt.zero_grad()
+                    ((net(x) - y) ** 2).mean().backward()
+                    opt.step()
+            """,
+        "runner.py": """
+            import torch
+            import engine
+            def main():
+                net = torch.nn.Linear(3, 1)
+                opt = torch.optim.SGD(net.parameters(), lr=0.1)
+                data = [(torch.randn(2, 3), torch.randn(2, 1))]
+                for epoch in range(3):
+                    engine.fit(net, opt, data)
+                    print(engine.validate(net, data))
+            main()
+            """}),
 }
 
 
