@@ -322,6 +322,38 @@ PROJECTS: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
                     print(engine.validate(net, data))
             main()
             """}),
+    # the training step's file imports no torch: only its helpers' file does (the prefilter)
+    "step-file-without-torch": ("GT105", {
+        "losses.py": """
+            import torch
+            def charbonnier(pred, target, eps=1e-3):
+                diff = pred.data - target
+                return torch.sqrt(diff * diff + eps * eps).mean()
+            """,
+        "engine.py": """
+            from losses import charbonnier
+            def train_step(net, opt, batch):
+                lr_img, hr_img = batch
+                loss = charbonnier(net(lr_img), hr_img)  # <- GT105
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """}, {
+        "losses.py": """
+            import torch
+            def charbonnier(pred, target, eps=1e-3):
+                diff = pred - target
+                return torch.sqrt(diff * diff + eps * eps).mean()
+            """,
+        "engine.py": """
+            from losses import charbonnier
+            def train_step(net, opt, batch):
+                lr_img, hr_img = batch
+                loss = charbonnier(net(lr_img), hr_img)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            """}),
 }
 
 

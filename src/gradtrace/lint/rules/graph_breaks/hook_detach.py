@@ -37,7 +37,8 @@ class ForwardHookReturnsDetached(Rule):
     nothing.
     Known limits: the hook must be a function, method or lambda of the file registered with
     `register_forward_hook`, every `return` with a value returning the output parameter cut by
-    `.detach()`/`.data`, and the file must run a backward.
+    `.detach()`/`.data`, the first of them in the hook's own body (not only in an arm: a
+    `detach_output` option is a choice), and the file must run a backward.
     """
 
     code = "GT571"
@@ -74,6 +75,10 @@ class ForwardHookReturnsDetached(Rule):
             model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
             model[0].register_forward_hook(keep)
             model[2].register_forward_hook(scale)
+            def grab(module, inputs, output, detach_output=False):
+                if detach_output:
+                    return output.detach()
+            model[1].register_forward_hook(grab)
             model(x).sum().backward()
             """),
     ]
@@ -96,6 +101,9 @@ class ForwardHookReturnsDetached(Rule):
                                                       and r.value.value is None)]
         if not values or not all(_cut_of(v, out) for v in values):
             return
+        if not isinstance(hook, ast.Lambda) and not any(
+                isinstance(st, ast.Return) and st.value is values[0] for st in hook.body):
+            return  # a detach the hook returns only in some arm (`if detach_output:`): chosen
         seen: set[int] = ctx.memo("gt571-seen", ctx.tree, set)
         if id(values[0]) in seen:
             return
