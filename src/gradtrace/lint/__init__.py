@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from gradtrace.findings import Finding
 from gradtrace.lint.code_text import code_text
+from gradtrace.lint.prefilter import imports_torch_sibling, worth_checking
 from gradtrace.lint.config import Settings
 from gradtrace.errors import RuleError
 from gradtrace.lint.engine import FileChecker, internal_error, noqa_filter
@@ -148,7 +149,7 @@ def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings,
     """Read, prefilter, decode, parse and check one file.
 
     A file whose code (comments and strings aside: NOTE [code text]) never mentions ``torch``
-    is skipped.
+    is skipped, unless it trains through helpers of files beside it (NOTE [torch prefilter]).
 
     With a ``cache`` (:mod:`gradtrace.lint.cache`), a file whose bytes were checked before under
     the same settings is not parsed again.
@@ -162,7 +163,7 @@ def check_file(path: str, rules: Sequence[type[Rule]], settings: Settings,
             reason = exc.strerror or type(exc).__name__
             result.findings.append(_engine_finding("GT001", path, f"cannot read file: {reason}"))
         return result
-    if b"torch" not in data:
+    if not worth_checking(path, data):  # NOTE [torch prefilter]
         return result
     if cache is not None:
         return cache.check(path, data, lambda: check_bytes(path, data, rules, settings))
@@ -179,7 +180,7 @@ def check_bytes(path: str, data: bytes, rules: Sequence[type[Rule]],
             result.findings.append(problem)
         return result
     code = code_text(text)  # type: ignore[arg-type]
-    if "torch" not in code:
+    if "torch" not in code and not imports_torch_sibling(path, code.encode("utf-8", "replace")):
         return result
     _check_text(text, path, rules, settings, result, code)  # type: ignore[arg-type]
     return result

@@ -41,6 +41,7 @@ from gradtrace._version import __version__
 from gradtrace.findings import Edit, Finding, Fix, Related
 from gradtrace.lint import CheckResult, decode
 from gradtrace.lint.config import Settings
+from gradtrace.lint.prefilter import worth_checking
 
 FORMAT = 1
 DEFAULT_DIR = ".gradtrace_cache"
@@ -231,7 +232,7 @@ class FileCache:
             except OSError:
                 rest.append(path)  # the worker reports it
                 continue
-            if b"torch" not in data:
+            if not worth_checking(path, data):  # NOTE [torch prefilter]
                 result.files += 1
                 continue
             hit = self._lookup(self._entry_key(path),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import os
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -9,6 +10,7 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.called_backwards import backward_through_calls, called_function
+from gradtrace.lint.analysis.owners import shown_path
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.nodes import bfs_walk
 
@@ -44,7 +46,9 @@ class SetGradEnabledNeverRestored(Rule):
     Use `with torch.no_grad():` (or `with torch.set_grad_enabled(flag):`) around the code that
     needs it, or restore the previous mode. A script that only runs inference, and a call that
     is undone later (`torch.set_grad_enabled(True)`, `set_grad_enabled(prev)`), are fine.
-    Known limits: the training must be visible in the same file (a `backward()` after the call,
+    Known limits: the training must be visible in the same file, or in another file of the
+    project calling the function and then training (NOTE [grad left off across files]) (a
+    `backward()` after the call,
     in a caller, anywhere in the file for a module-level call, or in the script after it runs a
     model whose `forward` makes the call, directly or through a method on `self`); callers and
     backward calls are followed through the functions and the methods of the file's classes,
@@ -145,12 +149,58 @@ class SetGradEnabledNeverRestored(Rule):
         sink = _sink_after(fn or ctx.tree, node.lineno if fn else 0, ctx, follow=False)
         if sink is None and fn is not None:
             sink = _sink_in_callers(fn, ctx, _switch(fn, node, ctx))
+        if sink is None and fn is not None:
+            away = foreign_training_after(fn, ctx)  # NOTE [grad left off across files]
+            if away is not None:
+                octx, c = away
+                yield self.report(node, ctx, related=(Related(
+                    shown_path(octx.path, ctx.path), c.lineno, f"`{octx.source(c)}` trains with grad still off",
+                    octx.column(c)),), call=ctx.source(node), sink=octx.source(c),
+                    line=f"{os.path.basename(octx.path)}:{c.lineno}")
+            return
         if sink is None:
             return
         related = (Related(ctx.path, sink.lineno,
                            f"`{ctx.source(sink)}` runs with grad still off", ctx.column(sink)),)
         yield self.report(node, ctx, related=related, call=ctx.source(node),
                           sink=ctx.source(sink), line=sink.lineno)
+
+
+def foreign_training_after(fn: ast.AST, ctx: Context) -> tuple[Context, ast.Call] | None:
+    """# NOTE [grad left off across files]
+    A top-level function of the file that leaves grad off (``def evaluate(...):
+    torch.set_grad_enabled(False) ...``), called from another file of the project (NOTE
+    [reverse index]) by code that never turns grad back on and, after the call (or earlier in
+    a loop around it), backpropagates or calls a function of the project whose body does (and
+    does not turn grad on first): that caller's file and the training call."""
+    from gradtrace.lint.analysis.callers import foreign_sites
+    from gradtrace.lint.analysis.project import foreign_callee, home
+
+    if fn not in ctx.tree.body:
+        return None
+    for s in foreign_sites(ctx, fn) or ():
+        octx, owner = s.ctx, s.where
+        if isinstance(owner, ast.Module):
+            owner = ast.Module(body=[st for st in owner.body if not isinstance(
+                st, (*FUNCTION_TYPES, ast.ClassDef))], type_ignores=[])
+        if _restored(owner, 0, octx):
+            continue
+        loop = next((n for n in bfs_walk(owner) if isinstance(n, (ast.For, ast.While))
+                     and n.lineno <= s.call.lineno <= (n.end_lineno or 0)), None)
+        later = [c for c in _calls(owner) if c.lineno > s.call.lineno] + (
+            [c for c in _calls(loop) if c.lineno < s.call.lineno] if loop is not None else [])
+        scope = octx.scope(s.where)
+        for c in later:
+            if backward_loss(c, octx) is not None:
+                return octx, c
+            callee = foreign_callee(octx, c, scope, c.lineno) \
+                if isinstance(c.func, (ast.Name, ast.Attribute)) else None
+            if isinstance(callee, FUNCTION_TYPES):
+                cctx = home(octx, callee)
+                if not _restored(callee, 0, cctx) and \
+                        _sink_after(callee, 0, cctx, follow=False) is not None:
+                    return octx, c
+    return None
 
 
 def _restored(owner: ast.AST, line: int, ctx: Context) -> bool:

@@ -339,7 +339,7 @@ class SubmoduleCutInForward(Rule):
                     else at
                 subs.sort()
                 block = got.groups.get(id(at))
-                where = block if _only_cut_runs(block, subs, cls) else shown
+                where = block if _only_cut_runs(_decorated(cls, block), subs, cls) else shown
                 info = cls.attrs.get(subs[0].partition(".")[0])
                 related = (Related(ctx.path, info.stmt.lineno, f"`self.{subs[0]}` is made here",
                                    ctx.column(info.stmt)),) if info is not None else ()
@@ -348,11 +348,20 @@ class SubmoduleCutInForward(Rule):
                                   method=getattr(got.walked[0], "name", "forward"))
 
 
+def _decorated(cls, block: ast.AST | None) -> ast.AST | None:  # type: ignore[no-untyped-def]
+    """The method of ``cls`` that ``block`` decorates when it is a decorator, else ``block``."""
+    if block is None or isinstance(block, (ast.With, ast.AsyncWith)):
+        return block
+    return next((m for m in cls.node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and any(d is block for d in m.decorator_list)), block)
+
+
 def _only_cut_runs(block: ast.AST | None, subs: list[str], cls) -> bool:  # type: ignore[no-untyped-def]
     """A ``with torch.no_grad():`` block in which every ``self.<x>`` it runs or reads is one
     it cuts (``subs``): nothing in it is meant to run without grad (a frozen encoder), so the
-    block itself is the line to change, not the first call in it."""
-    if not isinstance(block, (ast.With, ast.AsyncWith)):
+    block itself is the line to change, not the first call in it. The same for a method
+    under a no-grad decorator (``@torch.inference_mode()``): the decorator is that line."""
+    if not isinstance(block, (ast.With, ast.AsyncWith, ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     roots = {s.partition(".")[0] for s in subs}
     seen = False

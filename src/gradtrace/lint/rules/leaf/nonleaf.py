@@ -35,6 +35,26 @@ def _weight_use(scope: Scope, name: str, line: int) -> tuple[int, str] | None:
     return None
 
 
+def _attr_weight_use(cls: ast.ClassDef, name: str, ctx: Context) -> tuple[int, str] | None:
+    """The first use of ``self.<attr>`` (``name``) as a weight in a method of ``cls``: its
+    ``.grad`` read or an optimizer argument; None when any method rebinds it."""
+    found: tuple[int, str] | None = None
+    for m in cls.body:
+        if not isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for n in walk(m):
+            if isinstance(n, ast.Attribute) and n.attr == "grad" and dotted(n.value) == name \
+                    and isinstance(n.ctx, ast.Load):
+                got = (n.lineno, f"`{name}.grad` is read here (it stays None)")
+            elif isinstance(n, ast.Call) and is_optimizer_call(n, ctx) and any(
+                    dotted(e) == name for e in optimizer_param_exprs(n, ctx.scope(m))):
+                got = (n.lineno, "given to the optimizer here")
+            else:
+                continue
+            found = got if found is None or got[0] < found[0] else found
+    return found
+
+
 def _rebound_after(scope: Scope, name: str, line: int) -> int:
     for b in scope.bindings.get(name, ()):
         if b.line > line and not isinstance(b.stmt, ast.AugAssign):
@@ -100,7 +120,8 @@ class WeightMadeNonLeaf(Rule):
     `torch.randn(..., device=device).requires_grad_()`.
     Known limits: `.to()`/`.cuda()` to the device the tensor is already on return the leaf
     itself; the rule assumes the move is real. The name must be used as a weight (`.grad` read
-    or optimizer argument) in the same function.
+    or optimizer argument) in the same function; a `self.<attr>` bound once in its class, in
+    any method of the class.
     """
 
     code = "GT305"
@@ -140,6 +161,14 @@ class WeightMadeNonLeaf(Rule):
                 with torch.no_grad():
                     w -= 0.1 * w.grad
             """, at=(2, 0)),
+        Bad("""
+            import torch
+            class Calibrator:
+                def __init__(self, device):
+                    self.t = torch.ones(1, requires_grad=True).to(device)
+                def fit(self, logits, y):
+                    opt = torch.optim.LBFGS([self.t], lr=0.01)
+            """, at=(4, 8)),
         Good("""
             import torch
             w = (torch.randn(784, 10) * 0.01).requires_grad_()
@@ -158,6 +187,9 @@ class WeightMadeNonLeaf(Rule):
         if node is None:
             return
         name = dotted(node.targets[0])
+        if name is not None and name.count(".") == 1 and name.startswith("self."):
+            yield from self._self_attr(node, name, ctx)
+            return
         if name is None or "." in name:
             return
         got = made_non_leaf(node.value, ctx)
@@ -176,6 +208,23 @@ class WeightMadeNonLeaf(Rule):
             return
         related = [Related(ctx.path, use[0], use[1])]
         yield self.report(node, ctx, related=related, fix=self._fix(node.value, factory, ctx),
+                          name=name, how=f"`{how}`" if how.startswith(".") else how)
+
+    def _self_attr(self, node: ast.Assign, name: str, ctx: Context) -> Iterator[Finding]:
+        """``self.t = torch.ones(1, requires_grad=True).to(device)`` bound once in its class
+        and used as a weight (``self.t.grad`` read, or ``self.t`` given to an optimizer) in
+        any method of the class."""
+        got = made_non_leaf(node.value, ctx)
+        cls = ctx.analysis.class_of(ctx.function) if ctx.function is not None else None
+        info = cls.attrs.get(name[5:]) if cls is not None else None
+        if got is None or info is None or info.stmt is not node or info.later:
+            return
+        use = _attr_weight_use(cls.node, name, ctx)
+        if use is None:
+            return
+        factory, how = got
+        yield self.report(node, ctx, related=[Related(ctx.path, use[0], use[1])],
+                          fix=self._fix(node.value, factory, ctx),
                           name=name, how=f"`{how}`" if how.startswith(".") else how)
 
     def _fix(self, value: ast.expr, factory: ast.Call, ctx: Context):

@@ -4,7 +4,7 @@ The rules live in :mod:`.containers` (GT401-GT403), :mod:`.identity` (GT404-GT40
 :mod:`.freezing` (GT407-GT410), :mod:`.attributes` (GT411-GT412), :mod:`.plain_holder`
 (GT413), :mod:`.global_walk` (GT414), :mod:`.setattr_errors` (GT415-GT416), :mod:`.groups` (GT442), :mod:`.eval_reset` (GT443), :mod:`.frozen_norm` (GT461), :mod:`.listed_parts` (GT462), :mod:`.decay_names` (GT463), :mod:`.frozen` (GT430-GT433),
 :mod:`.wiring` (GT435-GT437), :mod:`.outside` (GT438-GT439), :mod:`.fixed` (GT434,
-GT440-GT441), :mod:`.construction` (GT420-GT421), :mod:`.listed_generator` (GT488); shared facts in
+GT440-GT441), :mod:`.construction` (GT420-GT421), :mod:`.listed_generator` (GT488), :mod:`.discarded_flag` (GT489); shared facts in
 :mod:`._modules` and the analysis layer (``ctx.analysis``).
 """
 from __future__ import annotations

@@ -13,6 +13,8 @@ from gradtrace.lint.flow import MODULE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 from gradtrace.lint.rules.registration._foreign_layers import foreign_layer
+from gradtrace.lint.rules.registration._foreign_optim import (
+    foreign_optimizer_over, foreign_steppers)
 from gradtrace.lint.nodes import statements, walk  # noqa: F401 (statements: re-exported)
 from gradtrace.lint.rules.registration._stateless import (
     PARAM_LAYER_RE, module_classes, param_free_classes, stateless_classes,
@@ -145,6 +147,9 @@ def optimizer_builds(scope: Scope) -> list[OptimizerBuild]:
                     k = scope.ctx.analysis.kind(v, scope, b.line)  # a helper of the file
                     if k is not None and k.what == OPTIMIZER and k.over:
                         out.append(OptimizerBuild(name, b.stmt, v, k.over))
+                elif isinstance(v, ast.Call) and (over := foreign_optimizer_over(
+                        scope, v, b.line)):  # NOTE [foreign optimizer builders]
+                    out.append(OptimizerBuild(name, b.stmt, v, over))
         return sorted(out, key=lambda o: o.stmt.lineno)
     return scope.ctx.memo("gt4-optimizers", scope.node, make)
 
@@ -156,6 +161,7 @@ def step_lines(scope: Scope, opt: str) -> list[int]:
             if m.call.args and dotted(m.call.args[0]) == opt]
     out += [line for line, _ in handed_to_steppers(scope, opt)]
     out += global_steppers(scope, opt)
+    out += foreign_steppers(scope, opt)
     return sorted(out)
 
 

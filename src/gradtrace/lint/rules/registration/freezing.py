@@ -13,6 +13,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.leaf._tensors import (
     is_false, is_parameter_call, is_true, keyword, node_mentions, scope_mentions,
 )
+from gradtrace.lint.rules.registration._caller_modules import submodule_by_callers
 from gradtrace.lint.rules.registration._fresh_head import freeze_victim
 from gradtrace.lint.rules.registration._grad_flags import grad_flags
 from gradtrace.lint.analysis.held_parts import holds_part
@@ -106,7 +107,8 @@ class RequiresGradAttributeOnModule(Rule):
             name.startswith("self.") and name.count(".") == 1
             and _class_module_attr(ctx, name[5:])) or (
             name != "self" and ctx.analysis.is_module(recv, line=node.lineno)) or \
-            handled_as_module(ctx.scope(), name, strict=True, at=node)  # NOTE [module receivers]
+            handled_as_module(ctx.scope(), name, strict=True, at=node) or \
+            submodule_by_callers(ctx, name)  # NOTE [module receivers], [submodule by callers]
         # (`def freeze(m)`: the callers' m; a module's own `self.requires_grad = flag` is a
         # setting its code reads; a part just built has nothing to undo: NOTE [fresh part unfrozen])
         if not is_mod or _set_to_tensor_before(ctx, name, node) or _fresh_unfrozen(ctx, name, node):

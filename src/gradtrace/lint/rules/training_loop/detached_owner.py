@@ -7,7 +7,8 @@ opt_g.zero_grad(); bce(D(fake), ones).backward(); opt_g.step()``) trains it only
 its loss reads from its arguments. When every call of it in the file passes, for such an
 argument, the model's output detached where it was made (``fake = G(z).detach()`` in the
 caller, or returned by a function of the file every return of which is that detach:
-``fake = d_step(real)``), the backward never reaches the model: the detach is reported.
+``fake = d_step(real)``), the backward never reaches the model: the detach is reported. The same when the pass hands
+the model to a function of the file that runs it only detached (NOTE [detach in a helper]).
 """
 from __future__ import annotations
 
@@ -52,16 +53,28 @@ def _cut_call(n: ast.Call, owners: frozenset[str]) -> ast.Call | None:
     return None
 
 
-def _uses(stmts: list[ast.AST], owners: frozenset[str]) -> tuple[list[ast.Call], bool]:
+def _uses(stmts: list[ast.AST], owners: frozenset[str], helpers: Helpers | None = None,
+          depth: int = 0) -> tuple[list[ast.Call], bool]:
     """The detached calls of the owners in ``stmts``, and whether the owners are used in any
-    other way there (a live call, passed to a helper, read as a value): then the model may
-    get a gradient this file does not show us, and nothing is said."""
+    other way there (a live call, read as a value, passed to a helper that uses them so):
+    then the model may get a gradient this file does not show us, and nothing is said.
+    A function of the file handed an owner (``g_loss(G, D, z)``) is read with its parameter
+    as the owner (NOTE [detach in a helper]); ``helpers`` then maps the call to its detach."""
     cuts: list[ast.Call] = []
     stack: list[ast.AST] = list(stmts)
     while stack:
         n = stack.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             return cuts, True
+        if isinstance(n, ast.Call) and helpers is not None:
+            inner_cuts = _helper_cuts(n, owners, helpers, depth)
+            if inner_cuts is False:
+                return cuts, True
+            if inner_cuts is not None:
+                cuts += inner_cuts
+                stack.extend(a for a in (*n.args, *(k.value for k in n.keywords))
+                             if not _owner_of(dotted(a), owners))
+                continue
         if isinstance(n, ast.Call):
             inner = _cut_call(n, owners)
             if inner is not None:
@@ -79,6 +92,38 @@ def _uses(stmts: list[ast.AST], owners: frozenset[str]) -> tuple[list[ast.Call],
             return cuts, True
         stack.extend(child_nodes(n))
     return cuts, False
+
+
+class Helpers:
+    """Where ``_uses`` reads functions of the file: the context, the function making the
+    calls, and each helper call found to use an owner only detached -> that detach."""
+
+    def __init__(self, ctx: Context, where: ast.AST) -> None:
+        self.ctx, self.where = ctx, where
+        self.site: dict[int, ast.Call] = {}
+
+
+def _helper_cuts(n: ast.Call, owners: frozenset[str], h: Helpers, depth: int
+                 ) -> list[ast.Call] | bool | None:
+    """# NOTE [detach in a helper]
+    ``g_loss(G, D, z)`` of a function of the file whose parameter ``G`` receives an owner:
+    the detached calls of that parameter in its body when it runs it only detached
+    (``fake = G(z).detach()``); False when it uses it otherwise (or too deep to read); None
+    when the call hands it no owner."""
+    if not any(_owner_of(dotted(a), owners) for a in (*n.args, *(k.value for k in n.keywords))):
+        return None
+    fn = h.ctx.analysis.callee(n, h.where) if depth < 2 else None
+    if fn is None or h.ctx.analysis.class_of(fn) is not None:
+        return False
+    args = h.ctx.analysis.arguments(fn, n)
+    mine = frozenset(p for p, a in args.items() if _owner_of(dotted(a), owners))
+    if not mine or any(_owner_of(dotted(k.value), owners) for k in n.keywords if k.arg is None):
+        return False
+    cuts, other = _uses(list(fn.body), mine, h, depth + 1)
+    if other or not cuts:
+        return False
+    h.site[id(n)] = cuts[0]
+    return cuts
 
 
 def detached_step(f: LoopFacts, s: Step) -> tuple[ast.Call, Backward, str] | None:
@@ -109,12 +154,13 @@ def detached_step(f: LoopFacts, s: Step) -> tuple[ast.Call, Backward, str] | Non
             region += [i.context_expr for i in getattr(x, "items", ())]
         else:
             region.append(x)
-    cuts, other = _uses(region, owners)
+    helpers = Helpers(f.ctx, f.node)
+    cuts, other = _uses(region, owners, helpers)
     if other:
         return None
     if not cuts:  # the model is not run here at all: what the loss reads was handed in
         return _handed_detach(f, fed, owners)
-    return _through(f, fed, cuts)
+    return _through(f, fed, cuts, helpers.site)
 
 
 def _handed_detach(f: LoopFacts, fed: list[Backward], owners: frozenset[str]
@@ -175,10 +221,12 @@ def _detached_value(ctx: Context, arg: ast.AST | None, where: ast.AST, line: int
     return None
 
 
-def _through(f: LoopFacts, fed: list[Backward], cuts: list[ast.Call]
-             ) -> tuple[ast.Call, Backward, str] | None:
+def _through(f: LoopFacts, fed: list[Backward], cuts: list[ast.Call],
+             site: dict[int, ast.Call] | None = None) -> tuple[ast.Call, Backward, str] | None:
     """A detach of ``cuts`` that a backward of ``fed`` reads through its loss's bindings, with
-    the name it was bound to (``fake``)."""
+    the name it was bound to (``fake``), or through a helper call of ``site`` whose body holds
+    the detach (the helper's own name for it is not known here: "output")."""
+    site = site or {}
     ids = {id(c) for c in cuts}
     g = graphs(f.scope)
     for b in reversed(fed):
@@ -191,6 +239,18 @@ def _through(f: LoopFacts, fed: list[Backward], cuts: list[ast.Call]
             for n in ast.walk(v):
                 if id(n) in ids:
                     return n, b, name  # type: ignore[return-value]
+                if id(n) in site:
+                    cut = site[id(n)]
+                    return cut, b, _bound_name(f.ctx, cut) or "output"
+    return None
+
+
+def _bound_name(ctx: Context, cut: ast.Call) -> str | None:
+    """The name a helper binds the detach to (``fake = G(z).detach()``)."""
+    for n in ast.walk(ctx.tree):
+        if isinstance(n, ast.Assign) and n.value is cut and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Name):
+            return n.targets[0].id
     return None
 
 

@@ -1,0 +1,15 @@
+import torch
+import torch.nn.functional as F
+from models import Classifier, freeze_backbone
+
+model = freeze_backbone(Classifier())
+params = [p for p in model.parameters() if p.requires_grad]
+opt = torch.optim.SGD(params, lr=0.5)
+before = model.backbone[0].weight.clone()
+for _ in range(3):
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print("frozen backbone moved:", not torch.equal(before, model.backbone[0].weight))

@@ -1,0 +1,28 @@
+from types import SimpleNamespace
+
+import torch
+import torch.nn as nn
+
+cfg = SimpleNamespace(act="GELU", widths=[8, 16, 16, 2], lr=1e-3)
+
+
+class ConfigNet(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.stages = {}  # ROOT
+        for i, (a, b) in enumerate(zip(cfg.widths[:-1], cfg.widths[1:])):
+            self.stages[f"stage{i}"] = nn.Sequential(nn.Linear(a, b), getattr(nn, cfg.act)())
+
+    def forward(self, x):
+        for name in sorted(self.stages):
+            x = self.stages[name](x)
+        return x
+
+
+net = ConfigNet(cfg)
+opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+x = torch.randn(4, 8)
+loss = net(x).pow(2).mean()
+opt.zero_grad()
+loss.backward()
+opt.step()

@@ -1,0 +1,49 @@
+"""Which files are worth checking at all (NOTE [torch prefilter]).
+
+# NOTE [torch prefilter]
+A file whose code never mentions ``torch`` is skipped, with one exception: a training step
+written in a file of its own, which calls ``.backward(`` on what helpers of the project return
+and imports nothing of torch itself (``engine.py``: ``from losses import dice_loss`` ...
+``loss.backward()``). Such a file is checked when a module it imports by a plain
+``import x`` / ``from x import ...`` (``x`` a file beside it, or a package folder beside it)
+mentions ``torch``: the bugs of its helpers are found from its calls (NOTE [project index]).
+One hop, beside the file only; anything unreadable: skipped as before.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+([A-Za-z_][\w.]*)[ \t]+import|import[ \t]+([A-Za-z_][\w.]*))",
+                     re.M)
+_MAX = 1 << 20
+
+
+def _mentions_torch(path: str) -> bool:
+    try:
+        if os.path.getsize(path) > _MAX:
+            return False
+        with open(path, "rb") as fh:
+            return b"torch" in fh.read()
+    except OSError:
+        return False
+
+
+def imports_torch_sibling(path: str, data: bytes) -> bool:
+    """``data`` (the bytes of ``path``) calls ``.backward(`` and imports a module beside it
+    whose text mentions ``torch``."""
+    if b".backward(" not in data:
+        return False
+    here = os.path.dirname(os.path.abspath(path))
+    for m in _IMPORT.finditer(data):
+        name = (m.group(1) or m.group(2)).decode("ascii", "replace").split(".")
+        base = os.path.join(here, *name)
+        for cand in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(cand) and _mentions_torch(cand):
+                return True
+    return False
+
+
+def worth_checking(path: str, data: bytes) -> bool:
+    """NOTE [torch prefilter], on the raw bytes."""
+    return b"torch" in data or imports_torch_sibling(path, data)
