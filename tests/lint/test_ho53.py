@@ -60,3 +60,45 @@ def test_held_optimizer_never_stepped(after, outside, base, expected):
     src = LEARNER.format(after=after, outside=outside, base=base,
                          base_import="from lib import BaseLearner" if base else "")
     assert _found(src, "GT544") == expected
+
+
+# NOTE [reused through a per-pass function]: a file-level value with a graph, read by a
+# function a file-level loop calls (checked on torch 2.13: the second call raises 'Trying to
+# backward through the graph a second time'; under no_grad it trains)
+PER_PASS = '''
+import torch
+from torch import nn
+
+encoder = nn.Linear(4, 8)
+head = nn.Linear(8, 1)
+images = torch.randn(16, 4)
+labels = torch.randn(16, 1)
+{feats}
+opt = torch.optim.Adam([*encoder.parameters(), *head.parameters()])
+
+
+def train_once():
+    {inside}
+    opt.zero_grad()
+    loss = nn.functional.mse_loss(head(feats), labels)
+    loss.backward()
+    opt.step()
+
+
+if __name__ == "__main__":
+    {run}
+'''
+
+
+@pytest.mark.parametrize("feats, inside, run, expected", [
+    ("feats = encoder(images)", "pass", "for epoch in range(3):\n        train_once()", [9]),
+    ("feats = encoder(images)", "pass", "while True:\n        train_once()", [9]),
+    ("with torch.no_grad():\n    feats = encoder(images)", "pass",
+     "for epoch in range(3):\n        train_once()", []),
+    ("feats = encoder(images).detach()", "pass", "for epoch in range(3):\n        train_once()", []),
+    ("feats = None", "feats = encoder(images)", "for epoch in range(3):\n        train_once()", []),
+    ("feats = encoder(images)", "pass", "train_once()", []),  # called once: no second backward
+])
+def test_file_level_graph_reused_by_a_per_pass_function(feats, inside, run, expected):
+    src = PER_PASS.format(feats=feats, inside=inside, run=run)
+    assert _found(src, "GT507") == expected
