@@ -102,3 +102,85 @@ if __name__ == "__main__":
 def test_file_level_graph_reused_by_a_per_pass_function(feats, inside, run, expected):
     src = PER_PASS.format(feats=feats, inside=inside, run=run)
     assert _found(src, "GT507") == expected
+
+
+# NOTE [the training path run with grad off]: an evaluation runs with grad off the loss the
+# training loop backpropagates, whose helper differentiates (checked on torch 2.13: `element 0
+# of tensors does not require grad`); the block is named, not the training code
+CRITIC = '''
+import torch
+from torch import nn
+
+
+def gradient_penalty(critic, x):
+    x = x.clone().requires_grad_(True)
+    score = critic(x)
+    g = torch.autograd.grad(outputs=score.sum(), inputs=x, create_graph=True)[0]
+    return ((g.norm(dim=1) - 1) ** 2).mean()
+
+
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(2, 16), nn.Tanh(), nn.Linear(16, 1))
+
+    def forward(self, x):
+        return self.body(x)
+
+    def loss(self, x):
+        {turn_on}
+        return self(x).mean() + gradient_penalty(self, x)
+
+    def score(self, x):
+        return self(x).mean() + sharpness(self, x)
+
+
+def sharpness(critic, x):
+    x = x.clone().requires_grad_(True)
+    s = critic(x)
+    return torch.autograd.grad(s.sum(), x)[0].abs().mean()
+
+
+def train(critic, opt, data):
+    for x in data:
+        opt.zero_grad()
+        critic.loss(x).backward()
+        opt.step()
+
+
+def evaluate(critic, data):
+    {off}
+    out = [critic.{method}(x).item() for x in data]
+    {on}
+    return out
+
+
+critic = Critic()
+data = [torch.randn(8, 2) for _ in range(3)]
+train(critic, torch.optim.SGD(critic.parameters(), lr=0.01), data)
+evaluate(critic, data)
+'''
+
+
+@pytest.mark.parametrize("off, on, method, turn_on, expected", [
+    ("with torch.no_grad():\n        pass", "pass", "loss", "pass", []),        # block empty
+    ("torch.set_grad_enabled(False)", "torch.set_grad_enabled(True)", "loss", "pass", [43]),
+    ("torch.set_grad_enabled(False)", "torch.set_grad_enabled(True)", "loss",
+     "torch.set_grad_enabled(True)", []),                                       # turned back on
+    ("torch.set_grad_enabled(False)", "torch.set_grad_enabled(True)", "score", "pass", []),
+    # (a helper only the evaluation runs: no training path; the statement's direct reading)
+])
+def test_training_path_under_grad_off_statement(off, on, method, turn_on, expected):
+    src = CRITIC.format(off=off, on=on, method=method, turn_on=turn_on)
+    assert _found(src, "GT210") == expected
+
+
+def test_training_path_under_no_grad_block_names_the_block():
+    src = CRITIC.format(off="with torch.no_grad():\n        pass", on="pass", method="loss",
+                        turn_on="pass").replace(
+        "    with torch.no_grad():\n        pass\n    out = [",
+        "    with torch.no_grad():\n        out = [")
+    assert _found(src, "GT210") == [43]
+    # a method only the evaluation runs: the call that hands the work over is named
+    assert _found(src.replace("critic.loss(x).item()", "critic.score(x).item()"),
+                  "GT210") == [26]
