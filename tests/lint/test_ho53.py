@@ -184,3 +184,62 @@ def test_training_path_under_no_grad_block_names_the_block():
     # a method only the evaluation runs: the call that hands the work over is named
     assert _found(src.replace("critic.loss(x).item()", "critic.score(x).item()"),
                   "GT210") == [26]
+
+
+# NOTE [a non-leaf put in a module's parameters]: a reparametrising wrapper stores its computed
+# weight in the wrapped layer's `_parameters` on every forward (checked on torch 2.13: an
+# optimizer built from `.parameters()` after one forward raises `can't optimize a non-leaf
+# Tensor`; built before, it does not)
+NOISY = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class WeightNoise(nn.Module):
+    def __init__(self, layer, sigma):
+        super().__init__()
+        self.layer, self.sigma = layer, sigma
+        self.base = nn.Parameter(layer.weight.detach().clone())
+
+    def perturb(self):
+        {write}
+
+    def {method}(self, x):
+        self.perturb()
+        return self.layer(x)
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = WeightNoise(nn.Linear(6, 6), 0.1)
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.out(F.relu(self.block(x)))
+
+
+def main():
+    head = Head()
+    {first}
+    {second}
+
+
+main()
+'''
+WRITE = 'self.layer._parameters["weight"] = torch.add(self.base, torch.randn_like(self.base), alpha=self.sigma)'
+RUN = "print(head(torch.randn(3, 6)).shape)"
+BUILD = "opt = torch.optim.Adam(head.parameters(), lr=1e-3)"
+
+
+@pytest.mark.parametrize("write, method, first, second, expected", [
+    (WRITE, "forward", RUN, BUILD, [14]),
+    (WRITE, "forward", BUILD, RUN, []),                       # built before the first forward
+    (WRITE, "apply_noise", RUN, BUILD, []),                   # not a forward: a step of its own
+    ('self.layer._parameters["weight"] = nn.Parameter(self.base + 0.0)', "forward", RUN, BUILD,
+     []),                                                     # a leaf Parameter
+])
+def test_computed_tensor_in_parameters(write, method, first, second, expected):
+    src = NOISY.format(write=write, method=method, first=first, second=second)
+    assert _found(src, "GT485") == expected
