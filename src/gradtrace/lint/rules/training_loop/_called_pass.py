@@ -75,14 +75,20 @@ def reused_globals(f: LoopFacts, ctx: Context
 
 def _calling_loop(ctx: Context, name: str) -> ast.stmt | None:
     """The first file-level loop (outside any function or class) that calls ``name(...)``."""
+    return ctx.memo("gt507-calling-loops", ctx.tree, lambda: _calling_loops(ctx)).get(name)
+
+
+def _calling_loops(ctx: Context) -> dict[str, ast.stmt]:
+    """name -> the first file-level loop calling ``name(...)``, for the whole file at once."""
     parents = file_parents(ctx)
+    out: dict[str, ast.stmt] = {}
     for n in walk(ctx.tree):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name:
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id not in out:
             p, loop = parents.get(id(n)), None
             while p is not None and not isinstance(p, SCOPES):
                 if isinstance(p, LOOPS):
                     loop = p
                 p = parents.get(id(p))
             if p is None and loop is not None:
-                return loop
-    return None
+                out[n.func.id] = loop
+    return out
