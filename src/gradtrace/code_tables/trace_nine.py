@@ -75,4 +75,31 @@ CODES = (
          "Subtract the tensor that is meant (the current parameter, a copy saved with "
          "`.detach().clone()`).",
          "gradtrace.runtime.trace.self_diff", severity="warning"),
+    Code("GT913", "no-optimizer-ever-steps",
+         "backward() fills the gradients of an optimizer pass after pass and no optimizer "
+         "ever steps: the weights never change",
+         "A learning-rate scheduler's `step()` called where the optimizer's belongs, or an "
+         "accumulation condition `(step + 1) % accum == 0` that never holds because an epoch "
+         "has fewer batches than the period: `backward()` runs, `.grad` fills, and no "
+         "`optimizer.step()` ever runs, so the model ends where it started and nothing fails. "
+         "The run sees no crash, three or more `backward()` calls, optimizers built while "
+         "tracing and none stepped, one holding a tensor with a gradient; it names the `if` "
+         "guarding that optimizer's `step()`, else another `step()` after the last backward "
+         "in its function, else that backward. A file that reads a `.grad` is left alone.",
+         """
+         for x, y in loader:
+             optimizer.zero_grad()
+             criterion(model(x), y).backward()
+             scheduler.step()
+         """,
+         """
+         for x, y in loader:
+             optimizer.zero_grad()
+             criterion(model(x), y).backward()
+             optimizer.step()
+         scheduler.step()
+         """,
+         "Call `optimizer.step()` after the backward; make an accumulation condition also "
+         "hold on an epoch's last batch.",
+         "gradtrace.runtime.trace.no_step", severity="warning"),
 )

@@ -29,7 +29,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "grad-none": frozenset({"GT301", "GT303", "GT305", "GT307", "GT403", "GT407", "GT408",
                             "GT474"}),  # NOTE [wrapped leaf handed away]
     "inference": frozenset({"GT204"}),
-    "non-leaf-optimizer": frozenset({"GT305", "GT306", "GT403"}),
+    "non-leaf-optimizer": frozenset({"GT305", "GT306", "GT403", "GT485"}),
     "function-count": frozenset({"GT701"}),
     "unused-input": frozenset({"GT702", "GT706"}),
     "none-result": frozenset({"GT511"}),

@@ -84,13 +84,32 @@ def _turns_on(s: ast.AST, ctx: Context) -> bool:
 def off_nodes(body: list[ast.stmt], ctx: Context) -> Iterator[ast.AST]:
     """The nodes of ``body`` that run with grad off when ``body`` does: nested functions,
     lambdas and classes left out, and so are ``enable_grad()`` blocks."""
-    todo: list[ast.AST] = list(body)
+    todo: list[ast.AST] = list(_until_on(body, ctx))
     while todo:
         n = todo.pop()
         if isinstance(n, _NESTED) or _turns_on(n, ctx):
             continue
         yield n
-        todo.extend(child_nodes(n))
+        if isinstance(n, ast.stmt) and hasattr(n, "body"):
+            for field, value in ast.iter_fields(n):
+                if isinstance(value, list):
+                    todo.extend(_until_on(value, ctx) if value and isinstance(
+                        value[0], ast.stmt) else value)
+                elif isinstance(value, ast.AST):
+                    todo.append(value)
+        else:
+            todo.extend(child_nodes(n))
+
+
+def _until_on(stmts: list, ctx: Context) -> list:  # type: ignore[type-arg]
+    """``stmts`` up to the first statement ``torch.set_grad_enabled(<not False>)``: grad is on
+    for those after it (the callee that turns it back on for itself)."""
+    for i, s in enumerate(stmts):
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and (ctx.qualified_name(
+                s.value.func) or "").endswith("set_grad_enabled") and grad_mode_of(
+                s.value, ctx.imports) == "on":
+            return stmts[:i]
+    return stmts
 
 
 def off_list(ctx: Context, owner: ast.AST) -> list[ast.AST]:

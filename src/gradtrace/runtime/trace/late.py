@@ -23,6 +23,7 @@ from gradtrace.runtime.trace.hooks import param_name
 from gradtrace.runtime.trace.inplace_value import inplace_value_findings
 from gradtrace.runtime.trace.kept_losses import kept_loss_findings
 from gradtrace.runtime.trace.never_stepped import never_stepped_findings
+from gradtrace.runtime.trace.no_step import no_step_findings
 from gradtrace.runtime.trace.self_diff import self_diff_findings
 from gradtrace.runtime.trace.unused_total import unused_total_findings
 from gradtrace.runtime.trace.zero_diff import zero_diff_findings
@@ -32,7 +33,7 @@ def late_findings(state: Any, data: Any) -> list[Finding]:
     return train_eval_findings(data, state) + unused_total_findings(state) \
         + kept_loss_findings(state) \
         + average_stats_findings(state, data) + zero_diff_findings(state) \
-        + data_rewrite_findings(state) + never_stepped_findings(state, data) \
+        + data_rewrite_findings(state) + never_stepped_findings(state, data) + no_step_findings(state, data) \
         + default_freeze_findings(state, data, param_name) \
         + drowned_log_findings(state, data) + inplace_value_findings(state)
 

@@ -35,8 +35,8 @@ _ASKS = frozenset({"is_grad_enabled", "training", "requires_grad", "is_inference
 Own = Callable[[Context, Def, "ast.Call | None", bool], "ast.Call | None"]
 
 
-def deep_gradient(ctx: Context, owner: ast.AST, where: ast.AST,
-                  own: Own) -> tuple[ast.Call, ast.Call] | None:
+def deep_gradient(ctx: Context, owner: ast.AST, where: ast.AST, own: Own,
+                  calls: list[ast.Call] | None = None) -> tuple[ast.Call, ast.Call] | None:
     """The first call, breadth first through the functions that the body of ``owner`` (a def
     or a ``with``, run with grad off) runs, whose callee differentiates within ``MAX_DEPTH``
     calls (NOTE [gradient reached through the callee]), with the gradient call; ``own`` is
@@ -44,7 +44,7 @@ def deep_gradient(ctx: Context, owner: ast.AST, where: ast.AST,
     direct reading."""
     level: list[Def] = []
     seen: set[int] = set()
-    for n in _calls(ctx, owner):
+    for n in _calls(ctx, owner) if calls is None else calls:
         for fn, _ in _callees(n, where, ctx):
             if _decorated(fn, ctx) or own(ctx, fn, n, False) is not None:
                 return None  # GT210's direct reading, or a helper it left alone

@@ -63,7 +63,9 @@ def _own_gradient(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef,
         out = []
         for c, guards in calls:
             q = ctx.qualified_name(c.func) or ""
-            target = c.args[0] if q in GRADIENT_CALLS and c.args else (
+            target = c.args[0] if q in GRADIENT_CALLS and c.args else next(
+                (k.value for k in c.keywords if k.arg == "outputs"), None) \
+                if q in GRADIENT_CALLS else (
                 c.func.value if isinstance(c.func, ast.Attribute) and c.func.attr == "backward"
                 else None)
             root, torch_op = target, False

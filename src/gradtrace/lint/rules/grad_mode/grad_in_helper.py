@@ -14,6 +14,8 @@ from gradtrace.lint.grad_modes import grad_mode_of, turns_on_inside
 from gradtrace.lint.analysis.grad_off_calls import _targets, made_names, off_list
 from gradtrace.lint.analysis.reach import disables_grad
 from gradtrace.lint.rules.grad_mode._deep_gradient import deep_gradient, forward_start
+from gradtrace.lint.rules.grad_mode._trained_path import statement_calls as _statement_calls
+from gradtrace.lint.rules.grad_mode._trained_path import trained_through
 from gradtrace.lint.rules.grad_mode._helper_gradients import (
     _differentiates, _given_gradient, _own_gradient, _spread,
 )
@@ -228,6 +230,8 @@ class GradientHelperUnderNoGrad(Rule):
         if deep is not None:  # NOTE [gradient reached through the callee]
             n, grad = deep
             inner = forward_start(ctx, grad)
+            if trained_through(ctx, grad, _own_gradient):  # NOTE [the training path run with grad off]
+                inner = at
             yield self.report(inner or n, ctx, related=(
                 Related(ctx.path, at.lineno, f"`{ctx.source(mode)}` turns grad off here",
                         ctx.column(at)),
@@ -253,7 +257,7 @@ class GradientHelperUnderNoGrad(Rule):
         where = ctx.function or ctx.tree
         for s in block[block.index(node) + 1:]:
             if _turns_on(s, ctx):
-                return
+                break
             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue  # defined here, not run here
             for n in bfs_walk(s):
@@ -271,6 +275,17 @@ class GradientHelperUnderNoGrad(Rule):
                     mode=ctx.source(call), call=ctx.source(n.func) + "(...)",
                     grad=ctx.source(grad.func), line=grad.lineno)
                 return
+        off = _statement_calls(block[block.index(node) + 1:], ctx, _turns_on)
+        deep = deep_gradient(ctx, node, where, _own_gradient, off) if off else None
+        if deep is not None and trained_through(ctx, deep[1], _own_gradient):
+            n, grad = deep  # NOTE [the training path run with grad off]
+            yield self.report(node, ctx, related=(
+                Related(ctx.path, n.lineno, f"`{ctx.source(n.func)}(...)` runs with grad "
+                        "still off", ctx.column(n)),
+                Related(ctx.path, grad.lineno, "the gradient is taken here",
+                        ctx.column(grad))),
+                mode=ctx.source(call), call=ctx.source(n.func) + "(...)",
+                grad=ctx.source(grad.func), line=grad.lineno)
 
 
 def _block_of(node: ast.stmt, ctx: Context) -> list[ast.stmt] | None:

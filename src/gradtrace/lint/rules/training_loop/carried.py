@@ -16,6 +16,7 @@ from gradtrace.lint.analysis.reach import value_of
 from gradtrace.lint.analysis.graph_deps import Graphs, graphs, loads
 from gradtrace.lint.analysis.graphless import graphless_data, returns_data
 from gradtrace.lint.analysis.proven_graph import proven_source
+from gradtrace.lint.rules.training_loop._called_pass import reused_globals
 from gradtrace.lint.rules.training_loop._foreign import foreign_call
 from gradtrace.lint.rules.training_loop._reach import known_reach
 from gradtrace.lint.rules.training_loop._loop import Backward, LoopFacts, _owners, _stepped_expr
@@ -304,8 +305,14 @@ class GraphReusedAcrossSteps(LoopRule):
     ]
 
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
-        if not any(f.loops_of(b.stmt) for b in f.backwards) or ctx.memo(
-                "gt5-freeze", ctx.tree, lambda: FREEZE_RE.search(ctx.code) is not None):
+        if ctx.memo("gt5-freeze", ctx.tree, lambda: FREEZE_RE.search(ctx.code) is not None):
+            return
+        for t, b, loop, source in reused_globals(f, ctx):  # NOTE [reused through a per-pass function]
+            yield self.report(t.stmt, ctx, related=(
+                related_at(ctx, b.call, "backward runs here, on every call from the loop"),
+                related_at(ctx, loop, "the loop that calls it")), name=t.name,
+                module=source.split("`")[1].removesuffix("(...)"), source=source, backward_line=b.call.lineno)
+        if not any(f.loops_of(b.stmt) for b in f.backwards):
             return
         g = graphs(f.scope)
         done: set[int] = set()

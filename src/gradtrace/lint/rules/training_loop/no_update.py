@@ -23,6 +23,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import is_functional_loss
 from gradtrace.lint.analysis.file_parents import file_parents
+from gradtrace.lint.analysis.held_optimizers import held_unstepped
 from gradtrace.lint.analysis.handed_optimizers import handed_optimizer, stepped_by_a_caller
 from gradtrace.lint.analysis.kinds import OPTIMIZER, SCHEDULER, is_torch_loss
 from gradtrace.lint.analysis.steps import step_calls
@@ -193,6 +194,7 @@ class OptimizerNeverStepped(Rule):
     def _check(self, fn: ast.AST, ctx: Context) -> Iterator[Finding]:
         scope = ctx.scope(fn)
         calls = step_calls(ctx, fn)
+        yield from self._per_batch(fn, scope, calls, ctx)
         for z, loop, name in _cleared_in_loops(scope, fn, ctx):
             end = loop.end_lineno or loop.lineno
             if any(s.optimizer == name for s in calls.steps) or _other_step(loop, scope, ctx) \
@@ -213,6 +215,38 @@ class OptimizerNeverStepped(Rule):
             yield f if sched is None else replace(f, message=self.message_sched.format(
                 sched=ctx.source(sched), opt=name, call=ctx.source(b.call.func) + "()",
                 line=b.call.lineno, zero=z.stmt.lineno))
+
+    def _per_batch(self, fn: ast.AST, scope: Scope, calls, ctx: Context  # type: ignore[no-untyped-def]
+                   ) -> Iterator[Finding]:
+        """A method run once per batch clears ``self.<opt>`` and backpropagates, and nothing
+        in the file steps that optimizer (NOTE [a held optimizer never stepped])."""
+        if calls.steps or _other_step(fn, scope, ctx) or _reads_grad(fn):
+            return
+        for z in calls.zero_grads:
+            recv = z.call.func.value if isinstance(z.call.func, ast.Attribute) else None
+            if recv is None or scope.loops_of(z.stmt) or not held_unstepped(
+                    ctx, fn, recv, OWN_METHODS):
+                continue
+            b = next((b for b in calls.backwards if b.accumulates
+                      and b.stmt.lineno >= z.stmt.lineno), None)
+            if b is None:
+                return
+            name = ctx.source(recv)
+            sched = next((n for n in walk(fn) if isinstance(n, ast.Call) and isinstance(
+                n.func, ast.Attribute) and n.func.attr == "step" and n.lineno > b.stmt.lineno
+                and (k := ctx.analysis.kind(n.func.value, scope, n.lineno)) is not None
+                and k.what == SCHEDULER), None)
+            related = [Related(ctx.path, z.stmt.lineno, f"`{name}` is cleared here",
+                               ctx.column(z.stmt))]
+            if sched is not None:
+                related.append(Related(ctx.path, b.call.lineno, "the gradients are filled here",
+                                       ctx.column(b.call)))
+            f = self.report(sched or b.call, ctx, call=ctx.source(b.call.func) + "()", opt=name,
+                            zero=z.stmt.lineno, related=related)
+            yield f if sched is None else replace(f, message=self.message_sched.format(
+                sched=ctx.source(sched), opt=name, call=ctx.source(b.call.func) + "()",
+                line=b.call.lineno, zero=z.stmt.lineno))
+            return
 
 
 class LossNeverBackpropagated(Rule):
