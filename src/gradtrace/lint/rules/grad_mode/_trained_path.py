@@ -5,8 +5,8 @@ An evaluation that reuses the training code (`with torch.no_grad(): model.comput
 or `torch.set_grad_enabled(False)` before `module.validation_step(b)`) runs with grad off a
 function the training loop also runs, with grad on, and backpropagates: that function is
 right as it is (training works), and what breaks it is the block that turned grad off around
-it. So when the call that hands the work to the gradient helper (NOTE [gradient reached
-through the callee]) stands in a function that some other function of the file calls outside
+it. So when the call that hands the work to the gradient helper
+(NOTE [gradient reached through the callee]) stands in a function that some other function of the file calls outside
 any grad-off ``with`` and that function runs a backward, the finding is on the block (the
 ``with``, or the statement that turns grad off), not on that call. A statement
 ``torch.set_grad_enabled(False)`` gets the same deep reading over the calls that follow it in

@@ -169,8 +169,8 @@ class SetGradEnabledNeverRestored(Rule):
 def foreign_training_after(fn: ast.AST, ctx: Context) -> tuple[Context, ast.Call] | None:
     """# NOTE [grad left off across files]
     A top-level function of the file that leaves grad off (``def evaluate(...):
-    torch.set_grad_enabled(False) ...``), called from another file of the project (NOTE
-    [reverse index]) by code that never turns grad back on and, after the call (or earlier in
+    torch.set_grad_enabled(False) ...``), called from another file of the project
+    (NOTE [reverse index]) by code that never turns grad back on and, after the call (or earlier in
     a loop around it), backpropagates or calls a function of the project whose body does (and
     does not turn grad on first): that caller's file and the training call."""
     from gradtrace.lint.analysis.callers import foreign_sites

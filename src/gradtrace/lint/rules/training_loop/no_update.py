@@ -344,9 +344,18 @@ def _other_step(loop: ast.stmt, scope: Scope, ctx: Context) -> bool:
             q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
                 b.value, ast.Call) else None
             if not (q or "").startswith(SCHEDULERS) and not (
-                    b is None and _param_is(recv, scope, n.lineno, ctx, SCHEDULER)):
+                    b is None and _is_scheduler(recv, scope, n.lineno, ctx)):
                 return True
     return False
+
+
+def _is_scheduler(recv: ast.expr, scope: Scope, line: int, ctx: Context) -> bool:
+    """A receiver not bound in the function is a scheduler: a parameter every caller hands one,
+    or an attribute (``self.sched``) the file sets to one."""
+    if isinstance(recv, ast.Name):
+        return _param_is(recv, scope, line, ctx, SCHEDULER)
+    k = ctx.analysis.kind(recv, scope, line)
+    return k is not None and k.what == SCHEDULER
 
 
 def _scheduler_step(loop: ast.stmt, scope: Scope, ctx: Context) -> ast.Call | None:
