@@ -73,3 +73,70 @@ def test_flag_arm_for_inference(tmp_path, monkeypatch, train_call: str,
     else:
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             exec(code, env)
+
+
+# a noise table the constructor fills from a helper of another file (a FRESH factory handed
+# in), read in `forward` under the square root of `1 - c**2`
+SCHED = '''
+import torch
+
+
+def cosine_table(t):
+    abar = torch.cos(t * torch.pi / 2) ** 2
+    return {"abar": abar.flip(0), "steps": len(t)}
+'''
+
+NOISER = '''
+import torch
+import torch.nn as nn
+from sched import cosine_table
+
+
+class Noiser(nn.Module):
+    def __init__(self, steps=8):
+        super().__init__()
+        self.net = nn.Linear(4, 4)
+        {store}
+
+    def forward(self, x, t):
+        c = self.table["abar"][t]
+        keep = torch.sqrt(1 - c ** 2)
+        return self.net(keep[:, None] * x)
+
+
+torch.manual_seed(0)
+model = Noiser()
+x = torch.randn(3, 4)
+t = torch.tensor([0, 3, 7])
+model(x, t).pow(2).sum().backward()
+grads = [p.grad for p in model.parameters()] + [model.table["abar"].grad]
+'''
+
+
+@pytest.mark.parametrize("store,line", [
+    # the table is data: no gradient reaches the square root
+    ('self.table = cosine_table(torch.linspace(0, 1, steps))', None),
+    # the table is a trainable parameter that reaches 1 at step 7: inf/NaN in its gradient
+    ('self.table = {"abar": nn.Parameter(cosine_table(torch.linspace(0, 1, steps))["abar"])}',
+     15),
+])
+def test_constructor_table_from_data(tmp_path, monkeypatch, store: str,
+                                     line: int | None) -> None:
+    """GT753 on ``sqrt(1 - c**2)`` with ``c`` read from ``self.table``: silent when the
+    constructor fills it from a helper of another file handed a fresh ``linspace``, reported
+    when the table holds an ``nn.Parameter``."""
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    (tmp_path / "sched.py").write_text(SCHED)
+    (tmp_path / "noiser.py").write_text(NOISER.format(store=store))
+    found = [f for f in check_paths([str(tmp_path)], Settings()).findings if f.code == "GT753"]
+    assert [(f.line, f.code) for f in found] == ([] if line is None else [(line, "GT753")])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("sched", None)
+    env: dict = {}
+    exec(compile(NOISER.format(store=store), str(tmp_path / "noiser.py"), "exec"), env)
+    finite = [bool(torch.isfinite(g).all()) for g in env["grads"] if g is not None]
+    if line is None:
+        assert all(finite) and len(finite) == 2
+    else:
+        assert not all(finite)  # the table's gradient at c == 1

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.calls import ascii_code, word_lines
 from gradtrace.lint.analysis.data_attrs import data_attribute
+from gradtrace.lint.analysis.init_data import init_data_attribute
 from gradtrace.lint.analysis.file_parents import enclosing_class
 from gradtrace.lint.analysis.cuts import (
     DEAD, NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
@@ -54,6 +55,9 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
         return memo[key]
     memo[key] = None  # recursion guard: a value read back from the attribute itself
     stores = _stores_of(ctx, attr)
+    if stores and init_data_attribute(ctx, cls, stores):  # NOTE [made in the constructor ...]
+        memo[key] = DEAD
+        return DEAD
     if not stores or any(owner is not cls for owner, _ in stores):
         return None
     if data_attribute(ctx, cls, attr, tracer_of):  # NOTE [data attributes]
