@@ -140,3 +140,82 @@ def test_constructor_table_from_data(tmp_path, monkeypatch, store: str,
         assert all(finite) and len(finite) == 2
     else:
         assert not all(finite)  # the table's gradient at c == 1
+
+
+# a scoring function fetched from the model's method, which hands back a head's attribute
+# holding a top-level function of another file
+HEADS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def {fn}
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.score = {name}
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = Head()
+
+    def forward(self, x):
+        return self.head(x)
+
+    def scorer(self):
+        return self.head.score
+'''
+
+SCORE = '''
+import torch
+from heads import Net
+
+torch.manual_seed(0)
+
+
+def evaluate(net, batches):
+    total = 0
+    score = net.scorer()
+    for x, y in batches:
+        total += score(net(x), y)
+    return total
+
+
+result = evaluate(Net(), [(torch.randn(5, 4), torch.randint(0, 3, (5,))) for _ in range(3)])
+'''
+
+
+@pytest.mark.parametrize("fn,name,line", [
+    # counts hits into a Python int: nothing outlives a batch
+    ("hits(out, y):\n    return int((out.argmax(1) == y).sum())", "hits", None),
+    # the fetched function is the loss: every batch's graph is kept in `total`
+    ("nll(out, y):\n    return F.cross_entropy(out, y)", "nll", 12),
+])
+def test_callable_fetched_from_a_method(tmp_path, monkeypatch, fn: str, name: str,
+                                        line: int | None) -> None:
+    """GT505 on ``total += score(...)`` with ``score = net.scorer()``: silent when every
+    ``def scorer`` hands back a ``self....score`` that holds a graphless function, reported
+    when it holds the loss."""
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    (tmp_path / "heads.py").write_text(HEADS.format(fn=fn, name=name))
+    (tmp_path / "score.py").write_text(SCORE)
+    found = [f for f in check_paths([str(tmp_path)], Settings()).findings if f.code == "GT505"]
+    assert [(f.line, f.code) for f in found] == ([] if line is None else [(line, "GT505")])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("heads", None)
+    env: dict = {}
+    exec(compile(SCORE, str(tmp_path / "score.py"), "exec"), env)
+    if line is None:
+        assert isinstance(env["result"], int)
+    else:
+        assert env["result"].grad_fn is not None  # three batches' graphs held
