@@ -24,7 +24,7 @@ Anything else, too many files holding a word, a buffer: unknown (the value may h
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.callers import readers
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
@@ -33,8 +33,10 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
 
 
-def fetched_graphless(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
-    """NOTE [callable fetched from a method]."""
+def fetched_graphless(ctx: Context, where: ast.AST, call: ast.Call,
+                      graphless: Callable[[Context, ast.AST], bool]) -> bool:
+    """NOTE [callable fetched from a method]. ``graphless``: :func:`.graphless_returns.
+    returns_graphless`, handed down (no import cycle)."""
     f = call.func
     if not isinstance(f, ast.Name) or not isinstance(where, FUNCTION_TYPES):
         return False
@@ -54,7 +56,7 @@ def fetched_graphless(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
     memo = ctx.memo("fetched-graphless", ctx.tree, dict)
     if v.func.attr not in memo:
         memo[v.func.attr] = False  # recursion guard
-        memo[v.func.attr] = _method_graphless(ctx, v.func.attr)
+        memo[v.func.attr] = _method_graphless(ctx, v.func.attr, graphless)
     return memo[v.func.attr]
 
 
@@ -69,7 +71,8 @@ def _targets(n: ast.AST) -> list[ast.AST]:
             for x in ast.walk(i.optional_vars)]
 
 
-def _method_graphless(ctx: Context, name: str) -> bool:
+def _method_graphless(ctx: Context, name: str,
+                      graphless: Callable[[Context, ast.AST], bool]) -> bool:
     others = readers(ctx, f"def {name}(".encode())
     if others is None:
         return False
@@ -95,7 +98,7 @@ def _method_graphless(ctx: Context, name: str) -> bool:
             return False  # a `def name` outside a class body
     if not found or len(last) != 1:
         return False
-    return _stored_graphless(ctx, last.pop())
+    return _stored_graphless(ctx, last.pop(), graphless)
 
 
 def _self_chain(e: ast.expr) -> str | None:
@@ -108,7 +111,8 @@ def _self_chain(e: ast.expr) -> str | None:
     return e.attr if isinstance(n, ast.Name) and n.id == "self" else None
 
 
-def _stored_graphless(ctx: Context, attr: str) -> bool:
+def _stored_graphless(ctx: Context, attr: str,
+                      graphless: Callable[[Context, ast.AST], bool]) -> bool:
     others = readers(ctx, attr.encode())
     if others is None:
         return False
@@ -132,8 +136,7 @@ def _stored_graphless(ctx: Context, attr: str) -> bool:
                                          and hit[0].value.id == "self"):
                 return False
             fn = tops.get(n.value.id) if isinstance(n.value, ast.Name) else None
-            from gradtrace.lint.analysis.graphless_returns import returns_graphless
-            if fn is None or not returns_graphless(octx, fn):
+            if fn is None or not graphless(octx, fn):
                 return False
             stores += 1
     return stores > 0

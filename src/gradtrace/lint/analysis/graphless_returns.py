@@ -77,7 +77,8 @@ def graphless_call(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
     if returns_graphless(ctx, ctx.analysis.callee(call, where)):
         return True
     from gradtrace.lint.analysis.fetched_callables import fetched_graphless
-    return fetched_graphless(ctx, where, call)  # NOTE [callable fetched from a method]
+    return fetched_graphless(  # NOTE [callable fetched from a method]
+        ctx, where, call, returns_graphless)
 
 
 def returned_element_graphless(ctx: Context, fn: ast.AST | None, i: int) -> bool:

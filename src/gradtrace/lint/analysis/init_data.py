@@ -26,22 +26,26 @@ value :func:`_data` accepts there:
   data (at its position or by keyword; a default left in place must be data), the class
   named in no other file of the project (another file may build it with a tensor).
 
-Never for a class whose code spells ``requires_grad`` (``torch.zeros(3).requires_grad_()`` is
-a trainable leaf). Anything else (a parameter of unknown fill, a layer's call, ``self.net(x)``, a global): not
-known, the attribute stays what the tracer says.
+Never for a class whose code spells ``requires_grad`` (``torch.zeros(3).requires_grad_()``
+is a trainable leaf). Anything else (a parameter of unknown fill, a layer's call,
+``self.net(x)``, a global): not known, the attribute stays what the tracer says.
 """
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis.origins import Tracer
     from gradtrace.lint.context import Context
 
 _DEPTH = 12
+# :func:`.attr_origins._stores_of`, set when that module loads (no import cycle: it imports
+# this one)
+STORES_OF: list[Callable[..., object]] = []
 # results without history whatever their arguments, `requires_grad=` aside (torch 2.13:
 # `torch.linspace(t * 0.1, t, 5)` and `torch.zeros_like(t)` of a `t` requiring grad have no
 # grad_fn; `torch.tensor(t)` copies it detached; not `as_tensor` nor `normal`, which keep it)
@@ -52,14 +56,22 @@ FRESH = frozenset(f"torch.{n}" for n in (
 _LIBS = ("torch.", "numpy.", "math.")
 
 
-def init_data_attribute(ctx: Context, cls: ast.ClassDef,
-                        stores: list) -> bool:  # type: ignore[type-arg]
+def init_data_attribute(ctx: Context, cls: ast.ClassDef, stores: list,  # type: ignore[type-arg]
+                        tracer_of: Callable[..., Tracer]) -> bool:
     """NOTE [made in the constructor from data]. ``stores``: the file's stores of the
     attribute (``attr_origins._stores_of``), each ``(owner class, (value, statement, method)
-    | None)``."""
+    | None)``. ``tracer_of``: :func:`.origins.origins`, handed down (no import cycle)."""
     if _asks_grad(ctx, cls):
         return False  # `self.w = torch.zeros(3).requires_grad_()`: a trainable leaf
-    return _stored_data(ctx, cls, stores, _DEPTH, set())
+    return _stored_data(ctx, cls, stores, _DEPTH, _Seen(tracer_of))
+
+
+class _Seen(set):  # type: ignore[type-arg]
+    """The keys on the walk's path (a recursion guard), and the tracer handed down."""
+
+    def __init__(self, tracer_of: Callable[..., Tracer]) -> None:
+        super().__init__()
+        self.tracer_of = tracer_of
 
 
 def _asks_grad(ctx: Context, cls: ast.ClassDef) -> bool:
@@ -156,15 +168,14 @@ def _call_data(ctx: Context, cls: ast.ClassDef, init: ast.AST, e: ast.Call, line
     if isinstance(e.func, ast.Name) and e.func.id in ("len", "float", "int", "range",
                                                       "list", "tuple", "dict", "abs"):
         return True
-    from gradtrace.lint.analysis.origins import argument_returns
     from gradtrace.lint.analysis.project import foreign_def
     local = next((s for s in ctx.tree.body if isinstance(s, FUNCTION_TYPES)
                   and isinstance(e.func, ast.Name) and s.name == e.func.id), None)
     if local is not None:
-        return argument_returns(ctx, local) is not None
+        return _argument_data(ctx, local, seen.tracer_of)  # type: ignore[attr-defined]
     got = foreign_def(ctx, e.func)
     return got is not None and isinstance(got[1], (ast.FunctionDef, ast.AsyncFunctionDef)) \
-        and argument_returns(got[0], got[1]) is not None
+        and _argument_data(got[0], got[1], seen.tracer_of)  # type: ignore[attr-defined]
 
 
 def _self_data(ctx: Context, cls: ast.ClassDef, attr: str, depth: int,
@@ -173,10 +184,10 @@ def _self_data(ctx: Context, cls: ast.ClassDef, attr: str, depth: int,
     if key in seen:
         return False
     seen.add(key)
-    from gradtrace.lint.analysis.attr_origins import _stores_of
-    stores = _stores_of(ctx, attr)
+    stores = STORES_OF[0](ctx, attr)
     try:
-        return bool(stores) and _stored_data(ctx, cls, stores, depth - 1, seen)  # type: ignore[arg-type]
+        return bool(stores) and _stored_data(
+            ctx, cls, stores, depth - 1, seen)  # type: ignore[arg-type]
     finally:
         seen.discard(key)  # a guard on the path, not a memo: a sibling may ask again
 
@@ -204,6 +215,8 @@ def _name_value(ctx: Context, cls: ast.ClassDef, init: ast.AST, name: str, depth
                                                           ast.AugAssign, ast.For, ast.With,
                                                           ast.NamedExpr))
               and any(isinstance(t, ast.Name) and t.id == name for t in _targets(n))]
+    if params and params[0].arg == name:
+        return False  # `self`: the object being built, holding its layers
     if any(p.arg == name for p in params):
         if stores:
             return False
@@ -264,3 +277,17 @@ def _param_data(ctx: Context, cls: ast.ClassDef, init: ast.AST, index: int, name
         if not _data(ctx, ocls, where, given, call.lineno, depth - 1, seen):
             return False
     return True
+
+
+def _argument_data(ctx: Context, fn: ast.AST, tracer_of: Callable[..., Tracer]) -> bool:
+    """Every ``return`` of ``fn`` carries nothing when its arguments carry nothing (what
+    :func:`.origins.argument_returns` asks, by the tracer handed down: no import cycle)."""
+    if not isinstance(fn, FUNCTION_TYPES) or fn.decorator_list or len(fn.body) > 40:
+        return False
+
+    def make() -> bool:
+        t = tracer_of(ctx, fn, arguments_live=False)
+        rets = [s for s in t.scope.stmts if isinstance(s, ast.Return)]
+        return bool(rets) and all(s.value is not None and not t.trace(s.value, s, s.lineno).live
+                                  for s in rets)
+    return ctx.memo("init-data-argument-returns", fn, make)
