@@ -11,7 +11,7 @@ class here is trained); :func:`inference_arm` decides per arm of ``forward``:
 
 * the statement sits in the arm of ``if P:`` (or the ``else`` of ``if not P:``) taken when
   ``P`` is truthy, ``P`` a parameter of ``forward`` whose default is a falsy constant
-  (``False``, ``None``, ``0``);
+  (``False``, ``None``, ``0``), never rebound in ``forward``;
 * every call in the project's files (this one included) that may bind ``P`` to anything but
   a falsy constant runs with grad off (``no_grad``, a grad-off decorator) or in an inference
   function or eval-only branch, and at least one of them passes a truthy constant. A call
@@ -46,7 +46,9 @@ def inference_arm(ctx: Context, fn: ast.AST, path: list[ast.stmt]) -> bool:
     runs only when a defaulted-off flag of ``forward`` is on, which only inference sets."""
     if not isinstance(fn, FUNCTION_TYPES) or fn.name != "forward":
         return False
-    flags = _flag_params(fn)
+    rebound = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)
+               and isinstance(n.ctx, (ast.Store, ast.Del))}
+    flags = {k: v for k, v in _flag_params(fn).items() if k not in rebound}
     for s, inner in zip(path, path[1:]):
         if not isinstance(s, ast.If):
             continue
