@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.calls import ascii_code, word_lines
 from gradtrace.lint.analysis.data_attrs import data_attribute
+from gradtrace.lint.analysis.init_data import STORES_OF, init_data_attribute
 from gradtrace.lint.analysis.file_parents import enclosing_class
 from gradtrace.lint.analysis.cuts import (
     DEAD, NUMBER, Trace, constant_default_args, registered_buffer, self_assignments)
@@ -54,6 +55,10 @@ def cut_attribute(ctx: Context, cls: ast.ClassDef, attr: str,
         return memo[key]
     memo[key] = None  # recursion guard: a value read back from the attribute itself
     stores = _stores_of(ctx, attr)
+    if stores and init_data_attribute(  # NOTE [made in the constructor from data]
+            ctx, cls, stores, tracer_of):
+        memo[key] = DEAD
+        return DEAD
     if not stores or any(owner is not cls for owner, _ in stores):
         return None
     if data_attribute(ctx, cls, attr, tracer_of):  # NOTE [data attributes]
@@ -83,6 +88,9 @@ def _stores_of(ctx: Context, attr: str) -> list[tuple[ast.ClassDef | None, Store
     if attr not in memo:
         memo[attr] = _walk_stores(ctx, word_lines(ctx, (attr,))).get(attr)
     return memo[attr]
+
+
+STORES_OF[:] = [_stores_of]  # NOTE [made in the constructor from data]
 
 
 # NOTE [stores of one attribute]

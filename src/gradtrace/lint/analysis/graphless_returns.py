@@ -68,12 +68,17 @@ def plain_return(ctx: Context, fn: ast.AST | None) -> bool:
 
 def graphless_call(ctx: Context, where: ast.AST, call: ast.Call) -> bool:
     """``call`` gives back a value without a graph: a Python number by
-    :func:`.objects.number_call`, or a function of the file every ``return`` of which is
-    graphless (NOTE [graphless by construction])."""
+    :func:`.objects.number_call`, a function of the file every ``return`` of which is
+    graphless (NOTE [graphless by construction]), or one fetched from a method that hands
+    back such a function (NOTE [callable fetched from a method])."""
     from gradtrace.lint.analysis.objects import number_call
     if number_call(ctx, where, call):
         return True
-    return returns_graphless(ctx, ctx.analysis.callee(call, where))
+    if returns_graphless(ctx, ctx.analysis.callee(call, where)):
+        return True
+    from gradtrace.lint.analysis.fetched_callables import fetched_graphless
+    return fetched_graphless(  # NOTE [callable fetched from a method]
+        ctx, where, call, returns_graphless)
 
 
 def returned_element_graphless(ctx: Context, fn: ast.AST | None, i: int) -> bool:

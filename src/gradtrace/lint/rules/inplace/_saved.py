@@ -22,6 +22,7 @@ from gradtrace.lint.flow import DETACHED, LEAF, NUMBER, NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.vocabulary import LOSS_NAME_RE
 from gradtrace.lint.analysis.grad_sources import is_inference_function
+from gradtrace.lint.analysis.inference_arms import inference_arm
 from gradtrace.lint.analysis.inference_runs import run_for_inference
 from gradtrace.lint.analysis.last_pass import after_loop_of, skipped_on_last_pass
 from gradtrace.lint.nodes import walk
@@ -180,7 +181,10 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
         return after
     if cls is not None and _runs_as_forward(cls, name, ctx) and not run_for_inference(ctx, cls) \
             and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
-        return not _eval_branch(_path_to(fn.body, stmt)) \
+        path = _path_to(fn.body, stmt)
+        if inference_arm(ctx, fn, path):  # NOTE [arm run only for inference]
+            return False
+        return not _eval_branch(path) \
             or eval_backward(ctx, cls.name) or False  # NOTE [eval instance backpropagated]
     return False
 
