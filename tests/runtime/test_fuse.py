@@ -286,3 +286,37 @@ def test_static_twin_of_a_silent_run_diagnosis_leads(run_script):
     res = run_script(FUNCTIONAL_DROPOUT_IN_EVAL)
     assert [(f["code"], f["line"], f["source"]) for f in res.findings] == [
         ("GT875", 9, "static+runtime")], res.findings
+
+
+# A scheduler stepped where the optimizer belongs in a per-batch method: the run sees no step
+# (GT913) and the static GT544 that says why is fused with it (the "never-stepped" family; on
+# another line the static finding leads: realworld pairedcyclegan GT539, torcheasyrec GT429).
+SCHEDULER_FOR_OPTIMIZER = """
+import torch
+import torch.nn as nn
+
+
+class Learner:
+    def __init__(self, net):
+        self.net = net
+        self.opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        self.sched = torch.optim.lr_scheduler.StepLR(self.opt, 10)
+
+    def train_batch(self, x, y):
+        self.opt.zero_grad()
+        loss = ((self.net(x) - y) ** 2).mean()
+        loss.backward()
+        self.sched.step()
+
+
+learner = Learner(nn.Linear(4, 1))
+for _ in range(4):
+    learner.train_batch(torch.randn(8, 4), torch.randn(8, 1))
+"""
+
+
+def test_no_step_explained_by_static_finding(run_script):
+    res = run_script(SCHEDULER_FOR_OPTIMIZER)
+    first = res.findings[0]
+    assert (first["code"], first["line"], first["source"]) == ("GT913", 15, "static+runtime")
+    assert any(r["line"] == 15 and "(GT544)" in r["message"] for r in first["related"])

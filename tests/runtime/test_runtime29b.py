@@ -154,10 +154,13 @@ def test_optimizer_built_later_from_an_old_list_is_said_so(run_script):
 
 
 def test_parameter_added_after_the_only_optimizer_is_not_said_built_later(run_script):
+    # the run's GT821 stands alone or confirms the static GT404 on the helper's new Parameter
+    # (session 53: a helper making a Parameter on its argument after the optimizer)
     res = run_script(ADDED)
-    found = _codes(res, "GT821")
+    found = _codes(res, "GT821") or [f for f in _codes(res, "GT404") if any(
+        "(GT821)" in r["message"] for r in f["related"])]
     assert found, res.err
-    assert "built after them" not in found[0]["message"], res.err
+    assert "built after them" not in res.err, res.err
 
 
 # --- NOTE [evaluated as loaded, in train mode] -----------------------------------------------

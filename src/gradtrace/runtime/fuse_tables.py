@@ -47,6 +47,8 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "discard": frozenset({"GT512", "GT518", "GT522"}),
     "rejected-assignment": frozenset({"GT415", "GT416"}),
     "idle-step": frozenset({"GT707", "GT431", "GT441", "GT432", "GT530"}),
+    # no optimizer ever stepped (GT913): the static finding that says why leads
+    "never-stepped": frozenset({"GT429", "GT437", "GT539", "GT544", "GT547"}),
     "dropped-result": frozenset({"GT708"}),
     "clip-scaled": frozenset({"GT524"}),
     "schedule-unit": frozenset({"GT526"}),
@@ -107,7 +109,7 @@ _FAMILY: dict[str, tuple[str, ...]] = {
     "GT208": ("graph-cut",), "GT209": ("graph-cut",), "GT210": ("graph-cut",), "GT517": ("accumulate",),
     "GT605": ("inplace-saved",), "GT706": ("unused-input",),
     "GT516": ("eval-mode",), "GT827": ("discard",), "GT512": ("discard",),
-    "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT849": ("not-optimized",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
+    "GT816": ("rejected-assignment",), "GT840": ("idle-step",), "GT913": ("never-stepped",), "GT849": ("not-optimized",), "GT756": ("non-finite",), "GT521": ("freed-graph",),
     "GT708": ("dropped-result",), "GT524": ("clip-scaled",), "GT526": ("schedule-unit",),
     "GT848": ("inplace-caller",), "GT832": ("view-inplace",),
     "GT834": ("scaler-order",), "GT205": ("checkpoint",), "GT435": ("listed-twice",),
