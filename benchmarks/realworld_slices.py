@@ -61,7 +61,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 44 (session 50)", "e20dbe4b"),
            ("held-out 45 (session 51)", "b4a9a389"),
            ("held-out 46 (session 52)", "5285129f"),
-           ("held-out 47 (session 53)", "17891a0d"))
+           ("held-out 47 (session 53)", "17891a0d"),
+           ("held-out 48 (session 54)", "2c14540d"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -112,6 +113,7 @@ FIRST_CONTACT = {
     "held-out 45 (session 51)": ("3/10", "1/5", "3/5", 1, 1),
     "held-out 46 (session 52)": ("2/9", "2/3", "2/6", 0, 2),
     "held-out 47 (session 53)": ("2/10", "3/5", "3/5", 0, 0),
+    "held-out 48 (session 54)": ("4/10", "4/5", "3/5", 0, 0),
 }
 
 
