@@ -8,6 +8,7 @@ import pytest
 from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore:Detected call of")
 
 PRELUDE = '''
 import torch
@@ -41,10 +42,37 @@ held = {{id(p) for g in r.opt.param_groups for p in g["params"]}}
 body_held = all(id(p) in held for p in r.body.parameters())
 '''
 
+# a script's optimizer and scheduler built at module level, the loop in a function
+GLOBAL = '''
+model = nn.Linear(4, 1)
+opt = torch.optim.AdamW(filter(lambda p: p.requires_grad, model.parameters()), lr=0.1)
+sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
+before = model.weight.detach().clone()
+
+
+def show_lr(optimizer):
+    return ",".join(str(g["lr"]) for g in optimizer.param_groups)
+
+
+def train(batches):
+    for x, y in batches:
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        {step}
+        print(show_lr(opt))
+
+
+train([(torch.randn(8, 4), torch.randn(8, 1))] * 3)
+moved = not torch.equal(before, model.weight)
+'''
+
 SHAPES = {
     "parameter-list-grown-with-plus-equals": (
         Shape(GROWN.format(first="body"), "GT549", holds="body_held"),
         Shape(GROWN.format(first="other"), "GT549", line=14, holds="not body_held")),
+    "module-level-optimizer-read-in-a-function": (
+        Shape(GLOBAL.format(step="opt.step()"), "GT544", holds="moved"),
+        Shape(GLOBAL.format(step="sched.step()"), "GT544", line=15, holds="not moved")),
 }
 
 
