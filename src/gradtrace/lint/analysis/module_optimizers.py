@@ -10,7 +10,8 @@ binds it or declares it ``global``; and every read of it anywhere in the file is
 optimizer's own methods, the optimizer handed to a ``torch.optim.lr_scheduler`` class (which
 never steps it), or handed to a function of the file that reads its parameter only those ways
 (``def show_lr(optimizer): ... optimizer.param_groups``). Any other read (a step, a call
-out of sight, a store, a return) may step it, and the loop is left alone.
+out of sight, a store, a return) may step it, and the loop is left alone. Known limit:
+another file that imports the name and steps it is not looked for.
 """
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def module_unstepped(ctx: Context, fn: ast.AST, name: str, own: frozenset[str]) 
     if not isinstance(fn, FUNCS) or ctx.scope(fn).bindings.get(name) \
             or name in _arg_names(fn):
         return False
+    return ctx.memo("module-unstepped:" + name + ":" + ",".join(sorted(own)), ctx.tree,
+                    lambda: _unstepped(ctx, name, own))
+
+
+def _unstepped(ctx: Context, name: str, own: frozenset[str]) -> bool:
+    """The file-wide half of :func:`module_unstepped`, once per name."""
     bs = ctx.scope(ctx.tree).bindings.get(name, ())
     if len(bs) != 1 or bs[0].kind != OPTIMIZER or not isinstance(bs[0].value, ast.Call):
         return False
