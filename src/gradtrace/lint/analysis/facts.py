@@ -361,10 +361,25 @@ class Analysis(FunctionFacts):
                 elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) \
                         and n.id not in seen:
                     seen.add(n.id)  # `params = list(model.parameters())`
-                    b = scope.binding_before(n.id, line)
-                    if b is not None and b.value is not None:
-                        todo.append(b.value)
+                    todo += _grown_values(scope, n.id, line)
         return frozenset(out)
+
+
+def _grown_values(scope: Scope, name: str, line: int) -> list[ast.expr]:
+    """The values a list name holds at ``line`` (NOTE [grown parameter list])."""
+    # NOTE [grown parameter list]
+    # ``ps = list(model.named_parameters())``, then ``ps += list(head.named_parameters())``
+    # (under a flag, maybe): the optimizer built over ``ps`` holds both. The last binding
+    # alone is the last ``+=``; every earlier one back to the plain assignment it grows
+    # counts too (yin-gz's group link prediction: a clip of ``model`` read as the clip of
+    # parameters the optimizer does not hold, GT549).
+    out: list[ast.expr] = []
+    for b in reversed(scope.bindings_before(name, line)):
+        if b.value is not None:
+            out.append(b.value)
+        if not isinstance(b.stmt, ast.AugAssign):
+            break
+    return out
 
 
 def unpacked_value(b: Binding, name: str) -> ast.expr | None:

@@ -26,6 +26,7 @@ from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.held_optimizers import held_unstepped
 from gradtrace.lint.analysis.handed_optimizers import handed_optimizer, stepped_by_a_caller
 from gradtrace.lint.analysis.kinds import OPTIMIZER, SCHEDULER, is_torch_loss
+from gradtrace.lint.analysis.module_optimizers import module_unstepped
 from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -85,6 +86,8 @@ def _cleared_in_loops(scope: Scope, fn: ast.AST, ctx: Context,  # type: ignore[n
                 scope, z, ctx) and not stepped_by_a_caller(ctx, fn, name)) \
                 and _only_own_uses(fn, name, ctx, own):  # NOTE [parameter kinds]
             yield z, loops[-1], name
+        elif not index and module_unstepped(ctx, fn, name, own):
+            yield z, loops[-1], name  # NOTE [a module optimizer never stepped]
         elif index and scope.binding_before(root, z.stmt.lineno) is None \
                 and _only_own_uses(fn, root, ctx, own, True) \
                 and handed_optimizer(ctx, fn, root):  # NOTE [optimizers handed in]
@@ -121,7 +124,8 @@ class OptimizerNeverStepped(Rule):
     The optimizer (or a list of them, cleared one element at a time) may be handed in by every
     caller of the file, which built it and reads it nowhere else (NOTE [optimizers handed in]),
     or be a parameter every call of the function, in this file or another of the project,
-    passes one for (NOTE [kinds by the callers]).
+    passes one for (NOTE [kinds by the callers]), or a script's module-level optimizer read
+    as a global that nothing in the file steps (NOTE [a module optimizer never stepped]).
     Known limits: the optimizer must be built in the same function from `torch.optim` (or so
     handed in) and used there only through its own methods (not passed to a call, stored or
     returned); a loop that steps another optimizer or reads a `.grad` (an update by hand) is
