@@ -235,3 +235,85 @@ def fit(model, batches, epochs=2):
 def test_detach_before_another_files_loss_object(tmp_path, args, expected) -> None:
     files = {"losses.py": LOSSES, "engine.py": ENGINE.format(args=args)}
     assert _project(tmp_path, files, "GT107") == expected
+
+
+# -- 8. GT404: a Parameter added after the optimizer is said added, once ---------------------
+ADDED = """
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 2)
+        self.bias = nn.Parameter(torch.zeros(2))
+
+    def forward(self, x):
+        return self.fc(x) * getattr(self, "scale", 1.0) + self.bias
+
+
+def set_param(m, name):
+    setattr(m, name, nn.Parameter(torch.ones(1)))
+
+
+def add(m):
+    m.{attr} = nn.Parameter(torch.ones({n}))
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+add(model)
+for _ in range(3):
+    opt.zero_grad()
+    model(torch.randn(8, 6)).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("attr,n,verb", [
+    ("scale", 1, "`model.scale` is added after"),    # new: registered, never stepped
+    ("bias", 2, "`model.bias` is replaced after"),   # an existing one replaced
+])
+def test_parameter_added_by_a_helper_is_said_added(attr, n, verb) -> None:
+    found = [f for f in check_source(_src(ADDED.format(attr=attr, n=n)), "m.py")
+             if f.code == "GT404"]
+    assert [(f.line, f.message.startswith(verb)) for f in found] == [(20, True)]
+
+
+METHOD = """
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 2)
+
+    def add_scale(self):
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return self.fc(x) * getattr(self, "scale", 1.0)
+
+
+model = Net()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+{add}
+for _ in range(3):
+    opt.zero_grad()
+    model(torch.randn(8, 6)).pow(2).mean().backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("add,line", [
+    ("model.add_scale()", 11),                            # a method adds it: reported there
+    ("model.scale = nn.Parameter(torch.ones(1))", 19),   # the script adds it
+])
+def test_parameter_added_by_a_method_or_the_script(add, line) -> None:
+    found = [f for f in check_source(_src(METHOD.format(add=add)), "m.py") if f.code == "GT404"]
+    assert [(f.line, f.message) for f in found] == [(line, (
+        "`model.scale` is added after the optimizer `opt` was built (line 18): `opt` does not "
+        "hold it, so `opt.step()` never updates it"))]

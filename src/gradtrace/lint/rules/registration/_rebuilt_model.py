@@ -152,8 +152,8 @@ def added_attribute(ctx: Context, node: ast.stmt, target: str, inside: ast.stmt 
     The attribute (in the caller's terms: ``model.scale``) that ``inside`` (a method's or
     helper's ``self.scale = nn.Parameter(...)`` / ``m.scale = ...``, run on ``target`` at
     ``node``) or ``node`` itself (``model.scale = nn.Parameter(...)``) sets for the first time
-    on an object of a class of the file: its class assigns ``scale`` nowhere else (its first
-    assignment is this one). ``nn.Module.__setattr__`` registers the new parameter, but an
+    on an object of a class of the file whose ``__init__`` (its own or a base's of the file)
+    does not make ``scale``. ``nn.Module.__setattr__`` registers the new parameter, but an
     optimizer built before holds only the tensors it was given: the new one gets gradients
     and never moves (torch 2.13). None: the attribute already existed (a replacement), or the
     object's class is unknown."""
@@ -177,10 +177,8 @@ def added_attribute(ctx: Context, node: ast.stmt, target: str, inside: ast.stmt 
     cls = ctx.analysis.classes.get(k.cls or "") if k is not None else None
     if cls is None:
         return None
-    info = cls.attrs.get(attr)
-    if info is not None and info.stmt is not st or any(
-            attr in c.attrs for c in cls.lineage() if c is not cls):
-        return None
+    if any(attr in c.init_attrs for c in cls.lineage()):
+        return None  # `__init__` makes it: this one replaces it
     return f"{target if inside is not None else dotted(owner)}.{attr}"
 
 
