@@ -317,3 +317,71 @@ def test_parameter_added_by_a_method_or_the_script(add, line) -> None:
     assert [(f.line, f.message) for f in found] == [(line, (
         "`model.scale` is added after the optimizer `opt` was built (line 18): `opt` does not "
         "hold it, so `opt.step()` never updates it"))]
+
+
+# -- 4. an LBFGS closure handed as a bound method or a function of the file ------------------
+PINN = """
+import torch
+import torch.nn as nn
+
+
+def residual(net, x):
+    u = net(x)
+    du = torch.autograd.grad(u, x, torch.ones_like(u), create_graph=True)[0]
+    return ((du - torch.cos(x)) ** 2).mean() + (u[0] ** 2).sum()
+
+
+class PINN:
+    def __init__(self, n=32):
+        self.net = nn.Sequential(nn.Linear(1, 16), nn.Tanh(), nn.Linear(16, 1))
+        self.x = torch.linspace(0, 1, n).unsqueeze(1).requires_grad_(True)
+        self.optimizer = torch.optim.LBFGS(self.net.parameters(), lr=1.0, max_iter=50)
+
+    def loss_pinn(self):
+        {clear}
+        loss = residual(self.net, self.x)
+        loss.backward()
+        return loss
+
+    def train(self):
+        self.optimizer.step(self.loss_pinn)
+"""
+
+
+@pytest.mark.parametrize("clear,expected", [
+    ("pass", [("GT721", 20)]),                    # err 0.38 against 0.0015 (probe p4c)
+    ("self.optimizer.zero_grad()", []),           # look-alike: cleared in the closure
+])
+def test_lbfgs_closure_is_a_bound_method(clear, expected) -> None:
+    assert _found(PINN.format(clear=clear), "GT721") == expected
+
+
+FIT = """
+import torch
+
+
+def closure():
+    loss = ((model(x) - y) ** 2).mean()
+    {clear}
+    loss.backward()
+    return loss
+
+
+def fit(steps):
+    opt = torch.optim.LBFGS(model.parameters())
+    for _ in range(steps):
+        opt.step(closure)
+
+
+x, y = torch.randn(64, 3), torch.randn(64, 1)
+model = torch.nn.Linear(3, 1)
+fit(5)
+"""
+
+
+@pytest.mark.parametrize("clear,expected", [
+    ("pass", [("GT721", 7)]),              # a function of the file, stepped in another
+    ("model.zero_grad()", []),             # look-alike: cleared before the backward
+])
+def test_lbfgs_closure_is_a_function_of_the_file(clear, expected) -> None:
+    assert _found(FIT.format(clear=clear), "GT721") == expected
