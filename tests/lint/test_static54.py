@@ -385,3 +385,32 @@ fit(5)
 ])
 def test_lbfgs_closure_is_a_function_of_the_file(clear, expected) -> None:
     assert _found(FIT.format(clear=clear), "GT721") == expected
+
+
+# -- 6. s07: a function torch.func differentiates returns a cut value -----------------------
+FUNC = """
+import torch
+import torch.nn.functional as F
+from torch import func
+
+
+def loss_fn(p, x, y):
+    pred = func.functional_call(model, p, (x,))
+    loss = F.mse_loss(pred, y)
+    return {ret}
+
+
+model = torch.nn.Linear(3, 1)
+params = {{k: v.detach() for k, v in model.named_parameters()}}
+x, y = torch.randn(8, 3), torch.randn(8, 1)
+g, aux = func.grad_and_value(loss_fn, has_aux={aux})(params, x, y)
+"""
+
+
+@pytest.mark.parametrize("ret,aux,expected", [
+    ("loss.detach()", False, [("GT149", 9)]),          # all-zero gradients (probe p6s07)
+    ("torch.as_tensor(loss.item())", False, [("GT149", 9)]),
+    ("loss, loss.item()", True, []),                    # look-alike: the number is the aux
+])
+def test_function_differentiated_by_torch_func(ret, aux, expected) -> None:
+    assert _found(FUNC.format(ret=ret, aux=aux), "GT149") == expected
