@@ -414,3 +414,42 @@ g, aux = func.grad_and_value(loss_fn, has_aux={aux})(params, x, y)
 ])
 def test_function_differentiated_by_torch_func(ret, aux, expected) -> None:
     assert _found(FUNC.format(ret=ret, aux=aux), "GT149") == expected
+
+
+# -- 6. mp6: the generator's loss in a helper of another file detaches its output -----------
+GAN_STEPS = """
+import torch
+import torch.nn.functional as F
+
+
+def generator_loss(gen, disc, z):
+    fake = {fake}
+    logits = disc(fake)
+    return F.binary_cross_entropy_with_logits(logits, torch.ones_like(logits))
+"""
+
+GAN_TRAIN = """
+import torch
+import gan_steps
+
+
+def train_gan(gen, disc, batches):
+    opt_g = torch.optim.Adam(gen.parameters(), 2e-4)
+    for z in batches:
+        opt_g.zero_grad()
+        loss = gan_steps.generator_loss(gen, disc, z)
+        loss.backward()
+        opt_g.step()
+
+
+train_gan(torch.nn.Linear(8, 4), torch.nn.Linear(4, 1), [torch.randn(8, 8)] * 3)
+"""
+
+
+@pytest.mark.parametrize("fake,expected", [
+    ("gen(z).detach()", [("train.py", "GT580", 9)]),  # the generator never moves (probe mp6)
+    ("gen(z)", []),                                    # look-alike: attached
+])
+def test_generator_output_detached_in_another_file(tmp_path, fake, expected) -> None:
+    files = {"gan_steps.py": GAN_STEPS.format(fake=fake), "train.py": GAN_TRAIN}
+    assert _project(tmp_path, files, "GT580") == expected
