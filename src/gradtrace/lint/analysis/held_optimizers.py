@@ -19,7 +19,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.callers import readers
 from gradtrace.lint.analysis.file_parents import file_parents
+from gradtrace.lint.analysis.inherited_attrs import lineage
 from gradtrace.lint.analysis.kinds import OPTIMIZER
 from gradtrace.lint.nodes import walk
 
@@ -42,34 +44,34 @@ def held_unstepped(ctx: Context, fn: ast.AST, recv: ast.expr, own: frozenset[str
         return False
     parents = file_parents(ctx)
     cls = parents.get(id(fn))
-    if not isinstance(cls, ast.ClassDef) or not _bases_here(ctx, cls):
-        return False
+    info = ctx.analysis.classes.get(cls.name) if isinstance(cls, ast.ClassDef) else None
+    chain = lineage(ctx, info) if info is not None and info.node is cls else None
+    if chain is None:
+        return False  # a base out of sight may step it
     k = ctx.analysis.kind(recv, ctx.scope(fn), recv.lineno)
     if k is None or k.what != OPTIMIZER:
         return False
-    return _called_in_loop(ctx, fn.name, parents) and _only_own_reads(ctx, recv.attr, own,
-                                                                      parents)
+    files = _files(ctx, chain, recv.attr)
+    if files is None:
+        return False
+    return any(_called_in_loop(c, fn.name, file_parents(c)) for c in files) and all(
+        _only_own_reads(c, recv.attr, own, file_parents(c)) for c in files)
 
 
-def _bases_here(ctx: Context, cls: ast.ClassDef) -> bool:
-    """Every base of ``cls`` is ``object`` or a class defined in this file (recursively)."""
-    defined = ctx.memo("held-opt-classes", ctx.tree, lambda: {
-        c.name: c for c in walk(ctx.tree) if isinstance(c, ast.ClassDef)})
-    seen: set[str] = set()
-    todo = [cls]
-    while todo:
-        c = todo.pop()
-        for b in c.bases:
-            if isinstance(b, ast.Name) and b.id == "object":
-                continue
-            if not isinstance(b, ast.Name) or b.id not in defined:
-                return False
-            if b.id not in seen:
-                seen.add(b.id)
-                todo.append(defined[b.id])
-        if c.keywords:
-            return False
-    return True
+def _files(ctx: Context, chain: list, attr: str) -> list[Context] | None:  # type: ignore[type-arg]
+    """The checked file, and when a base lives in another file (NOTE [inherited attributes]):
+    those files and every other file of the project that reads ``.<attr>`` (None: too many
+    or unknown)."""
+    out = [ctx]
+    if all(c is ctx for c, _ in chain):
+        return out
+    others = readers(ctx, b"." + attr.encode())
+    if others is None:
+        return None
+    for c in [*(c for c, _ in chain), *others]:
+        if all(c is not o for o in out):
+            out.append(c)
+    return out
 
 
 def _called_in_loop(ctx: Context, method: str, parents: dict[int, ast.AST]) -> bool:
@@ -96,6 +98,20 @@ def _only_own_reads(ctx: Context, attr: str, own: frozenset[str],
                     ctx.qualified_name(p.func) or "").startswith(SCHEDULERS):
                 continue
             return False
-        if isinstance(n, ast.Constant) and n.value == attr:
+        if isinstance(n, ast.Constant) and n.value == attr and _by_name(n, parents):
             return False  # `getattr(trainer, "optimizer")`: read by its name
     return True
+
+
+def _by_name(n: ast.Constant, parents: dict[int, ast.AST]) -> bool:
+    """The string may name the attribute: an argument of a call (``getattr(t, "optimizer")``,
+    ``attrgetter(...)``), a key of ``vars(t)``/``t.__dict__``, anything else but a dict
+    literal's key (``{"optimizer": self.optimizer.state_dict()}``), a comparison or a
+    subscript of something else (``config["optimizer"]``): those read no attribute."""
+    p = parents.get(id(n))
+    if isinstance(p, ast.Subscript) and p.slice is n:
+        v = p.value
+        return isinstance(v, ast.Attribute) and v.attr == "__dict__" or isinstance(
+            v, ast.Call) and getattr(v.func, "id", None) == "vars"
+    return not (isinstance(p, ast.Dict) and any(k is n for k in p.keys)
+                or isinstance(p, ast.Compare))

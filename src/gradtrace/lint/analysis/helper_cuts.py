@@ -49,12 +49,14 @@ from gradtrace.lint.analysis.cuts import (
 )
 from gradtrace.lint.analysis.dispatchers import dispatch_returns
 from gradtrace.lint.analysis.entry_cuts import subscript_cut
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.grad_off_returns import GRAD_OFF, grad_off_cut, grad_off_element
 from gradtrace.lint.analysis.origins import Tracer, argument_returns
 from gradtrace.lint.analysis.own_cuts import cuts_own_graph, one_tensor, plain_decorator
 from gradtrace.lint.analysis.project import (
     foreign_callee, foreign_method, held_foreign_method, home, shown_path)
 from gradtrace.lint.analysis.reach import called_function, disables_grad
+from gradtrace.lint.analysis.weightless import weightless_kind
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -117,7 +119,14 @@ class HelperTracer(Tracer):
             fn = foreign_callee(self.ctx, e, self.scope, line) or foreign_method(
                 self.ctx, e, self.scope, line) or held_foreign_method(
                 self.ctx, e, self.scope)  # NOTE [project index]
-            return None if fn is None else _cut_away(self, e, fn, use, line)
+            if fn is None:
+                return None
+            got = _cut_away(self, e, fn, use, line)
+            h = home(self.ctx, fn)
+            if got is None and h is not self.ctx and h.analysis.class_of(fn) is not None \
+                    and _made_of_arguments(fn, h):  # NOTE [pure methods], another file's
+                return self.args_trace(e, use, line)
+            return got
         got = through_file_function(self, e, fn, use, line)
         if got is None and self.ctx.analysis.class_of(fn) is not None \
                 and _made_of_arguments(fn, self.ctx):
@@ -269,10 +278,21 @@ def _made_of_arguments(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context)
     if id(fn) not in memo:
         own = argument_returns(ctx, fn)
         memo[id(fn)] = own is not None and not own.cuts and not any(
-            isinstance(n, ast.Call) and (_on_self(n.func) or disables_grad(n, ctx)
-                                         or _number_call(n, ctx))
+            isinstance(n, ast.Call) and (_on_self(n.func) and not _weightless_held(n, fn, ctx)
+                                         or disables_grad(n, ctx) or _number_call(n, ctx))
             or isinstance(n, (ast.With, ast.AsyncWith)) for n in walk(fn))
     return memo[id(fn)]
+
+
+def _weightless_held(n: ast.Call, fn: ast.AST, ctx: Context) -> bool:
+    """``self.criterion(out, y)`` where the instance's ``criterion`` is a module without
+    weights (a torch loss: NOTE [weightless callee]): it computes from its arguments only."""
+    f = n.func
+    if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id == "self"):
+        return False
+    k = ctx.analysis.kind_in(f, fn, n.lineno)
+    return k is not None and k.what == MODULE and weightless_kind(k.cls, ctx)
 
 
 def _on_self(f: ast.expr) -> bool:

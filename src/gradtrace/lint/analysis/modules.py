@@ -13,6 +13,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterator
 
+from gradtrace.lint.analysis.inherited_attrs import inherited_kind
 from gradtrace.lint.analysis.kinds import BUFFER, REGISTERED, SCHEDULER, Kind
 from gradtrace.lint.analysis.vocabulary import OTHER_FRAMEWORKS
 from gradtrace.lint.names import dotted
@@ -195,6 +196,8 @@ class ClassInfo:
                 elif info.value is not None:
                     # `self.model = model`: what the method's callers pass (`Cls(...)`)
                     k = self._analysis.kind_in(info.value, info.method, info.stmt.lineno + 1)
+            elif self.node.bases:  # set by a base only (NOTE [inherited attributes])
+                k = inherited_kind(self._analysis.ctx, self, name)
             self._kinds[name] = k
         return self._kinds[name]
 

@@ -37,7 +37,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.foreign_kinds import DEFINITIONS
+from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.owners import home, shown_path  # noqa: F401 - the index's API
 from gradtrace.lint.analysis.project_files import (
     FILES, TOUCHED, _find_module, imported_mentioning, imports_of, module_context, use)
@@ -212,7 +214,9 @@ def foreign_callee(ctx: Context, call: ast.Call, scope: object, line: int) -> De
     """The function of another file of the project that ``call`` (read at ``line`` in
     ``scope``) runs: ``helper(x)`` / ``utils.helper(x)`` imported, not rebound here; or the
     ``forward`` of a module class of another file called through an instance made here
-    (``net = Net(...).cuda()``, ``net = DDP(net)``, then ``net(x)``) (NOTE [project index])."""
+    (``net = Net(...).cuda()``, ``net = DDP(net)``, then ``net(x)``), or the ``__call__`` of a
+    plain class of another file so called (``criterion = Criterion()``, ``criterion(p, y)``)
+    (NOTE [project index])."""
     f = call.func
     root = f
     while isinstance(root, ast.Attribute):
@@ -225,22 +229,38 @@ def foreign_callee(ctx: Context, call: ast.Call, scope: object, line: int) -> De
     if f is not root:
         return None
     cls = _instance_class(ctx, scope, b, 0)
-    fwd = cls.methods.get("forward") if cls is not None and cls.is_module else None
-    return fwd
+    if cls is None:
+        return None  # a plain object's call runs its `__call__` (a loss class of another file)
+    return cls.methods.get("forward") if cls.is_module else cls.method("__call__")
 
 
 def foreign_method(ctx: Context, call: ast.Call, scope: object, line: int) -> Def | None:
     """The method of a class of another file that ``call`` runs through an instance made
-    here (``ada = AdaptiveAugment(...)``, then ``ada.tune(pred)``), or None."""
+    here (``ada = AdaptiveAugment(...)``, then ``ada.tune(pred)``) or handed to the function
+    by every caller (``train(net)``, ``model.compute_loss(out, y)`` inside), or None."""
     f = call.func
     if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)) \
             or f.value.id == "self":
         return None
     b = _binding(ctx, scope, f.value.id, line)
-    if b is None or isinstance(b.stmt, (ast.Import, ast.ImportFrom)):
+    if b is None:
+        cls = _handed_class(ctx, scope, f.value, line)
+        return cls.method(f.attr) if cls is not None else None
+    if isinstance(b.stmt, (ast.Import, ast.ImportFrom)):
         return None
     cls = _instance_class(ctx, scope, b, 0)
     return cls.methods.get(f.attr) if cls is not None else None
+
+
+def _handed_class(ctx: Context, scope: object, name: ast.Name, line: int) -> ClassInfo | None:
+    """The module class of another file whose instance every caller of the function hands
+    its parameter ``name`` (NOTE [parameter kinds]: ``train(net, ...)`` with ``net =
+    ClassificationModel(...)``), when the instance is made in this file."""
+    k = ctx.analysis.kind(name, scope, line)  # type: ignore[arg-type]
+    node = k.node if k is not None and k.what == MODULE else None
+    if not isinstance(node, ast.Call) or id(node) not in file_parents(ctx):
+        return None  # made in another file: its names are not this file's
+    return foreign_class(ctx, node.func)
 
 
 def held_foreign_method(ctx: Context, call: ast.Call, scope: object) -> Def | None:

@@ -117,6 +117,24 @@ def _clear_after(step: ast.Call, recv: ast.expr, scope_node: ast.AST, ctx: Conte
     return None
 
 
+def _closure_def(arg: ast.expr, scope, line: int, ctx: Context  # type: ignore[no-untyped-def]
+                 ) -> ast.AST | None:
+    """The code the closure argument runs: a lambda, a ``def`` of the function, a function of
+    the file (not rebound here), or a method of the class handed bound (``self.loss_pinn``)."""
+    if isinstance(arg, ast.Lambda):
+        return arg
+    if isinstance(arg, ast.Name):
+        got = _local_def(arg.id, scope.node, line)
+        if got is None and scope.binding_before(arg.id, line) is None:
+            got = ctx.analysis.functions.get(arg.id)
+        return got
+    if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) \
+            and arg.value.id == "self":
+        cls = ctx.analysis.class_of(scope.node)
+        return cls.method(arg.attr) if cls is not None else None
+    return None
+
+
 class LbfgsClosureWithoutZeroGrad(Rule):
     """The closure given to `LBFGS.step(closure)` calls `backward()` without clearing the
     gradients first.
@@ -130,7 +148,9 @@ class LbfgsClosureWithoutZeroGrad(Rule):
     and one right after `step()` only after the last (reported there: the line to move). The
     optimizer may be built from a class given to the constructor (`self.opt = optimizer(params,
     **kw)` with `torch.optim.LBFGS` passed), and the backward may run in a method or helper of
-    the file that the closure calls. Clear the gradients at the top of the closure.
+    the file that the closure calls; the closure may be a method handed bound
+    (`self.optimizer.step(self.loss_pinn)`) or a function of the file. Clear the gradients at
+    the top of the closure.
     """
 
     code = "GT721"
@@ -198,13 +218,13 @@ class LbfgsClosureWithoutZeroGrad(Rule):
         if not (isinstance(f, ast.Attribute) and f.attr == "step"):
             return
         arg = _closure_arg(node)
-        if not isinstance(arg, (ast.Name, ast.Lambda)):
+        if not isinstance(arg, (ast.Name, ast.Lambda, ast.Attribute)):
             return
         scope = ctx.scope()
         made = _lbfgs(f.value, ctx, scope.node)
         if made is None:
             return
-        fn = arg if isinstance(arg, ast.Lambda) else _local_def(arg.id, scope.node, node.lineno)
+        fn = _closure_def(arg, scope, node.lineno, ctx)
         if fn is None or _runs(fn, scope.node, ctx, _clear) is not None:
             return
         back = _runs(fn, scope.node, ctx, lambda n: isinstance(n, ast.Call)

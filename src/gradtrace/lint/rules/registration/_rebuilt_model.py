@@ -144,3 +144,49 @@ def _own_replacement(call: ast.Call, target: str, ctx: Context) -> ast.stmt | No
                 and is_parameter_call(n.value, ctx):
             return n
     return None
+
+
+def added_attribute(ctx: Context, node: ast.stmt, target: str, inside: ast.stmt | None,
+                    scope: Scope) -> str | None:
+    """# NOTE [added, not replaced]
+    The attribute (in the caller's terms: ``model.scale``) that ``inside`` (a method's or
+    helper's ``self.scale = nn.Parameter(...)`` / ``m.scale = ...``, run on ``target`` at
+    ``node``) or ``node`` itself (``model.scale = nn.Parameter(...)``) sets for the first time
+    on an object of a class of the file whose ``__init__`` (its own or a base's of the file)
+    does not make ``scale``. ``nn.Module.__setattr__`` registers the new parameter, but an
+    optimizer built before holds only the tensors it was given: the new one gets gradients
+    and never moves (torch 2.13). None: the attribute already existed (a replacement), or the
+    object's class is unknown."""
+    st = inside if inside is not None else node
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Attribute)):
+        return None
+    attr = st.targets[0].attr
+    owner = st.targets[0].value
+    if inside is None:
+        if dotted(owner) != target.rpartition(".")[0] or not target.count(".") == 1:
+            return None
+        obj: ast.expr = owner
+    else:
+        if not isinstance(owner, ast.Name):
+            return None
+        obj = ast.parse(target, mode="eval").body
+        for n in ast.walk(obj):
+            n.lineno, n.col_offset = node.lineno, 0  # type: ignore[attr-defined]
+    k = ctx.analysis.kind(obj, scope, node.lineno)
+    cls = ctx.analysis.classes.get(k.cls or "") if k is not None else None
+    if cls is None:
+        return None
+    if any(attr in c.init_attrs for c in cls.lineage()):
+        return None  # `__init__` makes it: this one replaces it
+    return f"{target if inside is not None else dotted(owner)}.{attr}"
+
+
+def inside_name(target: str, inside: ast.stmt | None) -> str:
+    """What ``inside`` (``m.emb.weight = nn.Parameter(t)`` in a helper handed ``model``, or
+    ``self.scale = ...`` in a method of ``model``) sets, spelt from ``target``
+    (``model.emb.weight``); ``target`` itself for anything else."""
+    t = inside.targets[0] if isinstance(inside, ast.Assign) and len(inside.targets) == 1 \
+        else None
+    name = dotted(t) if isinstance(t, ast.Attribute) else None
+    return target + "." + name.partition(".")[2] if name else target

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
@@ -25,6 +26,7 @@ from gradtrace.lint.rules.registration._optimizer_pairs import (
     _shared_part, _stepped_together, _whole_params, odd_branch, role,
 )
 from gradtrace.lint.rules.registration._rebuilt_model import (
+    added_attribute, inside_name,
     _base, _own_replacement, _same_module, _stale_optimizer, _taken_line,
 )
 from gradtrace.lint.nodes import statements
@@ -63,6 +65,8 @@ class ModelRecreatedAfterOptimizer(Rule):
     name = "model-recreated-after-optimizer"
     message = ("`{target}` is replaced after the optimizer `{opt}` was built from its parameters "
                "(line {opt_line}): `{opt}.step()` keeps updating the old tensors")
+    message_added = ("`{target}` is added after the optimizer `{opt}` was built (line "
+                     "{opt_line}): `{opt}` does not hold it, so `{opt}.step()` never updates it")
     triggers = ("optim",)
     examples = [
         Bad("""
@@ -202,6 +206,7 @@ class ModelRecreatedAfterOptimizer(Rule):
             related.insert(0, Related(ctx.path, taken, "the list of parameter objects it is "
                                       "built over is taken here, before the replacement"))
             opt_line = taken
+        added = added_attribute(ctx, node, target, inside, ctx.scope())  # NOTE [added, not replaced]
         if inside is not None:  # a method re-creates its object's parameter: the root is there
             seen: set[int] = ctx.memo("gt404-inside", ctx.tree, set)
             if id(inside) in seen:
@@ -211,8 +216,10 @@ class ModelRecreatedAfterOptimizer(Rule):
                                       "it here, after the optimizer was built",  # type: ignore
                                       ctx.column(node)))
             node = inside
-        yield self.report(node, ctx, related=related, target=target, opt=opt.name,
-                          opt_line=opt_line)
+        f = self.report(node, ctx, related=related, target=inside_name(target, inside),
+                        opt=opt.name, opt_line=opt_line)
+        yield f if added is None else replace(f, message=self.message_added.format(
+            target=added, opt=opt.name, opt_line=opt_line))
 
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:

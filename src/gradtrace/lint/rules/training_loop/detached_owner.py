@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from gradtrace.findings import Finding
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.project import foreign_callee, home, shown_path
 from gradtrace.lint.analysis.calls import named_calls
 from gradtrace.lint.analysis.graph_deps import graphs
 from gradtrace.lint.analysis.returned_terms import returns
@@ -113,16 +114,22 @@ def _helper_cuts(n: ast.Call, owners: frozenset[str], h: Helpers, depth: int
     if not any(_owner_of(dotted(a), owners) for a in (*n.args, *(k.value for k in n.keywords))):
         return None
     fn = h.ctx.analysis.callee(n, h.where) if depth < 2 else None
-    if fn is None or h.ctx.analysis.class_of(fn) is not None:
+    if fn is None and depth < 2:  # a function of another file (NOTE [project index])
+        fn = foreign_callee(h.ctx, n, h.ctx.scope(h.where), n.lineno)
+    octx = home(h.ctx, fn) if fn is not None else h.ctx
+    if fn is None or octx.analysis.class_of(fn) is not None:
         return False
     args = h.ctx.analysis.arguments(fn, n)
     mine = frozenset(p for p, a in args.items() if _owner_of(dotted(a), owners))
     if not mine or any(_owner_of(dotted(k.value), owners) for k in n.keywords if k.arg is None):
         return False
-    cuts, other = _uses(list(fn.body), mine, h, depth + 1)
+    inner = h if octx is h.ctx else Helpers(octx, fn)
+    cuts, other = _uses(list(fn.body), mine, inner, depth + 1)
     if other or not cuts:
         return False
     h.site[id(n)] = cuts[0]
+    if octx is not h.ctx:  # reported at this call, naming the other file's detach
+        h.ctx.memo("gt580-away", h.ctx.tree, dict)[id(cuts[0])] = (cuts[0], n, octx)
     return cuts
 
 
@@ -241,7 +248,9 @@ def _through(f: LoopFacts, fed: list[Backward], cuts: list[ast.Call],
                     return n, b, name  # type: ignore[return-value]
                 if id(n) in site:
                     cut = site[id(n)]
-                    return cut, b, _bound_name(f.ctx, cut) or "output"
+                    away = f.ctx.memo("gt580-away", f.ctx.tree, dict).get(id(cut))
+                    octx = away[2] if away is not None and away[0] is cut else f.ctx
+                    return cut, b, _bound_name(octx, cut) or "output"
     return None
 
 
@@ -267,8 +276,10 @@ class SteppedModelOutputDetached(LoopRule):
     Detach only the discriminator's input (`netD(fake.detach())`) and keep `fake` attached.
     Known limits: the optimizer's parameters must be known (`Adam(netG.parameters())`) and the
     model used in the pass only by calls the file shows (a model passed to a helper is not
-    judged). A plain function of the file that steps the model without running it is judged
-    by what its callers hand it (NOTE [handed detach]).
+    judged, unless a function of this file or another file of the project runs it only detached:
+    NOTE [detach in a helper], reported at the call for another file's). A plain function of
+    the file that steps the model without running it is judged by what its callers hand it
+    (NOTE [handed detach]).
     """
 
     code = "GT580"
@@ -280,8 +291,9 @@ class SteppedModelOutputDetached(LoopRule):
                "finds no gradient; keep `{var}` attached and detach it only in the input "
                "of a loss that must not train `{owner}` (a discriminator's: "
                "`D({var}.detach())`)")
-    triggers = ("detach",)
-    # a step function handed the detached output holds no `detach` of its own
+    # a step function handed the detached output, or a loop handing the model to a helper of
+    # another file that detaches it, holds no `detach` of its own
+    triggers = ("detach", "zero_grad")
     statement_triggers = ("detach", "zero_grad")
     function_needs = ("backward", "step", "zero_grad")
     examples = [
@@ -328,9 +340,17 @@ class SteppedModelOutputDetached(LoopRule):
     def _report(self, ctx: Context, s: Step, cut: ast.Call, b: Backward, var: str
                 ) -> Finding:
         owner = dotted(cut.func.value.func) or "the model"  # type: ignore[attr-defined]
-        return self.report(cut, ctx, related=(
+        away = ctx.memo("gt580-away", ctx.tree, dict).get(id(cut))
+        at, src, extra = cut, ctx.source(cut), ()
+        if away is not None and away[0] is cut:  # the detach is in another file's helper
+            _, at, octx = away
+            src = octx.source(cut)
+            extra = (Related(shown_path(octx.path, ctx.path), cut.lineno,
+                             f"`{src}` detaches it here", octx.column(cut)),)
+        return self.report(at, ctx, related=(
+            *extra,
             related_at(ctx, b.call, "this backward stops at the detach"),
             related_at(ctx, s.call, "steps without a gradient")),
-            cut=ctx.source(cut), owner=owner, late=ctx.source(b.call),
+            cut=src, owner=owner, late=ctx.source(b.call),
             late_line=b.call.lineno, step=ctx.source(s.call), step_line=s.call.lineno,
             var=var)

@@ -236,10 +236,7 @@ class OptimizerNeverStepped(Rule):
             if b is None:
                 return
             name = ctx.source(recv)
-            sched = next((n for n in walk(fn) if isinstance(n, ast.Call) and isinstance(
-                n.func, ast.Attribute) and n.func.attr == "step" and n.lineno > b.stmt.lineno
-                and (k := ctx.analysis.kind(n.func.value, scope, n.lineno)) is not None
-                and k.what == SCHEDULER), None)
+            sched = _scheduler_step(fn, scope, ctx, b.stmt.lineno)
             related = [Related(ctx.path, z.stmt.lineno, f"`{name}` is cleared here",
                                ctx.column(z.stmt))]
             if sched is not None:
@@ -340,41 +337,28 @@ def _evaluates(fn: ast.AST) -> bool:
 def _other_step(loop: ast.stmt, scope: Scope, ctx: Context) -> bool:
     """The loop calls some ``x.step(...)`` other than a learning-rate scheduler's: another
     optimizer, a wrapper or a trainer that may step this one."""
-    for n in walk(loop):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and n.func.attr == "step":
-            recv = n.func.value
-            b = scope.binding_before(recv.id, n.lineno) if isinstance(recv, ast.Name) else None
-            q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
-                b.value, ast.Call) else None
-            if not (q or "").startswith(SCHEDULERS) and not (
-                    b is None and _is_scheduler(recv, scope, n.lineno, ctx)):
-                return True
-    return False
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == "step" and not is_scheduler(n.func.value, scope, n.lineno, ctx)
+               for n in walk(loop))
 
 
-def _is_scheduler(recv: ast.expr, scope: Scope, line: int, ctx: Context) -> bool:
-    """A receiver not bound in the function is a scheduler: a parameter every caller hands one,
-    or an attribute (``self.sched``) the file sets to one."""
-    if isinstance(recv, ast.Name):
-        return _param_is(recv, scope, line, ctx, SCHEDULER)
+def is_scheduler(recv: ast.expr, scope: Scope, line: int, ctx: Context) -> bool:
+    """``recv`` is a learning-rate scheduler, read from the code (NOTE [kinds]): built in the
+    function from ``torch.optim.lr_scheduler`` or a class of the file deriving from one, a
+    parameter every caller hands one (NOTE [parameter kinds]), or an attribute (``self.sched``)
+    its class sets to one. The one answer GT544's three questions share."""
     k = ctx.analysis.kind(recv, scope, line)
     return k is not None and k.what == SCHEDULER
 
 
-def _scheduler_step(loop: ast.stmt, scope: Scope, ctx: Context) -> ast.Call | None:
-    """The first learning-rate scheduler's ``step()`` inside ``loop`` (its own body)."""
-    for n in sorted((n for n in walk(loop) if isinstance(n, ast.Call)),
+def _scheduler_step(body: ast.AST, scope: Scope, ctx: Context, after: int = 0
+                    ) -> ast.Call | None:
+    """The first learning-rate scheduler's ``step()`` inside ``body`` (after line ``after``)."""
+    for n in sorted((n for n in walk(body) if isinstance(n, ast.Call)),
                     key=lambda n: (n.lineno, n.col_offset)):
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
-                and n.func.attr == "step" and isinstance(n.func.value, ast.Name):
-            name = n.func.value.id
-            b = scope.binding_before(name, n.lineno)
-            q = ctx.qualified_name(b.value.func) if b is not None and isinstance(
-                b.value, ast.Call) else None
-            if (q or "").startswith(SCHEDULERS) or b is None and \
-                    _param_is(n.func.value, scope, n.lineno, ctx, SCHEDULER):
-                return n
+        if isinstance(n.func, ast.Attribute) and n.func.attr == "step" and n.lineno > after \
+                and is_scheduler(n.func.value, scope, n.lineno, ctx):
+            return n
     return None
 
 
