@@ -245,8 +245,8 @@ def _undetached_names(e: ast.AST) -> set[str]:
 
 def _only_detached(use: ast.Call, fn: ast.AST) -> bool:
     """Whether the statement holding the network call ``use`` binds plain names whose every
-    later use, through plain name bindings, is inside a detaching call (NOTE [sample read
-    only detached])."""
+    later use, through plain name bindings, is inside a detaching call
+    (NOTE [sample read only detached])."""
     stmts = sorted((s for s in walk(fn) if isinstance(s, ast.stmt)
                     and not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))),
                    key=lambda s: (s.lineno, s.col_offset))
