@@ -59,3 +59,55 @@ SHAPES = {
 @pytest.mark.parametrize("name,which", [(n, i) for n in SHAPES for i in (0, 1)])
 def test_shape(name: str, which: int) -> None:
     judge(PRELUDE, SHAPES[name][which])
+
+
+# a model built by a factory of another file; the script freezes one of its attributes
+FACTORY = '''
+import torch
+import torch.nn as nn
+
+
+def build_model():
+    return Scaled()
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.scale = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        return self.body(x) * self.scale
+'''
+SCRIPT = '''
+import torch
+from nets import build_model
+
+model = build_model()
+model.{attr}.requires_grad = False
+frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+'''
+
+
+@pytest.mark.parametrize("attr,line,frozen", [
+    ("scale", None, ["scale"]),  # a Parameter of the built class: the flag freezes it
+    ("body", 6, []),             # a submodule: a plain attribute, nothing frozen (recall 54a #6)
+])
+def test_attribute_of_a_foreign_factory_model(tmp_path, monkeypatch, attr: str,
+                                              line: int | None, frozen: list) -> None:
+    """GT407 through ``build_model()`` of another file whose ``return`` builds a module class
+    of that file: the class's ``__init__`` says what ``model.<attr>`` is."""
+    import sys
+    from gradtrace.lint.config import Settings
+    from gradtrace.lint import check_paths
+    (tmp_path / "nets.py").write_text(FACTORY)
+    (tmp_path / "train.py").write_text(SCRIPT.format(attr=attr))
+    found = [f for f in check_paths([str(tmp_path)], Settings()).findings if f.code == "GT407"]
+    assert [(f.line, f.code) for f in found] == ([] if line is None else [(line, "GT407")])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("nets", None)
+    env: dict = {}
+    exec(compile(SCRIPT.format(attr=attr), str(tmp_path / "train.py"), "exec"), env)
+    sys.modules.pop("nets", None)
+    assert env["frozen"] == frozen
