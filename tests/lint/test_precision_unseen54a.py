@@ -42,6 +42,19 @@ loss = (c * gen(h)).sum()
 loss.backward()
 '''
 
+# the same attack loop updating by rebinding, its input made a leaf again on the next pass
+REWRAP = '''
+from torch.autograd import Variable as V
+model = nn.Linear(4, 1)
+x = torch.rand(2, 4)
+for i in range(3):
+    x = V(x{flag})
+    loss = model(x).sum()
+    loss.backward()
+    x = x - 0.01 * x.grad.sign()
+    x = x.clamp(0, 1)
+'''
+
 SHAPES = {
     "leaf-rewrapped-by-an-aliased-variable": (
         Shape(ATTACK.format(v="from torch.autograd import Variable as V",
@@ -49,6 +62,10 @@ SHAPES = {
               holds="x.grad_fn is not None and model.weight.grad is not None"),
         Shape(ATTACK.format(v="V = nn.Linear(4, 4)", wrap="V(x)"), "GT506", line=5,
               raises=(RuntimeError, "second time"))),
+    "update-rebound-then-rewrapped-as-a-leaf": (
+        Shape(REWRAP.format(flag=", requires_grad=True"), "GT301",
+              holds="model.weight.grad is not None"),
+        Shape(REWRAP.format(flag=""), "GT301", line=8, raises=(AttributeError, "NoneType"))),
     "sample-scored-only-for-detached-weights": (
         Shape(IMPORTANCE.format(detach=".detach()"), "GT720",
               holds="not hs.requires_grad and enc.weight.grad is not None"),
