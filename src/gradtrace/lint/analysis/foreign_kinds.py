@@ -6,7 +6,9 @@
 another file whose every ``return`` is a module of one class (read by that file's own
 :meth:`~.facts.Analysis.returns`, so a factory that calls a further factory or class of its
 own file or project is followed the same way, up to the project index's depth): the result is
-a module (:data:`~.kinds.MODULE`). Its ``cls`` is spelt in this file's terms (the qualified
+a module (:data:`~.kinds.MODULE`). Its attributes (``model.model.requires_grad = False``)
+are read from the ``__init__`` of the class built, through the factory too (unseen54a's recall
+run: a factory's model was known as a module, its submodules not). Its ``cls`` is spelt in this file's terms (the qualified
 name of the imported class, or the factory's module path and the class name) so that no class
 of this file is taken for it; a torch class keeps its own name (``torch.nn.Linear``). Only
 modules are carried across files: an optimizer's owners or a tensor's origin are spelt in the
@@ -87,17 +89,39 @@ def foreign_module_kind(ctx: Context, call: ast.Call, scope: Scope, line: int
 def foreign_attr_kind(ctx: Context, call: ast.AST | None, attr: str) -> Kind | None:
     """``model.conv1`` with ``model = Net(...)`` built from a module class of another file of
     the project whose ``__init__`` makes ``self.conv1`` a module there: a module (its class
-    kept only when it is torch's; NOTE [foreign module kinds]). None otherwise."""
-    if not isinstance(call, ast.Call) or not DEFINITIONS:
-        return None
-    got = DEFINITIONS[0](ctx, call.func)
-    if got is None or not isinstance(got[1], ast.ClassDef):
-        return None
-    octx, node = got
-    cls = octx.analysis.classes.get(node.name)
-    if cls is None or cls.node is not node or not cls.is_module:
+    kept only when it is torch's; NOTE [foreign module kinds]). Also with
+    ``model = build_model()``, a factory of another file whose every ``return`` builds one
+    module class (of its file, or further through the index). None otherwise."""
+    cls = _built_class(ctx, call, 0)
+    if cls is None:
         return None
     k = cls.attr_kind(attr)
     if k is None or k.what != MODULE:
         return None
     return Kind(MODULE, cls=k.cls if (k.cls or "").startswith("torch.") else None)
+
+
+def _built_class(ctx: Context, call: ast.AST | None, depth: int) -> ClassInfo | None:
+    """The module class of another file that ``call`` builds, directly or through factories
+    (``build_model()`` -> ``return EnergyWideResNet()``), up to three files deep."""
+    if not isinstance(call, ast.Call) or not DEFINITIONS or depth > 2:
+        return None
+    got = DEFINITIONS[0](ctx, call.func)
+    if got is None:
+        return None
+    octx, node = got
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        k = octx.analysis.returns(node)
+        if k is None or k.what != MODULE or not isinstance(k.node, ast.Call):
+            return None
+        local = octx.analysis.classes.get(k.cls or "")
+        if local is not None and isinstance(k.node.func, ast.Name) \
+                and k.node.func.id == local.name:
+            return local if local.is_module else None
+        return _built_class(octx, k.node, depth + 1)
+    if not isinstance(node, ast.ClassDef):
+        return None
+    cls = octx.analysis.classes.get(node.name)
+    if cls is None or cls.node is not node or not cls.is_module:
+        return None
+    return cls

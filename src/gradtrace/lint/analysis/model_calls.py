@@ -53,7 +53,8 @@ def module_like(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
     if last in FORWARD_METHODS and owner:  # `vae.encode(x)`, `clip.get_text_features(t)`
         return bound_module(ctx, scope, owner, line) or model_spelling(owner.rpartition(".")[2])
     return model_spelling(last) and not _other_library(ctx, scope, callee, line) \
-        and not _standard_library(ctx, scope, callee, line)
+        and not _standard_library(ctx, scope, callee, line) \
+        and not _torch_alias(ctx, scope, callee, line)
 
 
 def _standard_library(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
@@ -68,13 +69,27 @@ def _standard_library(ctx: Context, scope: Scope, callee: str, line: int) -> boo
     return ctx.imports.aliases[root].partition(".")[0] in sys.stdlib_module_names
 
 
+def _torch_alias(ctx: Context, scope: Scope, callee: str, line: int) -> bool:
+    """``callee`` is a bare name the file imports from torch under another name
+    (``from torch.autograd import Variable as V``): torch's own callable, whatever its
+    spelling reads (NOTE [standard library callees]). A name bound in the function shadows
+    the import."""
+    if "." in callee or not ctx.imports.is_imported(callee) \
+            or scope.binding_before(callee, line) is not None and scope.node is not ctx.tree:
+        return False
+    return ctx.imports.aliases[callee].startswith("torch.")
+
+
 # NOTE [standard library callees]
 # The fallback that reads a callee's spelling (`model_spelling`: "module", "net", "encoder")
 # never applies to a function the file imports from Python's standard library
 # (`sys.stdlib_module_names`): `importlib.util.module_from_spec(spec)` loads a config module,
 # `copy.deepcopy(model)` copies one; neither runs a forward, so neither puts a graph on its
 # result (CoinCheung's DeepLab `train.py`: the config module loaded before the loop is no
-# graph the first backward frees).
+# graph the first backward frees). Nor to a name imported from torch under an alias
+# (`from torch.autograd import Variable as V`: `V(x, requires_grad=True)` reads like a value
+# network but makes a new leaf, so an attack loop's `x = V(x, ...)` carries no graph into the
+# next pass; unseen54a, 1nAzureSky's deep-hashing attack).
 
 
 # array libraries whose functions and compiled callables make no torch graph

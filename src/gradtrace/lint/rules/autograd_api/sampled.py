@@ -205,8 +205,8 @@ class SampleWhereGradientNeeded(Rule):
                 use = _any_use(var, node.lineno, fn, until)
         else:
             return
-        if use is None:
-            return
+        if use is None or isinstance(use, ast.Call) and _only_detached(use, fn):
+            return  # NOTE [sample read only detached]
         what = (f"it is given to `{ctx.source(use.func)}(...)` (line {use.lineno})"
                 if isinstance(use, ast.Call) else f"it is used on line {use.lineno}")
         yield self.report(parent, ctx, related=(Related(
@@ -214,6 +214,76 @@ class SampleWhereGradientNeeded(Rule):
             sample=name, drawn=drawn, use=what, family=family,
             remedy="draw it as `mean + std * torch.randn_like(mean)`"
             if drawn.startswith("`torch.normal") else "draw it with `rsample()`")
+
+
+# NOTE [sample read only detached]
+# An importance sampler draws with `sample()` on purpose: VERA's entropy estimator scores the
+# posterior draws with the generator (`logq, logits = self.logq_joint(xr, h_given_x)`), turns
+# the scores into weights, and keeps only `(fvals * w).sum(0).detach()`. No value computed
+# from the network's result leaves the function or reaches a `backward()` undetached, so the
+# gradient through the sample is never asked for and `rsample()` would change nothing
+# (unseen54a, selflein's EBM-OOD-Detection). Followed forward through plain name bindings
+# in the function; any other use (a return, an argument of a call statement, a store into an
+# attribute or a container, a loop over it) counts as needing the gradient.
+DETACHED_BY = frozenset({"detach", "item", "tolist", "numpy"})
+
+
+def _undetached_names(e: ast.AST) -> set[str]:
+    """Names read in ``e`` outside the receiver of a ``.detach()``/``.item()``/... call."""
+    out: set[str] = set()
+    todo: list[ast.AST] = [e]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr in DETACHED_BY:
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            out.add(n.id)
+        todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _only_detached(use: ast.Call, fn: ast.AST) -> bool:
+    """Whether the statement holding the network call ``use`` binds plain names whose every
+    later use, through plain name bindings, is inside a detaching call
+    (NOTE [sample read only detached])."""
+    stmts = sorted((s for s in walk(fn) if isinstance(s, ast.stmt)
+                    and not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))),
+                   key=lambda s: (s.lineno, s.col_offset))
+    owner = next((s for s in stmts if isinstance(s, ast.Assign)
+                  and any(n is use for n in walk(s.value))), None)
+    if owner is None:
+        return False
+    tainted: set[str] = set()
+    for t in owner.targets:
+        elts = t.elts if isinstance(t, ast.Tuple) else [t]
+        if not all(isinstance(x, ast.Name) for x in elts):
+            return False
+        tainted.update(x.id for x in elts)  # type: ignore[union-attr]
+    for s in stmts:
+        if s is owner or s.lineno < owner.lineno:
+            continue
+        if isinstance(s, (ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith,
+                          ast.Try)):
+            heads = [getattr(s, a) for a in ("test", "iter") if hasattr(s, a)] + [
+                w.context_expr for w in getattr(s, "items", ())]
+            if any(_undetached_names(h) & tainted for h in heads):
+                return False
+            continue  # their bodies are statements of their own
+        if isinstance(s, ast.Pass | ast.Break | ast.Continue):
+            continue
+        value = getattr(s, "value", None)
+        reads = _undetached_names(value) if value is not None else set().union(
+            *(_undetached_names(c) for c in ast.iter_child_nodes(s)))
+        if not reads & tainted:
+            continue
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target] \
+            if isinstance(s, ast.AnnAssign) else []
+        names = [x for t in targets for x in (t.elts if isinstance(t, ast.Tuple) else [t])]
+        if not names or not all(isinstance(x, ast.Name) for x in names):
+            return False  # returned, handed to a call, stored, augmented: it may need grad
+        tainted.update(x.id for x in names)  # type: ignore[union-attr]
+    return True
 
 
 def _normal_of_graph(node: ast.Call, ctx: Context) -> bool:

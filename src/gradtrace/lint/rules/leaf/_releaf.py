@@ -11,6 +11,11 @@ from gradtrace.lint.rules.leaf._tensors import COMPOUND, reads_grad_of
 
 
 RELEAF_ATTRS = frozenset({"detach", "requires_grad_", "detach_", "data", "clone"})
+# constructors that copy (or wrap) a tensor's data into a new leaf, whatever its history:
+# `Variable(x, requires_grad=True)` (checked on torch 2.13: `is_leaf`, no `grad_fn`),
+# `torch.tensor(x, requires_grad=True)`; `torch.as_tensor(x)` returns `x` itself, no leaf
+LEAF_MAKERS = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable",
+                         "torch.tensor"})
 
 
 def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
@@ -23,7 +28,7 @@ def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
         if b.stmt is stmt or isinstance(b.stmt, ast.AugAssign) or b.value is None:
             continue
         if b.line > stmt.lineno or (loops and b.line >= loops[-1].lineno):
-            if _releaf_value(b.value) or b.line > stmt.lineno and _rebuilt_from_cut(
+            if _releaf_value(b.value) or _leaf_made(scope, b.value) or b.line > stmt.lineno and _rebuilt_from_cut(
                     scope, name, b):
                 return True
     for m in scope.method_calls:
@@ -36,6 +41,18 @@ def _releafed(scope: Scope, name: str, stmt: ast.stmt, no_grad: bool) -> bool:
 
 def _releaf_value(v: ast.AST) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr in RELEAF_ATTRS for n in walk(v))
+
+
+def _leaf_made(scope: Scope, v: ast.AST) -> bool:
+    """``x = V(x, requires_grad=True)`` (``from torch.autograd import Variable as V``) or
+    ``torch.tensor(x, requires_grad=True)``: a new leaf made from the data, asking for grad."""
+    if not isinstance(v, ast.Call) or scope.ctx.qualified_name(v.func) not in LEAF_MAKERS:
+        return False
+    flag = next((k.value for k in v.keywords if k.arg == "requires_grad"), None)
+    if flag is None and len(v.args) > 1 and "Variable" in (scope.ctx.qualified_name(
+            v.func) or ""):
+        flag = v.args[1]  # `Variable(data, requires_grad)`
+    return isinstance(flag, ast.Constant) and flag.value is True
 
 
 def _rebuilt_from_cut(scope: Scope, name: str, b: Binding) -> bool:

@@ -43,8 +43,9 @@ class LeafReboundByUpdate(Rule):
     updated. Update in place under `torch.no_grad()`: `w -= lr * w.grad`.
     Known limits: only the direct spelling `w = w ± <expr using w.grad>` is recognised, in a
     loop or followed by a read of `w.grad`. Code that makes `w` a fresh leaf again (another
-    binding from `.detach()`/`.data`, `w.detach_()`, or `requires_grad_()` after a `no_grad`
-    rebinding, as PGD attack loops do) is left alone.
+    binding from `.detach()`/`.data` or from `Variable(w, requires_grad=True)` /
+    `torch.tensor(w, requires_grad=True)`, `w.detach_()`, or `requires_grad_()` after a
+    `no_grad` rebinding, as PGD attack loops do) is left alone.
     """
 
     code = "GT301"
