@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.cuts import Cut
 from gradtrace.lint.analysis.grad_sources import local_sources
-from gradtrace.lint.analysis.reach import disables_grad
+from gradtrace.lint.analysis.reach import called_function, disables_grad
 from gradtrace.lint.analysis.undistributed_arms import without_process_group
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 from gradtrace.lint.nodes import walk
@@ -147,8 +147,15 @@ def returns_off(ctx: Context, fn: ast.AST | None, element: int | None = None,
     result in a loss) and GT5 (a binding that carries no graph)."""
     if not isinstance(fn, FUNCTION_TYPES):
         return None
-    return ctx.memo(f"returns-off:{element}:{arity}", fn,
-                    lambda: _returns_off(ctx, fn, element, arity))
+    busy: set[tuple[int, int | None]] = ctx.memo("returns-off-busy", ctx.tree, set)
+    if (id(fn), element) in busy:
+        return None  # a function returning its own call (recursion): not off by itself
+    busy.add((id(fn), element))
+    try:
+        return ctx.memo(f"returns-off:{element}:{arity}", fn,
+                        lambda: _returns_off(ctx, fn, element, arity))
+    finally:
+        busy.discard((id(fn), element))
 
 
 def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | None
@@ -179,9 +186,47 @@ def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | No
     for v, line in values:
         d = tracer.sources(v, line)
         if not d.dead or d.live or d.unknown or d.explicit_grad:
-            return None
+            d_off = _through_call(ctx, fn, v, line)
+            if d_off is None:
+                return None
+            off = off or d_off
+            continue
         off = off or d.dead[0].off
     return off
+
+
+def _through_call(ctx: Context, fn: ast.AST, v: ast.expr, line: int) -> ast.AST | None:
+    """# NOTE [returned helper result]
+    ``loss, acc = self._shared_step(batch); return loss`` (a Lightning-style ``training_step``
+    handing on what a shared step made): the returned value is the result of a call of
+    another function of the file, whole or one element of a tuple it unpacks, returned as it
+    came. When that function makes every value it returns (that element of every tuple it
+    returns) with grad off (NOTE [no-grad helpers]), so does this one: the grad-off region is
+    the callee's. The callee is the analysis layer's (a helper, ``self.method``, a method of an
+    instance of a class of the file: :func:`.reach.called_function`); a function that
+    reaches itself again is not followed."""
+    scope = ctx.scope(fn)
+    element = arity = None
+    call = v if isinstance(v, ast.Call) else None
+    if isinstance(v, ast.Name):
+        b = scope.binding_before(v.id, line)
+        stmt = b.stmt if b is not None else None
+        if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 \
+                or not isinstance(stmt.value, ast.Call):
+            return None
+        t = stmt.targets[0]
+        if isinstance(t, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in t.elts):
+            names = [e.id if isinstance(e, ast.Name) else None for e in t.elts]
+            if names.count(v.id) != 1:
+                return None
+            element, arity = names.index(v.id), len(names)
+        elif not (isinstance(t, ast.Name) and t.id == v.id):
+            return None
+        call, line = stmt.value, stmt.lineno
+    if call is None:
+        return None
+    callee = called_function(call, scope, line)
+    return returns_off(ctx, callee, element, arity) if callee is not fn else None
 
 
 def _self_attr(e: ast.expr) -> str | None:

@@ -13,7 +13,14 @@ An inference tensor is also the result of a method the file defines with
 model.generate(prompt)`` with ``model = LM()``: the analysis layer's
 :func:`.reach.called_function`), when the method makes everything it returns there
 (:func:`.grad_off_returns.returns_off`); only the inference reading follows it (whether a call
-is live or dead stays the analysis layer's ``local_callee``).
+is live or dead stays the analysis layer's ``local_callee``, with one exception below).
+
+# NOTE [method of an instance]
+A call through an attribute that the analysis layer's ``local_callee`` does not resolve
+(``loss = model.shared_step(batch)`` with ``model = Classifier()``) runs the method
+:func:`.reach.called_function` names: when that method makes everything it returns with grad
+off, the call is dead as a helper's is. A plain ``model(x)`` is not followed this way (the
+forward's own rules read it).
 """
 from __future__ import annotations
 
@@ -36,6 +43,8 @@ class HelperSources(Tracer):
 
     def _through_helper(self, e: ast.Call, line: int, depth: int) -> Deps | None:
         fn = self.ctx.analysis.local_callee(e, self.scope, line)
+        if fn is None and isinstance(e.func, ast.Attribute):
+            fn = called_function(e, self.scope, line)  # NOTE [method of an instance]
         if fn is None:
             return None
         d = Deps()

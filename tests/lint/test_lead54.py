@@ -1,0 +1,142 @@
+"""The lead's session-54 fact: a training step that hands on what a shared step made under
+grad-off (NOTE [returned helper result], NOTE [method of an instance]). The probe
+(benchmarks/probes/lead54/q07_shared_step_no_grad.py) crashes on torch 2.13 with "element 0 of
+tensors does not require grad"; each buggy twin here is another style of the same chain."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace.lint import check_source
+
+CASES = {
+    # a Lightning-style module: training_step unpacks the shared step's tuple
+    "lightning_tuple": ("""
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc(x)
+
+            def _step(self, batch):
+                x, y = batch
+                with torch.no_grad():
+                    out = self(x)
+                return F.cross_entropy(out, y), out.argmax(1)
+
+            def training_step(self, batch):
+                loss, pred = self._step(batch)
+                return loss
+
+        net = Net()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for batch in [(torch.randn(3, 4), torch.tensor([0, 1, 0]))]:
+            loss = net.training_step(batch)
+            loss.backward()
+            opt.step()
+        """, [("GT202", 15)]),
+    # a trainer object's method called through its instance, a decorator this time
+    "trainer_method": ("""
+        import torch
+        import torch.nn as nn
+
+        class Runner:
+            def __init__(self, model):
+                self.model = model
+
+            @torch.no_grad()
+            def predict(self, x):
+                return self.model(x)
+
+            def loss_of(self, x, y):
+                return ((self.predict(x) - y) ** 2).mean()
+
+        model = nn.Linear(3, 1)
+        runner = Runner(model)
+        opt = torch.optim.Adam(model.parameters())
+        x, y = torch.randn(5, 3), torch.randn(5, 1)
+        out = runner.predict(x)
+        loss = ((out - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        """, [("GT202", 8)]),
+    # look-alike: only the metric is computed under no_grad, the loss keeps its graph
+    "metric_only_ok": ("""
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc(x)
+
+            def _step(self, batch):
+                x, y = batch
+                out = self(x)
+                with torch.no_grad():
+                    acc = (out.argmax(1) == y).float().mean()
+                return F.cross_entropy(out, y), acc
+
+            def training_step(self, batch):
+                loss, acc = self._step(batch)
+                return loss
+
+        net = Net()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for batch in [(torch.randn(3, 4), torch.tensor([0, 1, 0]))]:
+            loss = net.training_step(batch)
+            loss.backward()
+            opt.step()
+        """, []),
+    # look-alike: the no-grad element is the one not used; recursion must not loop
+    "other_element_ok": ("""
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1)
+
+            def forward(self, x):
+                return self.fc(x)
+
+            def both(self, x):
+                out = self(x)
+                with torch.no_grad():
+                    ref = self(x)
+                return out, ref
+
+            def again(self, x, n):
+                if n:
+                    return self.again(x, n - 1)
+                return self(x)
+
+            def step(self, x):
+                out, ref = self.both(x)
+                return (out - ref).pow(2).mean() + self.again(x, 2).mean()
+
+        net = Net()
+        loss = net.step(torch.randn(2, 4))
+        loss.backward()
+        """, []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_grad_off_result_handed_on(name):
+    src, want = CASES[name]
+    found = sorted((f.code, f.line) for f in check_source(textwrap.dedent(src).lstrip("\n"), "m.py")
+                   if f.code.startswith("GT2"))
+    assert found == want
