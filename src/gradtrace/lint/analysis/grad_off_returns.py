@@ -186,7 +186,7 @@ def _returns_off(ctx: Context, fn: ast.AST, element: int | None, arity: int | No
     for v, line in values:
         d = tracer.sources(v, line)
         if not d.dead or d.live or d.unknown or d.explicit_grad:
-            d_off = _through_call(ctx, fn, v, line)
+            d_off = _through_call(ctx, fn, v, line)  # NOTE [returned helper result]
             if d_off is None:
                 return None
             off = off or d_off

@@ -88,8 +88,8 @@ def inherited_kind(ctx: Context, cls: ClassInfo, name: str) -> Kind | None:
     if not cls.node.bases:
         return None
     # a module class's bases are read in its own file only: a model file subclasses imported
-    # layers everywhere, and parsing each of their files for every attribute costs (NOTE
-    # [foreign module kinds]); a trainer or runner (no module) is read across files
+    # layers everywhere, and parsing each of their files for every attribute costs
+    # (NOTE [foreign module kinds]); a trainer or runner (no module) is read across files
     chain = ctx.memo("inherited-lineage", cls.node, lambda: lineage(ctx, cls, not cls.is_module))
     for c_ctx, c in (chain or ())[1:]:
         if name not in c.attrs:
