@@ -7,7 +7,7 @@ head = nn.Linear(32, 3)
 model = nn.Sequential(backbone, head)
 
 backbone_params = backbone.parameters()  # ROOT
-print("backbone size:", sum(p.numel() for p in backbone_params))
+print("backbone size:", sum(p.numel() for p in backbone_params))  # ROOT
 optimizer = torch.optim.AdamW(
     [
         {"params": backbone_params, "lr": 1e-4},

@@ -79,6 +79,9 @@ def nn_alias(ctx: Context) -> str | None:
 
 
 DATA_CASTS = frozenset({"float", "double", "half", "to", "cpu", "cuda", "clone", "contiguous"})
+# in-place fills: they return their receiver, so a new tensor stays a new leaf
+FILLS = frozenset({"normal_", "uniform_", "zero_", "fill_", "random_", "exponential_",
+                   "log_normal_", "cauchy_", "geometric_"})
 
 
 def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
@@ -93,9 +96,10 @@ def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
         while isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Mult, ast.Div, ast.Add,
                                                                       ast.Sub)) or \
                 isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and \
-                inner.func.attr in DATA_CASTS:
+                (inner.func.attr in DATA_CASTS or inner.func.attr in FILLS):
             # `(torch.randn(n) * std).requires_grad_()`, `torch.from_numpy(a).float()
-            # .requires_grad_()`: a new tensor's copies and casts are still new leaves
+            # .requires_grad_()`, `torch.empty(k, d).normal_().requires_grad_()`: a new
+            # tensor's copies, casts and fills are still new leaves
             inner = inner.left if isinstance(inner, ast.BinOp) else inner.func.value  # type: ignore[union-attr]
         if isinstance(inner, ast.Call) and ctx.call_name(inner) in NEW_TENSOR_FUNCS:
             return node
