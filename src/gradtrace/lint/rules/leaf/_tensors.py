@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.array_dtypes import astype_float64
 from gradtrace.lint.analysis.on_cuda import moved_already, on_cuda_already
+from gradtrace.lint.analysis.optimizer_classes import is_optimizer_call  # noqa: F401 (re-export)
 from gradtrace.lint.analysis.weighted_modules import surely_weighted
 from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
@@ -438,15 +439,6 @@ def optimizer_param_exprs(call: ast.Call, scope: Scope | None = None) -> Iterato
                     stack.append(v)
         else:
             yield e
-
-
-def is_optimizer_call(node: ast.AST, ctx: Context) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    q = ctx.call_name(node) or ""
-    last = q.rpartition(".")[2]
-    return q.startswith("torch.optim.") and last[:1].isupper() and q.count(".") == 2 \
-        and last not in ("Optimizer",)
 
 
 COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)
