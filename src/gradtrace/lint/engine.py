@@ -99,6 +99,7 @@ class FileChecker(CheckerSetup):
         self.tree = tree
         self.imports = Imports()
         self._collect_top_imports(tree.body)
+        self.imports.add_callable_aliases(tree.body)
         self.ctx = Context(path, text, tree, self.imports, code)
         self.errors: list[RuleError] = []
         self.findings: list[Finding] = []

@@ -85,6 +85,36 @@ class Imports:
     def is_imported(self, local: str) -> bool:
         return local in self.aliases
 
+    def add_callable_aliases(self, body: list[ast.stmt]) -> None:
+        """Record the module-level names bound once to a torch callable: ``Opt =
+        torch.optim.Adam`` or ``make_opt = partial(torch.optim.AdamW, lr=1e-3)`` (keywords only):
+        calling the name calls that callable with the same positional arguments, so
+        ``make_opt(model.parameters())`` means ``torch.optim.AdamW(model.parameters())``. A
+        name bound twice at module level, or also imported, is left as written."""
+        seen: dict[str, str | None] = {}
+        for s in body:
+            targets = s.targets if isinstance(s, ast.Assign) else \
+                [s.target] if isinstance(s, (ast.AnnAssign, ast.AugAssign)) else []
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        seen[n.id] = None if n.id in seen else \
+                            self._callable_of(s.value) if len(targets) == 1 \
+                            and t is n else None  # type: ignore[union-attr]
+        for name, q in seen.items():
+            if q is not None and name not in self.aliases:
+                self.aliases[name] = q
+
+    def _callable_of(self, value: ast.AST | None) -> str | None:
+        if isinstance(value, ast.Call) and len(value.args) == 1 and \
+                self.qualified_name(value.func) == "functools.partial" and \
+                all(k.arg for k in value.keywords):
+            value = value.args[0]
+        if not isinstance(value, ast.Attribute):
+            return None
+        q = self.qualified_name(value)
+        return q if q is not None and q.startswith("torch.") else None
+
 
 def dotted(node: ast.AST) -> str | None:
     """The dotted spelling of a Name/Attribute chain (``self.layers``), without resolution."""

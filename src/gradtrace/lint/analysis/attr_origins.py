@@ -200,6 +200,8 @@ def setting_attr(t: Tracer, name: str) -> bool:
                 or (isinstance(v, ast.Name) and cls is not None
                     and numbers_given(t.ctx, cls, v.id))
                 for v in values)
+        elif cls is not None and class_number(t.ctx, cls, name.partition(".")[2]):
+            hit = True  # `margin = 0.1` in the class body, never stored on an instance
         elif cls is not None and t.ctx.mentions("register_buffer"):
             hit = registered_buffer(cls, name.partition(".")[2])
         t._pure[key] = hit
@@ -267,3 +269,38 @@ def _first_stores(fn: ast.AST) -> dict[str, int]:
         elif isinstance(n, ast.Call) and _self_attr(n.func):
             out[""] = min(out.get("", n.lineno), n.lineno)
     return out
+
+
+def class_number(ctx: Context, cls: ast.ClassDef, attr: str) -> bool:
+    """``attr`` is a Python number set in the body of ``cls`` (``margin = 0.1`` in a loss
+    mixin), every class body of the file that sets it sets a number, and no statement of the
+    file stores it on an object (``self.margin = ...``, ``obj.margin = ...``): ``self.<attr>``
+    read in a method of ``cls`` is that number, with no gradient."""
+    owners = ctx.memo("class-numbers", ctx.tree, lambda: _class_numbers(ctx)).get(attr)
+    return owners is not None and id(cls) in owners and not _stores_of(ctx, attr)
+
+
+def _class_numbers(ctx: Context) -> dict[str, set[int] | None]:
+    """``attr -> ids of the classes whose body sets it to a number``; None when some class
+    body sets it to anything else."""
+    out: dict[str, set[int] | None] = {}
+    for c in ast.walk(ctx.tree):
+        if not isinstance(c, ast.ClassDef):
+            continue
+        for s in c.body:
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(
+                s, ast.AnnAssign) else []
+            for x in targets:
+                if isinstance(x, ast.Name):
+                    got = out.setdefault(x.id, set())
+                    if got is not None and _number(s.value):  # type: ignore[union-attr]
+                        got.add(id(c))
+                    else:
+                        out[x.id] = None
+    return out
+
+
+def _number(v: ast.expr | None) -> bool:
+    if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.USub):
+        v = v.operand
+    return isinstance(v, ast.Constant) and type(v.value) in (int, float)

@@ -15,7 +15,7 @@ The same evidence types a dotted receiver: ``model.resnet.requires_grad = False`
 that also loops over ``model.resnet.parameters()`` sets a plain attribute on a module (its
 class built in another file, GT407). There only the methods that no optimizer, tensor or
 trainer object has count (``strict``): ``parameters``, ``named_parameters``, ``modules``,
-``named_modules``, ``children``, ``requires_grad_``.
+``named_modules``, ``children`` (not ``requires_grad_``: a tensor has it too).
 """
 from __future__ import annotations
 
@@ -26,13 +26,13 @@ if TYPE_CHECKING:
     from gradtrace.lint.flow import Scope
 
 # nn.Module methods no tensor has (an optimizer shares zero_grad and the state_dict pair; no
-# optimizer is the receiver of a loss method)
+# optimizer is the receiver of a loss method). `requires_grad_` is not one: a tensor has it
+# too (`p.requires_grad_(False)` in a loop over `named_parameters()` freezes a parameter).
 MODULE_ONLY = ("zero_grad", "train", "eval", "parameters", "named_parameters", "modules",
-               "named_modules", "children", "requires_grad_", "state_dict", "load_state_dict")
+               "named_modules", "children", "state_dict", "load_state_dict")
 
 
-STRICT = ("parameters", "named_parameters", "modules", "named_modules", "children",
-          "requires_grad_")
+STRICT = ("parameters", "named_parameters", "modules", "named_modules", "children")
 
 
 def handled_as_module(scope: Scope, receiver: str, strict: bool = False,

@@ -67,3 +67,47 @@ def optimizer_classes(call: ast.AST, ctx: Context) -> frozenset[str] | None:
         return None
     found = frozenset(n for n, words in KEYWORDS.items() if given <= words)
     return found or None
+
+
+def optimizer_tables(ctx: Context) -> frozenset[str]:
+    """Module-level names bound once to a dict literal every value of which is a
+    ``torch.optim`` class: a registry (``OPTIMIZERS = {"sgd": torch.optim.SGD, "adam":
+    torch.optim.Adam}``), so ``OPTIMIZERS[cfg["type"]](model.parameters(), lr=lr)`` builds an
+    optimizer whichever key the config picks."""
+    return ctx.memo("optimizer-tables", ctx.tree, lambda: _tables(ctx))
+
+
+def _tables(ctx: Context) -> frozenset[str]:
+    count: dict[str, int] = {}
+    found: set[str] = set()
+    for s in ctx.tree.body:  # type: ignore[attr-defined]
+        targets = s.targets if isinstance(s, ast.Assign) else [s.target] if isinstance(
+            s, ast.AnnAssign) else []
+        for t in targets:
+            if isinstance(t, ast.Name):
+                count[t.id] = count.get(t.id, 0) + 1
+                v = s.value
+                if len(targets) == 1 and isinstance(v, ast.Dict) and v.values and all(
+                        k is not None for k in v.keys) and all(
+                        _optim_class(x, ctx) for x in v.values):
+                    found.add(t.id)
+    return frozenset(n for n in found if count[n] == 1)
+
+
+def _optim_class(e: ast.expr, ctx: Context) -> bool:
+    q = ctx.qualified_name(e) or ""
+    last = q.rpartition(".")[2]
+    return q == "torch.optim." + last and last[:1].isupper() and last != "Optimizer"
+
+
+def is_optimizer_call(node: ast.AST, ctx: Context) -> bool:
+    """``torch.optim.<Class>(...)`` (also through an alias or ``partial`` the import table
+    resolves), or a call of a registry of optimizer classes (:func:`optimizer_tables`)."""
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Subscript) and isinstance(node.func.value, ast.Name):
+        return node.func.value.id in optimizer_tables(ctx)  # `OPTIMIZERS[name](params)`
+    q = ctx.call_name(node) or ""
+    last = q.rpartition(".")[2]
+    return q.startswith("torch.optim.") and last[:1].isupper() and q.count(".") == 2 \
+        and last not in ("Optimizer",)

@@ -249,6 +249,7 @@ def _context(path: str, text: str, tree: ast.Module) -> Context:
     for n in bfs_walk(tree):  # ast.walk's order: a later import of a name wins
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             imports.add(n)
+    imports.add_callable_aliases(tree.body)
     saved = nodes._FILE[0]
     try:
         return Context(path, text, tree, imports)

@@ -68,6 +68,31 @@ def _lbfgs_given(made: ast.Call, where: ast.AST, ctx: Context) -> bool:
                    if k.arg == "max_iter")
 
 
+def _made_closure(call: ast.Call, owner: ast.AST, ctx: Context) -> ast.AST | None:
+    """The closure a function of the file returns when ``call`` calls it
+    (``opt.step(self._objective(logits, labels))`` with ``_objective`` defining ``closure`` and
+    returning it): the one function every ``return`` of the callee gives, defined in it."""
+    callee = ctx.analysis.callee(call, owner)
+    if callee is None:
+        return None
+    got = {id(d): d for r in _own_returns(callee) if r.value is not None
+           for d in [r.value if isinstance(r.value, ast.Lambda) else _local_def(
+               r.value.id, callee, r.lineno) if isinstance(r.value, ast.Name) else None]}
+    return next(iter(got.values())) if len(got) == 1 and None not in got.values() else None
+
+
+def _own_returns(fn: ast.AST) -> list[ast.Return]:
+    """The ``return`` statements of ``fn`` itself (not of the functions it defines)."""
+    out, work = [], list(getattr(fn, "body", []))
+    while work:
+        n = work.pop()
+        if isinstance(n, ast.Return):
+            out.append(n)
+        elif not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            work.extend(ast.iter_child_nodes(n))
+    return out
+
+
 def _runs(fn: ast.AST, owner: ast.AST, ctx: Context, test: Callable[[ast.AST], bool],
           depth: int = 0) -> ast.AST | None:
     """The first node of ``fn`` for which ``test`` holds, or of a function of the file that
@@ -218,13 +243,14 @@ class LbfgsClosureWithoutZeroGrad(Rule):
         if not (isinstance(f, ast.Attribute) and f.attr == "step"):
             return
         arg = _closure_arg(node)
-        if not isinstance(arg, (ast.Name, ast.Lambda, ast.Attribute)):
+        if not isinstance(arg, (ast.Name, ast.Lambda, ast.Attribute, ast.Call)):
             return
         scope = ctx.scope()
         made = _lbfgs(f.value, ctx, scope.node)
         if made is None:
             return
-        fn = _closure_def(arg, scope, node.lineno, ctx)
+        fn = _made_closure(arg, scope.node, ctx) if isinstance(arg, ast.Call) \
+            else _closure_def(arg, scope, node.lineno, ctx)
         if fn is None or _runs(fn, scope.node, ctx, _clear) is not None:
             return
         back = _runs(fn, scope.node, ctx, lambda n: isinstance(n, ast.Call)

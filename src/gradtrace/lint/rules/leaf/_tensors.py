@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.array_dtypes import astype_float64
 from gradtrace.lint.analysis.on_cuda import moved_already, on_cuda_already
+from gradtrace.lint.analysis.optimizer_classes import is_optimizer_call  # noqa: F401 (re-export)
 from gradtrace.lint.analysis.weighted_modules import surely_weighted
 from gradtrace.lint.code_text import line_starts
 from gradtrace.lint.flow import FACTORY_FUNCS, GRAPH, NEW_TENSOR_FUNCS
@@ -79,6 +80,9 @@ def nn_alias(ctx: Context) -> str | None:
 
 
 DATA_CASTS = frozenset({"float", "double", "half", "to", "cpu", "cuda", "clone", "contiguous"})
+# in-place fills: they return their receiver, so a new tensor stays a new leaf
+FILLS = frozenset({"normal_", "uniform_", "zero_", "fill_", "random_", "exponential_",
+                   "log_normal_", "cauchy_", "geometric_"})
 
 
 def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
@@ -93,9 +97,10 @@ def grad_factory(node: ast.AST, ctx: Context) -> ast.Call | None:
         while isinstance(inner, ast.BinOp) and isinstance(inner.op, (ast.Mult, ast.Div, ast.Add,
                                                                       ast.Sub)) or \
                 isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and \
-                inner.func.attr in DATA_CASTS:
+                (inner.func.attr in DATA_CASTS or inner.func.attr in FILLS):
             # `(torch.randn(n) * std).requires_grad_()`, `torch.from_numpy(a).float()
-            # .requires_grad_()`: a new tensor's copies and casts are still new leaves
+            # .requires_grad_()`, `torch.empty(k, d).normal_().requires_grad_()`: a new
+            # tensor's copies, casts and fills are still new leaves
             inner = inner.left if isinstance(inner, ast.BinOp) else inner.func.value  # type: ignore[union-attr]
         if isinstance(inner, ast.Call) and ctx.call_name(inner) in NEW_TENSOR_FUNCS:
             return node
@@ -434,15 +439,6 @@ def optimizer_param_exprs(call: ast.Call, scope: Scope | None = None) -> Iterato
                     stack.append(v)
         else:
             yield e
-
-
-def is_optimizer_call(node: ast.AST, ctx: Context) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    q = ctx.call_name(node) or ""
-    last = q.rpartition(".")[2]
-    return q.startswith("torch.optim.") and last[:1].isupper() and q.count(".") == 2 \
-        and last not in ("Optimizer",)
 
 
 COMPOUND = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try)

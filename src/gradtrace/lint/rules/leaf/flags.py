@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.int_numbers import python_int
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -280,7 +281,7 @@ def int_dtype(node: ast.AST, ctx: Context) -> str | None:
         return q
     if q in ("torch.randint", "torch.randint_like"):
         return "torch.int64"
-    if q == "torch.arange" and node.args and all(_const_ints(a) for a in node.args):
+    if q == "torch.arange" and node.args and all(python_int(a, ctx) for a in node.args):
         return "torch.int64"
     if q == "torch.tensor" and node.args and _const_ints(node.args[0]):
         return "torch.int64"

@@ -22,6 +22,7 @@ from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules._gates import file_says_word
 from gradtrace.lint.rules.leaf._tensors import node_mentions
 from gradtrace.lint.rules.registration._grad_flags import GradFlag, grad_flags
+from gradtrace.lint.rules.registration._helper_flags import helper_freezes
 from gradtrace.lint.rules.registration._frozen_after import frozen_before_step
 from gradtrace.lint.rules.registration._modules import (
     covers, is_module_expr, optimizer_builds,
@@ -285,8 +286,12 @@ class UnfreezeUndoesFreeze(Rule):
     included. Nothing ran between the freeze and the unfreeze, so the freeze has no effect at
     all and the "frozen" layers train (verified on torch 2.13). Drop the unconditional
     `requires_grad = True`, or apply the freeze after it.
-    Known limits: the freeze and the unfreeze must be in one function (or script); a forward,
-    backward or step between them (a temporary freeze) is taken as intended.
+    The freeze may be a call of a function of the file that freezes its argument
+    (`apply_freeze(model, patterns)`, NOTE [freeze by a helper]); a mode switch or a move
+    between the two (`model.train()`, `.to(device)`) trains nothing.
+    Known limits: the unfreeze and the freeze (or its call) must be in one function (or
+    script); a forward, backward or step between them (a temporary freeze) is taken as
+    intended.
     """
 
     code = "GT432"
@@ -333,7 +338,8 @@ class UnfreezeUndoesFreeze(Rule):
             yield from self._scan(ctx.scope(node), ctx)
 
     def _scan(self, scope: Scope, ctx: Context) -> Iterator[Finding]:
-        flags = grad_flags(scope)
+        flags = sorted([*grad_flags(scope), *helper_freezes(scope)],
+                       key=lambda f: f.stmt.lineno)  # NOTE [freeze by a helper]
         for i, g in enumerate(flags):
             if not g.value or g.conditional:
                 continue
@@ -374,8 +380,8 @@ class UnfreezeUndoesFreeze(Rule):
                 if isinstance(fn, ast.Attribute) and fn.attr in ("backward", "step"):
                     return True
                 callee = dotted(fn) or ""
-                if callee.partition(".")[0] == base and callee.rpartition(".")[2] not in (
-                        "parameters", "named_parameters"):
+                if callee.partition(".")[0] == base and callee.rpartition(".")[2] not in \
+                        NOT_RUN:
                     return True  # the model (or a part) is run
                 if isinstance(fn, ast.Name) and fn.id in HARMLESS:
                     continue
@@ -383,6 +389,12 @@ class UnfreezeUndoesFreeze(Rule):
                        for a in [*n.args, *(k.value for k in n.keywords)]):
                     return True
         return False
+
+
+# module methods that neither run the model nor train it (a mode switch, a move, a walk)
+NOT_RUN = frozenset({"parameters", "named_parameters", "train", "eval", "to", "cuda", "cpu",
+                     "float", "half", "double", "bfloat16", "modules", "named_modules",
+                     "children", "named_children"})
 
 
 def _writes_values(n: ast.AST, base: str) -> bool:

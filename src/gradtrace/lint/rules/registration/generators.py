@@ -33,6 +33,18 @@ def _consumer(stmt: ast.stmt, name: str, ctx: Context) -> ast.AST | None:
     return None
 
 
+def _given_names(arg: ast.expr) -> list[ast.Name]:
+    """The names an optimizer's first argument hands it as parameters: the argument itself, or
+    the ``"params"`` entry of each group in a list or tuple of groups (``[{"params": enc_params,
+    "lr": 1e-4}, dict(params=head_params)]``)."""
+    if isinstance(arg, ast.Name):
+        return [arg]
+    if not isinstance(arg, (ast.List, ast.Tuple)):
+        return []
+    got = (_stored_at(g, "params") for g in arg.elts)
+    return [g for g in got if isinstance(g, ast.Name)]
+
+
 def _stored_at(holder: ast.AST | None, key: object) -> ast.expr | None:
     """The value stored under ``key`` by ``dict(key=v)`` or ``{key: v}``."""
     if isinstance(holder, ast.Call) and isinstance(holder.func, ast.Name) \
@@ -66,6 +78,8 @@ class ParametersGeneratorConsumed(Rule):
     parameter list` (pytorch-facts.md#optimizer-identity), or silently fewer parameters when it
     was only
     partly consumed. Make a list once: `params = list(model.parameters())`.
+    The generator may be handed as a group's `"params"` entry (`AdamW([{"params": params,
+    "lr": 1e-4}, ...])`): that group is empty.
     Known limits: the generator, its consumer and the optimizer must be in one function; two
     optimizers in different branches of one `if` never both receive it.
     """
@@ -109,10 +123,15 @@ class ParametersGeneratorConsumed(Rule):
                 and is_optimizer_call(node, ctx):
             yield from self._held(node, node.args[0], ctx)
             return
-        if not node.args or not isinstance(node.args[0], ast.Name) \
-                or not is_optimizer_call(node, ctx):
+        if not node.args or not is_optimizer_call(node, ctx):
             return
-        name = node.args[0].id
+        for given in _given_names(node.args[0]):
+            found = list(self._consumed(node, given.id, ctx))
+            yield from found
+            if found:
+                return
+
+    def _consumed(self, node: ast.Call, name: str, ctx: Context) -> Iterator[Finding]:
         scope = ctx.scope()
         b = scope.binding_before(name, node.lineno)
         if b is None or not self._generator(b.value, ctx):

@@ -1,0 +1,5 @@
+import torch
+
+
+def build_optimizer(teacher, student, lr=1e-2):
+    return torch.optim.SGD(student.parameters(), lr=lr, momentum=0.9)
