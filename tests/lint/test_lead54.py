@@ -140,3 +140,45 @@ def test_grad_off_result_handed_on(name):
     found = sorted((f.code, f.line) for f in check_source(textwrap.dedent(src).lstrip("\n"), "m.py")
                    if f.code.startswith("GT2"))
     assert found == want
+
+
+NONLEAF = {
+    "instance_attr": ("""
+        import torch
+
+        class Calibrator:
+            def __init__(self):
+                self.temperature = torch.ones(1, requires_grad=True) * 1.5
+
+        cal = Calibrator()
+        opt = torch.optim.LBFGS([cal.temperature], lr=0.01)
+        """, [("GT306", 5)]),
+    "instance_attr_leaf_ok": ("""
+        import torch
+
+        class Calibrator:
+            def __init__(self):
+                self.temperature = (torch.ones(1) * 1.5).requires_grad_()
+                self.scaled = self.temperature * 2
+
+        cal = Calibrator()
+        opt = torch.optim.LBFGS([cal.temperature], lr=0.01)
+        """, []),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NONLEAF))
+def test_non_leaf_attribute_of_an_instance_given_to_the_optimizer(name):
+    """`clf.w` read through an instance of the file's class (the analysis layer's kind)
+    is the attribute its `__init__` set; torch 2.13 raises "can't optimize a non-leaf Tensor"
+    for the buggy twin and accepts the look-alike."""
+    src, want = NONLEAF[name]
+    code = textwrap.dedent(src).lstrip("\n")
+    found = sorted((f.code, f.line) for f in check_source(code, "m.py") if f.code.startswith("GT3"))
+    assert found == want
+    try:
+        exec(compile(code, name, "exec"), {})
+        raised = False
+    except ValueError:
+        raised = True
+    assert raised == bool(want)

@@ -7,7 +7,7 @@ import ast
 
 from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.grad_values import requires_grad
-from gradtrace.lint.analysis.kinds import MODULE, PARAMETER, TENSOR, BUFFER, Kind
+from gradtrace.lint.analysis.kinds import MODULE, OBJECT, PARAMETER, TENSOR, BUFFER, Kind
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk, walk
@@ -18,9 +18,10 @@ def _sliced_attr(e: ast.AST, ctx: Context) -> tuple[ast.stmt, str] | None:
     """``(assignment, "self.y")`` when ``e`` is ``self.x`` and the class sets ``self.x =
     self.y[...]`` (once) where ``self.y`` requires grad: made with ``requires_grad=True``, an
     ``nn.Parameter``, or switched on with ``self.y.requires_grad_()`` earlier in that method."""
-    if not (isinstance(e, ast.Attribute) and dotted(e.value) == "self"):
+    if not isinstance(e, ast.Attribute):
         return None
-    cls = ctx.analysis.class_of(ctx.function)
+    cls = ctx.analysis.class_of(ctx.function) if dotted(e.value) == "self" \
+        else _instance_class(e.value, ctx)
     info = cls.attrs.get(e.attr) if cls is not None else None
     if info is None or info.later:
         return None
@@ -46,6 +47,16 @@ def _sliced_attr(e: ast.AST, ctx: Context) -> tuple[ast.stmt, str] | None:
                 and (not st.value.args or is_true(st.value.args[0])):
             return info.stmt, f"a slice of `self.{base.attr}`, which requires grad"
     return None
+
+
+def _instance_class(e: ast.expr, ctx: Context):  # type: ignore[no-untyped-def]
+    """The class of the file whose instance ``e`` is (``clf`` of ``clf = LogReg(5)``, the
+    analysis layer's kind): its ``__init__`` attributes are the ones ``clf.w`` reads."""
+    if not isinstance(e, ast.Name):
+        return None
+    k = ctx.analysis.kind(e)
+    return ctx.analysis.classes.get(k.cls) if k is not None and k.what in (OBJECT, MODULE) \
+        and k.cls else None
 
 
 def _flagged(e: ast.AST, ctx: Context) -> bool:
