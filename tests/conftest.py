@@ -318,21 +318,6 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         trees.release()
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """What is alive once the tests are collected (torch, gradtrace, every test module and its
-    data, the real-world corpus: ~360,000 objects in a worker) lives until the process ends:
-    frozen out of the cyclic collector, whose full collections (~20 in 350 runtime tests, each
-    over the whole heap) and ``gc.get_referrers`` (the runtime's scheduler look-up: 70 ms a
-    call over that heap, 13 ms after) then walk only what the tests make
-    (docs/triage/suite54.md). Objects made at collection are not in ``gc.get_objects()``: a
-    test that needs its objects found that way (``watch_all``) makes them in the test."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-
-
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:

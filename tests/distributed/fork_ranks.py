@@ -157,12 +157,6 @@ def serve() -> None:
 
     all_rules()  # the checker that `run` consults for the files that ran
 
-    # What is imported now lives as long as the server: out of the cyclic collector, whose
-    # full collections in each forked rank would otherwise walk it (and copy its pages)
-    import gc
-
-    gc.collect()
-    gc.freeze()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
