@@ -165,6 +165,17 @@ def forked(_rank_server: subprocess.Popen):
     return run
 
 
+@pytest.fixture
+def tmp_imports(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """tmp_path, first on ``sys.path``, for a test that imports modules it writes there;
+    ``sys.path`` and ``sys.modules`` as the test found them afterwards (``imports_as_found`` of
+    tests/imports_as_found.py; every pytest temporary folder counts as the test's)."""
+    from imports_as_found import imports_as_found
+
+    with imports_as_found(tmp_path, tmp_path_factory.getbasetemp()) as folder:
+        yield folder
+
+
 # Process-global state one test could leave to the next (the order-dependent failure of
 # session 36: `explain(exc)` read the session an earlier test had ended, through
 # `last_tracer()`). Under `-n 2` the tests before a given one change from run to run, so no

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from imports_as_found import imports_as_found
 from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
@@ -349,15 +350,8 @@ def _found(root, *codes: str) -> list[tuple[str, str, int]]:
 
 def _run(root, script: str) -> dict:
     import runpy
-    import sys
-    sys.path.insert(0, str(root))
-    try:
+    with imports_as_found(root):  # the project's `utility`, `helpers` are gone afterwards
         return runpy.run_path(str(root / script), run_name="__main__")
-    finally:
-        sys.path.remove(str(root))
-        for m in list(sys.modules):
-            if m.split(".")[0] in ("utility", "helpers"):
-                sys.modules.pop(m, None)
 
 
 OPTIONS = '''

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from imports_as_found import imports_as_found
+
 torch = pytest.importorskip("torch")
 
 
@@ -28,16 +30,11 @@ def _found(root: Path, *codes: str) -> list[tuple[str, str, int]]:
 
 
 def _run(root: Path, script: str, modules: tuple[str, ...]) -> dict:
+    """The project's script as `__main__`; its ``modules`` (and any other it wrote) are gone
+    from sys.modules afterwards (tests/imports_as_found.py)."""
     import runpy
-    import sys
-    sys.path.insert(0, str(root))
-    try:
+    with imports_as_found(root):
         return runpy.run_path(str(root / script), run_name="__main__")
-    finally:
-        sys.path.remove(str(root))
-        for m in list(sys.modules):
-            if m.split(".")[0] in modules:
-                sys.modules.pop(m, None)
 
 
 # -- GT751: predictions unpacked from a tuple under no_grad (RAD-NeRF's shape) -----------------
@@ -362,17 +359,10 @@ def test_dict_of_layers_in_a_reexported_torch_module_is_reported(tmp_path: Path)
             "IMPORT", "import torch"),
         "agents/policy.py": _POLICY})
     assert _found(root, "GT401") == [("GT401", "policy.py", 9)]
-    import sys
-    sys.path.insert(0, str(root))
-    try:
+    with imports_as_found(root):
         from agents.policy import Policy
         p = Policy(["a", "b"])
         assert list(p.children()) == [] and len(p.heads) == 2  # the heads are not registered
-    finally:
-        sys.path.remove(str(root))
-        for m in list(sys.modules):
-            if m.split(".")[0] == "agents":
-                sys.modules.pop(m, None)
 
 
 

@@ -5,11 +5,12 @@ of unseen code (silent, and it trains); each twin is the provable form (reported
 from __future__ import annotations
 
 import runpy
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from imports_as_found import imports_as_found
 
 torch = pytest.importorskip("torch")
 
@@ -59,12 +60,8 @@ def _found(path: Path) -> list[tuple[str, int]]:
 
 
 def _run(path: Path) -> None:
-    sys.path.insert(0, str(path.parent))
-    try:
+    with imports_as_found(path.parent):  # `elsewhere_p39b` gone afterwards
         runpy.run_path(str(path), run_name="__main__")
-    finally:
-        sys.path.remove(str(path.parent))
-        sys.modules.pop("elsewhere_p39b", None)
 
 
 # -- the value is made, and read again, by methods of an object built in another file ---------

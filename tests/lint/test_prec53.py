@@ -9,17 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-@pytest.fixture(autouse=True)
-def _modules_as_before(tmp_path):
-    """The tests import their tmp_path files (`net`, `sched`, `heads`) to run them: afterwards
-    none of those stays in sys.modules (a later test of the worker imports its own), and what
-    they shadowed (the standard library's `sched`) comes back."""
-    before = {k: v for k, v in sys.modules.items() if k in ("net", "sched", "heads")}
-    yield
-    for name in [k for k, m in sys.modules.items()
-                 if str(getattr(m, "__file__", "") or "").startswith(str(tmp_path))]:
-        del sys.modules[name]
-    sys.modules.update(before)
+# The tests import their tmp_path files (`net`, `sched`, `heads`) to run them: afterwards none
+# of those stays in sys.modules and what they shadowed (the standard library's `sched`) comes
+# back (tests/conftest.py ``tmp_imports``).
+pytestmark = pytest.mark.usefixtures("tmp_imports")
 
 # a `forward` whose keyword-only flag picks an ensemble arm that sharpens `sigmoid`'s saved
 # output in place; the project's callers are in another file

@@ -143,6 +143,7 @@ FLOW = """
 @pytest.mark.parametrize("inverse, reported", [
     ("return layer.backward(y, ld)", ["Reverse"]),
     ("return y, ld", ["Halves", "Reverse"])])
+@pytest.mark.usefixtures("tmp_imports")  # its project's modules gone afterwards
 def test_flow_layer_inverse_called_from_another_file(tmp_path: Path, inverse: str,
                                                      reported: list,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,6 +214,7 @@ FREEZE = "for p in self.model.parameters():\n                p.requires_grad = F
     (FREEZE, "self.eval_mode()", None),
     ("pass", "self.eval_mode()", 18),
     (FREEZE, "self.eval_mode()\n            self.train_mode()", 19)])
+@pytest.mark.usefixtures("tmp_imports")  # its project's modules gone afterwards
 def test_model_frozen_by_an_inherited_method(tmp_path: Path, freeze: str, first: str,
                                              line: int | None,
                                              monkeypatch: pytest.MonkeyPatch) -> None:

@@ -270,6 +270,7 @@ EVALUATE = """
 
 
 @pytest.mark.parametrize("guard, line", [("with torch.no_grad():", None), ("if True:", 6)])
+@pytest.mark.usefixtures("tmp_imports")  # its project's modules gone afterwards
 def test_features_gathered_under_no_grad_of_another_file(tmp_path: Path, guard: str,
                                                           line: int | None,
                                                           monkeypatch: pytest.MonkeyPatch

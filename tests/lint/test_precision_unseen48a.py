@@ -206,6 +206,7 @@ TRAIN = """
 @pytest.mark.parametrize(("second", "line"), [
     ("y_2[ind_1[:n]]", None),
     ("y_2[ind_1[:n]] + z_1[ind_1[:n]]", 17)], ids=["look-alike", "twin"])
+@pytest.mark.usefixtures("tmp_imports")  # its project's modules gone afterwards
 def test_returned_element_reads_one_network(tmp_path: Path, second: str, line: int | None,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Po1ntu04/Co-teaching-MoreNets (`loss_coteaching` of `loss.py`): the second loss

@@ -4,7 +4,6 @@ tmp_path, checked in-process and run on real torch."""
 from __future__ import annotations
 
 import runpy
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 
 from gradtrace.lint import check_paths
 from gradtrace.lint.config import Settings
+from imports_as_found import imports_as_found
 
 torch = pytest.importorskip("torch")
 
@@ -101,15 +101,11 @@ def _project(tmp_path: Path, methods: str) -> Path:
 
 def _run(tmp_path: Path) -> str | None:
     """Runs the project's script on real torch: the error backward raises, or None."""
-    sys.path.insert(0, str(tmp_path))
-    try:
-        runpy.run_path(str(tmp_path / "train.py"))
-    except RuntimeError as e:
-        return str(e)
-    finally:
-        sys.path.remove(str(tmp_path))
-        for m in ("post", "head"):
-            sys.modules.pop(m, None)
+    with imports_as_found(tmp_path):  # `post`, `head` gone afterwards
+        try:
+            runpy.run_path(str(tmp_path / "train.py"))
+        except RuntimeError as e:
+            return str(e)
     return None
 
 

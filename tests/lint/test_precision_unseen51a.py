@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from imports_as_found import imports_as_found
 from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
@@ -181,10 +182,9 @@ def test_loss_helper_of_a_base_class(tmp_path, actor: str, lines: list[int]) -> 
     (pkg / "curious.py").write_text(CURIOUS)
     found = check_paths([str(pkg)], Settings()).findings
     assert sorted(f.line for f in found if f.code == "GT509") == lines
-    sys.path.insert(0, str(tmp_path))
-    try:
-        sys.modules.pop("agentpkg", None), sys.modules.pop("agentpkg.agents", None)
-        sys.modules.pop("agentpkg.curious", None)
+    with imports_as_found(tmp_path):  # `agentpkg` and its modules gone afterwards
+        for m in [m for m in sys.modules if m == "agentpkg" or m.startswith("agentpkg.")]:
+            del sys.modules[m]  # another file's package of that name: back afterwards
         agent = importlib.import_module("agentpkg.curious").Curious()
         args = (torch.randn(3, 4), torch.randn(3, 2), torch.randn(3, 1))
         if lines:
@@ -193,5 +193,3 @@ def test_loss_helper_of_a_base_class(tmp_path, actor: str, lines: list[int]) -> 
         else:
             agent.learn(*args)
             assert agent.actor.weight.grad is not None
-    finally:
-        sys.path.remove(str(tmp_path))

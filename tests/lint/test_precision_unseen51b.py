@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from imports_as_found import imports_as_found
 from tests.lint.shape_runner import Shape, judge
 
 torch = pytest.importorskip("torch")
@@ -270,13 +271,10 @@ def _project(tmp_path, files: dict[str, str]):  # type: ignore[no-untyped-def]
 
 
 def _run(tmp_path, path) -> dict:  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(tmp_path))
-    try:
+    with imports_as_found(tmp_path):  # `models` and its modules gone afterwards
         for m in [m for m in sys.modules if m == "models" or m.startswith("models.")]:
-            del sys.modules[m]
+            del sys.modules[m]  # another file's package of that name: back afterwards
         return runpy.run_path(str(path))
-    finally:
-        sys.path.remove(str(tmp_path))
 
 
 @pytest.mark.parametrize("layer,lines", [("nn.ReLU()", []), ("nn.BatchNorm1d(3)", [26])],

@@ -9,6 +9,7 @@ import warnings
 import pytest
 
 from gradtrace.lint import check_source
+from imports_as_found import imports_as_found
 
 torch = pytest.importorskip("torch")
 
@@ -371,7 +372,6 @@ TRAIN_OK = TRAIN.replace(
 
 def _project(root, train: str) -> list[tuple[str, int, str]]:
     import runpy
-    import sys
     from pathlib import Path
 
     from gradtrace.lint import check_paths
@@ -380,17 +380,13 @@ def _project(root, train: str) -> list[tuple[str, int, str]]:
         (root / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     found = sorted((Path(f.path).name, f.line, f.code) for f in check_paths(
         [str(root)], Settings(select=("GT557",))).findings)
-    sys.path.insert(0, str(root))
-    try:
-        runpy.run_path(str(root / "train.py"), run_name="__main__")
-        built = "ok"
-    except ValueError as e:
-        assert "more than one parameter group" in str(e)
-        built = "error"
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("blocks", None)
-        sys.modules.pop("nets", None)
+    with imports_as_found(root):  # `blocks`, `nets` gone afterwards
+        try:
+            runpy.run_path(str(root / "train.py"), run_name="__main__")
+            built = "ok"
+        except ValueError as e:
+            assert "more than one parameter group" in str(e)
+            built = "error"
     return found + [("built", 0, built)]
 
 
