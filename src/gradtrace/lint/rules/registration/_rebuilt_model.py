@@ -50,8 +50,30 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
                            if m.receiver == opt.name):
                     return opt, step
         step = _next_pass_step(scope, opt, node)
+        if step is None and not step_lines(scope, opt.name):
+            step = _handed_back(scope, opt.name, line, end)
         if step is not None:
             return opt, step
+    return None
+
+
+def _handed_back(scope: Scope, name: str, line: int, end: int | None) -> int | None:
+    """# NOTE [stale optimizer handed back]
+    A builder (``net = Net(); opt = SGD(net.parameters()); net.fc = nn.Linear(...);
+    return net, opt``) steps nothing itself: its caller steps the optimizer it returns, still
+    over the replaced objects. The line of a ``return`` after ``line`` (on the flow that goes
+    on from it) handing back ``name``, alone or in a tuple; None in a module's body. Only for
+    a builder that steps the optimizer nowhere itself: a function that trains with it and
+    returns it on an early branch hands back what it has finished with."""
+    if scope.node is scope.ctx.tree:
+        return None
+    for r in scope.stmts:
+        if not isinstance(r, ast.Return) or r.lineno <= line or end is not None and r.lineno > end:
+            continue
+        v = r.value
+        elts = v.elts if isinstance(v, ast.Tuple) else [v]
+        if any(isinstance(e, ast.Name) and e.id == name for e in elts):
+            return r.lineno
     return None
 
 

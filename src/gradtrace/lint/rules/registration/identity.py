@@ -197,9 +197,13 @@ class ModelRecreatedAfterOptimizer(Rule):
         if got is None:
             return
         opt, step = got
+        # a builder's `return` stands for its caller's step (NOTE [stale optimizer handed back])
+        handed = any(isinstance(r, ast.Return) and r.lineno == step for r in ctx.scope().stmts)
         related = [Related(ctx.path, opt.stmt.lineno, f"`{opt.name}` is built here",
                            ctx.column(opt.stmt)),
-                   Related(ctx.path, step, f"`{opt.name}.step()` updates the old parameters")]
+                   Related(ctx.path, step, f"`{opt.name}` is handed back here, still over the "
+                           "old parameters: the caller's `step()` never updates the new ones"
+                           if handed else f"`{opt.name}.step()` updates the old parameters")]
         opt_line = opt.stmt.lineno
         taken = _taken_line(ctx.scope(), opt) if opt_line > node.lineno else None
         if taken is not None:  # `params = list(model.parameters())` before the replacement
