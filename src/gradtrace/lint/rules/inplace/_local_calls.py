@@ -56,8 +56,8 @@ def class_instance_writes(ctx: Context, modules_of: Any
         # is the statement's own value, so the statement is read, not walked.
         wanted = set(names)
         bound: dict[str, list[tuple[ast.Call, ast.Assign, tuple[ast.AST, ...]]]] = {}
-        found = statements_on(ctx, word_lines(ctx, names)) if ascii_code(ctx) \
-            else _every_statement(ctx)
+        found = statements_on(ctx, _outside_methods(ctx, word_lines(ctx, names))) \
+            if ascii_code(ctx) else _every_statement(ctx)
         for stmt, outer in found:
             if stmt.__class__ is ast.Assign:
                 call = stmt.value  # type: ignore[attr-defined]
@@ -81,6 +81,39 @@ def class_instance_writes(ctx: Context, modules_of: Any
                 out.extend(got)
         return out
     return ctx.memo("class-instance-writes", ctx.tree, make)
+
+
+def _outside_methods(ctx: Context, lines: list[int]) -> list[int]:
+    """``lines`` less those inside the body of a method (``class_of`` knows it) whose lines
+    hold no ``def`` after its own: every statement there has that method as its innermost
+    function, so no binding of :func:`class_instance_writes` lies there (NOTE [instance
+    bindings]); a method holding a nested function keeps its lines."""
+    from bisect import bisect_left, bisect_right
+
+    from gradtrace.lint.analysis.calls import word_lines
+    if not lines:
+        return lines
+    defs = word_lines(ctx, ("def",))
+    ranges = []
+    for info in ctx.analysis.classes.values():
+        for m in info.methods.values():
+            if ctx.analysis.class_of(m) is None:
+                continue
+            lo, hi = m.lineno, m.end_lineno or m.lineno
+            k = bisect_right(defs, lo)
+            if k < len(defs) and defs[k] <= hi:
+                continue  # a nested function: its statements are no method's
+            ranges.append((lo, hi))
+    if not ranges:
+        return lines
+    ranges.sort()
+    los = [lo for lo, _ in ranges]
+    out = []
+    for line in lines:  # the pruned ranges hold no other method: they are disjoint
+        k = bisect_left(los, line) - 1
+        if k < 0 or line > ranges[k][1]:
+            out.append(line)
+    return out
 
 
 def _writes(node: ast.Call, stmt: ast.Assign, ctx: Context, modules: _LazyModules,
