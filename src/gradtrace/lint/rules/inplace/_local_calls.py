@@ -44,17 +44,30 @@ def class_instance_writes(ctx: Context, modules_of: Any
     ``forward`` returns ``torch.sqrt(...)``): the constructor's line names no op, so the
     statement gate never visits it; found once per file, shared by GT602 and GT603."""
     def make() -> list[tuple[Producer, ast.stmt, str, ast.AST, Any]]:
-        from gradtrace.lint.analysis.calls import call_sites
+        from gradtrace.lint.analysis.calls import (
+            _every_statement, ascii_code, statements_on, word_lines,
+        )
         from gradtrace.lint.grad_modes import FUNCTION_TYPES
+        names = [c for c, info in ctx.analysis.classes.items() if info.is_module]
+        if not names:
+            return []
+        # NOTE [instance bindings]: one search for the lines of every module class, not a
+        # call_sites walk per class (transformers: ~9,500 walks); the shape `name = Cls(...)`
+        # is the statement's own value, so the statement is read, not walked.
+        wanted = set(names)
+        bound: dict[str, list[tuple[ast.Call, ast.Assign, tuple[ast.AST, ...]]]] = {}
+        found = statements_on(ctx, _outside_methods(ctx, word_lines(ctx, names))) \
+            if ascii_code(ctx) else _every_statement(ctx)
+        for stmt, outer in found:
+            if stmt.__class__ is ast.Assign:
+                call = stmt.value  # type: ignore[attr-defined]
+                if call.__class__ is ast.Call and call.func.__class__ is ast.Name \
+                        and call.func.id in wanted and len(stmt.targets) == 1 \
+                        and stmt.targets[0].__class__ is ast.Name:  # type: ignore[attr-defined]
+                    bound.setdefault(call.func.id, []).append((call, stmt, outer))
         out: list[tuple[Producer, ast.stmt, str, ast.AST, Any]] = []
-        for cname, info in list(ctx.analysis.classes.items()):
-            if not info.is_module:
-                continue
-            for call, stmt, outer in call_sites(ctx, cname):
-                if not (isinstance(call.func, ast.Name) and isinstance(stmt, ast.Assign)
-                        and stmt.value is call and len(stmt.targets) == 1
-                        and isinstance(stmt.targets[0], ast.Name)):
-                    continue
+        for cname in names:  # the classes' order, each class's bindings in source pre-order
+            for call, stmt, outer in bound.get(cname, ()):
                 fn = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)),
                           ctx.tree)
                 if ctx.analysis.class_of(fn) is not None:
@@ -68,6 +81,39 @@ def class_instance_writes(ctx: Context, modules_of: Any
                 out.extend(got)
         return out
     return ctx.memo("class-instance-writes", ctx.tree, make)
+
+
+def _outside_methods(ctx: Context, lines: list[int]) -> list[int]:
+    """``lines`` less those inside the body of a method (``class_of`` knows it) whose lines
+    hold no ``def`` after its own: every statement there has that method as its innermost
+    function, so no binding of :func:`class_instance_writes` lies there (NOTE [instance
+    bindings]); a method holding a nested function keeps its lines."""
+    from bisect import bisect_left, bisect_right
+
+    from gradtrace.lint.analysis.calls import word_lines
+    if not lines:
+        return lines
+    defs = word_lines(ctx, ("def",))
+    ranges = []
+    for info in ctx.analysis.classes.values():
+        for m in info.methods.values():
+            if ctx.analysis.class_of(m) is None:
+                continue
+            lo, hi = m.lineno, m.end_lineno or m.lineno
+            k = bisect_right(defs, lo)
+            if k < len(defs) and defs[k] <= hi:
+                continue  # a nested function: its statements are no method's
+            ranges.append((lo, hi))
+    if not ranges:
+        return lines
+    ranges.sort()
+    los = [lo for lo, _ in ranges]
+    out = []
+    for line in lines:  # the pruned ranges hold no other method: they are disjoint
+        k = bisect_left(los, line) - 1
+        if k < 0 or line > ranges[k][1]:
+            out.append(line)
+    return out
 
 
 def _writes(node: ast.Call, stmt: ast.Assign, ctx: Context, modules: _LazyModules,

@@ -55,6 +55,8 @@ class ComputedTensorInParameters(Rule):
                "delete the entry from `_parameters` and set the computed weight as a plain "
                "attribute")
     triggers = ("_parameters",)
+    # the write's target `<module>._parameters[...]` spells the word on the statement's lines
+    gate_statements = True
     examples = [
         Bad("""
             import torch
