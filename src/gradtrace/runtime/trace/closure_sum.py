@@ -92,9 +92,12 @@ def backward_starts(state: Any, site: Site | None) -> None:
 
 
 def cleared(state: Any) -> None:
-    """A gradient was cleared (``zero_()``, ``.grad = None``)."""
+    """A gradient was cleared (``zero_()``, ``.grad = None``) inside an evaluation of the
+    closure (or a function it called). Not a ``zero_()`` LBFGS itself runs between evaluations
+    (``_gather_flat_grad`` zero-fills a fresh buffer for each parameter without a gradient:
+    a layer the forward skips), which clears no gradient."""
     w = state.closure_watch
-    if w is not None:
+    if w is not None and not w.cleared and _evaluation(w.code) is not None:
         w.cleared = True
     found = state.closure_sum
     if found is not None and found.waiting:
