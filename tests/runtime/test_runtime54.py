@@ -264,3 +264,26 @@ def test_grad_detach_on_none_names_the_cut(tmp_path, decorator, bug):
         with gradtrace.trace(static=False) as tr:
             runpy.run_path(str(path))
     assert [(f.code, f.line) for f in tr.diagnosis][:1] == [("GT801", marked_line(src))]
+
+
+@pytest.mark.parametrize("body,bug", [
+    ("out = model(x)\n    x.requires_grad_()  # <- cause", True),
+    ("x.requires_grad_()\n    out = model(x)", False),
+])
+def test_flag_set_after_the_forward_at_run_time_alone(tmp_path, body, bug):
+    """NOTE [flag set after the forward]: without the static face, the run names the line that
+    made `x` trainable after the forward, not the `.grad` read."""
+    import gradtrace
+
+    src = FGSM.replace("BODY", body).lstrip("\n")
+    path = tmp_path / "fgsm.py"
+    path.write_text(src, encoding="utf-8")
+    if not bug:
+        with gradtrace.trace(static=False) as tr:
+            runpy.run_path(str(path))
+        assert not tr.findings, tr.findings
+        return
+    with pytest.raises(AttributeError):
+        with gradtrace.trace(static=False) as tr:
+            runpy.run_path(str(path))
+    assert [(f.code, f.line) for f in tr.diagnosis][:1] == [("GT801", marked_line(src))]
