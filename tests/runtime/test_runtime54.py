@@ -97,9 +97,11 @@ def test_flag_set_after_the_forward_explains_grad_none(run_script, body, bug):
     if not bug:
         assert res.code == 0 and not res.findings, (res.err, res.findings)
         return
-    first = res.findings[0]
-    assert (first["code"], first["line"]) == ("GT156", marked_line(src)), res.findings
-    assert first["source"] == "static+runtime"
+    first = res.findings[0]  # both faces name the line: one finding
+    assert (first["code"], first["line"]) in {("GT156", marked_line(src)),
+                                             ("GT801", marked_line(src))}, res.findings
+    assert "static" in first["source"] and "runtime" in first["source"], first
+    assert len([f for f in res.findings if f["line"] == marked_line(src)]) == 1
 
 
 TWO_MODELS = """
