@@ -208,7 +208,8 @@ Fit().train()
 @pytest.mark.parametrize("clear,bug", [("pass", True), ("self.optimizer.zero_grad()", False)])
 def test_lbfgs_zero_fill_of_a_gradless_layer_is_no_clearing(tmp_path, clear, bug):
     """NOTE [closure evaluations summed]: LBFGS zero-fills a buffer for the layer without a
-    gradient between evaluations; that is no clearing of the closure's gradients."""
+    gradient between evaluations; that is no clearing of the closure's gradients, nor a use of
+    the layer with grad mode off."""
     import gradtrace
 
     src = LBFGS_SKIPPED_LAYER.replace("CLEAR", clear).lstrip("\n")
@@ -218,6 +219,8 @@ def test_lbfgs_zero_fill_of_a_gradless_layer_is_no_clearing(tmp_path, clear, bug
         runpy.run_path(str(path))
     found = [(f.code, f.line) for f in tr.findings if f.code == "GT891"]
     assert found == ([("GT891", marked_line(src))] if bug else []), tr.findings
+    # LBFGS's own `p.new(n)` / `view_as(p)` under its no_grad are no cut of the unused layer
+    assert not any("grad mode off" in f.message for f in tr.findings), tr.findings
 
 
 TOWER = """

@@ -13,7 +13,9 @@ evaluation's, the gradients of two evaluations were summed. A closure that clear
 is silent, and so is one that runs several backward() calls in one evaluation (micro-batches
 after one clearing: one frame). The line named is the clearing the program does right after
 the step, in the function that stepped (it belongs at the top of the closure); without one,
-the closure's backward().
+the closure's backward(). LBFGS's own work between evaluations is neither a clearing nor a use
+of a parameter under no_grad: its ``p.new(n).zero_()`` for a layer the forward skipped (no
+gradient) zero-fills a fresh buffer, and ``_add_grad``'s ``view_as(p)`` reads a shape.
 """
 from __future__ import annotations
 
