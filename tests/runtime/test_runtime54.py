@@ -219,7 +219,7 @@ def test_lbfgs_zero_fill_of_a_gradless_layer_is_no_clearing(tmp_path, clear, bug
         runpy.run_path(str(path))
     found = [(f.code, f.line) for f in tr.findings if f.code == "GT891"]
     assert found == ([("GT891", marked_line(src))] if bug else []), tr.findings
-    # LBFGS's own `p.new(n)` / `view_as(p)` under its no_grad are no cut of the unused layer
+    # LBFGS's own `p.new(n)`, `view_as(p)` under its no_grad are no cut of the unused layer
     assert not any("grad mode off" in f.message for f in tr.findings), tr.findings
 
 

@@ -274,12 +274,10 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
         src = first_grad_tensor(args)
         if src is not None:
             name = call_name(func)
-            if name in SHAPE_ONLY or name == "new" and all(  # `p.new(n)`: a buffer of p's
-                    isinstance(a, (int, torch.Size)) for a in args[1:]):  # dtype (LBFGS's)
-                return
             if torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
-                # (enable_grad inside inference_mode records nothing: an inference cut, below)
-                self._cut(out, src, name, "nondiff")
+                if name not in SHAPE_ONLY:  # (enable_grad inside inference_mode
+                    # records nothing: an inference cut, below)
+                    self._cut(out, src, name, "nondiff")
             elif self.state.closure_watch is None or not called_by_optimizer():
                 # (LBFGS's own work between its closure's evaluations, `_add_grad`'s
                 # `view_as(p)`, is no use of a parameter: NOTE [closure evaluations summed])
