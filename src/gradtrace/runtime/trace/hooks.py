@@ -262,8 +262,9 @@ class Hooks:
         if rec.sig != sig:
             d.sig_changed, rec.sig = d.sig_changed or rec.sig is not None, sig
         self._check_accumulate(rec, rep, site)
-        check_partial(st, rec, rep, last, site or self._site(), opt,
-                      lambda p: param_name(d, p))  # NOTE [clear of a part]
+        if rec.rep_last is not None:  # NOTE [clear of a part]
+            check_partial(st, rec, rep, last, lambda: site or self._site(), opt,
+                          lambda p: param_name(d, p))
         step_window(st, rec)  # NOTE [another optimizer's gradient applied again]
         if st.wiped_at is not None and rec.wiped is None and _wiped(opt, st.wiped_ids) \
                 and _all_zero(grads):

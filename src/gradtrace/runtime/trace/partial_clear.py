@@ -35,9 +35,10 @@ def _accumulated(state: Any, old: Rep | None, new: Rep | None) -> bool:
 
 
 def check_partial(state: Any, rec: Any, first: Rep | None, last: Rep | None,
-                  site: Site | None, opt: Any, name: Callable[[Any], str]) -> None:
+                  where: Callable[[], Site | None], opt: Any, name: Callable[[Any], str]) -> None:
     """Between this optimizer's last step and this one, was one representative cleared and the
-    other's gradient added into? Records the finding's facts on ``rec`` (NOTE above)."""
+    other's gradient added into? Records the finding's facts on ``rec`` (NOTE above); ``where``
+    reads the step's line (a frame walk), only when it is."""
     if rec.accumulate_site is not None or first is None or last is None or first[0] == last[0]:
         return
     pairs = ((rec.rep, first, rec.rep_last, last), (rec.rep_last, last, rec.rep, first))
@@ -50,6 +51,7 @@ def check_partial(state: Any, rec: Any, first: Rep | None, last: Rep | None,
             continue
         param = next((p for g in opt.param_groups for p in g["params"] if id(p) == new[0]),
                      None)
+        site = where()
         rec.accumulate_site = state.backward_sites[-1] if state.backward_sites else site
         rec.accumulate_step = site
         rec.partial = (clear, name(param) if param is not None else "")
