@@ -137,6 +137,25 @@ def called_by_library(start: int = 1) -> bool:
     return False
 
 
+_OPTIM = os.sep + os.path.join("torch", "optim") + os.sep
+
+
+def called_by_optimizer(start: int = 1) -> bool:
+    """Whether the torch call being recorded was made by a ``torch.optim`` optimizer's own code
+    (LBFGS's work between the evaluations of its closure)."""
+    try:
+        f: FrameType | None = sys._getframe(start + 1)
+    except ValueError:
+        return False
+    own = INTERNAL_PREFIXES[0]
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not (fn.startswith(own) or fn.endswith(_GLUE)):
+            return _OPTIM in fn
+        f = f.f_back
+    return False
+
+
 def internal_names(start: int = 1, limit: int = 12) -> list[str]:
     """Function names of the internal frames between here and the user's frame."""
     names: list[str] = []

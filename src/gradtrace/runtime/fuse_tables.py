@@ -26,7 +26,7 @@ EXPLAINS: dict[str, frozenset[str]] = {
     "inplace-saved": frozenset({"GT601", "GT602", "GT603", "GT605", "GT521", "GT609"}),
     "inplace-leaf": frozenset({"GT302", "GT133"}),
     "number": frozenset({"GT101", "GT102"}),
-    "grad-none": frozenset({"GT301", "GT303", "GT305", "GT307", "GT403", "GT407", "GT408",
+    "grad-none": frozenset({"GT301", "GT303", "GT305", "GT307", "GT403", "GT407", "GT408", "GT156",
                             "GT474"}),  # NOTE [wrapped leaf handed away]
     "inference": frozenset({"GT204"}),
     "non-leaf-optimizer": frozenset({"GT305", "GT306", "GT403", "GT485"}),

@@ -13,7 +13,9 @@ evaluation's, the gradients of two evaluations were summed. A closure that clear
 is silent, and so is one that runs several backward() calls in one evaluation (micro-batches
 after one clearing: one frame). The line named is the clearing the program does right after
 the step, in the function that stepped (it belongs at the top of the closure); without one,
-the closure's backward().
+the closure's backward(). LBFGS's own work between evaluations is neither a clearing nor a use
+of a parameter under no_grad: its ``p.new(n).zero_()`` for a layer the forward skipped (no
+gradient) zero-fills a fresh buffer, and ``_add_grad``'s ``view_as(p)`` reads a shape.
 """
 from __future__ import annotations
 
@@ -92,9 +94,12 @@ def backward_starts(state: Any, site: Site | None) -> None:
 
 
 def cleared(state: Any) -> None:
-    """A gradient was cleared (``zero_()``, ``.grad = None``)."""
+    """A gradient was cleared (``zero_()``, ``.grad = None``) inside an evaluation of the
+    closure (or a function it called). Not a ``zero_()`` LBFGS itself runs between evaluations
+    (``_gather_flat_grad`` zero-fills a fresh buffer for each parameter without a gradient:
+    a layer the forward skips), which clears no gradient."""
     w = state.closure_watch
-    if w is not None:
+    if w is not None and not w.cleared and _evaluation(w.code) is not None:
         w.cleared = True
     found = state.closure_sum
     if found is not None and found.waiting:

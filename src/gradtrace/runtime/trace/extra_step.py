@@ -111,6 +111,14 @@ def accumulation_findings(rec: Any) -> list[Finding]:
                      "condition)", related=[(rec.accumulate_site, "this backward() then adds "
                                              "into gradients already applied")],
                      severity="warning")]
+    if rec.partial is not None:  # NOTE [clear of a part]
+        from gradtrace.runtime.trace.partial_clear import partial_message
+        return [make(code, rec.partial[0], partial_message(rec), fix="clear every parameter "
+                     "the optimizer steps: call optimizer.zero_grad() (or the whole model's)",
+                     related=[(rec.accumulate_site, "this backward() adds into the gradients "
+                               "the last step applied"),
+                              (rec.accumulate_step, "the optimizer steps here with the sum")],
+                     severity="warning")]
     clear = branch_clear(rec.accumulate_clear, rec.accumulate_step)
     if clear is not None:
         return [make(code, clear, "the gradients are cleared here on some passes only: on the "

@@ -94,6 +94,13 @@ def why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str) 
 
         owners = param_owners(data)
         _, where, why, fix, related = unreached_reason(state, data, t, owners)
+        late = _made_trainable_late(state, t, owners, why)
+        if late is not None:  # NOTE [flag set after the forward]
+            return make(pat.code, late, f"`{name}` was made to require grad here "
+                        f"({src(late)}), and no backward() since reached it: the graph of the "
+                        "loss holds nothing from it (the forward used it before this line, or "
+                        "not at all)", related=[(site, ".grad was read here: it is None")],
+                        fix="set requires_grad before the forward pass that uses it")
         used = (site, ".grad was used here")
         if _loop_variable(site, name) and _never_graded(state, t, owners):
             return make(pat.code, site, f"`{name}.grad` is None for a parameter this loop "
@@ -106,6 +113,22 @@ def why_grad_none(pat: ErrorPattern, t: Any, site: Site, state: Any, name: str) 
                 "(not used in the forward pass, or the graph was cut before it)",
                 fix="guard with `if p.grad is not None`; use gradtrace.explain(loss) to see the "
                     "graph")
+
+
+def _made_trainable_late(state: Any, t: Any, owners: dict[int, Any], why: str) -> Site | None:
+    """# NOTE [flag set after the forward]
+    FGSM's ``out = model(x)`` then ``x.requires_grad = True``, then ``loss.backward()`` and
+    ``x.grad.sign()``: a plain leaf (no module's parameter, no cut seen upstream of it) that
+    the program made trainable (``requires_grad_()``/``.requires_grad = True``, recorded with
+    its line) and that no backward() reached. The line that set the flag is named: the graph
+    was built before it, or without the tensor. A Parameter, a tensor a cut kept away, or one
+    made trainable by a factory (``torch.zeros(..., requires_grad=True)``) keep their reasons."""
+    from gradtrace.runtime.build import NEVER_RAN
+
+    if isinstance(t, Parameter) or id(t) in owners or not why.startswith(NEVER_RAN):
+        return None
+    hit = state.made_leaves.get(id(t))
+    return hit[1] if hit is not None and hit[0]() is t else None
 
 
 def _loop_variable(site: Site, name: str) -> bool:

@@ -10,7 +10,7 @@ import torch
 
 from gradtrace.runtime import frames
 from gradtrace.runtime.frames import Site, is_internal
-from gradtrace.runtime.trace.records import (META_CALLED, META_CREATED, META_FREED,
+from gradtrace.runtime.trace.records import (META_CALLED, META_CALLED_LATER, META_CREATED, META_FREED,
                                              META_FREED_VIA, META_RETAINED, created_site,
                                              decode_meta)
 
@@ -96,7 +96,16 @@ def note_called_with(args: tuple) -> None:
     is held).
     Left: a module whose first call is made by a library helper (a ``checkpoint(netD,
     fake)``) gets no stamp, and the freed-graph finding leads at the consumer as before the
-    stamp existed."""
+    stamp existed.
+
+    A value made inside one model and given to its own layers there first (VITS2's text
+    encoder output `hidden_x`, read by the duration predictor inside the generator's
+    ``forward``), then returned and handed to another model by the training step
+    (``net_dur_disc(hidden_x, ...)``), has its first stamp in the generator's ``forward``: the
+    later calls from other functions are kept too (META_CALLED_LATER, at most four, one per
+    function), so :func:`caller_between` finds the step's call. That costs a walk to the
+    user's frame for a value given to a second module call (most layers' inputs are fresh
+    outputs of the layer before, stamped once)."""
     raw = None
     for a in args:
         gf = a.grad_fn if isinstance(a, Tensor) else None
@@ -104,12 +113,17 @@ def note_called_with(args: tuple) -> None:
             continue
         try:
             meta = gf.metadata
-            if META_CALLED not in meta:
+            if raw is None:
+                raw = _user_call(sys._getframe(1))
                 if raw is None:
-                    raw = _user_call(sys._getframe(1))
-                    if raw is None:
-                        return
+                    return
+            first = meta.get(META_CALLED)
+            if first is None:
                 meta[META_CALLED] = raw
+            elif first[0] is not raw[0]:
+                later = meta.setdefault(META_CALLED_LATER, [])
+                if len(later) < 4 and all(c[0] is not raw[0] for c in later):
+                    later.append(raw)
         except (AttributeError, RuntimeError):
             continue
 
@@ -143,15 +157,17 @@ def caller_between(node: Any, used: Site | None, site: Site) -> Site | None:
     when the value was used inside a function that call ran (``used``), and the call stands
     before ``site`` in that function. NOTE [module input stamp]."""
     try:
-        called, _ = decode_meta(node.metadata.get(META_CALLED))
+        stamps = [node.metadata.get(META_CALLED), *node.metadata.get(META_CALLED_LATER, ())]
     except (AttributeError, RuntimeError):
         return None
-    if called is None or used is None or used.function == site.function or \
-            (called.path, called.function) != (site.path, site.function):
+    if used is None or used.function == site.function:
         return None
-    if called.line > site.line:
-        return None
-    return called
+    for raw in stamps:
+        called, _ = decode_meta(raw)
+        if called is not None and (called.path, called.function) == (site.path, site.function) \
+                and called.line <= site.line:
+            return called
+    return None
 
 
 def graph_nodes(roots: list[Tensor], limit: int = 5000) -> Iterator[Any]:

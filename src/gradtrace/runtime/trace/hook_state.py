@@ -22,6 +22,8 @@ class OptimizerRecord:
     site: Site | None
     steps: int = 0
     rep: tuple[int, int, int, int] | None = None  # (param id, grad id, grad version, backwards)
+    rep_last: tuple[int, int, int, int] | None = None  # the same of the last: NOTE [clear of a part]
+    partial: tuple[Site | None, str] | None = None  # (the partial clearing, a parameter it left)
     accumulate_site: Site | None = None  # the backward() that added into last step's .grad
     accumulate_step: Site | None = None  # the step() that then applied the sum
     accumulate_clear: Site | None = None  # where its gradients were cleared on an earlier pass

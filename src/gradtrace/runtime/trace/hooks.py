@@ -18,6 +18,7 @@ from gradtrace.runtime.trace.after_wrap import note_wrap_registration
 from gradtrace.runtime.trace.applied import after_step, before_step
 from gradtrace.runtime.trace.clip_target import on_step
 from gradtrace.runtime.trace.extra_step import watch_clears
+from gradtrace.runtime.trace.partial_clear import check_partial
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.layer_sites import note_built
@@ -243,6 +244,7 @@ class Hooks:
         grads: list[Tensor] = []
         rep = None
         had, keep = d.had_grad, grads.append  # (per parameter, every step: names bound once)
+        lp = lg = None
         for group in opt.param_groups:
             for p in group["params"]:
                 g = p.grad
@@ -251,12 +253,18 @@ class Hooks:
                     if r is None or r() is not p:
                         had[id(p)] = weakref.ref(p)
                     keep(g)
+                    lp, lg = p, g
                     if rep is None and not g.is_sparse and not g.is_inference():
                         rep = (id(p), id(g), g._version, st.backward_count)
+        last = None if lg is None or lg.is_sparse or lg.is_inference() else (
+            id(lp), id(lg), lg._version, st.backward_count)
         sig = (len(grads), _grad_enabled())  # NOTE [quiet warm-up]
         if rec.sig != sig:
             d.sig_changed, rec.sig = d.sig_changed or rec.sig is not None, sig
         self._check_accumulate(rec, rep, site)
+        if rec.rep_last is not None:  # NOTE [clear of a part]
+            check_partial(st, rec, rep, last, lambda: site or self._site(), opt,
+                          lambda p: param_name(d, p))
         step_window(st, rec)  # NOTE [another optimizer's gradient applied again]
         if st.wiped_at is not None and rec.wiped is None and _wiped(opt, st.wiped_ids) \
                 and _all_zero(grads):
@@ -276,7 +284,8 @@ class Hooks:
             else:
                 self._empty(rec, opt)
         watch_clears(st, rec.rep, rep)  # NOTE [clear on some passes only]
-        rec.rep = rep
+        watch_clears(st, rec.rep_last, last)
+        rec.rep, rec.rep_last = rep, last
         if not rec.changed and _due(rec.steps) and grads:
             rec.before = _checksums(opt)
         if _due(rec.steps) and grads:

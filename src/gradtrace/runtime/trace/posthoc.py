@@ -212,7 +212,11 @@ def _none_assigned(pat: ErrorPattern, exc: BaseException, frame: types.FrameType
                          f"`{recv.id}` was replaced by the return value of `.{where[1]}()` here "
                          f"({src(where[0])}), which is not the object", fix=pat.fix,
                          related=[(site, f"using `{recv.id}` failed here")])]
-    return _grad_read_before(pat, frame, site, state, attr) if attr != "__call__" else []
+    if attr == "__call__":
+        return []
+    # `x.grad.detach()` / `.cpu()` on None: why that `.grad` is None (the same as `.data`)
+    from gradtrace.runtime.catalogue import pattern
+    return _grad_none(pattern("grad-none-attr"), exc, frame, site, state)
 
 
 def _none_assignment(site: Site, name: str) -> tuple[Site, str] | None:

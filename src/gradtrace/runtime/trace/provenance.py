@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, is_internal,
+from gradtrace.runtime.frames import (FRAME_BY_ID, called_by_library, called_by_optimizer,
+                                      is_internal,
                                       raw_site, site_of, user_frame)
 from gradtrace.runtime.ran import PAUSED, resume_after_import
 from gradtrace.runtime.trace.data_swap import note_alias_write
@@ -272,12 +273,15 @@ class ProvenanceMode(ModeChecks, SpecialHandlers, TorchFunctionMode):
     def _no_grad_out(self, func: Any, args: tuple[Any, ...], out: Tensor) -> None:
         src = first_grad_tensor(args)
         if src is not None:
+            name = call_name(func)
             if torch.is_grad_enabled() and not torch.is_inference_mode_enabled():
-                if call_name(func) not in SHAPE_ONLY:  # (enable_grad inside inference_mode
+                if name not in SHAPE_ONLY:  # (enable_grad inside inference_mode
                     # records nothing: an inference cut, below)
-                    self._cut(out, src, call_name(func), "nondiff")
-            else:
-                self._cut(out, src, call_name(func), "inference"
+                    self._cut(out, src, name, "nondiff")
+            elif self.state.closure_watch is None or not called_by_optimizer():
+                # (LBFGS's own work between its closure's evaluations, `_add_grad`'s
+                # `view_as(p)`, is no use of a parameter: NOTE [closure evaluations summed])
+                self._cut(out, src, name, "inference"
                           if torch.is_inference_mode_enabled() else "no_grad")
         elif self.state.cuts and self.state.propagate(args, out):
             return

@@ -16,6 +16,8 @@ META_FREED_VIA = "gradtrace.freed_via"  # -> META_CREATED of the node that consu
 META_RETAINED = "gradtrace.retained_by"  # -> (code, lineno, seq) of a backward(retain_graph=True)
 META_DETACHED = "gradtrace.detached_at"  # -> (code, lineno, 0): a detach() called on it
 META_CALLED = "gradtrace.called_with"  # -> (code, lineno, 0): the first module call given it
+# -> [(code, lineno, 0)]: later module calls given it from other functions (at most 4)
+META_CALLED_LATER = "gradtrace.called_later"
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,7 @@ class TraceState(GradEvents):
         # parameter's gradient was last cleared: NOTE [clear on some passes only]
         self.clear_watch: dict[int, int] = {}
         self.clear_sites: dict[int, Site | None] = {}
+        self.clear_ticks: dict[int, int] = {}  # backward() calls then: NOTE [clear of a part]
         self.fresh_grads = False  # a backward() ran since the last optimizer step
         self.wiped_at: Site | None = None  # gradients cleared after that backward(), here
         self.wiped_ids: set[int] = set()  # ids of the parameters/gradients cleared there

@@ -102,6 +102,7 @@ class GradEvents:
 
         raw = raw_site()
         self.clear_sites[self.clear_watch[key]] = None if raw is None else self.site(raw)
+        self.clear_ticks[self.clear_watch[key]] = self.backward_count
 
     def clear_wiped(self) -> None:
         self.wiped_at = None
