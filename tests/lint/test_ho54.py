@@ -1,0 +1,58 @@
+"""Session 54, helper ho54: general facts behind held-out batch 48's misses. Each shape: a
+buggy twin with its code and line, and silent look-alikes, in another style than the case."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from gradtrace.lint import check_source
+
+
+def _found(src: str, code: str) -> list[int]:
+    return sorted(f.line for f in check_source(textwrap.dedent(src)) if f.code == code)
+
+
+# GT766 widened: a per-group sum of squares (`zeros.scatter_add_(0, idx, x * x)`, here in a
+# functional graph norm, and a helper of the file returning one) divided by the group sizes,
+# its root indexed back to the nodes before `+ eps` (pyg#2559 style; checked on torch 2.13: the
+# group of one node has variance 0 and NaN gradient)
+GRAPH_NORM = '''
+import torch
+from torch import nn
+
+def group_sum(values, group, n):
+    return torch.zeros(n, values.shape[1]).scatter_add_(0, group[:, None].expand_as(values), values)
+
+def graph_norm(h, group, n, eps=1e-6):
+    size = torch.bincount(group, minlength=n).clamp(min=1)[:, None]
+    centred = h - (group_sum(h, group, n) / size)[group]
+    spread = {spread}
+    return centred / {root}
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, h, group, n):
+        return graph_norm(self.lin(h), group, n).sum(0)
+
+model = Classifier()
+model(torch.randn(5, 3), torch.tensor([0, 0, 1, 1, 2]), 3).sum().backward()
+'''
+
+
+@pytest.mark.parametrize("spread, root, expected", [
+    ("group_sum(centred ** 2, group, n) / size", "(spread.sqrt()[group] + eps)", [12]),
+    ("torch.zeros(n, 3).index_add_(0, group, centred.pow(2))", "(spread.sqrt() + eps)[group]",
+     [12]),
+    ("torch.zeros(n, 3).index_add_(0, group, centred.pow(2)) / size",
+     "(spread.sqrt()[group] + eps)", [12]),
+    ("group_sum(centred ** 2, group, n) / size", "(spread + eps).sqrt()[group]", []),
+    ("torch.ones(n, 3).index_add_(0, group, centred.pow(2))", "(spread.sqrt()[group] + eps)",
+     []),  # summed into ones: never 0
+    ("group_sum(centred.abs(), group, n) / size", "(spread.sqrt()[group] + eps)", []),
+])
+def test_root_of_grouped_squares(spread, root, expected):
+    assert _found(GRAPH_NORM.format(spread=spread, root=root), "GT766") == expected
