@@ -56,3 +56,58 @@ model(torch.randn(5, 3), torch.tensor([0, 0, 1, 1, 2]), 3).sum().backward()
 ])
 def test_root_of_grouped_squares(spread, root, expected):
     assert _found(GRAPH_NORM.format(spread=spread, root=root), "GT766") == expected
+
+
+# GT421 through a function handed the classes (NOTE [class handed in], NOTE [optimizer class
+# given]) and an identity helper (`def on_device(m): return m`): l2l#2 style, checked on torch
+# 2.13 (`ValueError: optimizer got an empty parameter list`)
+HANDED = '''
+import torch
+from torch import nn
+
+def on_device(m):
+    return m
+
+class FastWeights(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.register_buffer("theta", torch.zeros(n).requires_grad_())
+
+    def forward(self, x):
+        return (x @ self.theta).pow(2).mean()
+
+class Slow(nn.Module):
+    def __init__(self, n=4):
+        super().__init__()
+        self.lin = nn.Linear(n, 1)
+
+    def forward(self, x):
+        return self.lin(x).pow(2).mean()
+
+def benchmark(model_cls, optimizer_cls, steps, **extra):
+    net = on_device(model_cls())
+    opt = optimizer_cls({given}, lr=0.1, **extra)
+    for _ in range(steps):
+        opt.zero_grad()
+        net(torch.randn(8, 4)).backward()
+        opt.step()
+
+{calls}
+'''
+
+
+@pytest.mark.parametrize("given, calls, expected", [
+    ("net.parameters()", "benchmark(FastWeights, torch.optim.SGD, 3, momentum=0.9)", [26]),
+    ("net.parameters()", "for o in (torch.optim.SGD, torch.optim.Adam):\n"
+                         "    benchmark(FastWeights, o, 3)", [26]),
+    ("[net.theta]", "benchmark(FastWeights, torch.optim.SGD, 3)", []),  # the buffer itself
+    ("net.parameters()", "benchmark(Slow, torch.optim.SGD, 3)", []),    # real parameters
+    ("net.parameters()", "benchmark(Slow, torch.optim.SGD, 3)\n"
+                         "benchmark(FastWeights, torch.optim.SGD, 3)", []),  # two classes
+])
+def test_optimizer_over_buffers_of_a_handed_class(given, calls, expected):
+    src = HANDED.format(given=given, calls=calls)
+    assert _found(src, "GT421") == expected
+    if expected:
+        with pytest.raises(ValueError, match="empty parameter list"):
+            exec(compile(textwrap.dedent(src), "<handed>", "exec"), {})
