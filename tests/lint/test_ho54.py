@@ -111,3 +111,49 @@ def test_optimizer_over_buffers_of_a_handed_class(given, calls, expected):
     if expected:
         with pytest.raises(ValueError, match="empty parameter list"):
             exec(compile(textwrap.dedent(src), "<handed>", "exec"), {})
+
+
+# GT602 at the flag: an `nn.Sequential` built in `__init__` that opens with an in-place layer,
+# called on an output saved for backward, is reported at that layer's constructor, the use as
+# related (RPNet#6 style; checked on torch 2.13: the backward raises)
+OPENED = '''
+import torch
+from torch import nn
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Sequential(nn.Linear(4, 4), nn.Sigmoid())
+        self.head = nn.Sequential(
+            {first},
+            nn.Linear(4, 1))
+
+    def forward(self, x):
+        h = self.enc(x)
+        return self.head(h)
+
+model = Gate()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    model(torch.randn(3, 4)).sum().backward()
+    opt.step()
+'''
+
+
+@pytest.mark.parametrize("first, expected", [
+    ("nn.ELU(alpha=1.0, inplace=True)", [10]),
+    ("nn.Hardtanh(-0.5, 0.5, True)", [10]),
+    ("nn.ELU(alpha=1.0)", []),
+    ("nn.Identity()", []),
+])
+def test_inplace_layer_opening_a_sequential(first, expected):
+    src = OPENED.format(first=first)
+    got = [f for f in check_source(textwrap.dedent(src)) if f.code == "GT602"]
+    assert [f.line for f in got] == expected
+    if expected:
+        assert [r.line for r in got[0].related][:1] == [15]
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            exec(compile(textwrap.dedent(src), "<opened>", "exec"), {})
+    else:
+        exec(compile(textwrap.dedent(src), "<opened>", "exec"), {})
