@@ -157,3 +157,47 @@ def test_inplace_layer_opening_a_sequential(first, expected):
             exec(compile(textwrap.dedent(src), "<opened>", "exec"), {})
     else:
         exec(compile(textwrap.dedent(src), "<opened>", "exec"), {})
+
+
+# GT490: an `nn.Parameter` handed to a constructor that registers the argument as a buffer
+# (cheetah#302 style; checked on torch 2.13: the value is not in `parameters()` and its
+# optimizer never moves it)
+SCALED = '''
+import torch
+from torch import nn
+
+class Shift(nn.Module):
+    def __init__(self, width, *, offset):
+        super().__init__()
+        self.lin = nn.Linear(width, width)
+        {register}
+
+    def forward(self, x):
+        return self.lin(x) + self.offset
+
+offset = {value}
+block = Shift(3, offset=offset)
+opt = torch.optim.Adam(block.parameters(), lr=0.1)
+for _ in range(3):
+    opt.zero_grad()
+    block(torch.randn(4, 3)).pow(2).mean().backward()
+    opt.step()
+'''
+
+
+@pytest.mark.parametrize("register, value, expected", [
+    ('self.register_buffer("offset", offset.to(torch.float32))',
+     "nn.Parameter(torch.ones(3))", [9]),
+    ('self.register_buffer("offset", offset)', "nn.Parameter(torch.ones(3))", [9]),
+    ('self.register_buffer("offset", offset)', "torch.ones(3)", []),    # a constant, meant so
+    ('self.offset = offset', "nn.Parameter(torch.ones(3))", []),        # registered by setattr
+    ('self.register_buffer("offset", offset.clone())',                  # a copy: GT490 is about
+     "nn.Parameter(torch.ones(3))", []),                                # the object itself
+])
+def test_parameter_registered_as_buffer(register, value, expected):
+    src = SCALED.format(register=register, value=value)
+    assert _found(src, "GT490") == expected
+    scope: dict = {}
+    exec(compile(textwrap.dedent(src), "<scaled>", "exec"), scope)
+    trained = any(p is scope["offset"] for p in scope["block"].parameters())
+    assert trained == (value.startswith("nn.") and not expected and "clone" not in register)
