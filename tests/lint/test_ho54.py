@@ -8,6 +8,8 @@ import pytest
 
 from gradtrace.lint import check_source
 
+torch = pytest.importorskip("torch")
+
 
 def _found(src: str, code: str) -> list[int]:
     return sorted(f.line for f in check_source(textwrap.dedent(src)) if f.code == code)
@@ -201,3 +203,42 @@ def test_parameter_registered_as_buffer(register, value, expected):
     exec(compile(textwrap.dedent(src), "<scaled>", "exec"), scope)
     trained = any(p is scope["offset"] for p in scope["block"].parameters())
     assert trained == (value.startswith("nn.") and not expected and "clone" not in register)
+
+
+# GT568: a backward per loss term, each term's gradient read from `.grad` in the same pass,
+# nothing clearing it (PINA#718 style; checked on torch 2.13: the second read is the sum)
+TERMS = '''
+import torch
+from torch import nn
+
+net = nn.Linear(3, 1)
+params = list(net.parameters())
+x = torch.randn(8, 3)
+terms = {{"fit": net(x).pow(2).mean(), "smooth": net(x).abs().mean()}}
+grads = {{}}
+for name, term in terms.items():
+    {body}
+{after}
+'''
+
+
+@pytest.mark.parametrize("body, after, expected", [
+    ("term.backward(retain_graph=True)\n"
+     "    grads[name] = torch.cat([p.grad.flatten() for p in params])", "", [11]),
+    ("term.backward(retain_graph=True)\n"
+     "    grads[name] = torch.cat([p.grad.flatten() for p in params])\n"
+     "    net.zero_grad()", "", []),                                   # cleared every pass
+    ("g = torch.autograd.grad(term, params, retain_graph=True)\n"
+     "    grads[name] = torch.cat([v.flatten() for v in g])", "", []),  # .grad untouched
+    ("term.backward(retain_graph=True)",
+     "total = torch.cat([p.grad.flatten() for p in params])", []),   # the sum, read once
+])
+def test_per_pass_grads_accumulated(body, after, expected):
+    src = TERMS.format(body=body, after=after)
+    assert _found(src, "GT568") == expected
+    if expected:
+        scope: dict = {}
+        exec(compile(textwrap.dedent(src), "<terms>", "exec"), scope)
+        own = torch.autograd.grad(scope["terms"]["smooth"], scope["params"])
+        assert not torch.allclose(scope["grads"]["smooth"], torch.cat([g.flatten() for g in own]))
+

@@ -1,0 +1,166 @@
+"""GT568: per-pass gradients read from `.grad` after a backward per pass, never cleared."""
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.fixed_loops import runs_once
+from gradtrace.lint.context import Context
+from gradtrace.lint.names import dotted
+from gradtrace.lint.rule import Bad, Good, Rule
+
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
+CLEARS = frozenset({"zero_grad", "zero_", "detach_", "fill_"})
+
+
+def _own(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """The nodes of ``body``, nested function and class definitions left out."""
+    todo: list[ast.AST] = list(body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield n
+        todo.extend(ast.iter_child_nodes(n))
+
+
+def _bound_in(loop: ast.stmt, name: str) -> bool:
+    """``name`` is the loop's target or is assigned in its body: a value of the pass."""
+    targets = [loop.target] if isinstance(loop, (ast.For, ast.AsyncFor)) else []
+    for n in _own(loop.body):  # type: ignore[attr-defined]
+        if isinstance(n, ast.Assign):
+            targets.extend(n.targets)
+        elif isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
+            targets.append(n.target)
+    return any(isinstance(x, ast.Name) and x.id == name for t in targets for x in ast.walk(t))
+
+
+def _clears(loop: ast.stmt, ctx: Context) -> bool:
+    """The pass clears gradients: ``zero_grad()``, ``.grad = None``, ``p.grad.zero_()``, or
+    calls a function or method of the file that touches ``grad`` (it may clear them)."""
+    for n in _own(loop.body):  # type: ignore[attr-defined]
+        if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Store):
+            return True
+        if isinstance(n, ast.Delete):
+            return True
+        if not isinstance(n, ast.Call):
+            continue
+        f = n.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) \
+            else ""
+        if name in CLEARS or name == "step":
+            return True  # (a loop that steps: a training loop, the clearing rules' matter)
+        fn = ctx.analysis.functions.get(name) if isinstance(f, ast.Name) else None
+        if fn is None and isinstance(f, ast.Attribute) and dotted(f.value) == "self" \
+                and ctx.class_def is not None:
+            info = ctx.analysis.classes.get(ctx.class_def.name)
+            fn = info.methods.get(name) if info is not None else None
+        if fn is not None and "grad" in ctx.source(fn):
+            return True
+    return False
+
+
+def _grad_read(loop: ast.stmt, after: int) -> ast.Attribute | None:
+    """A read of a ``.grad`` as a value (not only tested against None) after line ``after``
+    in the loop's body."""
+    tested = set()
+    for n in _own(loop.body):  # type: ignore[attr-defined]
+        if isinstance(n, ast.Compare):
+            tested.update(id(x) for x in (n.left, *n.comparators))
+    best = None
+    for n in _own(loop.body):  # type: ignore[attr-defined]
+        if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load) \
+                and id(n) not in tested and n.lineno > after \
+                and (best is None or n.lineno < best.lineno):
+            best = n
+    return best
+
+
+class PerPassGradsAccumulated(Rule):
+    """A loop calls `backward()` on one loss per pass and reads the parameters' `.grad` in
+    the same pass, never clearing it: from the second pass on, the value read holds every
+    earlier pass's gradient too.
+
+    Why: `backward()` adds into `.grad` (pytorch-facts.md#grad-accumulation); it does not
+    replace it. Code that measures each loss term's gradient (the norm per condition of a
+    PINN's self-adaptive weighting, GradNorm-style balancing, per-task gradient similarity)
+    by `term.backward(retain_graph=True)` then `p.grad` reads, for the second term, the sum of
+    the first and the second term's gradients, and so on: the balancing weights are computed
+    from contaminated gradients and training silently optimises a wrongly weighted loss
+    (PINA-org/PINA#718; checked on torch 2.13). Take each term's gradient with
+    `torch.autograd.grad(term, params, retain_graph=True)`, which leaves `.grad` alone, or
+    clear the gradients before each backward (`model.zero_grad()`).
+    Known limits: the loss backwarded is a value of the pass (the loop's target or bound in
+    its body) and `.grad` is read after the backward in the same pass; a pass that clears
+    gradients anywhere (`zero_grad()`, `.grad = None`, `.grad.zero_()`), steps an optimizer,
+    or calls a function of the file that touches `grad`, is trusted.
+    """
+
+    code = "GT568"
+    name = "per-pass-grads-accumulated"
+    message = ("`{call}` adds this pass's gradient into `.grad`, which is read at line "
+               "{line} with nothing clearing it in the loop: from the second pass on, the "
+               "value read also holds every earlier pass's gradient; take it with "
+               "`torch.autograd.grad(..., retain_graph=True)` or clear the gradients before "
+               "each backward")
+    triggers = (".grad",)
+    examples = [
+        Bad("""
+            import torch
+
+            def task_grad_norms(model, task_losses):
+                norms = []
+                for loss in task_losses:
+                    loss.backward(retain_graph=True)
+                    norms.append(torch.stack([p.grad.norm() for p in model.parameters()]).sum())
+                return norms
+            """, at=(6, 8)),
+        Good("""
+            import torch
+
+            def task_grad_norms(model, task_losses):
+                norms = []
+                params = list(model.parameters())
+                for loss in task_losses:
+                    grads = torch.autograd.grad(loss, params, retain_graph=True)
+                    norms.append(torch.stack([g.norm() for g in grads]).sum())
+                return norms
+            """),
+        Good("""
+            import torch
+
+            def task_grad_norms(model, task_losses):
+                norms = []
+                for loss in task_losses:
+                    model.zero_grad()
+                    loss.backward(retain_graph=True)
+                    norms.append(torch.stack([p.grad.norm() for p in model.parameters()]).sum())
+                return norms
+            """),
+    ]
+
+    def visit_For(self, node: ast.For, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def visit_While(self, node: ast.While, ctx: Context) -> Iterator[Finding]:
+        yield from self._check(node, ctx)
+
+    def _check(self, loop: ast.stmt, ctx: Context) -> Iterator[Finding]:
+        if runs_once(loop):
+            return
+        for st in loop.body:  # type: ignore[attr-defined]
+            call = st.value if isinstance(st, ast.Expr) else None
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "backward"):
+                continue
+            recv = call.func.value
+            if not (isinstance(recv, ast.Name) and _bound_in(loop, recv.id)):
+                continue
+            read = _grad_read(loop, call.lineno)
+            if read is None or _clears(loop, ctx):
+                return
+            yield self.report(call, ctx, related=(Related(
+                ctx.path, read.lineno, "`.grad` is read here", ctx.column(read)),),
+                call=ctx.source(call), line=read.lineno)
+            return
