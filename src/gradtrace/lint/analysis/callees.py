@@ -446,6 +446,15 @@ def handed_class(a: Analysis, fn: ast.AST, name: str) -> str | None:
     """The class of the file every caller passes for parameter ``name`` of ``fn``."""
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
+    memo: dict[tuple[int, str], str | None] = a.ctx.memo("handed-class", a.ctx.tree, dict)
+    key = (id(fn), name)
+    if key not in memo:
+        memo[key] = None  # recursion guard
+        memo[key] = _handed_class(a, fn, name)
+    return memo[key]
+
+
+def _handed_class(a: Analysis, fn: Fn, name: str) -> str | None:
     sites = _sites(a, fn)
     if not sites:
         return None
