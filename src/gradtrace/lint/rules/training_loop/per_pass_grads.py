@@ -51,29 +51,81 @@ def _clears(loop: ast.stmt, ctx: Context) -> bool:
             else ""
         if name in CLEARS or name == "step":
             return True  # (a loop that steps: a training loop, the clearing rules' matter)
-        fn = ctx.analysis.functions.get(name) if isinstance(f, ast.Name) else None
-        if fn is None and isinstance(f, ast.Attribute) and dotted(f.value) == "self" \
-                and ctx.class_def is not None:
-            info = ctx.analysis.classes.get(ctx.class_def.name)
-            fn = info.methods.get(name) if info is not None else None
-        if fn is not None and "grad" in ctx.source(fn):
+        fns = [ctx.analysis.functions.get(name)] if isinstance(f, ast.Name) else [
+            info.methods.get(name) for info in ctx.analysis.classes.values()]
+        if any(fn is not None and ("grad" in ctx.source(fn) or "step" in ctx.source(fn))
+               for fn in fns):
+            return True  # `learner.step_all()`: a method of the file that may clear or step
+    return False
+
+
+def _manual_update(loop: ast.stmt) -> bool:
+    """The pass updates tensors with the gradients itself (``w -= lr * w.grad``,
+    ``p.data.add_(p.grad, alpha=-lr)``): a hand-written step, the clearing rules' matter."""
+    for n in _own(loop.body):  # type: ignore[attr-defined]
+        if isinstance(n, ast.AugAssign) and any(
+                isinstance(x, ast.Attribute) and x.attr == "grad" for x in ast.walk(n.value)):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                and n.func.attr.endswith("_") and any(
+                    isinstance(x, ast.Attribute) and x.attr == "grad"
+                    for a in [*n.args, *(k.value for k in n.keywords)] for x in ast.walk(a)):
             return True
     return False
 
 
+SHOWN = frozenset({"print", "info", "debug", "warning", "log", "write", "add_scalar",
+                   "set_postfix", "set_description"})
+
+
+def _shown(st: ast.stmt) -> bool:
+    """``print(...)`` / ``logger.info(...)``: a statement that only shows what it reads."""
+    if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
+        return False
+    f = st.value.func
+    return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute)
+            else "") in SHOWN
+
+
+def _owner_kept(read: ast.Attribute, loop: ast.stmt, st: ast.stmt) -> bool:
+    """The tensor whose ``.grad`` is read is the same object on every pass: a name not bound
+    in the loop, or the variable of a comprehension over such a name (``p.grad for p in
+    model.parameters()``); not a leaf made again each pass (``x = x + update``)."""
+    root = read.value
+    while isinstance(root, (ast.Attribute, ast.Subscript, ast.Call)):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    if not isinstance(root, ast.Name):
+        return False
+    for comp in (n for n in ast.walk(st) if isinstance(n, (ast.ListComp, ast.SetComp,
+                                                          ast.GeneratorExp, ast.DictComp))):
+        for g in comp.generators:
+            if any(isinstance(t, ast.Name) and t.id == root.id for t in ast.walk(g.target)):
+                return _owner_kept(ast.Attribute(value=g.iter, attr="grad"), loop, st)
+    inner = [n for n in _own(loop.body) if isinstance(n, (ast.For, ast.AsyncFor))  # type: ignore[attr-defined]
+             and isinstance(n.target, ast.Name) and n.target.id == root.id]
+    if len(inner) == 1 and not any(
+            isinstance(t, ast.Name) and t.id == root.id for n in _own(loop.body)  # type: ignore[attr-defined]
+            if isinstance(n, ast.Assign) for t in n.targets):
+        return _owner_kept(ast.Attribute(value=inner[0].iter, attr="grad"), loop, st)
+    return not _bound_in(loop, root.id)
+
+
 def _grad_read(loop: ast.stmt, after: int) -> ast.Attribute | None:
-    """A read of a ``.grad`` as a value (not only tested against None) after line ``after``
-    in the loop's body."""
-    tested = set()
-    for n in _own(loop.body):  # type: ignore[attr-defined]
-        if isinstance(n, ast.Compare):
-            tested.update(id(x) for x in (n.left, *n.comparators))
+    """A read of a ``.grad`` as a value (not only tested against None, not only shown) after
+    line ``after`` in the loop's body, of a tensor that is the same on every pass."""
     best = None
-    for n in _own(loop.body):  # type: ignore[attr-defined]
-        if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load) \
-                and id(n) not in tested and n.lineno > after \
-                and (best is None or n.lineno < best.lineno):
-            best = n
+    for st in (n for n in _own(loop.body) if isinstance(n, ast.stmt)):  # type: ignore[attr-defined]
+        if isinstance(st, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.Try)) \
+                or _shown(st):
+            continue  # (their own statements come on their own)
+        tested = {id(x) for n in ast.walk(st) if isinstance(n, ast.Compare)
+                  for x in (n.left, *n.comparators)}
+        for n in ast.walk(st):
+            if isinstance(n, ast.Attribute) and n.attr == "grad" \
+                    and isinstance(n.ctx, ast.Load) and id(n) not in tested \
+                    and n.lineno > after and (best is None or n.lineno < best.lineno) \
+                    and _owner_kept(n, loop, st):
+                best = n
     return best
 
 
@@ -158,7 +210,7 @@ class PerPassGradsAccumulated(Rule):
             if not (isinstance(recv, ast.Name) and _bound_in(loop, recv.id)):
                 continue
             read = _grad_read(loop, call.lineno)
-            if read is None or _clears(loop, ctx):
+            if read is None or _clears(loop, ctx) or _manual_update(loop):
                 return
             yield self.report(call, ctx, related=(Related(
                 ctx.path, read.lineno, "`.grad` is read here", ctx.column(read)),),
