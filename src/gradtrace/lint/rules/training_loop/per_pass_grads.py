@@ -144,9 +144,11 @@ class PerPassGradsAccumulated(Rule):
     `torch.autograd.grad(term, params, retain_graph=True)`, which leaves `.grad` alone, or
     clear the gradients before each backward (`model.zero_grad()`).
     Known limits: the loss backwarded is a value of the pass (the loop's target or bound in
-    its body) and `.grad` is read after the backward in the same pass; a pass that clears
-    gradients anywhere (`zero_grad()`, `.grad = None`, `.grad.zero_()`), steps an optimizer,
-    or calls a function of the file that touches `grad`, is trusted.
+    its body) and `.grad` is read after the backward in the same pass, of a tensor that is the
+    same on every pass (not a leaf made again in the loop), and not only shown (`print`, a
+    logger); a pass that clears gradients anywhere (`zero_grad()`, `.grad = None`,
+    `.grad.zero_()`), steps an optimizer or by hand (`w -= lr * w.grad`), or calls a function
+    or method of the file that touches `grad` or `step`, is trusted.
     """
 
     code = "GT568"
