@@ -238,6 +238,8 @@ for name, term in terms.items():
      "total = torch.cat([p.grad.flatten() for p in params])", []),   # the sum, read once
     ("term.backward(retain_graph=True)\n"
      "    print(name, [p.grad.norm() for p in params])", "", []),     # only shown
+    ("term.backward(retain_graph=True)\n"
+     "    assert all(p.grad.norm() > 0 for p in params)", "", []),    # only checked
     ("x = torch.randn(8, 3, requires_grad=True)\n"                   # a leaf made each pass
      "    out = net(x).sum()\n"
      "    out.backward()\n"

@@ -79,12 +79,15 @@ SHOWN = frozenset({"print", "info", "debug", "warning", "log", "write", "add_sca
 
 
 def _shown(st: ast.stmt) -> bool:
-    """``print(...)`` / ``logger.info(...)``: a statement that only shows what it reads."""
+    """``print(...)`` / ``logger.info(...)`` / ``assert ...`` / ``self.assertTrue(...)``: a
+    statement that only shows or checks what it reads."""
+    if isinstance(st, ast.Assert):
+        return True
     if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
         return False
     f = st.value.func
-    return (f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute)
-            else "") in SHOWN
+    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    return name in SHOWN or name.startswith("assert")
 
 
 def _owner_kept(read: ast.Attribute, loop: ast.stmt, st: ast.stmt) -> bool:
@@ -145,8 +148,8 @@ class PerPassGradsAccumulated(Rule):
     clear the gradients before each backward (`model.zero_grad()`).
     Known limits: the loss backwarded is a value of the pass (the loop's target or bound in
     its body) and `.grad` is read after the backward in the same pass, of a tensor that is the
-    same on every pass (not a leaf made again in the loop), and not only shown (`print`, a
-    logger); a pass that clears gradients anywhere (`zero_grad()`, `.grad = None`,
+    same on every pass (not a leaf made again in the loop), and not only shown or checked
+    (`print`, a logger, an assertion); a pass that clears gradients anywhere (`zero_grad()`, `.grad = None`,
     `.grad.zero_()`), steps an optimizer or by hand (`w -= lr * w.grad`), or calls a function
     or method of the file that touches `grad` or `step`, is trusted.
     """
