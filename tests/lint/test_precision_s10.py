@@ -53,7 +53,7 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
                 return self.head(h)
         net = Net()
         net(torch.randn(3, 4)).sum().backward()
-        """, "GT602", 9, raises=INPLACE)),
+        """, "GT602", 4, raises=INPLACE)),  # at the in-place layer opening the Sequential (ho54)
     # pytorch_toolbelt's CoordConv: `sqrt(pow(xx.type_as(t) - .5, 2) + ...)` of an arange grid: the
     # cast keeps nothing of `t`, so no gradient reaches the sqrt; here a linspace grid `.to(x)`.
     # Twin: the centre is a Parameter, and the grid point on it gets a NaN gradient

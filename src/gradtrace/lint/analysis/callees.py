@@ -434,3 +434,51 @@ def _caller_owners(a: Analysis, k: Kind, fn: Fn, call: ast.Call,
             return Kind(k.what, k.cls, k.requires_grad, frozenset(), k.node)
         over.add(new + dot + rest)
     return Kind(k.what, k.cls, k.requires_grad, frozenset(over), k.node)
+
+
+# NOTE [class handed in]
+# ``def fit(target_cls, make_model, opt_class)`` called only as ``fit(Quadratic, QuadNet,
+# optim.Adam)``: the parameter holds a class of this file, so ``make_model()`` in ``fit``
+# builds a ``QuadNet`` as surely as ``QuadNet()`` written there. Every call of the file (one
+# at least, none unseen: NOTE [parameter kinds]) passes the same class name (or leaves the
+# default, that name), which its caller does not rebind.
+def handed_class(a: Analysis, fn: ast.AST, name: str) -> str | None:
+    """The class of the file every caller passes for parameter ``name`` of ``fn``."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    memo: dict[tuple[int, str], str | None] = a.ctx.memo("handed-class", a.ctx.tree, dict)
+    key = (id(fn), name)
+    if key not in memo:
+        memo[key] = None  # recursion guard
+        memo[key] = _handed_class(a, fn, name)
+    return memo[key]
+
+
+def _handed_class(a: Analysis, fn: Fn, name: str) -> str | None:
+    sites = _sites(a, fn)
+    if not sites:
+        return None
+    got: set[str] = set()
+    for call, where in sites:
+        binds = _binds(a, fn, call)
+        if binds is None and a.class_of(fn) is None:
+            binds = _positional(fn, call)  # `fit(Quad, QuadNet, **extra)`: `**` binds no more
+        if binds is None or name not in binds and _spread(call):
+            return None
+        v = binds.get(name, argument_default(name, fn))
+        if not isinstance(v, ast.Name) or v.id not in a.classes:
+            return None
+        b = a.ctx.scope(where).binding_before(v.id, call.lineno)
+        if b is not None and not isinstance(b.stmt, ast.ClassDef):
+            return None
+        got.add(v.id)
+    return got.pop() if len(got) == 1 else None
+
+
+def _positional(fn: Fn, call: ast.Call) -> dict[str, ast.expr]:
+    """The parameters bound by ``call``'s positional arguments before any ``*args`` (a
+    ``**kw`` cannot bind them again)."""
+    names = [x.arg for x in (*fn.args.posonlyargs, *fn.args.args)]
+    args = call.args[:next((i for i, x in enumerate(call.args)
+                            if isinstance(x, ast.Starred)), len(call.args))]
+    return dict(zip(names, args))

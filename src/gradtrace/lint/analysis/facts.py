@@ -29,7 +29,7 @@ import ast
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.analysis.callees import param_kind, unpacked_return
+from gradtrace.lint.analysis.callees import handed_class, param_kind, unpacked_return
 from gradtrace.lint.analysis.elements import layer_element, loop_kind, unwrapped_kind
 from gradtrace.lint.analysis.foreign_kinds import (
     foreign_asked, foreign_attr_kind, foreign_module_kind)
@@ -279,6 +279,10 @@ class Analysis(FunctionFacts):
             return Kind(OPTIMIZER, over=over, node=e)
         if isinstance(f, ast.Name) and not local:
             cls = self.classes.get(f.id)
+            if cls is None and scope.node is not self.ctx.tree \
+                    and self._is_param(scope.node, f.id) \
+                    and (handed := handed_class(self, scope.node, f.id)) is not None:
+                cls = self.classes[handed]  # NOTE [class handed in]
             if cls is not None:
                 if torch_base(self.ctx, self.classes, cls.node) == SCHEDULER:
                     return Kind(SCHEDULER, node=e)  # `class WarmupLR(LambdaLR)`

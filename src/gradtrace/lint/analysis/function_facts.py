@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.calls import ascii_code, calls_by_name, named_calls
 from gradtrace.lint.analysis.kinds import Kind
+from gradtrace.lint.analysis.returned_terms import returns
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import bfs_walk
 
 if TYPE_CHECKING:
+    from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
 
 
@@ -43,6 +45,9 @@ class FunctionFacts:
 
     def _through(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call,
                  scope: Scope, line: int, depth: int) -> Kind | None:
+        p = passed_through(self.ctx, fn)  # `def w(v): return v`: the argument's kind
+        if p is not None and (arg := self.arguments(fn, call).get(p)) is not None:
+            return self._kind(arg, scope, line, depth + 1)
         k = self.returns(fn)
         if k is None or not k.over:
             return k
@@ -168,3 +173,21 @@ def _param_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     a = fn.args
     return [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
             if x is not None]
+
+
+def passed_through(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The parameter that every ``return`` of ``fn`` gives back unchanged (``def w(v): return
+    v``, a device-move stub of a CPU port): the call is its argument. None when the parameter
+    is rebound, or a return gives anything else."""
+    a = fn.args
+    names = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    scope = ctx.scope(fn)
+    got = {r.value.id if isinstance(r.value, ast.Name) else None
+           for r in returns(fn.body)}
+    if len(got) != 1:
+        return None
+    p = got.pop()
+    if p is None or p not in names or any(
+            b.stmt is not fn for b in scope.bindings.get(p, ())):
+        return None
+    return p

@@ -105,10 +105,11 @@ def nested_layer_writes(s: ast.stmt, modules: Any) -> list[tuple[ast.Call, tuple
 
 
 def dropout_flag_site(target: ast.AST, ctx: Context) -> ast.Call | None:
-    """The ``nn.Dropout(p, inplace=True)`` call of ``__init__`` that built the layer the write
-    ``self.<attr>(h)`` calls: the in-place flag there is the line to change (a dropout's
-    ``inplace`` only saves memory)."""
-    from gradtrace.lint.rules.inplace._ops import _init_value, _writes_input
+    """The in-place layer call of ``__init__`` that built the layer the write
+    ``self.<attr>(h)`` calls, or that opens the ``nn.Sequential`` built there (``self.e2 =
+    nn.Sequential(nn.LeakyReLU(0.2, inplace=True), conv, ...)``): the in-place flag there is
+    the line to change (``inplace`` only saves memory)."""
+    from gradtrace.lint.rules.inplace._ops import _first_layer, _init_value, _writes_input
     if not (isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute)
             and isinstance(target.func.value, ast.Name) and target.func.value.id == "self"):
         return None
@@ -119,6 +120,9 @@ def dropout_flag_site(target: ast.AST, ctx: Context) -> ast.Call | None:
             if v is not None and "Dropout" in (ctx.qualified_name(v.func) or "") \
                     and _writes_input(v, ctx):
                 return v
+            first = _first_layer(v, ctx) if v is not None else None
+            if first is not None and first is not v and _writes_input(first, ctx):
+                return first
     return None
 
 

@@ -16,6 +16,7 @@ from gradtrace.lint.rules.numerics._bounds import CLAMPS, bounds, num
 from gradtrace.lint.rules.numerics._ops import (
     carries_graph, has_positive_shift, in_training, resolve, strip, torch_op)
 from gradtrace.lint.rules.numerics._zeros import _square_of, zero_at_coincidence
+from gradtrace.lint.rules.numerics._grouped import grouped_sum
 from gradtrace.lint.excerpt import excerpt
 
 REDUCTIONS = frozenset({"sum", "mean", "nansum", "nanmean"})
@@ -31,12 +32,18 @@ def _squares(e: ast.AST, ctx: Context) -> bool:
 
 
 def _sum_of_squares(e: ast.AST, ctx: Context) -> bool:
-    """``(x ** 2).sum(dim)``, ``torch.mean(x * x, -1)``, ``re ** 2 + im ** 2``: 0 exactly
-    where every squared entry is 0."""
+    """``(x ** 2).sum(dim)``, ``torch.mean(x * x, -1)``, ``re ** 2 + im ** 2``, a per-group
+    sum (``zeros.index_add_(0, group, x * x)``, a helper of the file returning one of its
+    argument) and any of them divided by a count: 0 exactly where every squared entry is 0."""
     e = strip(e)
+    if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Div):
+        return _sum_of_squares(e.left, ctx)
     if isinstance(e, ast.Call):
         got = torch_op(e, ctx)
-        return got is not None and got[0] in REDUCTIONS and _squares(got[1], ctx)
+        if got is not None and got[0] in REDUCTIONS:
+            return _squares(got[1], ctx)
+        summed = grouped_sum(e, ctx)
+        return summed is not None and _squares(summed, ctx)
     return isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add) and _squares(e, ctx)
 
 
@@ -171,6 +178,9 @@ class EpsilonAfterRootOfSquares(Rule):
         around it, or the same on the name it is bound to (``norm = root``, later ``norm +
         eps``) in this function."""
         parents = ctx.exprs[:-1]
+        while parents and isinstance(parents[-1], ast.Subscript) \
+                and parents[-1].value is root:
+            root, parents = parents[-1], parents[:-1]  # `root[group] + eps`: entries of it
         parent = parents[-1] if parents else None
         if isinstance(parent, ast.Attribute) and len(parents) > 1 \
                 and isinstance(parents[-2], ast.Call) and parents[-2].func is parent:

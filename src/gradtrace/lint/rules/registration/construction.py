@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis import ClassInfo
-from gradtrace.lint.analysis.kinds import MODULE, REGISTERED
+from gradtrace.lint.analysis.kinds import MODULE, OPTIMIZER, REGISTERED
 from gradtrace.lint.analysis.param_attrs import forward_methods as _forward_methods
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import of_types, walk
@@ -287,7 +287,7 @@ class WeightsCopiedAsPlainTensors(Rule):
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         an = ctx.analysis
         built: dict[str, ast.Call] = {}
-        for owner, call, _ in _optimizer_calls(ctx):
+        for owner, call in _built_optimizers(ctx):
             for n in walk(call):
                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
                         and n.func.attr == "parameters":
@@ -342,3 +342,21 @@ class WeightsCopiedAsPlainTensors(Rule):
                 return {}
         trainable = _made_trainable(ctx, set(out))
         return {n: v for n, v in out.items() if n not in trainable}
+
+
+def _built_optimizers(ctx: Context) -> Iterator[tuple[ast.AST, ast.Call]]:
+    """(enclosing function or module, call) for every optimizer built in the file: a
+    ``torch.optim`` class called, or a function's parameter that its callers give such a class
+    (``opt_class(model.parameters(), lr=lr)``: NOTE [optimizer class given])."""
+    for owner, call, _ in _optimizer_calls(ctx):
+        yield owner, call
+    an = ctx.analysis
+    for fn in of_types(ctx.tree, FUNCTION_TYPES):
+        a = fn.args  # type: ignore[attr-defined]
+        params = {x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+        for n in of_types(fn, (ast.Call,)):
+            if isinstance(n.func, ast.Name) and n.func.id in params \
+                    and ctx.scope(fn).binding_before(n.func.id, n.lineno) is None:
+                k = an.kind_in(n, fn, n.lineno)
+                if k is not None and k.what == OPTIMIZER:
+                    yield fn, n
