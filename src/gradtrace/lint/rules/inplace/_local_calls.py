@@ -86,8 +86,8 @@ def class_instance_writes(ctx: Context, modules_of: Any
 def _outside_methods(ctx: Context, lines: list[int]) -> list[int]:
     """``lines`` less those inside the body of a method (``class_of`` knows it) whose lines
     hold no ``def`` after its own: every statement there has that method as its innermost
-    function, so no binding of :func:`class_instance_writes` lies there (NOTE [instance
-    bindings]); a method holding a nested function keeps its lines."""
+    function, so no binding of :func:`class_instance_writes` lies there
+    (NOTE [instance bindings]); a method holding a nested function keeps its lines."""
     from bisect import bisect_left, bisect_right
 
     from gradtrace.lint.analysis.calls import word_lines
