@@ -31,6 +31,18 @@ def test_every_section_has_its_test_and_every_citation_a_section():
     assert cited and cited <= set(_sections()), cited - set(_sections())
 
 
+def test_grad_accumulation():
+    w = torch.ones(3, requires_grad=True)
+    (w * 2).sum().backward()
+    first = w.grad.clone()
+    (w * 3).sum().backward()
+    assert torch.equal(first, torch.full((3,), 2.0))
+    assert torch.equal(w.grad, torch.full((3,), 5.0))  # 2 + 3: added, not replaced
+    w.grad = None
+    (w * 3).sum().backward()
+    assert torch.equal(w.grad, torch.full((3,), 3.0))
+
+
 def test_grad_mode_nesting():
     x = torch.ones(2, requires_grad=True)
     with torch.no_grad():

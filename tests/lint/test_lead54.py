@@ -259,3 +259,26 @@ def test_builder_hands_back_a_stale_optimizer(name):
     code = textwrap.dedent(src).lstrip("\n")
     assert sorted((f.code, f.line) for f in check_source(code, "m.py")
                   if f.code == "GT404") == want
+
+
+def test_checking_leaves_the_shared_load_context_without_a_position():
+    """CPython shares one `ast.Load()` among every parsed tree of the process; a rule that
+    gives positions to a parsed expression's nodes must skip it (it broke test_walk_index when
+    both ran in one worker)."""
+    src = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        def add_scale(model):
+            model.scale = nn.Parameter(torch.ones(1))
+
+        model = nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        add_scale(model)
+        for _ in range(2):
+            model(torch.randn(3, 2)).sum().backward()
+            opt.step()
+        """).lstrip("\\n")
+    import ast
+    check_source(src, "m.py")
+    assert not hasattr(ast.parse("x").body[0].value.ctx, "lineno")

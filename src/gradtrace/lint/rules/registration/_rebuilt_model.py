@@ -193,8 +193,9 @@ def added_attribute(ctx: Context, node: ast.stmt, target: str, inside: ast.stmt 
         if not isinstance(owner, ast.Name):
             return None
         obj = ast.parse(target, mode="eval").body
-        for n in ast.walk(obj):
-            n.lineno, n.col_offset = node.lineno, 0  # type: ignore[attr-defined]
+        for n in ast.walk(obj):  # (not the shared `Load` contexts: they have no position)
+            if "lineno" in n._attributes:
+                n.lineno, n.col_offset = node.lineno, 0  # type: ignore[attr-defined]
     k = ctx.analysis.kind(obj, scope, node.lineno)
     cls = ctx.analysis.classes.get(k.cls or "") if k is not None else None
     if cls is None:
