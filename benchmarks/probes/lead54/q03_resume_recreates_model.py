@@ -20,7 +20,7 @@ def main():
     torch.save(make_net().state_dict(), ckpt)
     model = make_net()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    model = maybe_resume(model, ckpt)
+    model = maybe_resume(model, ckpt)  # ROOT (the call; added after first contact, see lead54.md)
     w0 = model[0].weight.clone()
     for _ in range(4):
         x = torch.randn(16, 3)

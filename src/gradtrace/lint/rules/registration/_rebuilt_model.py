@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+from gradtrace.lint.analysis.params import builds_module
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
@@ -12,7 +13,7 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.leaf._tensors import is_parameter_call
 from gradtrace.lint.rules.registration._modules import (
-    OptimizerBuild, covers, module_ctor, rebound_between, step_lines,
+    OptimizerBuild, _strip, covers, module_ctor, rebound_between, step_lines,
 )
 from gradtrace.lint.rules.registration._recreated import all_builds
 from gradtrace.lint.statement_shapes import exit_after
@@ -213,3 +214,35 @@ def inside_name(target: str, inside: ast.stmt | None) -> str:
         else None
     name = dotted(t) if isinstance(t, ast.Attribute) else None
     return target + "." + name.partition(".")[2] if name else target
+
+
+def rebuilds_argument(call: ast.Call, target: str, scope: Scope, ctx: Context) -> bool:
+    """# NOTE [argument built again]
+    ``model = maybe_resume(model, path)`` where the file's function binds the parameter it got
+    ``model`` in to a newly built module on some path (``model = make_net()`` before
+    ``load_state_dict``) and returns that parameter: on that path the caller's name holds a new
+    object, and an optimizer built before the call holds the old one's tensors. A rebinding
+    that wraps the parameter itself (``model = DataParallel(model)``) keeps its tensors."""
+    if "." in target:
+        return False
+    fn = called_function(call, scope, call.lineno)
+    if fn is None:
+        return False
+    params = [p for p, v in ctx.analysis.arguments(fn, call).items()
+              if isinstance(v, ast.Name) and v.id == target]
+    if len(params) != 1:
+        return False
+    p, inner = params[0], ctx.scope(fn)
+    if not any(isinstance(r, ast.Return) and isinstance(r.value, ast.Name) and r.value.id == p
+               for r in inner.stmts):
+        return False
+    for b in inner.bindings.get(p, ()):
+        v = _strip(b.value) if b.value is not None and isinstance(b.stmt, ast.Assign) else None
+        if not isinstance(v, ast.Call) or any(
+                _base(a) == p for a in [*v.args, *(k.value for k in v.keywords)]):
+            continue
+        g = called_function(v, inner, b.line)
+        if module_ctor(v, ctx) or g is not None and g is not fn and builds_module(g, ctx):
+            return True
+    return False
+

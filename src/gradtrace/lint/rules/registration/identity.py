@@ -26,7 +26,7 @@ from gradtrace.lint.rules.registration._optimizer_pairs import (
     _shared_part, _stepped_together, _whole_params, odd_branch, role,
 )
 from gradtrace.lint.rules.registration._rebuilt_model import (
-    added_attribute, inside_name,
+    added_attribute, inside_name, rebuilds_argument,
     _base, _own_replacement, _same_module, _stale_optimizer, _taken_line,
 )
 from gradtrace.lint.nodes import statements
@@ -169,7 +169,8 @@ class ModelRecreatedAfterOptimizer(Rule):
                                                                   wrap.keywords)]):
             # a wrapper of the same model (DataParallel, compile, DDP), unless a function of
             # the file swaps its submodules for new ones (`model = convert(model)`)
-            return replaces_submodules_of(wrap, scope, value.lineno) == target
+            return replaces_submodules_of(wrap, scope, value.lineno) == target \
+                or rebuilds_argument(wrap, target, scope, ctx)  # NOTE [argument built again]
         if "." in target and is_parameter_call(value, ctx):
             return True
         if module_ctor(_strip(value), ctx):
