@@ -1,4 +1,4 @@
-"""The Dreamer port's actor-critic update reordered as the thread's fix does, the action model is backpropagated and stepped before the value model's step; the value loss is then computed on the detached imagined trajectory (as in the Dreamer paper), so no backward runs through weights an optimizer step has already changed.
+"""The Dreamer port's actor-critic update reordered as the thread's fix does: the action model is backpropagated and stepped before the value model's step; the value loss is then computed on the detached imagined trajectory (as in the Dreamer paper), so no backward runs through weights an optimizer step has already changed.
 
 source: https://github.com/cross32768/Dreamer_PyTorch/issues/2
 kind: lookalike

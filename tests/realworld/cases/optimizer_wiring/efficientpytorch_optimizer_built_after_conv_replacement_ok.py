@@ -64,6 +64,17 @@ def make_model(num_classes=10):
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes))
 
 
+def train(train_loader, model, criterion, optimizer, epoch):
+    model.train()
+    for i, (images, target) in enumerate(train_loader):
+        output = model(images)
+        loss = criterion(output, target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        print(f"epoch {epoch} iter {i}: loss {loss.item():.4f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--lr", type=float, default=0.1)
@@ -83,13 +94,8 @@ def main():
 
     conv = model[3][0]
     before = conv.weight.detach().clone()
-    images, targets = torch.randn(16, 3, 16, 16), torch.randint(0, 10, (16,))
-    for step in range(5):
-        optimizer.zero_grad()
-        loss = criterion(model(images), targets)
-        loss.backward()
-        optimizer.step()
-        print(f"step {step}: loss {loss.item():.4f}")
+    train_loader = [(torch.randn(16, 3, 16, 16), torch.randint(0, 10, (16,))) for _ in range(5)]
+    train(train_loader, model, criterion, optimizer, epoch=0)
     moved = (conv.weight - before).abs().max().item()
     print(f"Conv2dSQ weight moved {moved:.4f}; grad set: {conv.weight.grad is not None}")
 
