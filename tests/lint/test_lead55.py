@@ -225,6 +225,71 @@ CASES = {
             opt.step()
             record(loss, log)
         """, "GT107", []),
+    # GT528: a plain trainer class keeps the model's state on self in a method that backwards
+    "trainer_state_on_self": ("""
+        class Worker:
+            def __init__(self, policy):
+                self.policy = policy
+                self.opt = torch.optim.Adam(policy.parameters())
+                self.h = None
+
+            def update(self, obs, ret):
+                value, self.h = self.policy(obs, self.h)
+                loss = (value - ret).pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(4, 8)
+                self.v = nn.Linear(8, 1)
+
+            def forward(self, x, h):
+                h = self.cell(x, h)
+                return self.v(h), h
+
+        w = Worker(Policy())
+        for _ in range(3):
+            w.update(torch.randn(2, 4), torch.randn(2, 1))
+        """, "GT528", [11]),
+    "trainer_state_ok": ("""
+        class Worker:
+            def __init__(self, policy):
+                self.policy = policy
+                self.opt = torch.optim.Adam(policy.parameters())
+                self.h = None
+                self.g = None
+
+            def act(self, obs):
+                with torch.no_grad():
+                    a, self.g = self.policy(obs, self.g)
+                return a
+
+            def update(self, obs, ret):
+                value, h = self.policy(obs, self.h)
+                self.h = h.detach()
+                loss = (value - ret).pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cell = nn.GRUCell(4, 8)
+                self.v = nn.Linear(8, 1)
+
+            def forward(self, x, h):
+                h = self.cell(x, h)
+                return self.v(h), h
+
+        w = Worker(Policy())
+        for _ in range(3):
+            w.act(torch.randn(2, 4))
+            w.update(torch.randn(2, 4), torch.randn(2, 1))
+        """, "GT528", []),
 }
 
 

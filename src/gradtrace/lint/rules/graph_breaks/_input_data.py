@@ -89,8 +89,8 @@ def _weighted(e: ast.AST, ctx: Context) -> bool:
 
 def forward_input_cut(fn: ast.AST, ctx: Context) -> tuple[ast.Attribute, ast.AST] | None:
     """(the ``.data`` node, the call or Sequential that feeds the module a layer's output)
-    for a ``.data`` of ``forward``'s own input in what it returns (NOTE [input cut by a
-    helper])."""
+    for a ``.data`` of ``forward``'s own input in what it returns
+    (NOTE [input cut by a helper])."""
     cls = ctx.analysis.class_of(fn)
     if cls is None or not cls.is_module or cls.methods.get("forward") is not fn:
         return None
