@@ -10,9 +10,10 @@ from __future__ import annotations
 import ast
 
 from gradtrace.lint.analysis.cuts import (
-    CUT_METHODS, DEAD, FRESH_METHODS, LIVE, NON_TENSOR_KWARGS, REBUILD, RECV_ONLY, Cut, Trace,
+    CUT_METHODS, DEAD, DETACH, FRESH_METHODS, LIVE, NON_TENSOR_KWARGS, REBUILD, RECV_ONLY, Cut, Trace,
     asks_grad, detached_copy, peel,
 )
+from gradtrace.lint.analysis.inplace_detach import detached_in_place
 from gradtrace.lint.analysis.kinds import LOADER
 from gradtrace.lint.analysis.objects import number_callable_field
 from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE
@@ -28,6 +29,18 @@ class CallTraces:
             live = next((o for o in operands if self.trace(o, use, line).live), operands[0])
             return Trace(False, (Cut(kind, node, live),))
         return Trace(False, inner.cuts)
+
+    def _detached_after(self, name: str, bs: list, use: ast.stmt | None, line: int,
+                        t: Trace) -> Trace:
+        """``t`` (the trace of ``name`` through its bindings ``bs``), cut where a statement
+        detached the value in place before ``line`` (NOTE [detached in place])."""
+        if not t.live or not bs:
+            return t
+        got = detached_in_place(self.ctx, self.scope, name, max(b.line for b in bs), use, line)
+        if got is None:
+            return t
+        s, cut = got
+        return Trace(False, (Cut(DETACH, cut, cut.func.value, ((name, s.lineno),)),))
 
     def _unaliased(self, f: ast.expr) -> ast.expr:
         """The function ``f`` names: ``cal_loss`` for ``criterion`` when every binding of it

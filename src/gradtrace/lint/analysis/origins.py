@@ -173,7 +173,7 @@ class Tracer(CallTraces):
                 return LIVE  # a closure variable: unknown
             # a global: NOTE [module constants]
             return module_value(origins(self.ctx, self.ctx.tree), name)
-        return self._bound(name, bs, line)
+        return self._detached_after(name, bs, use, line, self._bound(name, bs, line))
 
     def _param(self, name: str) -> Trace:
         """Live unless data (NOTE [parameters given data]); NOTE [parameter rebound on one path]."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from gradtrace.lint.analysis.foreign_kinds import DEFINITIONS
 from gradtrace.lint.analysis.modules import NOT_MODULES
 from gradtrace.lint.analysis.objects import field_source
-from gradtrace.lint.analysis.reach import called_function
+from gradtrace.lint.analysis.reach import Def, called_function
 from gradtrace.lint.analysis.vocabulary import MODEL_FACTORIES, NOT_MODEL_RE, PRETRAINED_MODEL_RE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -271,11 +272,49 @@ def replaced_fields(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
     return ctx.memo("analysis-replaced-fields", fn, make)
 
 
+def _foreign_function(ctx: Context, call: ast.Call) -> tuple[Context, Def] | None:
+    """(its file's context, the function) for a call of a top-level function of another file
+    of the project (the project index's look-up: NOTE [project index])."""
+    if not DEFINITIONS or not isinstance(call.func, (ast.Name, ast.Attribute)):
+        return None
+    got = DEFINITIONS[0](ctx, call.func)
+    if got is None or got[0] is ctx or not isinstance(got[1], (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    return got[0], got[1]
+
+
+def foreign_replacement(call: ast.Call, scope: Scope) -> tuple[str, ast.stmt, str] | None:
+    """(the other file's path, the statement, what it sets in the caller's names:
+    ``model.fc``) where a function of another file replaces a submodule of its argument."""
+    if called_function(call, scope, call.lineno) is not None:
+        return None
+    other = _foreign_function(scope.ctx, call)
+    if other is None:
+        return None
+    octx, fn = other
+    got = replaced_params(fn, octx)
+    for p, v in scope.ctx.analysis.arguments(fn, call).items():
+        if p not in got or not dotted(v):
+            continue
+        for n in walk(fn):
+            t = n.targets[0] if isinstance(n, ast.Assign) and len(n.targets) == 1 else None
+            name = dotted(t) if isinstance(t, ast.Attribute) else None
+            if name and name.partition(".")[0] == p and module_ctor(n.value, octx):
+                return octx.path, n, f"{dotted(v)}.{name.partition('.')[2]}"
+    return None
+
+
 def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | None:
-    """The dotted argument of ``call`` whose submodules the called function replaces."""
+    """The dotted argument of ``call`` whose submodules the called function replaces: a
+    function of this file, or a top-level function of another file of the project
+    (``adapt_head(model, n)`` imported from ``heads.py``, whose ``model.fc = nn.Linear(...)``
+    is read in that file's terms: NOTE [foreign module kinds])."""
     fn = called_function(call, scope, line)
     if fn is None:
-        return None
+        other = _foreign_function(scope.ctx, call)
+        got = replaced_params(other[1], other[0]) if other is not None else None
+        return next((dotted(v) for p, v in scope.ctx.analysis.arguments(
+            other[1], call).items() if p in got and dotted(v)), None) if got else None
     got = replaced_params(fn, scope.ctx)
     if not got:
         return None

@@ -12,6 +12,9 @@ another assignment of the attribute (a reset like
 ``model.hidden = model.init_hidden()`` in the loop, or ``self.h = (h.detach(), c.detach())``)
 anywhere but ``__init__``, a ``.detach()``/``.detach_()``/``.data`` of the attribute anywhere,
 or a read of it that is detached or made under ``no_grad`` in the statement itself.
+A plain class (a trainer holding ``self.model``) carries it the same way through a module it
+holds (``logits, state = self.model(x, self.state)``; ``self.state = state``) when the method
+runs the backward itself: each call's backward reaches the previous call's freed graph.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.modules import _own_statements
+from gradtrace.lint.analysis.steps import step_calls
 from gradtrace.lint.nodes import of_types, walk
 
 if TYPE_CHECKING:
@@ -48,11 +52,10 @@ def carried_state(info: ClassInfo, ctx: Context) -> list[Carry]:
 
 
 def _carried(info: ClassInfo, ctx: Context):  # type: ignore[no-untyped-def]
-    if not info.is_module:
-        return
     for m in info.methods.values():
-        if m.name == "__init__":
-            continue
+        if m.name == "__init__" or not info.is_module and not _steps(m, ctx):
+            continue  # a plain class (a trainer holding `self.model`): only a method that
+            # runs the backward itself, once per call (NOTE [carried state])
         for s in of_types(m, (ast.Assign,)):
             for attr in _self_targets(s):
                 layer = _layer_reading(s.value, attr, info)
@@ -61,6 +64,10 @@ def _carried(info: ClassInfo, ctx: Context):  # type: ignore[no-untyped-def]
                 if layer is not None and ctx.scope(m).grad_off_at(s) is None \
                         and not _cut_elsewhere(attr, s, info, ctx):
                     yield Carry(attr, s, layer, m, direct)
+
+
+def _steps(m: ast.AST, ctx: Context) -> bool:
+    return bool(step_calls(ctx, m).backwards)
 
 
 def _self_targets(s: ast.Assign) -> list[str]:

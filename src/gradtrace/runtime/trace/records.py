@@ -67,6 +67,9 @@ class Cut:
             return (f"`{self.inner.function}` (called here) detaches every tensor it is "
                     f"handed (`{self.op}` at line {self.inner.line}), so its result has no "
                     f"grad_fn")
+        if self.op == "detach_":  # NOTE [detached in place]
+            return ("`detach_()` removed the tensor's grad_fn in place: every later use of the "
+                    "same tensor has no history")
         return f"`{self.op}` returned a value without a grad_fn"
 
 

@@ -11,6 +11,11 @@ every use of that parameter in the helper a cut: :class:`~gradtrace.lint.analysi
 CutParams`), the helper returns what it computes from it, and ``forward`` returns what it
 computes from the helper's result: every layer before the module gets no gradient through
 it. The ``.data`` line, in the helper, is reported (using the tensor itself is the fix).
+The same ``.data`` written in ``forward`` itself (a hand-written layer norm's ``x = x.data``)
+counts when the file shows the module's input is a layer's output: built in such an
+``nn.Sequential``, or held by another module class of the file (``self.norm =
+SimpleLayerNorm(d)``) whose ``forward`` calls it on a value computed from one of its own
+layers with weights (``self.norm(torch.relu(self.inp(x)))``).
 """
 from __future__ import annotations
 
@@ -69,18 +74,81 @@ def _forward_keeps(call: ast.Call, where: ast.AST, ctx: Context) -> str | None:
     return None
 
 
+def _weighted(e: ast.AST, ctx: Context) -> bool:
+    """``e`` builds a layer with weights: a ``torch.nn`` one, or a module class of the file
+    holding a Parameter or such a layer."""
+    if not isinstance(e, ast.Call):
+        return False
+    if (ctx.qualified_name(e.func) or "") in WEIGHTED:
+        return True
+    other = ctx.analysis.classes.get(dotted(e.func) or "")
+    return other is not None and other.is_module and any(
+        isinstance(n, ast.Call) and ctx.qualified_name(n.func) in WEIGHTED | {
+            "torch.nn.Parameter"} for n in ast.walk(other.node))
+
+
+def forward_input_cut(fn: ast.AST, ctx: Context) -> tuple[ast.Attribute, ast.AST] | None:
+    """(the ``.data`` node, the call or Sequential that feeds the module a layer's output)
+    for a ``.data`` of ``forward``'s own input in what it returns
+    (NOTE [input cut by a helper])."""
+    cls = ctx.analysis.class_of(fn)
+    if cls is None or not cls.is_module or cls.methods.get("forward") is not fn:
+        return None
+    a = fn.args  # type: ignore[attr-defined]
+    params = [x.arg for x in (*a.posonlyargs, *a.args)]
+    if len(params) < 2:
+        return None
+    data = _returned_data(fn, ctx, params[1])
+    if data is None or not any(  # the input itself rebound, or returned: not statistics of it
+            isinstance(s, ast.Return) and s.value is not None and data in ast.walk(s.value)
+            or isinstance(s, ast.Assign) and s.value is data for s in ast.walk(fn)):
+        return None
+    feed = _after_weighted_layer(cls.name, ctx) or _held_and_fed(cls.name, ctx)
+    return (data, feed) if feed is not None else None
+
+
+def _held_and_fed(cls_name: str, ctx: Context) -> ast.Call | None:
+    """A call ``self.<attr>(v)`` in the ``forward`` of another module class of the file, where
+    ``self.<attr> = cls_name(...)`` and ``v`` is computed from a call of one of that class's
+    layers with weights (directly or through a name bound before in ``forward``)."""
+    for info in ctx.analysis.classes.values():
+        fwd = info.methods.get("forward") if info.is_module and info.name != cls_name else None
+        if fwd is None:
+            continue
+        attrs = info.attrs
+        held = {n for n, at in attrs.items() if isinstance(at.value, ast.Call)
+                and dotted(at.value.func) == cls_name}
+        if not held:
+            continue
+        weighted = {n for n, at in attrs.items() if _weighted(at.value, ctx)}
+        scope = ctx.scope(fwd)
+
+        def layered(e: ast.AST, line: int, depth: int = 0) -> bool:
+            for n in ast.walk(e):
+                f = n.func if isinstance(n, ast.Call) else None
+                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                        and f.value.id == "self" and f.attr in weighted:
+                    return True
+                if isinstance(n, ast.Name) and depth < 4:
+                    b = scope.binding_before(n.id, line)
+                    v = getattr(b, "value", None) if b is not None else None
+                    if v is not None and layered(v, b.stmt.lineno, depth + 1):
+                        return True
+            return False
+        for n in ast.walk(fwd):
+            f = n.func if isinstance(n, ast.Call) else None
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                    and f.value.id == "self" and f.attr in held and n.args \
+                    and scope.grad_off_at(n) is None and layered(n.args[0], n.lineno):
+                return n
+    return None
+
+
 def _after_weighted_layer(cls_name: str, ctx: Context) -> ast.Call | None:
     """An ``nn.Sequential(...)`` of the file holding ``cls_name(...)`` after a layer with
     weights."""
     def weighted(e: ast.AST) -> bool:
-        if not isinstance(e, ast.Call):
-            return False
-        if (ctx.qualified_name(e.func) or "") in WEIGHTED:
-            return True
-        other = ctx.analysis.classes.get(dotted(e.func) or "")
-        return other is not None and other.is_module and any(
-            isinstance(n, ast.Call) and ctx.qualified_name(n.func) in WEIGHTED | {
-                "torch.nn.Parameter"} for n in ast.walk(other.node))
+        return _weighted(e, ctx)
     for n in ast.walk(ctx.tree):
         if isinstance(n, ast.Call) and ctx.qualified_name(n.func) == "torch.nn.Sequential":
             for i, e in enumerate(n.args):

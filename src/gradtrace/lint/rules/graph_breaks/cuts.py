@@ -13,7 +13,7 @@ from gradtrace.lint.rules.graph_breaks._base import (
     SINK_WORDS, LossCutRule, _file_has, _has_line, worth_reporting, short,
 )
 from gradtrace.lint.rules.graph_breaks._data_uses import deliberate_data
-from gradtrace.lint.rules.graph_breaks._input_data import input_cuts
+from gradtrace.lint.rules.graph_breaks._input_data import forward_input_cut, input_cuts
 from gradtrace.lint.rules.graph_breaks._method_data import appended_layer_call, fed_to_forward
 from gradtrace.lint.rules.graph_breaks._paths import (
     DATA, DETACH, NONDIFF, LossPaths, loss_paths,
@@ -149,6 +149,10 @@ class DataInLoss(LossCutRule):
                      if (f.line, f.column) not in seen]
             yield from chain
             if node.name == "forward" and not chain and lp_in_module(ctx, node):
+                direct = forward_input_cut(node, ctx)  # NOTE [input cut by a helper]
+                if direct is not None and (direct[0].lineno, direct[0].col_offset) not in seen:
+                    yield self._input_cut(node, ctx, *direct)
+                    return
                 yield from self._parameter_data(node, ctx, seen)
 
     def _input_helper(self, node: ast.FunctionDef, ctx: Context) -> Iterator[Finding]:
@@ -165,6 +169,18 @@ class DataInLoss(LossCutRule):
                             f"every layer before `{name}` gets no gradient; use "
                             f"`{ctx.source(data.value)}` itself")
             return
+
+    def _input_cut(self, node: ast.FunctionDef, ctx: Context, data: ast.Attribute,
+                   feed: ast.Call) -> Finding:
+        cls = ctx.analysis.class_of(node)
+        name = cls.name if cls is not None else "the module"
+        return self.report(data, ctx, related=(Related(
+            ctx.path, feed.lineno, f"`{name}` is given a layer's output here",
+            ctx.column(feed)),), expr=short(ctx.source(data)),
+            operand=short(ctx.source(data.value)),
+            consequence=f"`{name}.forward` returns what it computes from it, so every layer "
+                        f"before `{name}` gets no gradient through it; use "
+                        f"`{ctx.source(data.value)}` itself")
 
     def _parameter_data(self, node: ast.FunctionDef, ctx: Context,
                         seen: set[tuple[int, int]]) -> Iterator[Finding]:

@@ -44,7 +44,7 @@ class InplaceRule(Rule):
                     or only_selects(ctx.scope(), prod.call):
                 continue  # no history in, or the output only compared / made indices:
                 # backward never runs the op (NOTE [output never differentiated])
-            training = _in_training(ctx, fn, s)
+            training = _in_training(ctx, fn, s, prod)
             if training:
                 seen.add(id(s))
                 yield prod, s, kind, target, training

@@ -163,10 +163,13 @@ def _inplace_call(call: ast.Call, ctx: Context, modules: _LazyModules) -> bool:
     return modules.inplace(dotted(call.func))
 
 
-def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
+def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt,
+                 prod: Producer | None = None) -> ast.Call | bool:
     """A backward call after ``stmt`` in ``fn``, or True for a module's forward. A backward
     that follows decides whatever the function is called (``score_and_fit``: the name is the
-    last resort, only for a function running none)."""
+    last resort, only for a function running none). An op applied to a layer's result
+    (``g = torch.sigmoid(self.score(x))``) counts in any method that runs with the graph, as
+    a write into the layer's result does (NOTE [trained methods])."""
     for sink in step_calls(ctx, fn).losses():
         if sink.call.lineno > stmt.end_lineno:  # type: ignore[operator]
             return sink.call
@@ -179,13 +182,34 @@ def _in_training(ctx: Context, fn: ast.AST, stmt: ast.stmt) -> ast.Call | bool:
     after = backward_after_call(ctx, fn) if cls is None else backward_after_method(ctx, fn)
     if after is not None:  # a helper called before a backward (NOTE [trained helpers])
         return after
-    if cls is not None and _runs_as_forward(cls, name, ctx) and not run_for_inference(ctx, cls) \
+    if cls is not None and _runs_as_forward(cls, name, ctx, prod is not None and _fed_by_layer(
+            prod, cls, ctx)) and not run_for_inference(ctx, cls) \
             and not _is_autograd_function(cls, fn, ctx):  # type: ignore[attr-defined]
         path = _path_to(fn.body, stmt)
         if inference_arm(ctx, fn, path):  # NOTE [arm run only for inference]
             return False
         return not _eval_branch(path) \
             or eval_backward(ctx, cls.name) or False  # NOTE [eval instance backpropagated]
+    return False
+
+
+def _fed_by_layer(prod: Producer, cls: ast.ClassDef, ctx: Context) -> bool:
+    """Whether the op's input calls a module attribute of ``cls`` (``self.score(x)``)."""
+    inner = _innermost_call(prod.call)
+    args = list(getattr(inner, "args", [])[:1])
+    if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute):
+        args.append(inner.func.value)  # `self.score(x).sigmoid()`
+    info = ctx.analysis.classes.get(cls.name)
+    if info is None:
+        return False
+    for a in args:
+        for c in walk(a):
+            f = getattr(c, "func", None) if isinstance(c, ast.Call) else None
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                    and f.value.id == "self":
+                k = info.attr_kind(f.attr)
+                if k is not None and k.is_module:
+                    return True
     return False
 
 

@@ -12,9 +12,20 @@ from gradtrace.lint.nodes import of_types
 # parameters), or ``self.heads = list(map(lambda d: nn.Linear(n, d), dims))`` (the builtin
 # ``map``): the value is a plain ``dict``/``list`` whose entries are what the lambda builds.
 # ``nn.Module.__setattr__`` registers only Modules and Parameters, so layers the lambda makes
-# are in neither ``parameters()`` nor ``state_dict()`` (torch 2.13). Only a lambda is read
-# (its body is the entry); a function or a class passed as the mapper is not.
-MAPPED_TEXT = "lambda"
+# are in neither ``parameters()`` nor ``state_dict()`` (torch 2.13). A lambda's body is the
+# entry; a class or function named as the mapper (``list(map(nn.Linear, dims[:-1], dims[1:]))``)
+# stands for a call of it, judged like any entry (a layer class builds layers).
+MAPPED_TEXT = "map"
+
+
+def _mapped(fn: ast.AST) -> ast.AST | None:
+    """The entry a mapper stands for: a lambda's body, or a call of a named class or function
+    (a new node in a side table: the tree is never changed)."""
+    if isinstance(fn, ast.Lambda):
+        return fn.body
+    if isinstance(fn, (ast.Name, ast.Attribute)):
+        return ast.copy_location(ast.Call(func=fn, args=[], keywords=[]), fn)
+    return None
 
 
 def mapped_entries(value: ast.AST, ctx: Context) -> tuple[str, list[ast.AST]] | None:
@@ -27,9 +38,9 @@ def mapped_entries(value: ast.AST, ctx: Context) -> tuple[str, list[ast.AST]] | 
         inner = value.args[0]
         if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) \
                 and inner.func.id == "map" and len(inner.args) >= 2 \
-                and "map" not in ctx.analysis.functions \
-                and isinstance(inner.args[0], ast.Lambda):
-            return "list", [inner.args[0].body]
+                and "map" not in ctx.analysis.functions:
+            entry = _mapped(inner.args[0])
+            return ("list", [entry]) if entry is not None else None
         return None
     fn = ctx.analysis.functions.get(name)
     if fn is None or isinstance(ctx.analysis.functions.get(name), ast.AsyncFunctionDef):
@@ -40,9 +51,10 @@ def mapped_entries(value: ast.AST, ctx: Context) -> tuple[str, list[ast.AST]] | 
     kind, index, param = got
     arg = value.args[index] if index < len(value.args) else next(
         (k.value for k in value.keywords if k.arg == param), None)
-    if not isinstance(arg, ast.Lambda) or any(isinstance(a, ast.Starred) for a in value.args):
+    entry = _mapped(arg) if arg is not None else None
+    if entry is None or any(isinstance(a, ast.Starred) for a in value.args):
         return None
-    return kind, [arg.body]
+    return kind, [entry]
 
 
 def _mapper(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, int, str] | None:

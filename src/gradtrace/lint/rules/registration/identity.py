@@ -6,7 +6,8 @@ from dataclasses import replace
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.params import builds_module, replaces_submodules_of
+from gradtrace.lint.analysis.params import (
+    builds_module, foreign_replacement, replaces_submodules_of)
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, Scope
@@ -212,6 +213,13 @@ class ModelRecreatedAfterOptimizer(Rule):
                                       "built over is taken here, before the replacement"))
             opt_line = taken
         added = added_attribute(ctx, node, target, inside, ctx.scope())  # NOTE [added, not replaced]
+        call = getattr(node, "value", None)
+        far = foreign_replacement(call, ctx.scope()) if inside is None \
+            and isinstance(call, ast.Call) else None
+        if far is not None:  # a helper of another file swaps the submodule
+            related.insert(0, Related(far[0], far[1].lineno, f"`{ctx.source(call.func)}` "
+                                      f"replaces `{far[2]}` here, with a new module"))
+            target = far[2]
         if inside is not None:  # a method re-creates its object's parameter: the root is there
             seen: set[int] = ctx.memo("gt404-inside", ctx.tree, set)
             if id(inside) in seen:
