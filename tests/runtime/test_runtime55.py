@@ -1,0 +1,142 @@
+"""runtime55 on real torch, one process, a few steps, tiny models: the cause's line first.
+
+- NOTE [state kept on an attribute], widened: the freed graph reaches this iteration through
+  ``self.<attr>`` although the attribute's own node was made at another line than the freed one
+  (a neuron computing ``h`` then ``v`` and keeping ``self.v = v``, a recurrent cell's state
+  passed through ``tanh``, a plain state holder that is no module); a ``reset`` method storing a
+  constant is no second store. Look-alikes: the state detached when stored, the reset called.
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.runtime.rt_helpers import marked_line
+
+torch = pytest.importorskip("torch")
+
+HEAD = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+"""
+
+# ---- GT506: the carried state kept on an attribute, made at another line than the freed node ---
+
+NEURON = """
+class Neuron(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.v = 0.0
+
+    def reset(self):
+        self.v = 0.0
+
+    def forward(self, x_seq):
+        v = self.v
+        outs = []
+        for t in range(x_seq.shape[0]):
+            h = v + (x_seq[t] - v) / 2.0
+            s = torch.sigmoid(h - 1.0)
+            v = h * (1.0 - s)
+            outs.append(s)
+        STORE
+        return torch.stack(outs)
+
+
+net = nn.Sequential(nn.Linear(3, 3), Neuron())
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+for _ in range(3):
+    loss = net(torch.randn(4, 2, 3)).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    RESET
+"""
+
+CELL = """
+class Memory(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(3, 4)
+        self.state = None
+
+    def reset_state(self):
+        self.state = None
+
+    def forward(self, x):
+        prev = self.state if self.state is not None else torch.zeros(x.shape[0], 4)
+        out = self.cell(x, prev)
+        squashed = torch.tanh(out)
+        STORE
+        return out
+
+
+mem = Memory()
+opt = torch.optim.Adam(mem.parameters(), lr=1e-3)
+
+
+def train_step(x):
+    loss = mem(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    RESET
+
+
+for _ in range(3):
+    train_step(torch.randn(2, 3))
+"""
+
+HOLDER = """
+class Smoother:
+    def __init__(self):
+        self.level = torch.zeros(4)
+
+    def update(self, x):
+        scaled = self.level * 0.5
+        mixed = scaled + x.mean(0)
+        STORE
+        return mixed
+
+
+lin = nn.Linear(3, 4)
+smooth = Smoother()
+opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+for _ in range(3):
+    loss = smooth.update(lin(torch.randn(5, 3))).pow(2).sum()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    RESET
+"""
+
+CARRIED = {
+    "neuron": (NEURON, "self.v = v", "self.v = v.detach()", "net[1].reset()"),
+    "cell": (CELL, "self.state = squashed", "self.state = squashed.detach()",
+             "mem.reset_state()"),
+    "holder": (HOLDER, "self.level = mixed * 0.9", "self.level = (mixed * 0.9).detach()",
+               "smooth.level = torch.zeros(4)"),
+}
+
+
+def _fill(name: str, store: str, reset: str) -> str:
+    body = CARRIED[name][0].replace("STORE", store).replace("RESET", reset)
+    return HEAD + body
+
+
+@pytest.mark.parametrize("name", sorted(CARRIED))
+def test_carried_attribute_named_at_its_store(name, run_script):
+    _, store, _, _ = CARRIED[name]
+    src = _fill(name, store + "  # <- cause", "pass")
+    res = run_script(src)
+    first = res.findings[0] if res.findings else None
+    assert first and (first["code"], first["line"]) == ("GT506", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("name,variant", [(n, v) for n in sorted(CARRIED) for v in (2, 3)])
+def test_carried_attribute_lookalikes_silent(name, variant, run_script):
+    _, store, detached, reset = CARRIED[name]
+    src = _fill(name, detached, "pass") if variant == 2 else _fill(name, store, reset)
+    res = run_script(src)
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
