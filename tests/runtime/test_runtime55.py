@@ -140,3 +140,76 @@ def test_carried_attribute_lookalikes_silent(name, variant, run_script):
     res = run_script(src)
     assert res.code == 0, res.err
     assert res.findings == [], res.findings
+
+
+# ---- GT801: a module backward hook reads the gradient of an input that needs none ------------
+
+HOOKED = {
+    # a closure registered as a full backward hook on the first layer; batches from a list
+    "closure_loader": """
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+norms = []
+
+
+def record(mod, grad_input, grad_output):
+    norms.append(grad_input[0].norm())
+
+
+model[0].register_full_backward_hook(record)
+batches = [torch.randn(3, 4) for _ in range(2)]
+for x in batches:  # <- cause
+    PREP
+    model(x).sum().backward()
+print(len(norms))
+""",
+    # a saliency class hooking a conv inside a custom module; the input made by a helper
+    "class_helper": """
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)
+        self.head = nn.Linear(2, 3)
+
+    def forward(self, x):
+        return self.head(self.conv(x).mean(dim=(2, 3)))
+
+
+class Saliency:
+    def __init__(self, net):
+        self.net, self.grad = net, None
+        net.conv.register_full_backward_hook(self.keep)
+
+    def keep(self, module, gin, gout):
+        self.grad = gin[0].clone()
+
+    def explain(self, image):
+        self.net(image)[0, 1].backward()
+        return self.grad
+
+
+def load_image():
+    return torch.rand(1, 1, 6, 6)
+
+
+picture = load_image()  # <- cause
+PREP
+print(Saliency(Net()).explain(picture).shape)
+""",
+}
+
+HOOKED_PREP = {"closure_loader": "x.requires_grad_()", "class_helper": "picture.requires_grad_()"}
+
+
+@pytest.mark.parametrize("name", sorted(HOOKED))
+def test_hook_input_without_grad_named_where_made(name, run_script):
+    src = HEAD + HOOKED[name].replace("PREP", "pass")
+    res = run_script(src)
+    first = res.findings[0] if res.findings else None
+    assert first and (first["code"], first["line"]) == ("GT801", marked_line(src)), res.findings
+
+
+@pytest.mark.parametrize("name", sorted(HOOKED))
+def test_hook_input_with_grad_silent(name, run_script):
+    res = run_script(HEAD + HOOKED[name].replace("PREP", HOOKED_PREP[name]))
+    assert res.code == 0, res.err
+    assert res.findings == [], res.findings
