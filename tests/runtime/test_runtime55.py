@@ -5,6 +5,10 @@
   (a neuron computing ``h`` then ``v`` and keeping ``self.v = v``, a recurrent cell's state
   passed through ``tanh``, a plain state holder that is no module); a ``reset`` method storing a
   constant is no second store. Look-alikes: the state detached when stored, the reset called.
+- NOTE [hook input needs no grad]: a module backward hook (full or not) reading its
+  ``grad_input`` entry of an input that needs no grad: named where the program made that input
+  (a loop's batch, a helper's result, a numpy conversion). Look-alikes: the input made to
+  require grad.
 """
 from __future__ import annotations
 
@@ -195,9 +199,33 @@ picture = load_image()  # <- cause
 PREP
 print(Saliency(Net()).explain(picture).shape)
 """,
+    # the older `register_backward_hook` on a Linear: its grad_input follows addmm's inputs
+    # (bias, input, weight), so the input's entry is the second; the input from numpy
+    "old_hook_numpy": """
+import numpy as np
+
+lin = nn.Linear(3, 2)
+seen = []
+
+
+def spy(module, gin, gout):
+    seen.append(gin[1].abs().sum())
+
+
+def to_tensor(arr):
+    return torch.from_numpy(arr).float()
+
+
+lin.register_backward_hook(spy)
+feats = to_tensor(np.ones((4, 3)))  # <- cause
+PREP
+lin(feats).sum().backward()
+print(seen)
+""",
 }
 
-HOOKED_PREP = {"closure_loader": "x.requires_grad_()", "class_helper": "picture.requires_grad_()"}
+HOOKED_PREP = {"closure_loader": "x.requires_grad_()", "class_helper": "picture.requires_grad_()",
+               "old_hook_numpy": "feats.requires_grad_()"}
 
 
 @pytest.mark.parametrize("name", sorted(HOOKED))
@@ -212,4 +240,6 @@ def test_hook_input_without_grad_named_where_made(name, run_script):
 def test_hook_input_with_grad_silent(name, run_script):
     res = run_script(HEAD + HOOKED[name].replace("PREP", HOOKED_PREP[name]))
     assert res.code == 0, res.err
-    assert res.findings == [], res.findings
+    # the non-full hook keeps its own true finding (GT857: torch warns it is deprecated)
+    allowed = {"GT857"} if name == "old_hook_numpy" else set()
+    assert set(res.codes()) <= allowed, res.findings
