@@ -6,10 +6,10 @@ at a line again in this iteration (GT506, "state carried across steps"). When th
 inside another function (a sub-module's ``forward`` returning ``torch.mm(mask, h)``), the value
 is carried by whoever keeps the result, not by the line that computed it. At the failure, the
 live objects of the user frames (their ``self``, the modules of their locals and globals and
-those modules' sub-modules, the instances of the program's own classes there) are read: a plain tensor attribute whose ``grad_fn`` was created
-at that same line is the carrier (it holds this iteration's value, made the same way), and
-the one statement of the object's class that assigns ``self.<attribute>`` (outside
-``__init__``, which set it up once) is the line.
+those modules' sub-modules, the instances of the program's own classes there) are read: a
+plain tensor attribute whose ``grad_fn`` was created at that same line is the carrier (it
+holds this iteration's value, made the same way), and the one statement of the object's class
+that assigns ``self.<attribute>`` (outside ``__init__``, which set it up once) is the line.
 A value computed on the storing line itself (``self.v = self.v + x``) names that line as
 before; an attribute assigned at several lines of the class leaves the computing line.
 The attribute's own node may be made at another line than the freed one (a spiking neuron's
@@ -17,8 +17,9 @@ The attribute's own node may be made at another line than the freed one (a spiki
 then an attribute whose graph holds a node the previous backward() freed, a node the failing
 graph holds too, is the carrier (it brought the freed graph into this iteration) when a method
 of its class reads ``self.<attribute>`` back (a value only stored, for a log, carries nothing
-into the next pass). Every such attribute must name one store. A store of a constant, of ``None`` or of a ``detach()`` result
-(a ``reset`` method's ``self.v = 0.0``) can keep no graph and is not counted among the stores.
+into the next pass). Every such attribute must name one store. A store of a constant, of
+``None`` or of a ``detach()`` result (a ``reset`` method's ``self.v = 0.0``) can keep no graph
+and is not counted among the stores.
 """
 from __future__ import annotations
 

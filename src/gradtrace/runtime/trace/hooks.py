@@ -126,7 +126,7 @@ class Hooks:
             raw = raw_site()
             rec = self.data.modules[id(module)] = ModuleRecord(
                 weakref.ref(module), None if raw is None else self.state.site(raw))
-        if module._backward_hooks:  # hook_input.py: NOTE [hook input needs no grad]
+        if getattr(module, "_backward_hooks", None):  # NOTE [hook input needs no grad]
             note_hooked_input(self.data, module, args)
         if _grad_enabled():
             note_called_with(args)  # NOTE [module input stamp]
