@@ -12,7 +12,8 @@ Recorded: the global forward pre-hook keeps, for a module that has backward hook
 check per module call on armed steps), weak references to the tensors it was last given.
 At the crash (``'NoneType' object has no attribute ...``), the innermost user frame runs under
 autograd's engine, the failing statement reads ``name[i].<attr>`` on a local tuple whose
-entry ``i`` is None, and a local of the frame is a module with recorded inputs: the ``i``-th
+entry ``i`` is None, a parameter of the frame's function is a module with recorded inputs and
+``name`` is the parameter after it (``grad_input``, not ``grad_output``): the ``i``-th
 tensor input (the first when the hook's tuple is longer than the inputs) must need no grad.
 Then the user frames are read outward from the hook: the outermost one that binds that very
 tensor to a name of its own (not a parameter its caller handed in) names the statement that
@@ -121,9 +122,13 @@ def hook_input_none(pat: Any, exc: BaseException, state: Any) -> Finding | None:
     hit = _none_entry(hook, line, attr) if line else None
     if hit is None:
         return None
-    entry = next((table.get(id(m)) for m in list(hook.f_locals.values())
-                  if isinstance(m, torch.nn.Module) and id(m) in table), None)
-    if entry is None or entry[0]() is None:
+    params = hook.f_code.co_varnames[:hook.f_code.co_argcount]
+    at = next((j for j, p in enumerate(params) if isinstance(hook.f_locals.get(p), torch.nn.Module)
+               and id(hook.f_locals[p]) in table), None)
+    if at is None or at + 1 >= len(params) or params[at + 1] != hit[0]:
+        return None  # the tuple read is not the hook's grad_input (the argument after the module)
+    entry = table[id(hook.f_locals[params[at]])]
+    if entry[0]() is None:
         return None
     inputs = [r() for r in entry[1]]
     i = hit[1] if hit[1] < len(inputs) else 0
