@@ -6,12 +6,20 @@ at a line again in this iteration (GT506, "state carried across steps"). When th
 inside another function (a sub-module's ``forward`` returning ``torch.mm(mask, h)``), the value
 is carried by whoever keeps the result, not by the line that computed it. At the failure, the
 live objects of the user frames (their ``self``, the modules of their locals and globals and
-those modules' sub-modules) are read: a plain tensor attribute whose ``grad_fn`` was created
-at that same line is the carrier (it holds this iteration's value, made the same way), and
-the one statement of the object's class that assigns ``self.<attribute>`` (outside
-``__init__``, which set it up once) is the line.
+those modules' sub-modules, the instances of the program's own classes there) are read: a
+plain tensor attribute whose ``grad_fn`` was created at that same line is the carrier (it
+holds this iteration's value, made the same way), and the one statement of the object's class
+that assigns ``self.<attribute>`` (outside ``__init__``, which set it up once) is the line.
 A value computed on the storing line itself (``self.v = self.v + x``) names that line as
 before; an attribute assigned at several lines of the class leaves the computing line.
+The attribute's own node may be made at another line than the freed one (a spiking neuron's
+``forward`` computes ``h`` at one line, ``v`` from it at the next, and keeps ``self.v = v``):
+then an attribute whose graph holds a node the previous backward() freed, a node the failing
+graph holds too, is the carrier (it brought the freed graph into this iteration) when a method
+of its class reads ``self.<attribute>`` back (a value only stored, for a log, carries nothing
+into the next pass). Every such attribute must name one store. A store of a constant, of
+``None`` or of a ``detach()`` result (a ``reset`` method's ``self.v = 0.0``) can keep no graph
+and is not counted among the stores.
 """
 from __future__ import annotations
 
@@ -28,8 +36,8 @@ from gradtrace.runtime.trace.records import (META_DETACHED, META_FREED, created_
 
 
 def _objects() -> list[Any]:
-    """The ``self`` objects of the live user frames, and the modules (with sub-modules) of
-    their locals and globals."""
+    """The ``self`` objects of the live user frames, and the modules (with sub-modules) and
+    instances of the program's own classes in their locals and globals."""
     out: dict[int, Any] = {}
     f = sys._getframe(1)
     while f is not None:
@@ -39,7 +47,7 @@ def _objects() -> list[Any]:
                 out.setdefault(id(obj), obj)
             for space in (f.f_locals, f.f_globals):
                 for v in list(space.values()):
-                    if isinstance(v, torch.nn.Module):
+                    if isinstance(v, torch.nn.Module) or _user_object(v):
                         out.setdefault(id(v), v)
         f = f.f_back
     for obj in list(out.values()):
@@ -49,9 +57,20 @@ def _objects() -> list[Any]:
     return list(out.values())
 
 
-def _stores(cls: type, attr: str) -> list[Site]:
+def _user_object(v: Any) -> bool:
+    """An instance of a class the program defined (a method's code is the user's), with a
+    ``__dict__``: a plain state holder outside any module."""
+    cls = type(v)
+    if isinstance(v, type) or not isinstance(getattr(v, "__dict__", None), dict):
+        return False
+    return any(callable(f) and hasattr(f, "__code__") and not is_internal(f.__code__)
+               for f in vars(cls).values())
+
+
+def _stores(cls: type, attr: str, read: bool = False) -> list[Site]:
     """The statements of ``cls``'s methods but ``__init__`` (which runs once, before any
-    iteration) that assign ``self.<attr>``."""
+    iteration) that assign ``self.<attr>``; with ``read``, none unless such a method also
+    reads ``self.<attr>``."""
     from gradtrace.runtime.trace.locate import tree_of
 
     try:
@@ -63,23 +82,68 @@ def _stores(cls: type, attr: str) -> list[Site]:
     node = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
                  and n.name == cls.__name__ and n.lineno == first), None) if tree else None
     sites = []
-    for fn in (n for n in ast.walk(node) if isinstance(n, ast.FunctionDef)
-               and n.name != "__init__") if node else ():
+    methods = [n for n in ast.walk(node) if isinstance(n, ast.FunctionDef)
+               and n.name != "__init__"] if node else []
+    if read and not any(isinstance(e, ast.Attribute) and e.attr == attr
+                        and isinstance(e.ctx, ast.Load) and isinstance(e.value, ast.Name)
+                        and e.value.id == "self" for fn in methods for e in ast.walk(fn)):
+        return []
+    for fn in methods:
         for st in ast.walk(fn):
             targets = st.targets if isinstance(st, ast.Assign) else []
             flat = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
             if any(isinstance(e, ast.Attribute) and e.attr == attr and isinstance(e.value, ast.Name)
-                   and e.value.id == "self" for e in flat):
+                   and e.value.id == "self" for e in flat) and not _keeps_no_graph(st):
                 sites.append(Site(path, st.lineno, fn.name, st.col_offset))  # type: ignore
     return sites
 
 
-def kept_on_attribute(made: Site | None) -> Site | None:
+def _keeps_no_graph(st: ast.stmt) -> bool:
+    """A plain assignment whose value can hold no graph: a constant, ``None``, a negated
+    constant, or a ``detach()`` call's result."""
+    value = st.value if isinstance(st, ast.Assign) and len(st.targets) == 1 \
+        and not isinstance(st.targets[0], ast.Tuple) else None
+    if isinstance(value, ast.UnaryOp):
+        value = value.operand
+    return isinstance(value, ast.Constant) or (
+        isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+        and value.func.attr == "detach" and not value.args)
+
+
+def _freed_in(roots: list[torch.Tensor], limit: int) -> dict[int, Any]:
+    """The metadata dicts (by id, kept alive) of the failing graph's nodes a backward freed."""
+    from gradtrace.runtime.trace.graph_walk import graph_nodes
+    out: dict[int, Any] = {}
+    for node in graph_nodes(roots, limit):
+        try:
+            meta = node.metadata
+        except (AttributeError, RuntimeError):
+            continue
+        if META_FREED in meta:
+            out[id(meta)] = meta
+    return out
+
+
+def _holds(t: torch.Tensor, freed: dict[int, Any], limit: int) -> bool:
+    """Does ``t``'s graph (at most ``limit`` nodes) hold one of the ``freed`` nodes?"""
+    from gradtrace.runtime.trace.graph_walk import graph_nodes
+    for node in graph_nodes([t], limit):
+        try:
+            if id(node.metadata) in freed:
+                return True
+        except (AttributeError, RuntimeError):
+            continue
+    return False
+
+
+def kept_on_attribute(made: Site | None, roots: list[torch.Tensor] | None = None,
+                      limit: int = 2000) -> Site | None:
     """NOTE [state kept on an attribute]: the store of the attribute carrying a value made at
     ``made`` (another line than the store), or None."""
     if made is None:
         return None
-    for obj in _objects():
+    objects = _objects()
+    for obj in objects:
         for attr, v in list(vars(obj).items()):
             if not isinstance(v, torch.Tensor) or v.grad_fn is None \
                     or created_site(v.grad_fn)[0] != made:
@@ -87,7 +151,18 @@ def kept_on_attribute(made: Site | None) -> Site | None:
             stores = _stores(type(obj), attr)
             if len(stores) == 1 and stores[0] != made:
                 return stores[0]
-    return None
+    freed = _freed_in(roots, limit) if roots else {}
+    if not freed:
+        return None
+    found: set[Site] = set()
+    for obj in objects:
+        for attr, v in list(vars(obj).items()):
+            if isinstance(v, torch.Tensor) and v.grad_fn is not None and _holds(v, freed, limit):
+                stores = _stores(type(obj), attr, read=True)
+                if len(stores) != 1:
+                    return None
+                found.add(stores[0])
+    return found.pop() if len(found) == 1 and made not in found else None
 
 
 def stamp_detached(t: torch.Tensor) -> None:
@@ -151,7 +226,7 @@ def carried_lead(roots: list[torch.Tensor], made: Site) -> tuple[Site, str]:
     dropped = dropped_detach(roots)
     if dropped is not None:
         return dropped, "detached here with its result dropped (`detach()` returns a copy)"
-    kept = kept_on_attribute(made)
+    kept = kept_on_attribute(made, roots)
     if kept is not None:
         return kept, f"computed at {made.path.rsplit('/', 1)[-1]}:{made.line} and kept here"
     return made, "computed here"

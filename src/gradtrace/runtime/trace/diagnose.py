@@ -426,6 +426,7 @@ from gradtrace.runtime.trace.diagnose_freed import (added_to_old_loss, freed_ear
                                                     freed_root)
 from gradtrace.runtime.trace.diagnose_crash import TRACED  # noqa: E402
 from gradtrace.runtime.trace.grad_arguments import function_grad_arguments  # noqa: E402
+from gradtrace.runtime.trace.hook_input import grad_none_in_hook  # noqa: E402
 
 _ANALYZERS: dict[str, Analyzer] = {
     "element0": _element0,
@@ -437,4 +438,5 @@ _ANALYZERS: dict[str, Analyzer] = {
     "function-grad-count": _function_count, "grad-unused-input": _unused_input,
     "requires-grad-dtype": _requires_grad_dtype, "requires-grad-non-leaf": _requires_grad_non_leaf,
     "grad-shape": gradient_shape_now,
-    "function-grad-arguments": function_grad_arguments, **TRACED}
+    "function-grad-arguments": function_grad_arguments,
+    "grad-none-attr": grad_none_in_hook, **TRACED}  # NOTE [hook input needs no grad]

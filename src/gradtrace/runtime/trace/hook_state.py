@@ -115,6 +115,8 @@ class HookState:
     eval_calls: int = 0  # module calls in eval mode with grad on, and in train mode
     train_calls: int = 0
     sig_changed: bool = False  # an optimizer's step signature changed (NOTE [quiet warm-up])
+    # id(module) -> (module ref, its tensor inputs' refs): NOTE [hook input needs no grad]
+    hooked_inputs: dict[int, Any] = field(default_factory=dict)
 
     def applied_unchanged(self, g: Any) -> bool:
         """Whether gradient ``g`` is the very tensor an optimizer's last step applied, and no

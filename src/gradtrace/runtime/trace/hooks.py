@@ -21,6 +21,7 @@ from gradtrace.runtime.trace.extra_step import watch_clears
 from gradtrace.runtime.trace.partial_clear import check_partial
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
+from gradtrace.runtime.trace.hook_input import note_hooked_input
 from gradtrace.runtime.trace.layer_sites import note_built
 from gradtrace.runtime.trace.loaded_in_train import note_first_nograd
 from gradtrace.runtime.trace.leaked_step import watch_call
@@ -125,6 +126,8 @@ class Hooks:
             raw = raw_site()
             rec = self.data.modules[id(module)] = ModuleRecord(
                 weakref.ref(module), None if raw is None else self.state.site(raw))
+        if getattr(module, "_backward_hooks", None):  # NOTE [hook input needs no grad]
+            note_hooked_input(self.data, module, args)
         if _grad_enabled():
             note_called_with(args)  # NOTE [module input stamp]
             if id(module) in self.data.leak_watch:  # NOTE [another optimizer's gradient applied again]

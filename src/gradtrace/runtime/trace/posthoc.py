@@ -113,6 +113,9 @@ def _grad_none(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, si
             from gradtrace.runtime.trace.grad_none import why_grad_none
 
             return [why_grad_none(pat, t, site, state, ast.unparse(recv.value))]
+    from gradtrace.runtime.trace.hook_input import hook_input_none
+    if (hooked := hook_input_none(pat, exc, state)) is not None:
+        return [hooked]  # NOTE [hook input needs no grad]
     return _grad_read_before(pat, frame, site, state, attr)
 
 

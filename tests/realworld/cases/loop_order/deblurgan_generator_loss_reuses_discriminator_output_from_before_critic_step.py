@@ -39,10 +39,10 @@ class Trainer:
             self.discriminator_optimizer.zero_grad()
             discriminator_loss = gan_loss("D", deblurred_discriminator_out, sharp_discriminator_out)
             discriminator_loss.backward(retain_graph=True)
-            self.discriminator_optimizer.step()  # ROOT
+            self.discriminator_optimizer.step()
 
             self.generator_optimizer.zero_grad()
-            adversarial_loss_g = gan_loss("G", deblurred_discriminator_out)
+            adversarial_loss_g = gan_loss("G", deblurred_discriminator_out)  # ROOT
             content_loss_g = F.l1_loss(deblurred, sharp) * content_loss_lambda
             generator_loss = adversarial_loss_g + content_loss_g
             generator_loss.backward()
