@@ -179,11 +179,15 @@ class StateCarriedOnSelf(Rule):
                 ctx.column(t.read))], attr=t.attr, how=""), message=self.message_target.format(
                 attr=t.attr, method=t.method.name))
         for c in carries:
-            related = [Related(ctx.path, c.layer.lineno, "the layer reads the stored state here",
+            note = "the layer before the module is built here" if c.fed else \
+                "the layer reads the stored state here"
+            related = [Related(ctx.path, c.layer.lineno, note,
                                ctx.column(c.layer))] if c.layer.lineno != c.stmt.lineno else []
             layer = ctx.source(c.layer.func) + "(...)"
             how = f"the output of `{layer}`, which read its previous value" if c.direct else \
-                f"a value computed from its previous value through `{layer}`"
+                f"a value computed from its previous value through `{layer}`" if not c.fed \
+                else (f"a value computed from its previous value and the input of "
+                      f"`{c.method.name}`, which carries the graph of `{layer}` before it")
             yield self.report(c.stmt, ctx, related=related, attr=c.attr, how=how)
 
 
