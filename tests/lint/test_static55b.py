@@ -106,3 +106,84 @@ for step in range(3):
 ])
 def test_state_fed_by_input(src: str, expected) -> None:
     assert _found(src, "GT528") == expected
+
+
+# -- 3. GT401: layers kept in a list of `(name, layer)` pairs ------------------------------
+PAIRS = """
+import torch.nn as nn
+
+
+class MultiHead(nn.Module):
+    def __init__(self, tasks):
+        super().__init__()
+        self.trunk = nn.Linear(10, 16)
+        self.heads = {heads}
+
+    def forward(self, x):
+        h = self.trunk(x)
+        return {{name: head(h) for name, head in self.heads}}
+
+
+model = MultiHead({{"age": 1, "mood": 5}})
+"""
+
+
+@pytest.mark.parametrize(("heads", "expected"), [
+    # probes54 q08: a comprehension of pairs
+    ("[(name, nn.Linear(16, n)) for name, n in tasks.items()]", [("GT401", 8)]),
+    # twin: a literal of pairs
+    ('[("age", nn.Linear(16, 1)), ("mood", nn.Linear(16, 5))]', [("GT401", 8)]),
+    # look-alike: pairs of names and sizes (no layer in them)
+    ("[(name, n) for name, n in tasks.items()]", []),
+])
+def test_layers_in_pairs(heads: str, expected) -> None:
+    src = PAIRS.format(heads=heads)
+    assert _found(src, "GT401") == expected
+    if expected:  # no fix offered: a ModuleList cannot hold the pairs
+        f = next(f for f in check_source(_src(src), "m.py") if f.code == "GT401")
+        assert f.fix is None and "nn.ModuleDict" in f.message
+
+
+# -- 4. GT602/GT603: block 0 of a ModuleList filled in a loop, its first pass decided -------
+FIRST_BLOCK = """
+import torch
+import torch.nn as nn
+
+
+class Fuse(nn.Module):
+    def __init__(self, c=4, n=3):
+        super().__init__()
+        self.stages = nn.ModuleList()
+        for k in range(n):
+            if {test}:
+                self.stages.append({first})
+            else:
+                self.stages.append(nn.Conv2d(c, c, 1))
+
+    def forward(self, x):
+        out = self.stages[0](x)
+        for k in range(1, len(self.stages)):
+            out += self.stages[k](x)
+        return out
+
+
+net = Fuse()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+loss = net(torch.randn(2, 4, 5, 5)).pow(2).mean()
+loss.backward()
+opt.step()
+"""
+SIGMOID_BLOCK = "nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.Sigmoid())"
+
+
+@pytest.mark.parametrize(("test", "first", "expected"), [
+    # twin (sotr in another spelling): block 0 ends in a sigmoid, `out +=` rewrites it
+    ("not k", SIGMOID_BLOCK, [("GT602", 18)]),
+    ("k == 0", SIGMOID_BLOCK, [("GT602", 18)]),
+    # look-alike: block 0 is a bare convolution (its output is not saved)
+    ("not k", "nn.Conv2d(c, c, 3, padding=1)", []),
+    # look-alike: the sigmoid block is appended on every pass but the first
+    ("k > 0", SIGMOID_BLOCK, []),
+])
+def test_first_appended_block(test: str, first: str, expected) -> None:
+    assert _found(FIRST_BLOCK.format(test=test, first=first), "GT602", "GT603") == expected
