@@ -187,3 +187,76 @@ SIGMOID_BLOCK = "nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.Sigmoid())"
 ])
 def test_first_appended_block(test: str, first: str, expected) -> None:
     assert _found(FIRST_BLOCK.format(test=test, first=first), "GT602", "GT603") == expected
+
+
+# -- 3. GT220: a module of the script, held by the optimizer, run only under grad-off: in an
+# object it was handed to, or in a decorated helper (NOTE [runs through a holder]) ---------
+PROMPT_BANK = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class PromptBank:
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self._cache = {{}}
+
+    def get(self, key, tokens):
+        if key not in self._cache:
+            with torch.inference_mode():
+                self._cache[key] = self.encoder(tokens)
+        return self._cache[key]
+
+
+text_encoder = nn.Embedding(100, 16)
+image_encoder = nn.Linear(32, 16)
+proj = nn.Linear(16, 16)
+bank = PromptBank(text_encoder)
+opt = torch.optim.Adam([{params}*image_encoder.parameters(), *proj.parameters()], lr=1e-3)
+before = text_encoder.weight.clone()
+prompts = torch.randint(0, 100, (4, 5))
+for _ in range(2):
+    txt = proj(bank.get("classes", prompts).mean(1))
+    loss = F.cross_entropy(image_encoder(torch.randn(8, 32)) @ txt.t(), torch.randint(0, 4, (8,)))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(torch.equal(before, text_encoder.weight))
+"""
+
+EMBED = """
+import torch
+import torch.nn as nn
+
+enc = nn.Linear(8, 8)
+head = nn.Linear(8, 1)
+opt = torch.optim.SGD(list(enc.parameters()) + list(head.parameters()), lr=0.1)
+
+
+@torch.no_grad()
+def embed(x):
+    return enc(x)
+
+
+for _ in range(3):
+    x = torch.randn(4, 8)
+    loss = head(embed(x)).pow(2).mean(){more}
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize(("src", "expected"), [
+    # probes54 q10: the encoder the optimizer holds runs only in the holder's grad-off cache
+    (PROMPT_BANK.format(params="*text_encoder.parameters(), "), [("GT220", 13)]),
+    # look-alike: the text encoder is left out of the optimizer (frozen on purpose)
+    (PROMPT_BANK.format(params=""), []),
+    # twin: a helper decorated with no_grad is the module's only run
+    (EMBED.format(more=""), [("GT220", 9)]),
+    # look-alike: the same module also runs with grad for another term
+    (EMBED.format(more=" + enc(x).pow(2).mean()"), []),
+])
+def test_module_run_only_without_grad_in_script(src: str, expected) -> None:
+    assert _found(src, "GT220") == expected
