@@ -260,3 +260,60 @@ for _ in range(3):
 ])
 def test_module_run_only_without_grad_in_script(src: str, expected) -> None:
     assert _found(src, "GT220") == expected
+
+
+# -- 4. GT462: one optimizer over one part of a model whose class freezes another part
+# itself; a further part it runs is left out (NOTE [parts the model freezes]; rsl_rl) -------
+LEARNER = """
+import torch
+import torch.nn as nn
+
+
+class Agent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(6, 8)
+        self.head = nn.Linear(8, 2)
+        self.target = nn.Linear(6, 2)
+        for p in self.target.parameters():
+            p.requires_grad = False{more_frozen}
+
+    def act(self, obs):
+        return self.head(self.encoder(obs))
+
+    def reference(self, obs):
+        return self.target(obs)
+
+
+class Learner:
+    def __init__(self, agent):
+        self.agent = agent
+        self.opt = torch.optim.SGD(self.agent.head.parameters(), lr=0.1)
+
+    def update(self, obs):
+        loss = ((self.agent.act(obs) - self.agent.reference(obs)) ** 2).mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+
+
+learner = Learner(Agent())
+for _ in range(3):
+    learner.update(torch.randn(4, 6))
+"""
+ENCODER_FROZEN = """
+        self.encoder.requires_grad_(False)"""
+
+
+@pytest.mark.parametrize(("src", "expected"), [
+    # twin: the class freezes its target; the encoder it runs is in no optimizer
+    (LEARNER.format(more_frozen=""), [("GT462", 24)]),
+    # look-alike: the class freezes the encoder too: only the head is meant to train
+    (LEARNER.format(more_frozen=ENCODER_FROZEN), []),
+    # look-alike: no freeze anywhere in the class: a head trained alone is a common choice
+    (LEARNER.format(more_frozen="").replace(
+        "        for p in self.target.parameters():\n            p.requires_grad = False\n",
+        ""), []),
+])
+def test_single_part_optimizer_beside_a_frozen_part(src: str, expected) -> None:
+    assert _found(src, "GT462") == expected
