@@ -41,8 +41,8 @@ _COMPARES = frozenset({"torch.equal", "torch.allclose", "print", "len", "id"})
 
 
 def name_runs(ctx: Context, name: str) -> list[Run] | None:
-    """The runs of the module held by the module-level ``name`` (NOTE [runs through a
-    holder]); None when a use cannot be followed."""
+    """The runs of the module held by the module-level ``name``
+    (NOTE [runs through a holder]); None when a use cannot be followed."""
     if FREEZE_RE.search(ctx.code):
         return None
     parents = ctx.memo("script-runs-parents", ctx.tree, lambda: parent_map(ctx.tree))

@@ -222,8 +222,8 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
 
     def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
         """A module-level module an optimizer of the script holds, every run of which (its
-        own calls, those of an object it was given to) is under grad-off (NOTE [runs through
-        a holder])."""
+        own calls, those of an object it was given to) is under grad-off
+        (NOTE [runs through a holder])."""
         if not ctx.mentions("optim") or ctx.mentions(".grad =", "._grad"):
             return
         scope = ctx.scope(node)
