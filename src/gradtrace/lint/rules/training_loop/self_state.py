@@ -34,9 +34,13 @@ class StateCarriedOnSelf(Rule):
     (`if self.mode == "capture": self.target = x`) and compares against in another
     (`self.loss = self.crit(x, self.target)`): every later backward runs into the capture
     call's graph (NOTE [captured targets]; neural-style-pt's masked style targets).
-    Known limits: the layer must be an attribute of the same module; any other assignment of the
+    A module with no layer of its own (a spiking neuron's `self.v = v`) carries the graph its
+    input brings when the file builds it after a trained layer (NOTE [input fed by a layer]).
+    Known limits: the layer must be an attribute of the same module, or the weighted layer
+    before it in an `nn.Sequential` or in a method of its holder; any other assignment of the
     attribute outside `__init__` (a reset in the loop, a detached copy) or any
-    `.detach()`/`.data` of it in the file is trusted; the file must run `backward()` where it
+    `.detach()`/`.data` of it in the file is trusted, unless it sits in a def the script never
+    reaches (NOTE [unreached defs]); the file must run `backward()` where it
     can run twice: in a function or in a loop (one backward at the end of a script-level episode
     that carried the state through all its steps is one backward through one graph).
     """
