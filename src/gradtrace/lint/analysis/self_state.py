@@ -6,11 +6,15 @@ that layer read the attribute's previous value, i.e. the previous call's output.
 the graphs are chained. The same holds when the previous value reaches the stored one
 through the method's local names and a layer is on the way (``h = index_select(self.state,
 0, i)``; ``h = self.cell(x, h)``; ``self.state = self.aggr(h)``), or when the layer does not
-read the attribute itself (``self.h = torch.tanh(self.fc(x) + self.h)``).
+read the attribute itself (``self.h = torch.tanh(self.fc(x) + self.h)``). A module with no
+layer of its own carries the graph its input brings (a spiking neuron's ``self.v = v``, ``v``
+computed from the previous ``self.v`` and ``forward``'s input, in a class built after a
+trained layer, NOTE [input fed by a layer]).
 :func:`carried_state` lists such assignments, except where the file cuts the chain itself:
 another assignment of the attribute (a reset like
 ``model.hidden = model.init_hidden()`` in the loop, or ``self.h = (h.detach(), c.detach())``)
-anywhere but ``__init__``, a ``.detach()``/``.detach_()``/``.data`` of the attribute anywhere,
+anywhere but ``__init__`` and defs the script never reaches (NOTE [unreached defs]: a
+``reset()`` only an uncalled ``reset_net`` calls), a ``.detach()``/``.detach_()``/``.data`` of the attribute anywhere,
 or a read of it that is detached or made under ``no_grad`` in the statement itself.
 A plain class (a trainer holding ``self.model``) carries it the same way through a module it
 holds (``logits, state = self.model(x, self.state)``; ``self.state = state``) when the method
@@ -43,6 +47,7 @@ class Carry:
     layer: ast.Call
     method: ast.FunctionDef | ast.AsyncFunctionDef
     direct: bool = True  # the layer reads the attribute itself (else through local names)
+    fed: bool = False  # ``layer`` is the trained layer before the module, read by its input
 
 
 def carried_state(info: ClassInfo, ctx: Context) -> list[Carry]:
@@ -61,9 +66,13 @@ def _carried(info: ClassInfo, ctx: Context):  # type: ignore[no-untyped-def]
                 layer = _layer_reading(s.value, attr, info)
                 direct = layer is not None
                 layer = layer or _through_locals(m, s, attr, info)
+                fed = layer is None and _through_input(m, s, attr, info)
+                if fed:  # NOTE [input fed by a layer]
+                    from gradtrace.lint.analysis.fed_inputs import fed_by_layer
+                    layer = fed_by_layer(info, ctx)  # type: ignore[assignment]
                 if layer is not None and ctx.scope(m).grad_off_at(s) is None \
                         and not _cut_elsewhere(attr, s, info, ctx):
-                    yield Carry(attr, s, layer, m, direct)
+                    yield Carry(attr, s, layer, m, direct, fed)
 
 
 def _steps(m: ast.AST, ctx: Context) -> bool:
@@ -119,6 +128,32 @@ def _through_locals(m: ast.AST, s: ast.Assign, attr: str, info: ClassInfo) -> as
     return layer if reads else None
 
 
+def _through_input(m: ast.AST, s: ast.Assign, attr: str, info: ClassInfo) -> bool:
+    """The value ``s`` stores is computed, through the method's local names, from both the
+    previous ``self.<attr>`` and a parameter of the method (its input), with no cut."""
+    args = getattr(m, "args", None)
+    if args is None:
+        return False
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} - {"self"}
+    prev: dict[str, ast.Call | None] = {}
+    inp: dict[str, ast.Call | None] = {p: None for p in params}
+    for st in _own_statements(m):
+        if st is s:
+            break
+        if not isinstance(st, ast.Assign) or st.lineno >= s.lineno:
+            continue
+        names = [e.id for t in st.targets for e in walk(t) if isinstance(e, ast.Name)]
+        reads = _depends(st.value, attr, prev, info)[0]
+        fed = _depends(st.value, "", inp, info)[0]
+        for n in names:
+            for table, hit in ((prev, reads), (inp, fed)):
+                if hit:
+                    table[n] = None
+                else:
+                    table.pop(n, None)
+    return _depends(s.value, attr, prev, info)[0] and _depends(s.value, "", inp, info)[0]
+
+
 def _depends(value: ast.expr, attr: str, derived: dict[str, ast.Call | None],
              info: ClassInfo) -> tuple[bool, ast.Call | None]:
     """(whether ``value`` reads ``self.<attr>`` or a name derived from it, not through a cut;
@@ -158,8 +193,10 @@ def _cut_elsewhere(attr: str, s: ast.Assign, info: ClassInfo, ctx: Context) -> b
     init = info.methods.get("__init__")
     in_init = {id(n) for n in walk(init)} if init is not None else set()
     lazy = _lazy_inits(attr, info)
+    from gradtrace.lint.analysis.unreached import unreached_nodes
     for n in _touches(ctx).get(attr, ()):
-        if n is s or id(n) in in_init or id(n) in lazy:
+        if n is s or id(n) in in_init or id(n) in lazy \
+                or id(n) in unreached_nodes(ctx):  # NOTE [unreached defs]
             continue
         return True
     return False

@@ -13,13 +13,15 @@ without grad).
 from __future__ import annotations
 
 import ast
+import dataclasses
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.kinds import MODULE, Kind
+from gradtrace.lint.analysis.kinds import MODULE, OPTIMIZER, Kind
 from gradtrace.lint.analysis.module_runs import NOT_RUNS, Run, self_module_runs
 from gradtrace.lint.analysis.modules import ClassInfo
 from gradtrace.lint.analysis.params import PARAM_ITERS
+from gradtrace.lint.analysis.script_runs import name_runs
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import parent_map, statements, walk
@@ -156,7 +158,11 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
     `configure_optimizers`); every use of the module in the class must be a call or a call of
     a method of the class that calls it (anything else, e.g. passing it on, is trusted). A
     submodule the class runs itself, `self.model.cond(x)`, is read as its own module
-    (NOTE [grad-off part of a trained model]).
+    (NOTE [grad-off part of a trained model]). In a script, a module-level module the
+    optimizer holds (`Adam([*text_encoder.parameters(), ...])`) is read the same way: its own
+    calls and the calls of an object of the file it was handed to (`PromptBank(text_encoder)`
+    running `self.encoder(tokens)` under `inference_mode` to fill a cache) must all be
+    grad-off (NOTE [runs through a holder]); the `with` or decorator is the line reported.
     """
 
     code = "GT220"
@@ -164,6 +170,9 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
     name = "trained-module-run-only-without-grad"
     message = ("`self.{attr}` runs only under `{mode}` ({runs}), but line {line} builds an "
                "optimizer over its parameters: it never gets a gradient and never trains")
+    message_script = ("`{name}` runs only under `{mode}` ({runs}), but line {line} builds an "
+                      "optimizer over its parameters: it never gets a gradient and never "
+                      "trains")
     triggers = ("no_grad", "inference_mode")
     examples = [
         Bad("""
@@ -210,6 +219,53 @@ class TrainedModuleRunOnlyWithoutGrad(Rule):
                     self.head_opt.step()
             """),
     ]
+
+    def visit_Module(self, node: ast.Module, ctx: Context) -> Iterator[Finding]:
+        """A module-level module an optimizer of the script holds, every run of which (its
+        own calls, those of an object it was given to) is under grad-off
+        (NOTE [runs through a holder])."""
+        if not ctx.mentions("optim") or ctx.mentions(".grad =", "._grad"):
+            return
+        scope = ctx.scope(node)
+        stepped = {dotted(n.func.value) for n in walk(node) if isinstance(n, ast.Call)
+                   and isinstance(n.func, ast.Attribute) and n.func.attr == "step"}
+        done: set[str] = set()
+        for s in node.body:
+            if not (isinstance(s, ast.Assign) and len(s.targets) == 1
+                    and isinstance(s.targets[0], ast.Name) and s.targets[0].id in stepped):
+                continue
+            k = ctx.analysis.kind(s.targets[0], scope, s.lineno + 1)
+            if k is None or k.what != OPTIMIZER:
+                continue
+            for owner in sorted(k.over - done):
+                ok = ctx.analysis.kind(ast.Name(id=owner, ctx=ast.Load()), scope, s.lineno)
+                if "." in owner or ok is None or ok.what != MODULE:
+                    continue
+                runs = name_runs(ctx, owner)
+                if not runs or not all(r.off for r in runs):
+                    continue
+                done.add(owner)
+                runs.sort(key=lambda r: (r.call.lineno, r.call.col_offset))
+                yield self._script_finding(ctx, owner, runs, s)
+
+    def _script_finding(self, ctx: Context, owner: str, runs: list[Run], opt: ast.stmt
+                        ) -> Finding:
+        first = runs[0].call
+        fn = next((f for f in walk(ctx.tree) if isinstance(f, (ast.FunctionDef,
+                   ast.AsyncFunctionDef)) and f.lineno <= first.lineno <= (f.end_lineno or 0)
+                   and any(x is first for x in walk(f))), None)
+        off = ctx.scope(fn or ctx.tree).grad_off_at(first)
+        mode = ctx.source(off.items[0].context_expr) if isinstance(off, ast.With) else \
+            ctx.source(off) if isinstance(off, ast.expr) else "no_grad"
+        at = off if isinstance(off, (ast.With, ast.expr)) else first
+        related = [Related(ctx.path, first.lineno, f"`{owner}` runs here", ctx.column(first)),
+                   Related(ctx.path, opt.lineno, "the optimizer over its parameters",
+                           ctx.column(opt))]
+        f = self.report(at, ctx, related=related, attr=owner, mode=mode, line=opt.lineno,
+                        runs="one call" if len(runs) == 1 else f"{len(runs)} calls")
+        return dataclasses.replace(f, message=self.message_script.format(
+            name=owner, mode=mode, line=opt.lineno,
+            runs="one call" if len(runs) == 1 else f"{len(runs)} calls"))
 
     def visit_ClassDef(self, node: ast.ClassDef, ctx: Context) -> Iterator[Finding]:
         if ctx.code.isascii() and not (  # one-run words: `mentions` is the identifiers' answer

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from typing import Any, Iterator
 
+from gradtrace.lint.analysis.appended import first_block
 from gradtrace.lint.analysis.module_results import EXPR, INPUT, LIB, Built, built
 from gradtrace.lint.analysis.vocabulary import METRIC_LIBRARIES, OTHER_FRAMEWORKS
 from gradtrace.lint.context import FUNCTION_TYPES, Context
@@ -92,6 +93,20 @@ class _LazyModules:
         """The op each block of the container ``self.<name>`` ends in."""
         op, container, _ = self._entry(name)
         return op if container else None
+
+    def first(self, name: str | None) -> str | None:
+        """The op block 0 of the container ``self.<name>`` ends in, the container made empty in
+        ``__init__`` and filled by ``append`` (NOTE [first appended block])."""
+        if not name or not name.startswith("self.") or not self.file_ok or self.cls is None:
+            return None
+        v = _init_value(self.cls, name[5:], self.ctx)
+        info = self.ctx.analysis.classes.get(self.cls.name)
+        init = info.methods.get("__init__") if info is not None else None
+        if v is None or v.args or v.keywords or init is None:
+            return None
+        block = first_block(v, self.ctx, init)
+        got = built(block, self.ctx, init) if block is not None else None
+        return built_op(got, self.ctx) if got is not None and not got.container else None
 
     def some(self, name: str | None) -> str | None:
         """The op one block of the container ``self.<name>`` ends in, when the others end in
@@ -304,6 +319,8 @@ def module_call_op(call: ast.Call, ctx: Context, modules: _LazyModules,
     f = call.func
     if isinstance(f, ast.Subscript):
         op = modules.elem(dotted(f.value))
+        if op is None and isinstance(f.slice, ast.Constant) and f.slice.value == 0:
+            op = modules.first(dotted(f.value))  # NOTE [first appended block]
     elif isinstance(f, ast.Name) and scope is not None:
         b = scope.binding_before(f.id, call.lineno + 1)  # type: ignore[attr-defined]
         loop = b.stmt if b is not None and isinstance(b.stmt, (ast.For, ast.AsyncFor)) else None

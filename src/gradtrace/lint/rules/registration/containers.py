@@ -99,6 +99,8 @@ class ModulesInPlainContainer(Rule):
     are missing from `parameters()`, `state_dict()`, `.to(device)` and so from the optimizer:
     they never train and are not saved. Use `nn.ModuleList` / `nn.ModuleDict` (or
     `nn.ParameterList` / `nn.ParameterDict`).
+    A list of `(name, layer)` pairs (`[(n, nn.Linear(d, k)) for n, k in tasks.items()]`) holds
+    its layers as plainly (no fix offered: the pairs belong in an `nn.ModuleDict`).
     Known limits: only containers filled with layers that own parameters (or with parameters)
     in the same class; a list wrapped later in `nn.ModuleList`/`nn.Sequential`, or in a class
     that registers with `add_module`/`setattr` or lists it in its own `parameters()`, is left
@@ -240,6 +242,10 @@ class ModulesInPlainContainer(Rule):
         nested: ast.stmt | None = None
         inner_kind = ""
         got = _elements(value) if _is_empty(value) is None else None
+        pairs = got is not None and any(isinstance(e, ast.Tuple) for e in got[1])
+        if got is not None and pairs:  # `[(name, nn.Linear(...)) for ...]`: a list of pairs
+            got = got[0], [x for e in got[1] for x in (e.elts if isinstance(e, ast.Tuple)
+                                                       else [e])]
         got = got or mapped_entries(value, ctx)  # NOTE [mapped containers]
         helper = returned_entries(value, cls, ctx) if got is None else None
         if helper is not None:  # NOTE [returned containers]
@@ -283,12 +289,13 @@ class ModulesInPlainContainer(Rule):
         if not learn:
             return
         what = "layers" if "module" in learn else "parameters"
-        cls = ("Module" if what == "layers" else "Parameter") + kind.capitalize()
+        cls = ("Module" if what == "layers" else "Parameter") + (
+            "Dict" if pairs else kind.capitalize())  # pairs: keyed by their names
         nn = nn_alias(ctx)
         fix = None
         str_keys = not isinstance(value, ast.Dict) or all(
             isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys)
-        if nn is not None and str_keys and not isinstance(value, ast.BinOp):
+        if nn is not None and str_keys and not isinstance(value, ast.BinOp) and not pairs:
             src = ctx.source(value)
             inner = "" if _is_empty(value) else (f"[{src[1:-1]}]" if isinstance(
                 value, (ast.Tuple, ast.GeneratorExp)) and src.startswith("(") else src)

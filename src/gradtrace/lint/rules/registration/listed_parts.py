@@ -184,6 +184,30 @@ def _run_for_backward(cls: ClassInfo, name: str, ctx: Context) -> bool:
     return False
 
 
+def _freezes_a_part(cls: ClassInfo) -> bool:
+    """# NOTE [parts the model freezes]
+    ``Adam(self.policy.student.parameters())``, the function's only optimizer, over one part
+    of a model whose class freezes another part itself (``for p in self.teacher.parameters():
+    p.requires_grad_(False)``, ``self.teacher.requires_grad_(False)``): the class says which
+    of its parts do not train, so a further part it runs, neither frozen nor in the optimizer
+    (rsl_rl's recurrent student memory ``memory_s``), is left out by mistake. Without such a
+    freeze in the class, one optimizer over one part (a head trained on a fixed backbone) is a
+    common choice and is not read."""
+    for c in cls.lineage():
+        for m in c.methods.values():
+            for n in walk(m):
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+                        and n.func.attr == "requires_grad_" and n.args \
+                        and isinstance(n.args[0], ast.Constant) and n.args[0].value is False:
+                    return True
+                if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) \
+                        and n.value.value is False and any(
+                            isinstance(t, ast.Attribute) and t.attr == "requires_grad"
+                            for t in n.targets):
+                    return True
+    return False
+
+
 def _handled_attrs(ctx: Context, root: ast.AST | None = None) -> frozenset[str]:
     """(In a learner class, ``root``, reading a part's ``state_dict()`` to load a target
     copy is not a handling: the part is still trained by the class's loss.)"""
@@ -316,12 +340,11 @@ class SubmoduleMissingFromParamGroups(Rule):
         if part is None or not part[0].startswith("self.") or part[0].count(".") != 1:
             return
         fn = ctx.scope().node
-        if sum(isinstance(n, ast.Call) and is_optimizer_call(n, ctx) for n in walk(fn)) < 2:
-            return
-        yield from self._check(node, ctx, single=True)  # NOTE [one part per optimizer]
+        alone = sum(isinstance(n, ast.Call) and is_optimizer_call(n, ctx) for n in walk(fn)) < 2
+        yield from self._check(node, ctx, single=True, alone=alone)  # NOTE [one part per optimizer]
 
     def _check(self, node: ast.List | ast.Tuple | ast.BinOp | ast.Call, ctx: Context,
-               single: bool = False, items: list[ast.expr] | None = None
+               single: bool = False, items: list[ast.expr] | None = None, alone: bool = False
                ) -> Iterator[Finding]:
         parts = [_group_part(e) for e in (items or _items(node))] if not single else \
             [_part(node.args[0])]  # type: ignore[union-attr]
@@ -353,8 +376,14 @@ class SubmoduleMissingFromParamGroups(Rule):
             # a learner class holds its own optimizers and freezes: what the script around it
             # does with the parts (snapshots, measurements) is not read
             handled = _handled_attrs(ctx, None if cls.is_module else cls.node) - mine
+            learner = ctx.analysis.class_of(fn) if alone else None
+            if learner is not None and not learner.is_module:  # the learner and the model
+                # decide what trains; the script's snapshots of a part are not read
+                handled = (_handled_attrs(ctx, learner.node)
+                           | _handled_attrs(ctx, cls.node)) - mine
             attrs = _trainable_attrs(cls, ctx)
-            if not {p[1] for p in parts if p is not None} <= set(attrs):
+            if not {p[1] for p in parts if p is not None} <= set(attrs) \
+                    or alone and not _freezes_a_part(cls):  # NOTE [parts the model freezes]
                 continue
             if not cls.is_module:  # a learner: only the parts whose parameters it reads
                 listed = {n.func.value.attr for n in walk(fn) if isinstance(n, ast.Call)

@@ -34,9 +34,13 @@ class StateCarriedOnSelf(Rule):
     (`if self.mode == "capture": self.target = x`) and compares against in another
     (`self.loss = self.crit(x, self.target)`): every later backward runs into the capture
     call's graph (NOTE [captured targets]; neural-style-pt's masked style targets).
-    Known limits: the layer must be an attribute of the same module; any other assignment of the
+    A module with no layer of its own (a spiking neuron's `self.v = v`) carries the graph its
+    input brings when the file builds it after a trained layer (NOTE [input fed by a layer]).
+    Known limits: the layer must be an attribute of the same module, or the weighted layer
+    before it in an `nn.Sequential` or in a method of its holder; any other assignment of the
     attribute outside `__init__` (a reset in the loop, a detached copy) or any
-    `.detach()`/`.data` of it in the file is trusted; the file must run `backward()` where it
+    `.detach()`/`.data` of it in the file is trusted, unless it sits in a def the script never
+    reaches (NOTE [unreached defs]); the file must run `backward()` where it
     can run twice: in a function or in a loop (one backward at the end of a script-level episode
     that carried the state through all its steps is one backward through one graph).
     """
@@ -179,11 +183,15 @@ class StateCarriedOnSelf(Rule):
                 ctx.column(t.read))], attr=t.attr, how=""), message=self.message_target.format(
                 attr=t.attr, method=t.method.name))
         for c in carries:
-            related = [Related(ctx.path, c.layer.lineno, "the layer reads the stored state here",
+            note = "the layer before the module is built here" if c.fed else \
+                "the layer reads the stored state here"
+            related = [Related(ctx.path, c.layer.lineno, note,
                                ctx.column(c.layer))] if c.layer.lineno != c.stmt.lineno else []
             layer = ctx.source(c.layer.func) + "(...)"
             how = f"the output of `{layer}`, which read its previous value" if c.direct else \
-                f"a value computed from its previous value through `{layer}`"
+                f"a value computed from its previous value through `{layer}`" if not c.fed \
+                else (f"a value computed from its previous value and the input of "
+                      f"`{c.method.name}`, which carries the graph of `{layer}` before it")
             yield self.report(c.stmt, ctx, related=related, attr=c.attr, how=how)
 
 
