@@ -63,3 +63,65 @@ SHAPES = {
 @pytest.mark.parametrize("name,which", [(n, i) for n in SHAPES for i in (0, 1)])
 def test_shape(name: str, which: int) -> None:
     judge(PRELUDE, SHAPES[name][which])
+
+
+# a temperature loss built before the policy's step, backpropagated after it, in a class of
+# its own file handed the policy's optimizer by another file (its owners unknown there): the
+# loss is linear in its leaf, its product's other factor without a graph
+# (NOTE [a loss linear in its leaves])
+LEARNER = '''
+import torch
+
+
+class Learner:
+    def __init__(self, policy, policy_optim, target):
+        self.policy, self.policy_optim, self.target = policy, policy_optim, target
+        self.log_coef = torch.tensor(0.0, requires_grad=True)
+        self.coef_optim = torch.optim.Adam([self.log_coef], lr=1e-2)
+
+    def update(self, batches):
+        for x in batches:
+            logp = self.policy(x).log_softmax(-1)
+            ent = -(logp.exp() * logp).sum(-1).mean()
+            coef_loss = -self.log_coef * (self.target - {ent})
+            p_loss = -ent
+            self.policy_optim.zero_grad()
+            p_loss.backward(retain_graph=True)
+            self.policy_optim.step()
+            self.coef_optim.zero_grad()
+            coef_loss.backward()
+            self.coef_optim.step()
+'''
+
+RUN = '''
+import torch
+import torch.nn as nn
+from learner55 import Learner
+
+policy = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2))
+optim = torch.optim.Adam(policy.parameters(), lr=1e-2)
+Learner(policy, optim, -1.0).update([torch.randn(5, 3)])
+'''
+
+
+@pytest.mark.parametrize("ent,line", [("ent.detach()", None), ("ent", 19)])
+def test_temperature_loss_linear_in_its_leaf(tmp_path, monkeypatch, ent: str,
+                                             line: int | None) -> None:
+    import sys
+    from gradtrace.lint.config import Settings
+    from gradtrace.lint import check_paths
+    (tmp_path / "learner55.py").write_text(LEARNER.format(ent=ent))
+    (tmp_path / "run.py").write_text(RUN)
+    found = [f for f in check_paths([str(tmp_path)], Settings()).findings if f.code == "GT601"]
+    assert [(f.line, f.code) for f in found] == ([] if line is None else [(line, "GT601")])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("learner55", None)
+    env: dict = {}
+    try:
+        if line is None:
+            exec(compile(RUN, str(tmp_path / "run.py"), "exec"), env)
+        else:
+            with pytest.raises(RuntimeError, match="inplace operation"):
+                exec(compile(RUN, str(tmp_path / "run.py"), "exec"), env)
+    finally:
+        sys.modules.pop("learner55", None)

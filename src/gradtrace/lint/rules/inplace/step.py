@@ -13,6 +13,7 @@ from gradtrace.lint.analysis.cuts import NON_TENSOR_KWARGS
 from gradtrace.lint.analysis.exclusive_arms import apart
 from gradtrace.lint.analysis.graphless import returns_data
 from gradtrace.lint.analysis.grad_inputs import parameters_of, runs_on_output
+from gradtrace.lint.analysis.linear_losses import saves_no_step
 from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.module_runs import NOT_RUNS
 from gradtrace.lint.analysis.reach import value_of
@@ -125,6 +126,9 @@ class OptimizerStepBetweenBackwards(Rule):
         if not owners and k is not None and k.what == OPTIMIZER:
             owners = _listed_tensors(k.node)  # `Adam([self.log_alpha])`: the tensors
         for later in sinks:
+            if later.call.lineno > node.lineno and later.loss is not None and saves_no_step(
+                    ctx, scope, later.loss, later.call.lineno, scope.statement_of(later.call)):
+                continue  # NOTE [a loss linear in its leaves]: nothing a step breaks
             if owners and later.call.lineno > node.lineno and \
                     not _may_reach(later.loss, later.call.lineno, owners, scope, ctx,
                                    args_may=False):
