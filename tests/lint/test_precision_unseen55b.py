@@ -52,11 +52,38 @@ class Agent:
 Agent(Settings({shared}, True)).update(torch.randn(16, 4))
 '''
 
+# two networks, each with its own optimizer, trained in one loop; the generator's step
+# replaced by its scheduler's in the twin (NOTE [an optimizer over other modules])
+TWO_NETS = '''
+def train(batches):
+    net_g, net_f = nn.Linear(4, 4), nn.Linear(4, 1)
+    opt_g = torch.optim.Adam(net_g.parameters(), lr=0.1)
+    opt_f = torch.optim.Adam(net_f.parameters(), lr=0.1)
+    sched_g = torch.optim.lr_scheduler.ExponentialLR(opt_g, 0.9)
+    before = net_g.weight.detach().clone()
+    for x, y in batches:
+        opt_g.zero_grad()
+        loss_g = ((net_g(x) - x) ** 2).mean()
+        loss_g.backward()
+        {step}
+        opt_f.zero_grad()
+        loss_f = ((net_f(net_g(x).detach()) - y) ** 2).mean()
+        loss_f.backward()
+        opt_f.step()
+    return not torch.equal(before, net_g.weight)
+
+
+moved = train([(torch.randn(8, 4), torch.randn(8, 1))] * 3)
+'''
+
 SHAPES = {
     "value-loss-backpropagated-on-the-other-arm-of-one-setting": (
         Shape(ARMS.format(guard="not self.hps.shared_value", shared=False), "GT609"),
         Shape(ARMS.format(guard="self.hps.fit_value", shared=True), "GT609", line=24,
               raises=(RuntimeError, "inplace operation"))),
+    "scheduler-stepped-beside-an-optimizer-over-another-network": (
+        Shape(TWO_NETS.format(step="opt_g.step()"), "GT544", holds="moved"),
+        Shape(TWO_NETS.format(step="sched_g.step()"), "GT544", line=11, holds="not moved")),
 }
 
 
