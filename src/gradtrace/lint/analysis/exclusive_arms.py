@@ -8,8 +8,12 @@ made the binding runs no backward. The flags are the bare-name tests (``x``, ``n
 ``if`` statements around the second statement (true in the body, false in the ``else``) whose
 name the function never assigns; the first statement is dead under them when an ``if`` around
 it has a test that :func:`.flag_truth.truth_under` decides against its arm (``not train and
-...`` is false when ``train`` is). Anything else (a name bound in the function, an attribute,
-a comparison) gives no flag: the two may run together.
+...`` is false when ``train`` is). An attribute chain (``self.hps.shared_value``, ``args.flag``)
+is a flag the same way when the function stores into none of its prefixes (no
+``self.hps = ...``, no ``self.hps.shared_value = ...``): PPO's ``if shared_value: v =
+self.policy.value(s) else: v = self.value(s)`` then ``if not shared_value:
+v_loss.backward()``. Anything else (a name bound in the function, a comparison, a call) gives
+no flag: the two may run together.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.flag_arms import _dead
+from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import parent_map, walk
 
 if TYPE_CHECKING:
@@ -24,9 +29,21 @@ if TYPE_CHECKING:
 
 
 def _assigned(fn: ast.AST) -> frozenset[str]:
-    """The names ``fn`` binds in its body (its parameters are not among them)."""
-    return frozenset(n.id for n in walk(fn) if isinstance(n, ast.Name)
+    """The names and attribute chains ``fn`` binds in its body (its parameters are not among
+    them)."""
+    return frozenset(n.id if isinstance(n, ast.Name) else dotted(n) or "" for n in walk(fn)
+                     if isinstance(n, (ast.Name, ast.Attribute))
                      and isinstance(n.ctx, (ast.Store, ast.Del)))
+
+
+def _chain_flag(t: ast.expr, bound: frozenset[str]) -> str | None:
+    """``self.hps.shared_value``: a dotted chain of attributes of which the function stores
+    into no prefix (its head not rebound either)."""
+    d = dotted(t) if isinstance(t, ast.Attribute) else None
+    if d is None:
+        return None
+    parts = d.split(".")
+    return None if any(".".join(parts[:i]) in bound for i in range(1, len(parts) + 1)) else d
 
 
 def _flags(node: ast.AST, fn: ast.AST, parents: dict[int, ast.AST],
@@ -41,6 +58,8 @@ def _flags(node: ast.AST, fn: ast.AST, parents: dict[int, ast.AST],
                 t, truth = t.operand, not truth
             if isinstance(t, ast.Name) and t.id not in bound:
                 out["$" + t.id] = truth
+            elif (chain := _chain_flag(t, bound)) is not None:
+                out["$" + chain] = truth
         child, p = p, parents.get(id(p))
     return out
 

@@ -54,9 +54,21 @@ def _flag(e: ast.expr, flags: dict[str, object]) -> object:
             isinstance(x, ast.Constant) for x in e.elts):
         return tuple(x.value for x in e.elts)  # type: ignore[attr-defined]
     if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
-        return flags.get(e.attr, _UNKNOWN)
+        return flags.get(e.attr, flags.get("$self." + e.attr, _UNKNOWN))
     if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name):  # ``Kind.FIXED``
-        return flags.get(f"{e.value.id}.{e.attr}", _UNKNOWN)  # (NOTE [enum flags])
+        return flags.get(f"{e.value.id}.{e.attr}", flags.get(  # (NOTE [enum flags])
+            f"${e.value.id}.{e.attr}", _UNKNOWN))  # ``args.flag`` (NOTE [arms of one flag])
+    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Attribute):
+        d = _chain(e)  # ``self.hps.shared_value`` (NOTE [arms of one flag])
+        return _UNKNOWN if d is None else flags.get("$" + d, _UNKNOWN)
     if isinstance(e, ast.Name):  # an argument of ``__init__`` (:func:`constructor_values`)
         return flags.get("$" + e.id, _UNKNOWN)
     return _UNKNOWN
+
+
+def _chain(e: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(e, ast.Attribute):
+        parts.append(e.attr)
+        e = e.value
+    return ".".join([e.id, *reversed(parts)]) if isinstance(e, ast.Name) else None

@@ -10,8 +10,10 @@ from gradtrace.lint.flow import OPTIMIZER
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.analysis.cuts import NON_TENSOR_KWARGS
+from gradtrace.lint.analysis.exclusive_arms import apart
 from gradtrace.lint.analysis.graphless import returns_data
 from gradtrace.lint.analysis.grad_inputs import parameters_of, runs_on_output
+from gradtrace.lint.analysis.linear_losses import saves_no_step
 from gradtrace.lint.analysis.origins import origins
 from gradtrace.lint.analysis.module_runs import NOT_RUNS
 from gradtrace.lint.analysis.reach import value_of
@@ -124,6 +126,9 @@ class OptimizerStepBetweenBackwards(Rule):
         if not owners and k is not None and k.what == OPTIMIZER:
             owners = _listed_tensors(k.node)  # `Adam([self.log_alpha])`: the tensors
         for later in sinks:
+            if later.call.lineno > node.lineno and later.loss is not None and saves_no_step(
+                    ctx, scope, later.loss, later.call.lineno, scope.statement_of(later.call)):
+                continue  # NOTE [a loss linear in its leaves]: nothing a step breaks
             if owners and later.call.lineno > node.lineno and \
                     not _may_reach(later.loss, later.call.lineno, owners, scope, ctx,
                                    args_may=False):
@@ -208,7 +213,7 @@ def _old_graph_holds(hit, later, loops, owners: frozenset[str], scope,  # type: 
 
 def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope,  # type: ignore[no-untyped-def]
                ctx: Context, args_may: bool = True, cls: ast.ClassDef | None = None,
-               handed_out: bool = True) -> bool:
+               handed_out: bool = True, apart_from: ast.stmt | None = None) -> bool:
     """Whether the graph of ``loss`` may hold parameters of ``owners`` (``self.Q_net1``):
     a call of one of them (or of a method of this class that calls one, or a call handed
     one) is among the bindings it is computed from, or (``args_may``) it reads an argument of
@@ -219,7 +224,10 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
     ``Q1_optimizer.step()``: built from ``self.Q_net2`` and a detached target only. ``cls``:
     the class whose methods ``self.<m>(...)`` calls run (default: the one being visited).
     ``handed_out=False``: a call handed one counts only when it runs a function of this file
-    (a helper of another file given two models may build each loss from one of them)."""
+    (a helper of another file given two models may build each loss from one of them).
+    ``apart_from``: a binding under an ``if`` arm no pass running that statement takes
+    (NOTE [arms of one flag]: ``if shared: v = policy.value(s)`` against the backward under
+    ``if not shared:``) is not followed."""
     if loss is None:
         return True
     fn = scope.node
@@ -244,6 +252,8 @@ def _may_reach(loss: ast.expr | None, line: int, owners: frozenset[str], scope, 
                 if not bs and n.id in params and args_may and tracer.trace(n, None, at).live:
                     return True  # an argument that may carry a graph (not a batch of data)
                 for b in bs:  # (a tuple unpacked: its whole right side)
+                    if apart_from is not None and apart(b.stmt, apart_from, fn, ctx):
+                        continue  # never bound in a pass that runs it
                     if value_of(b) is not None and id(b) not in seen and not b.no_grad \
                             and len(seen) < 200:
                         seen.add(id(b))

@@ -159,7 +159,7 @@ class OptimizerStepBeforeBackward(Rule):
                     return b.line, o, None
                 continue
             if _may_reach(value_of(b), b.line, names, scope, ctx, args_may=False, cls=cls,
-                          handed_out=False):
+                          handed_out=False, apart_from=later.stmt):
                 return b.line, o, None
         return None
 

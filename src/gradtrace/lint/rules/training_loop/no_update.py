@@ -128,8 +128,9 @@ class OptimizerNeverStepped(Rule):
     as a global that nothing in the file steps (NOTE [a module optimizer never stepped]).
     Known limits: the optimizer must be built in the same function from `torch.optim` (or so
     handed in) and used there only through its own methods (not passed to a call, stored or
-    returned); a loop that steps another optimizer or reads a `.grad` (an update by hand) is
-    left alone.
+    returned); a loop that steps another optimizer that may hold its weights (one not known
+    to be built over other modules: NOTE [an optimizer over other modules]) or reads a
+    `.grad` (an update by hand) is left alone.
     """
 
     code = "GT544"
@@ -201,7 +202,8 @@ class OptimizerNeverStepped(Rule):
         yield from self._per_batch(fn, scope, calls, ctx)
         for z, loop, name in _cleared_in_loops(scope, fn, ctx):
             end = loop.end_lineno or loop.lineno
-            if any(s.optimizer == name for s in calls.steps) or _other_step(loop, scope, ctx) \
+            if any(s.optimizer == name for s in calls.steps) or _other_step(loop, scope, ctx,
+                                                                            name) \
                     or _reads_grad(loop):
                 continue  # something else may train here, or `.grad` is applied by hand
             b = next((b for b in calls.backwards if b.accumulates
@@ -334,12 +336,32 @@ def _evaluates(fn: ast.AST) -> bool:
         and not any(c.func.attr == "train" for c in calls)
 
 
-def _other_step(loop: ast.stmt, scope: Scope, ctx: Context) -> bool:
+def _other_step(loop: ast.stmt, scope: Scope, ctx: Context, name: str | None = None) -> bool:
     """The loop calls some ``x.step(...)`` other than a learning-rate scheduler's: another
-    optimizer, a wrapper or a trainer that may step this one."""
+    optimizer, a wrapper or a trainer that may step this one. With ``name`` (the cleared
+    optimizer), a ``torch.optim`` optimizer over other modules than ``name``'s does not count
+    (NOTE [an optimizer over other modules]: a GAN's ``optF.step()`` moves none of
+    ``netG``'s weights)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                and n.func.attr == "step" and not is_scheduler(n.func.value, scope, n.lineno, ctx)
+               and not (name is not None and _apart_owners(n.func.value, name, scope, n.lineno,
+                                                           ctx))
                for n in walk(loop))
+
+
+def _apart_owners(recv: ast.expr, name: str, scope: Scope, line: int, ctx: Context) -> bool:
+    """# NOTE [an optimizer over other modules]
+    ``recv`` and the optimizer ``name`` are both ``torch.optim`` optimizers whose owners are
+    known (``Kind.over``: the modules whose parameters each was built over) and share none:
+    no owner of one is, holds or sits inside an owner of the other. A step of ``recv`` then
+    moves no weight ``name`` holds."""
+    a = ctx.analysis.kind(recv, scope, line)
+    b = ctx.analysis.kind_in(ast.Name(id=name, ctx=ast.Load()), scope.node, line)
+    if a is None or b is None or a.what != OPTIMIZER or b.what != OPTIMIZER \
+            or not a.over or not b.over:
+        return False
+    return not any(x == y or x.startswith(y + ".") or y.startswith(x + ".")
+                   for x in a.over for y in b.over)
 
 
 def is_scheduler(recv: ast.expr, scope: Scope, line: int, ctx: Context) -> bool:
