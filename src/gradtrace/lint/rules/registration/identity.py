@@ -16,7 +16,7 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
 )
 from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_optimizer
-from gradtrace.lint.rules.registration._aliases import rebound_in, stepped_in_one_pass
+from gradtrace.lint.rules.registration._aliases import own_gradients, rebound_in, stepped_in_one_pass
 from gradtrace.lint.rules.registration._recreated import (_same_constructor, _stale_after_init,
                                                            all_builds)
 from gradtrace.lint.rules.registration._modules import (
@@ -409,6 +409,7 @@ class OptimizersShareParameters(Rule):
                     scope, first, other.stmt.lineno, me.stmt.lineno)):
                 continue
             if any(stepped_in_one_pass(ctx.scope(m), me.name, other.name)
+                   and not own_gradients(ctx.scope(m), me.name, other.name)
                    for m in cls.methods.values() if m is not scope.node):
                 src = f"`{ctx.code_of(first)}`" if held is None else \
                     f"the parameters of `{held}` (which `{next(iter(me.sources))}` holds)"
@@ -423,7 +424,8 @@ class OptimizersShareParameters(Rule):
     def _conflict(me: OptimizerBuild, other: OptimizerBuild, scope: Scope) -> str | None:
         if me.sources == other.sources and len(me.sources) == 1 \
                 and _whole_params(me.call) and _whole_params(other.call) \
-                and _stepped_together(scope, me.name, other.name):
+                and _stepped_together(scope, me.name, other.name) \
+                and not own_gradients(scope, me.name, other.name):
             (src,) = me.sources
             return (f"`{me.name}` and `{other.name}` are both built from `{src}.parameters()` "
                     "and both stepped: each step updates the same weights twice")

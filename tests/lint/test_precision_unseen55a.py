@@ -1,0 +1,85 @@
+"""Shapes from the projects of docs/triage/unseen55a.md (session 55), each in another
+spelling than the project's and next to a buggy twin that is still reported; all run on real
+torch."""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = '''
+import torch
+import torch.nn as nn
+torch.manual_seed(0)
+'''
+
+# a script whose train phase builds the optimizer, whose test phase builds the model alone
+PHASES = '''
+phase = "train"
+if phase == "train":
+    net = nn.Linear(4, 2)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+{twin}else:
+    net = nn.Linear(4, 2)
+if phase == "train":
+    before = net.weight.detach().clone()
+    net(torch.randn(3, 4)).sum().backward()
+    opt.step()
+'''
+
+# DANN: the classifier's optimizer and the encoder's both over the network, each stepped
+# after its own loss
+DANN = '''
+class DANN:
+    def __init__(self):
+        self.net = nn.Linear(4, 2)
+        self.net_opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+        self.enc_opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+    def train_epoch(self, batches):
+        for x in batches:
+            self.net_opt.zero_grad()
+            self.net(x).pow(2).mean().backward()
+            self.net_opt.step()
+{clear}            self.net(x).abs().mean().backward()
+            self.enc_opt.step()
+
+
+t = DANN()
+x = torch.randn(3, 4)
+t.train_epoch([x])
+'''
+
+# a fixed sampling grid kept on a module, made from a Parameter and detached
+GRID = '''
+class Warp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.base = nn.Parameter(torch.zeros(1, 2)).double(){d}
+
+
+w = Warp()
+'''
+
+SHAPES = {
+    "optimizer-and-replacement-on-exclusive-arms": (
+        Shape(PHASES.format(twin=""), "GT404", holds="not torch.equal(before, net.weight)"),
+        Shape(PHASES.format(twin="    net = nn.Linear(4, 2)\n"), "GT404", line=5,
+              holds="torch.equal(before, net.weight)")),
+    "two-optimizers-each-stepped-after-its-own-backward": (
+        Shape(DANN.format(clear="            self.enc_opt.zero_grad()\n"), "GT406",
+              holds="t.net.weight.grad is not None"),
+        Shape(DANN.format(clear=""), "GT406", line=5, holds="t.net.weight.grad is not None")),
+    "moved-parameter-detached-into-a-constant": (
+        Shape(GRID.format(d=".detach()"), "GT403",
+              holds="not w.base.requires_grad and not list(w.parameters())"),
+        Shape(GRID.format(d=""), "GT403", line=4,
+              holds="w.base.grad_fn is not None and not list(w.parameters())")),
+}
+
+
+@pytest.mark.parametrize("name,which", [(n, i) for n in SHAPES for i in (0, 1)])
+def test_shape(name: str, which: int) -> None:
+    judge(PRELUDE, SHAPES[name][which])
