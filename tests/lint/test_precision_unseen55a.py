@@ -83,3 +83,41 @@ SHAPES = {
 @pytest.mark.parametrize("name,which", [(n, i) for n in SHAPES for i in (0, 1)])
 def test_shape(name: str, which: int) -> None:
     judge(PRELUDE, SHAPES[name][which])
+
+
+# an attack method whose batch every caller moves to the GPU first (checker only: no CUDA here;
+# the CPU analogue is checked below)
+ATTACK = '''
+import torch
+import torch.nn as nn
+
+
+class Attack:
+    def __init__(self, model):
+        self.model = model
+
+    def pgd(self, x_batch, y, steps):
+        x = x_batch.clone().detach().requires_grad_(True).cuda()
+        for _ in range(steps):
+            self.model(x).sum().backward()
+            x.data = x.data + 0.01 * x.grad.sign()
+        return x
+
+    def run(self, loader):
+        for x, y in loader:
+            x = x{move}
+            self.pgd(x, y, 10)
+'''
+
+
+@pytest.mark.parametrize("move,line", [(".cuda()", None), ("", 11)])
+def test_batch_handed_in_on_cuda(tmp_path, move: str, line: int | None) -> None:
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    (tmp_path / "attack.py").write_text(ATTACK.format(move=move))
+    (tmp_path / "main.py").write_text("from attack import Attack\n")
+    found = check_paths([str(tmp_path)], Settings(select=("GT305",))).findings
+    assert [f.line for f in found] == ([] if line is None else [line])
+    x = torch.rand(2, 3)  # a move to where the tensor is returns the leaf itself
+    leaf = x.clone().detach().requires_grad_(True)
+    assert leaf.cpu() is leaf and leaf.to("cpu") is leaf
