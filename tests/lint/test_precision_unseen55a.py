@@ -63,6 +63,34 @@ class Warp(nn.Module):
 w = Warp()
 '''
 
+# torchmeta's meta-batch loss: each task of the batch handed in backwarded, the sum returned,
+# the caller steps once per batch
+TASKS = '''
+class Learner:
+    def __init__(self):
+        self.model = nn.Linear(4, 1)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+    def get_loss(self, tasks):
+        mean_loss = torch.tensor(0.)
+        for x, y in {walk}:
+            loss = (self.model(x) - y).pow(2).mean()
+            loss.backward()
+            mean_loss += loss
+        return mean_loss / 2
+
+    def train(self, n):
+        for _ in range(n):
+            self.opt.zero_grad()
+            xs, ys = torch.randn(4, 4), torch.randn(4, 1)
+            self.get_loss({given})
+            self.opt.step()
+
+
+t = Learner()
+t.train(3)
+'''
+
 SHAPES = {
     "optimizer-and-replacement-on-exclusive-arms": (
         Shape(PHASES.format(twin=""), "GT404", holds="not torch.equal(before, net.weight)"),
@@ -72,6 +100,12 @@ SHAPES = {
         Shape(DANN.format(clear="            self.enc_opt.zero_grad()\n"), "GT406",
               holds="t.net.weight.grad is not None"),
         Shape(DANN.format(clear=""), "GT406", line=5, holds="t.net.weight.grad is not None")),
+    "tasks-of-one-batch-summed-per-call": (
+        Shape(TASKS.format(walk="zip(*tasks)", given="(xs.split(2), ys.split(2))"), "GT505",
+              holds="t.model.weight.grad is not None"),
+        Shape(TASKS.format(walk="tasks", given="torch.utils.data.DataLoader("
+                           "torch.utils.data.TensorDataset(xs, ys), batch_size=2)"), "GT505",
+              line=11, holds="t.model.weight.grad is not None")),
     "moved-parameter-detached-into-a-constant": (
         Shape(GRID.format(d=".detach()"), "GT403",
               holds="not w.base.requires_grad and not list(w.parameters())"),
