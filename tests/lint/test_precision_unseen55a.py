@@ -155,3 +155,62 @@ def test_batch_handed_in_on_cuda(tmp_path, move: str, line: int | None) -> None:
     x = torch.rand(2, 3)  # a move to where the tensor is returns the leaf itself
     leaf = x.clone().detach().requires_grad_(True)
     assert leaf.cpu() is leaf and leaf.to("cpu") is leaf
+
+
+# a mean-teacher step whose loss adds a Dice loss, an nn.Module of another file holding no weights
+DICE = '''
+import torch
+import torch.nn as nn
+
+
+class DiceLoss(nn.Module):
+    def __init__(self, smooth=1):
+        super().__init__()
+        self.smooth = smooth
+
+    def forward(self, preds, labels):
+        inter = torch.sum(preds * labels)
+        return 1 - (2 * inter + self.smooth) / (preds.sum() + labels.sum() + self.smooth)
+'''
+
+STEP = '''
+import torch
+import torch.nn as nn
+from losses import DiceLoss
+
+
+def train(loader, student, teacher, optimizer):
+    mse = nn.MSELoss()
+    seg = DiceLoss()
+    for data, label in loader:
+{student}
+        teacher_pred = teacher(data).detach()
+        loss = mse(student_pred, teacher_pred) + seg(student_pred, label)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+student, teacher = nn.Linear(4, 2), nn.Linear(4, 2)
+opt = torch.optim.SGD(student.parameters(), lr=0.1)
+train([(torch.randn(3, 4), torch.rand(3, 2))], student, teacher, opt)
+'''
+
+
+@pytest.mark.parametrize("student,line", [
+    ("        student_pred = student(data)", None),
+    ("        with torch.no_grad():\n            student_pred = student(data)", 11)])
+def test_weightless_loss_module_of_another_file(tmp_imports, student: str,
+                                                line: int | None) -> None:
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    (tmp_imports / "losses.py").write_text(DICE)
+    src = STEP.format(student=student)
+    (tmp_imports / "main.py").write_text(src)
+    found = check_paths([str(tmp_imports)], Settings(select=("GT201",))).findings
+    assert [f.line for f in found] == ([] if line is None else [line])
+    if line is None:
+        exec(compile(src, "main.py", "exec"), {})
+    else:
+        with pytest.raises(RuntimeError, match="does not require grad"):
+            exec(compile(src, "main.py", "exec"), {})
