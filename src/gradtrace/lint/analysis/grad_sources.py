@@ -390,11 +390,12 @@ class Tracer:
         """# NOTE [weightless module of the project]
         ``mse = nn.MSELoss()`` (a torch module without weights), or
         ``seg = DiceLoss(ignore=True)`` with ``DiceLoss`` an ``nn.Module`` of this file or of
-        another file of the project that holds no weights (NOTE [weightless class of the
-        file], NOTE [weightless class of another file]): ``seg(pred, y)`` is as live as its
-        arguments, not a model run. A mean-teacher step whose student forward went under
-        ``no_grad`` sums an MSE and such a Dice loss: the loss is dead. A name bound once to
-        the constructor (here or in ``__init__`` as ``self.<x>``); anything else: a model."""
+        another file of the project that holds no weights
+        (NOTE [weightless class of the file], NOTE [weightless class of another file]):
+        ``seg(pred, y)`` is as live as its arguments, not a model run. A mean-teacher step
+        whose student forward went under ``no_grad`` sums an MSE and such a Dice loss: the
+        loss is dead. A name bound once to the constructor (here or in ``__init__`` as
+        ``self.<x>``); anything else: a model."""
         value: ast.expr | None = func
         if isinstance(func, ast.Name):
             bs = self.scope.bindings.get(func.id, ())

@@ -16,7 +16,8 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
 )
 from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_optimizer
-from gradtrace.lint.rules.registration._aliases import own_gradients, rebound_in, stepped_in_one_pass
+from gradtrace.lint.rules.registration._aliases import (
+    own_gradients, rebound_in, stepped_in_one_pass)
 from gradtrace.lint.rules.registration._recreated import (_same_constructor, _stale_after_init,
                                                            all_builds)
 from gradtrace.lint.rules.registration._modules import (
@@ -408,6 +409,7 @@ class OptimizersShareParameters(Rule):
             if held is None and (ast.dump(o_first) != ast.dump(first) or rebound_in(
                     scope, first, other.stmt.lineno, me.stmt.lineno)):
                 continue
+            # a fresh gradient before each step: NOTE [each step its own gradient]
             if any(stepped_in_one_pass(ctx.scope(m), me.name, other.name)
                    and not own_gradients(ctx.scope(m), me.name, other.name)
                    for m in cls.methods.values() if m is not scope.node):

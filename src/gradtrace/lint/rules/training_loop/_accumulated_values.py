@@ -31,7 +31,8 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
         return _per_learner(f, acc, loop) or _per_call(f, acc, loop) \
             or _per_forward(f, acc, loop) or _one_window(f, acc, loop) \
             or _same_batch(f, acc, loop) \
-            or _parts_of_one_batch(f, acc, loop)  # NOTE [same batch each pass], [parts of one batch]
+            or _parts_of_one_batch(f, acc, loop)
+    # (NOTE [same batch each pass], NOTE [parts of one batch])
     around = outer[-1]
     made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
                and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
