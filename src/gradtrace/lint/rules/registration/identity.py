@@ -445,7 +445,7 @@ class OptimizersShareParameters(Rule):
 def _named_for_another(b: OptimizerBuild) -> bool:
     """``optimizer_d = Adam(generator.parameters())``: an optimizer named for one GAN network
     and built over the other's parameters. Two such optimizers stepped each after its own
-    backward still share weights by mistake (the discriminator never trains), so NOTE [each
-    step its own gradient] does not excuse the pair."""
+    backward still share weights by mistake (the discriminator never trains), so
+    NOTE [each step its own gradient] does not excuse the pair."""
     r = role(b.name)
     return r is not None and any(role(s) not in (None, r) for s in b.sources)
