@@ -42,6 +42,8 @@ from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARA
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import child_nodes
 from gradtrace.lint.analysis.flag_between import flag_set_between
+from gradtrace.lint.analysis.foreign_weightless import foreign_weightless_value
+from gradtrace.lint.analysis.weightless_classes import weightless_class, weightless_file_class
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -289,6 +291,8 @@ class Tracer:
             obj = called_object(self.scope, e, line)  # `f = model.__call__; f(x)`: model(x)
             if obj is not None:
                 return self._t_Call(obj, line, depth + 1)
+            if self._weightless(func, line):  # NOTE [weightless module of the project]
+                return self._args(e, line, depth, saves=True)
             kind = self.scope.kind(func)
             if kind == MODULE or func.id in self.params or self._bound_module(func.id, line) \
                     or runs_model(ctx, self.scope, func.id, line):
@@ -373,12 +377,37 @@ class Tracer:
         return None
 
     def _module_call(self, e: ast.Call, line: int, depth: int) -> Deps:
+        if self._weightless(e.func, line):  # NOTE [weightless module of the project]
+            return self._args(e, line, depth, saves=True)
         d = Deps(live=True)
         args = [*e.args, *(k.value for k in e.keywords)]
         for a in args:
             d.merge(self.trace(a, line, depth + 1))
         self._consume(e, args, line, d)
         return d
+
+    def _weightless(self, func: ast.expr, line: int) -> bool:
+        """# NOTE [weightless module of the project]
+        ``mse = nn.MSELoss()`` (a torch module without weights), or
+        ``seg = DiceLoss(ignore=True)`` with ``DiceLoss`` an ``nn.Module`` of this file or of
+        another file of the project that holds no weights
+        (NOTE [weightless class of the file], NOTE [weightless class of another file]):
+        ``seg(pred, y)`` is as live as its arguments, not a model run. A mean-teacher step
+        whose student forward went under ``no_grad`` sums an MSE and such a Dice loss: the
+        loss is dead. A name bound once to the constructor (here or in ``__init__`` as
+        ``self.<x>``); anything else: a model."""
+        value: ast.expr | None = func
+        if isinstance(func, ast.Name):
+            bs = self.scope.bindings.get(func.id, ())
+            b = self.scope.binding_before(func.id, line)
+            value = b.value if b is not None and len(bs) == 1 else None
+        if not isinstance(value, (ast.Call, ast.Attribute)):
+            return False
+        if isinstance(value, ast.Call) and (weightless_class(
+                self.ctx.qualified_name(value.func)) or weightless_file_class(
+                dotted(value.func), self.ctx)):
+            return True
+        return foreign_weightless_value(value, self.scope, self.ctx)
 
     def _loss_call(self, e: ast.Call, line: int, depth: int) -> Deps:
         """See NOTE [prediction position]; a loss method of an object the function handles

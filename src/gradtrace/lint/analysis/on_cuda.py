@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Scope
 
-_KEEP_DEVICE_METHODS = frozenset({"detach", "detach_", "contiguous", "requires_grad_"})
+_KEEP_DEVICE_METHODS = frozenset({"detach", "detach_", "contiguous", "requires_grad_", "clone"})
 _VARIABLE = "torch.autograd.Variable"
 
 
@@ -42,7 +42,8 @@ def _source(e: ast.expr, ctx: Context) -> ast.expr:
         elif isinstance(e, ast.Attribute) and e.attr == "data":
             e = e.value
         elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
-                and e.func.attr in _KEEP_DEVICE_METHODS and not e.args:
+                and e.func.attr in _KEEP_DEVICE_METHODS and (
+                    not e.args or e.func.attr == "requires_grad_" and len(e.args) == 1):
             e = e.func.value
         elif isinstance(e, ast.Call) and e.args and ctx.call_name(e) == _VARIABLE:
             e = e.args[0]
@@ -64,12 +65,48 @@ def on_cuda_already(e: ast.expr, scope: Scope, ctx: Context, depth: int = 0) -> 
         return False
     bs = reaching(scope, e.id, use.lineno, use)
     if not bs:
-        return False
+        return _passed_on_cuda(e.id, scope, ctx, depth)
     for b in bs:
         v = b.value
         if v is None or b.stmt is use or not on_cuda_already(v, scope, ctx, depth + 1):
             return False
     return True
+
+
+def _passed_on_cuda(name: str, scope: Scope, ctx: Context, depth: int) -> bool:
+    """# NOTE [handed in on cuda]
+    ``def fast_pgd(self, x_batch, y, n): x = x_batch.clone().detach().requires_grad_(True).cuda()``
+    with ``x_batch`` a parameter the function never rebinds: the batch is on the current CUDA
+    device when every call of the function passes one there (``x = x.cuda()``, then
+    ``self.fast_pgd(x, y, 100)``), and ``.cuda()`` returns the leaf itself. Every call: the
+    file's calls (at least one, each passing the argument) and none in the project's other
+    files (the reverse index answers, and finds no call); each argument is judged where it is
+    passed, as a name read there is."""
+    from gradtrace.lint.analysis.callees import function_sites
+    from gradtrace.lint.analysis.callers import _method_sites, foreign_sites
+    fn = scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    method = ctx.analysis.class_of(fn) is not None
+    if name not in names and name not in {a.arg for a in fn.args.kwonlyargs}:
+        return False
+    here = _method_sites(ctx, fn.name) if method else function_sites(ctx.analysis, fn)
+    away = foreign_sites(ctx, fn)
+    if here is None or away is None:
+        return False
+    sites = [(ctx, c, w) for c, w in here] + [(s.ctx, s.call, s.where) for s in away]
+    pos = names.index(name) - method if name in names else None
+    for octx, call, where in sites:
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(
+                k.arg is None for k in call.keywords):
+            return False
+        v = next((k.value for k in call.keywords if k.arg == name), None)
+        if v is None and pos is not None and 0 <= pos < len(call.args):
+            v = call.args[pos]
+        if v is None or not on_cuda_already(v, octx.scope(where), octx, depth + 1):
+            return False
+    return bool(sites)
 
 
 # NOTE [moved where it already is]

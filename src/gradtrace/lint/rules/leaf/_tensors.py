@@ -230,10 +230,10 @@ def _on_cuda_already(factory: ast.Call, ctx: Context) -> bool:
     """``Variable(noise[:n], requires_grad=True).cuda()`` where every binding of ``noise`` (here
     or at module level) ends in ``.cuda()``: the leaf is already on the current CUDA device,
     and ``.cuda()`` returns it itself (FreeAdversarialTraining's global noise)."""
+    if on_cuda_already(factory, ctx.scope(), ctx):
+        return True  # NOTE [cuda of what is on cuda], NOTE [handed in on cuda]
     if ctx.call_name(factory) != "torch.autograd.Variable" or not factory.args:
         return False
-    if on_cuda_already(factory, ctx.scope(), ctx):
-        return True  # NOTE [cuda of what is on cuda]
     data = factory.args[0]
     while isinstance(data, ast.Subscript):
         data = data.value

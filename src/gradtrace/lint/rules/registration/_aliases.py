@@ -87,3 +87,42 @@ def stepped_in_one_pass(scope: Scope, a: str, b: str) -> bool:
                     and {id(s) for s in block} & sb:
                 return True
     return False
+
+
+def own_gradients(scope: Scope, a: str, b: str) -> bool:
+    """# NOTE [each step its own gradient]
+    Two optimizers over the same weights stepped in one pass of a loop each apply the same
+    gradient twice only when nothing between the two steps makes a new one. DANN's
+    ``net_opt.zero_grad(); class_loss.backward(); net_opt.step()`` then
+    ``enc_opt.zero_grad(); dom_loss.backward(); enc_opt.step()`` (both over
+    ``net.parameters()``) clears the shared gradients with one of the two optimizers and
+    backpropagates another loss before the second step: each step applies its own loss's
+    gradient, by design (torch 2.13: ``zero_grad()`` sets every ``.grad`` it holds to None, the
+    second ``backward()`` fills them anew). True when, in every block that steps both, each
+    pair of steps (in block order) has such a clear (a ``zero_grad()`` of ``a`` or ``b``)
+    followed by a ``backward()`` between them."""
+    def calls(s: ast.stmt, attr: str) -> list[ast.Call]:
+        return [c for c in walk(s) if isinstance(c, ast.Call)
+                and isinstance(c.func, ast.Attribute) and c.func.attr == attr]
+
+    steps = {id(m.stmt): m.receiver for m in scope.calls_to("step") if m.receiver in (a, b)}
+    seen = False
+    for n in walk(scope.node):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(n, field, None)
+            if not isinstance(block, list):
+                continue
+            at = [(i, steps[id(s)]) for i, s in enumerate(block) if id(s) in steps]
+            if {r for _, r in at} != {a, b}:
+                continue
+            seen = True
+            for (i, _), (j, _) in zip(at, at[1:]):
+                cleared = False
+                for s in block[i + 1:j]:
+                    if any(dotted(c.func.value) in (a, b) for c in calls(s, "zero_grad")):
+                        cleared = True
+                    elif cleared and calls(s, "backward"):
+                        break
+                else:
+                    return False
+    return seen

@@ -45,6 +45,8 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
         if (opt.stmt.lineno >= line and not (taken is not None and taken < line)) or not any(
                 covers(target, s) or covers(s, target) for s in opt.sources):
             continue
+        if scope.exclusive(opt.stmt, node):  # NOTE [replaced on another arm]
+            continue
         for step in step_lines(scope, opt.name):
             if step > line and (end is None or step < end) and not rebound_between(scope, opt.name, opt.stmt.lineno, step):
                 if not any(line < m.stmt.lineno < step for m in scope.calls_to("add_param_group")
@@ -56,6 +58,14 @@ def _stale_optimizer(scope: Scope, target: str, node: ast.stmt
         if step is not None:
             return opt, step
     return None
+
+
+# NOTE [replaced on another arm]
+# ``if phase == "train_da": FT = Net(); opt = Adam(FT.parameters())`` ... ``else: FT = Net()``
+# (the test phase builds the model it loads into, and no optimizer): the build of the optimizer
+# and the later binding sit in different arms of one ``if`` (or cases of one ``match``), so no
+# pass runs both; the optimizer of the train arm holds the model it trains. Only the arms of
+# one statement count (``Scope.exclusive``); two ``if`` statements on the same flag do not.
 
 
 def _handed_back(scope: Scope, name: str, line: int, end: int | None) -> int | None:

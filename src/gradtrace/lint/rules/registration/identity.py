@@ -17,7 +17,8 @@ from gradtrace.lint.rules.leaf._tensors import (
     is_optimizer_call, is_parameter_call, is_true, keyword, scope_mentions,
 )
 from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_optimizer
-from gradtrace.lint.rules.registration._aliases import rebound_in, stepped_in_one_pass
+from gradtrace.lint.rules.registration._aliases import (
+    own_gradients, rebound_in, stepped_in_one_pass)
 from gradtrace.lint.rules.registration._recreated import (_same_constructor, _stale_after_init,
                                                            all_builds)
 from gradtrace.lint.rules.registration._modules import (
@@ -416,7 +417,10 @@ class OptimizersShareParameters(Rule):
             if held is None and (ast.dump(o_first) != ast.dump(first) or rebound_in(
                     scope, first, other.stmt.lineno, me.stmt.lineno)):
                 continue
+            # a fresh gradient before each step: NOTE [each step its own gradient]
             if any(stepped_in_one_pass(ctx.scope(m), me.name, other.name)
+                   and not (own_gradients(ctx.scope(m), me.name, other.name)
+                            and not _named_for_another(me) and not _named_for_another(other))
                    for m in cls.methods.values() if m is not scope.node):
                 src = f"`{ctx.code_of(first)}`" if held is None else \
                     f"the parameters of `{held}` (which `{next(iter(me.sources))}` holds)"
@@ -431,7 +435,9 @@ class OptimizersShareParameters(Rule):
     def _conflict(me: OptimizerBuild, other: OptimizerBuild, scope: Scope) -> str | None:
         if me.sources == other.sources and len(me.sources) == 1 \
                 and _whole_params(me.call) and _whole_params(other.call) \
-                and _stepped_together(scope, me.name, other.name):
+                and _stepped_together(scope, me.name, other.name) \
+                and not (own_gradients(scope, me.name, other.name)
+                         and not _named_for_another(me) and not _named_for_another(other)):
             (src,) = me.sources
             return (f"`{me.name}` and `{other.name}` are both built from `{src}.parameters()` "
                     "and both stepped: each step updates the same weights twice")
@@ -442,3 +448,12 @@ class OptimizersShareParameters(Rule):
                 return (f"the optimizers look swapped: `{me.name}` steps `{a}` and "
                         f"`{other.name}` steps `{b}`")
         return None
+
+
+def _named_for_another(b: OptimizerBuild) -> bool:
+    """``optimizer_d = Adam(generator.parameters())``: an optimizer named for one GAN network
+    and built over the other's parameters. Two such optimizers stepped each after its own
+    backward still share weights by mistake (the discriminator never trains), so
+    NOTE [each step its own gradient] does not excuse the pair."""
+    r = role(b.name)
+    return r is not None and any(role(s) not in (None, r) for s in b.sources)

@@ -110,6 +110,8 @@ class ParameterMovedAfterWrapping(Rule):
         if not is_parameter_call(inner, ctx) or not isinstance(inner, ast.Call) or not inner.args \
                 or isinstance(ctx.parent, (ast.BinOp, ast.UnaryOp, ast.Compare)):
             return  # `x + nn.Parameter(t).to(d)`: an operand used on the spot, never kept
+        if isinstance(ctx.parent, ast.Attribute) and ctx.parent.attr in ("detach", "detach_"):
+            return  # NOTE [moved parameter detached]
         st = ctx.statement
         if isinstance(st, ast.Assign) and st.value is node and all(
                 isinstance(t, ast.Attribute) and t.attr == "data" for t in st.targets):
@@ -139,6 +141,15 @@ class ParameterMovedAfterWrapping(Rule):
                      and k.value.value is False for k in inner.keywords)
         yield self.report(node, ctx, fix=self.fix(ctx.edit(node, new)),
                           expr=f"nn.Parameter(...).{f.attr}()", tail=self.tails[frozen])
+
+
+# NOTE [moved parameter detached]
+# ``self.base_flow = nn.Parameter(torch.from_numpy(flow)).cuda().detach()``: the chain ends in
+# ``.detach()``, which gives a tensor that requires no grad and has no history (torch 2.13:
+# ``requires_grad False``, ``grad_fn None``), whatever the Parameter was. The author asks for
+# a constant (a fixed sampling grid, a base flow), not for a weight: nothing is meant to be
+# registered or trained, so neither consequence of the message is the bug. The same move kept
+# without ``.detach()`` is still reported.
 
 
 def _returned(node: ast.Call, ctx: Context) -> bool:

@@ -7,6 +7,8 @@ import ast
 from typing import Callable
 
 from gradtrace.lint.analysis.graph_deps import Graphs, loads
+from gradtrace.lint.analysis.kinds import LOADER
+from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE
 from gradtrace.lint.analysis.returned_terms import returned_term
 from gradtrace.lint.analysis.model_calls import model_calls, runs_model
 from gradtrace.lint.analysis.reach import called_function, reaching, value_of
@@ -28,7 +30,9 @@ def _one_update(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     if not outer:
         return _per_learner(f, acc, loop) or _per_call(f, acc, loop) \
             or _per_forward(f, acc, loop) or _one_window(f, acc, loop) \
-            or _same_batch(f, acc, loop)  # NOTE [same batch each pass]
+            or _same_batch(f, acc, loop) \
+            or _parts_of_one_batch(f, acc, loop)
+    # (NOTE [same batch each pass], NOTE [parts of one batch])
     around = outer[-1]
     made = any(f.inside(b.stmt, around) and not f.inside(b.stmt, loop) and b.line < loop.lineno
                and not isinstance(b.stmt, ast.AugAssign) for b in f.scope.bindings.get(acc, ()))
@@ -88,6 +92,46 @@ def _same_batch(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
     return bool(runs) and not any(
         isinstance(n, ast.Name) and n.id in inner
         for c in runs for a in (*c.args, *(k.value for k in c.keywords)) for n in walk(a))
+
+
+def _parts_of_one_batch(f: LoopFacts, acc: str, loop: ast.stmt) -> bool:
+    """# NOTE [parts of one batch]
+    A function that steps no optimizer, a local ``acc`` made before ``loop``, and a loop over
+    the parts of one value the function is handed: the tasks of a meta-batch (torchmeta's
+    ``get_outer_loss``/``get_loss``: ``mean_loss = torch.tensor(0.)``, ``for task in
+    zip(*batch['train'], *batch['test'])``, each task's loss backwarded, ``mean_loss +=
+    loss``, returned; the caller steps once per batch). What ``acc`` keeps is the graphs of the
+    tasks of one batch, a fixed number, freed when the caller drops the return (a caller
+    summing the returns is GT505's own case, on the caller). The iterable, through
+    ``zip``/``enumerate`` and stars, subscripts and attributes, reads only parameters of the
+    function, none of them named like a loader (``for x in loader`` in a function stepping
+    elsewhere is an epoch, not a batch)."""
+    fn = f.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or "." in acc or f.steps \
+            or not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    made = [b for b in f.scope.bindings.get(acc, ()) if not f.inside(b.stmt, loop)]
+    if not made or any(b.line > loop.lineno or isinstance(b.stmt, ast.AugAssign) for b in made):
+        return False
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args)} - {"self"}
+    parts, todo = [], [loop.iter]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, ast.Call) and dotted(e.func) in ("zip", "enumerate") and e.args \
+                and not e.keywords:
+            todo += e.args
+        elif isinstance(e, (ast.Starred, ast.Subscript, ast.Attribute)):
+            todo.append(e.value)
+        else:
+            parts.append(e)
+    return bool(parts) and all(
+        isinstance(p, ast.Name) and p.id in params and not f.scope.bindings.get(p.id)
+        and not DATA_ITER_RE.search(p.id) and not _loader_kind(f, p) for p in parts)
+
+
+def _loader_kind(f: LoopFacts, e: ast.expr) -> bool:
+    k = f.ctx.analysis.kind(e, f.scope, e.lineno)
+    return k is not None and k.what == LOADER
 
 
 # NOTE [one accumulation window]
