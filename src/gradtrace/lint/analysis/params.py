@@ -275,7 +275,7 @@ def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | Non
     """The dotted argument of ``call`` whose submodules the called function replaces."""
     fn = called_function(call, scope, line)
     if fn is None:
-        return None
+        return _applied_replacer(call, scope)
     got = replaced_params(fn, scope.ctx)
     if not got:
         return None
@@ -298,3 +298,21 @@ def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | Non
             if p in got and dotted(v):
                 return dotted(v)
     return None
+
+
+def _applied_replacer(call: ast.Call, scope: Scope) -> str | None:
+    """# NOTE [applied initialiser]
+    ``model.apply(init)`` runs ``init`` on every submodule of ``model``: when ``init``, a
+    function of the file, replaces what its argument holds (``m.weight =
+    nn.Parameter(...)``), the call replaces parameters of ``model`` (an optimizer built over
+    them before is left with the old tensors)."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr == "apply" and len(call.args) == 1
+            and not call.keywords and isinstance(call.args[0], ast.Name) and dotted(f.value)):
+        return None
+    from gradtrace.lint.analysis.cuts import top_defs
+    fn = top_defs(scope.ctx).get(call.args[0].id)
+    if fn is None or not fn.args.args or any(b.stmt is not fn for b in scope.bindings.get(
+            call.args[0].id, ())):
+        return None  # (a name rebound in the scope may be another callable)
+    return dotted(f.value) if fn.args.args[0].arg in replaced_params(fn, scope.ctx) else None
