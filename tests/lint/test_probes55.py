@@ -193,6 +193,44 @@ CASES: dict[str, tuple[str, str, str]] = {
         loss.backward()
         run.opt.step()
         """),
+    # a buffer made before the loop keeps graph values each backward reads again
+    "graph-kept-in-buffer": ("GT577", """
+        import torch
+        import torch.nn as nn
+        from collections import deque
+        encoder = nn.Sequential(nn.Linear(3, 5), nn.Tanh())
+        opt = torch.optim.Adam(encoder.parameters(), lr=1e-3)
+        window = deque(maxlen=3)
+        try:
+            for step in range(4):
+                z = encoder(torch.randn(1, 3))
+                window.append(z)  # <- GT577
+                smooth = torch.stack(list(window)).mean(0)
+                opt.zero_grad()
+                smooth.pow(2).sum().backward()
+                opt.step()
+        except RuntimeError:
+            pass
+        """, """
+        import torch
+        import torch.nn as nn
+        from torch.distributions import Categorical
+        policy = nn.Linear(4, 2)
+        opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+        log_probs, rewards = [], []
+        for episode in range(3):
+            for t in range(5):
+                dist = Categorical(logits=policy(torch.randn(4)))
+                a = dist.sample()
+                log_probs.append(dist.log_prob(a))
+                rewards.append(float(a))
+            loss = -(torch.stack(log_probs) * torch.tensor(rewards)).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            del log_probs[:]
+            rewards.clear()
+        """),
 }
 
 
