@@ -231,6 +231,26 @@ CASES: dict[str, tuple[str, str, str]] = {
             del log_probs[:]
             rewards.clear()
         """),
+    # a dict entry (through `.clone()`/`.detach()`) of an integer tensor asked to require grad
+    "integer-entry-requires-grad": ("GT304", """
+        import torch
+        def embed_attack(model):
+            feats = {"tokens": torch.randint(0, 50, (2, 4)), "mask": torch.ones(2, 4)}
+            try:
+                feats["tokens"].detach().requires_grad_()  # <- GT304
+            except RuntimeError:
+                pass
+            return feats
+        embed_attack(None)
+        """, """
+        import torch
+        def saliency(model, batch):
+            x = batch["pixels"].clone().requires_grad_(True)
+            model(x).sum().backward()
+            return x.grad.abs()
+        batch = {"pixels": torch.rand(2, 3), "label": torch.randint(0, 2, (2,))}
+        saliency(torch.nn.Linear(3, 1), batch)
+        """),
 }
 
 
