@@ -251,6 +251,45 @@ CASES: dict[str, tuple[str, str, str]] = {
         batch = {"pixels": torch.rand(2, 3), "label": torch.randint(0, 2, (2,))}
         saliency(torch.nn.Linear(3, 1), batch)
         """),
+    # a part of the model computes features once under no_grad; the loop trains the rest
+    "features-once-under-no-grad": ("GT231", """
+        import torch
+        import torch.nn as nn
+        def finetune(model, images, labels, epochs=3):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            model.eval()
+            with torch.no_grad():  # <- GT231
+                cached = model.backbone(images).flatten(1)
+            model.train()
+            for _ in range(epochs):
+                logits = model.classifier(cached)
+                loss = nn.functional.cross_entropy(logits, labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        net = nn.Module()
+        net.backbone = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU())
+        net.classifier = nn.Linear(8, 3)
+        finetune(net, torch.randn(4, 1, 4, 4), torch.randint(0, 3, (4,)))
+        """, """
+        import torch
+        import torch.nn as nn
+        def finetune(model, images, labels, epochs=3):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            with torch.no_grad():
+                before = model.backbone(images).flatten(1)
+            for _ in range(epochs):
+                logits = model.classifier(model.backbone(images).flatten(1))
+                loss = nn.functional.cross_entropy(logits, labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            return before
+        net = nn.Module()
+        net.backbone = nn.Sequential(nn.Conv2d(1, 2, 3), nn.ReLU())
+        net.classifier = nn.Linear(8, 3)
+        finetune(net, torch.randn(4, 1, 4, 4), torch.randint(0, 3, (4,)))
+        """),
 }
 
 
