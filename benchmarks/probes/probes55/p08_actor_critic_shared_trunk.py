@@ -29,7 +29,7 @@ for update in range(3):
     critic_opt.zero_grad()
     critic_loss.backward()
     critic_opt.step()
-    actor_loss = -(dist.log_prob(actions) * advantage).mean()
+    actor_loss = -(dist.log_prob(actions) * advantage).mean()  # ROOT (marked after first contact: the detach goes here)
     actor_opt.zero_grad()
     actor_loss.backward()
     actor_opt.step()
