@@ -274,7 +274,7 @@ def replaced_fields(fn: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
 def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | None:
     """The dotted argument of ``call`` whose submodules the called function replaces."""
     fn = called_function(call, scope, line)
-    if fn is None:
+    if fn is None:  # `model.apply(init)` (NOTE [applied initialiser])
         return _applied_replacer(call, scope)
     got = replaced_params(fn, scope.ctx)
     if not got:

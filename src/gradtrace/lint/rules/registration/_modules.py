@@ -153,7 +153,7 @@ def optimizer_builds(scope: Scope) -> list[OptimizerBuild]:
                         scope, v, b.line)):  # NOTE [foreign optimizer builders]
                     out.append(OptimizerBuild(name, b.stmt, v, over))
                 elif isinstance(v, ast.Call) and (over := _params_keyword(v)):
-                    out.append(OptimizerBuild(name, b.stmt, v, over))
+                    out.append(OptimizerBuild(name, b.stmt, v, over))  # NOTE [params keyword]
         return sorted(out, key=lambda o: o.stmt.lineno)
     return scope.ctx.memo("gt4-optimizers", scope.node, make)
 
