@@ -10,13 +10,15 @@ from __future__ import annotations
 import ast
 
 from gradtrace.lint.analysis.cuts import (
-    CUT_METHODS, DEAD, DETACH, FRESH_METHODS, LIVE, NON_TENSOR_KWARGS, REBUILD, RECV_ONLY, Cut, Trace,
+    CUT_METHODS, DEAD, DETACH, NUMBER, FRESH_METHODS, LIVE, NON_TENSOR_KWARGS, REBUILD, RECV_ONLY,
+    Cut, Trace,
     asks_grad, detached_copy, peel,
 )
 from gradtrace.lint.analysis.inplace_detach import detached_in_place
 from gradtrace.lint.analysis.kinds import LOADER
 from gradtrace.lint.analysis.objects import number_callable_field
 from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE
+from gradtrace.lint.nodes import walk
 
 
 class CallTraces:
@@ -88,15 +90,31 @@ class CallTraces:
         return self._all([*e.args, *kws], use, line)
 
     def _sequence(self, a: ast.expr, use: ast.stmt | None, line: int) -> bool:
-        """A list or tuple (literal, comprehension, or a name bound only to one): unlike a
-        tensor, which ``torch.as_tensor`` returns as is, its elements are copied."""
-        if isinstance(a, (ast.List, ast.Tuple, ast.ListComp)):
+        """A list or tuple (literal, comprehension, or a name bound only to one), or a Python
+        number a function of the file returns (NOTE [number handed back]): unlike a tensor,
+        which ``torch.as_tensor`` returns as is, it is copied into a new leaf."""
+        if isinstance(a, (ast.List, ast.Tuple, ast.ListComp)) or self._number_made(a, line):
             return True
         if not isinstance(a, ast.Name):
             return False
         values = [b.value for b in self.bindings_at(a.id, use, line)]
         return bool(values) and all(isinstance(v, (ast.List, ast.Tuple, ast.ListComp))
+                                    or isinstance(v, ast.Call) and self._number_made(v, line)
                                     for v in values)
+
+    def _number_made(self, a: ast.expr, line: int) -> bool:
+        # NOTE [number handed back]
+        # ``torch.as_tensor(huber(pred, y)).requires_grad_()`` with ``huber`` a function of the
+        # file whose every ``return`` is ``....item()`` / ``float(...)``: the caller re-wraps the
+        # number the helper made, a new leaf with no history (as ``torch.tensor`` of it is).
+        from gradtrace.lint.analysis.reach import called_function
+        fn = called_function(a, self.scope, line) if isinstance(a, ast.Call) else None
+        if fn is None:
+            return False
+        rets = [s.value for s in walk(fn) if isinstance(s, ast.Return)]
+        return bool(rets) and all(isinstance(r, ast.Call) and (
+            isinstance(r.func, ast.Attribute) and CUT_METHODS.get(r.func.attr) == NUMBER
+            or self.ctx.qualified_name(r.func) == "float") for r in rets)
 
     def _rebuild(self, e: ast.Call, use: ast.stmt | None, line: int) -> Trace:
         if not e.args:

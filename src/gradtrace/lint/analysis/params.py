@@ -310,7 +310,10 @@ def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | Non
     (``adapt_head(model, n)`` imported from ``heads.py``, whose ``model.fc = nn.Linear(...)``
     is read in that file's terms: NOTE [foreign module kinds])."""
     fn = called_function(call, scope, line)
-    if fn is None:
+    if fn is None:  # `model.apply(init)` (NOTE [applied initialiser]), or another file's
+        applied = _applied_replacer(call, scope)
+        if applied is not None:
+            return applied
         other = _foreign_function(scope.ctx, call)
         got = replaced_params(other[1], other[0]) if other is not None else None
         return next((dotted(v) for p, v in scope.ctx.analysis.arguments(
@@ -337,3 +340,21 @@ def replaces_submodules_of(call: ast.Call, scope: Scope, line: int) -> str | Non
             if p in got and dotted(v):
                 return dotted(v)
     return None
+
+
+def _applied_replacer(call: ast.Call, scope: Scope) -> str | None:
+    """# NOTE [applied initialiser]
+    ``model.apply(init)`` runs ``init`` on every submodule of ``model``: when ``init``, a
+    function of the file, replaces what its argument holds (``m.weight =
+    nn.Parameter(...)``), the call replaces parameters of ``model`` (an optimizer built over
+    them before is left with the old tensors)."""
+    f = call.func
+    if not (isinstance(f, ast.Attribute) and f.attr == "apply" and len(call.args) == 1
+            and not call.keywords and isinstance(call.args[0], ast.Name) and dotted(f.value)):
+        return None
+    from gradtrace.lint.analysis.cuts import top_defs
+    fn = top_defs(scope.ctx).get(call.args[0].id)
+    if fn is None or not fn.args.args or any(b.stmt is not fn for b in scope.bindings.get(
+            call.args[0].id, ())):
+        return None  # (a name rebound in the scope may be another callable)
+    return dotted(f.value) if fn.args.args[0].arg in replaced_params(fn, scope.ctx) else None

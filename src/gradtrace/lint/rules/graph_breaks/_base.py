@@ -237,6 +237,8 @@ def band_aids(v: Verdict, lp: LossPaths) -> list[ast.AST]:
 def _forcings(v: Verdict, lp: LossPaths) -> list[ast.AST]:
     """:func:`band_aids` for a backward or a returned loss (the return statement included)."""
     names = {name for _, cuts in v.cut_terms for c in cuts for name, _ in c.via}
+    # the cut itself re-wrapped in place: `torch.as_tensor(helper(x)).requires_grad_()`
+    names |= {lp.ctx.source(c.node) for _, cuts in v.cut_terms for c in cuts}
     root = lp.ctx.source(v.sink.value)
     names.add(root)
     line = v.sink.node.lineno  # type: ignore[attr-defined]

@@ -415,6 +415,8 @@ class TensorRebuiltFromGraph(LossCutRule):
     the negatives never push) or held by the loss on one path of an `if`
     (NOTE [rebuilt beside a live value]); a copy that only scales the loss is a weight and is
     not.
+    A copy in a statement under `torch.no_grad()` is not reported: grad mode already made that
+    value a constant (NOTE [copied under no_grad]).
     Known limits: follows names inside one function; tensors built from Python data (targets,
     constants) are fine and never reported.
     """
@@ -457,3 +459,14 @@ class TensorRebuiltFromGraph(LossCutRule):
                 (loss + ((weights - target) ** 2).sum()).backward()
             """),
     ]
+
+    def finding(self, c: Cut, v: Verdict, lp: LossPaths, ctx: Context) -> Finding | None:
+        if lp.scope.grad_off_at(c.node) is not None:
+            return None  # NOTE [copied under no_grad]
+        return super().finding(c, v, lp, ctx)
+
+
+# NOTE [copied under no_grad]
+# A copy made in a statement under `torch.no_grad()` (a TD target: `torch.tensor([b[2] for b in
+# batch]) + gamma * q_next.max(1).values`) has no history whatever it copies: grad mode already
+# took it off the graph, on purpose (a target), so the copy changes nothing to say.

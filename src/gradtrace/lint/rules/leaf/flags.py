@@ -393,7 +393,7 @@ class RequiresGradOnIntegerTensor(Rule):
         """The finding when ``recv``, asked to require grad at ``at``, holds an integer tensor:
         made so, bound so earlier in the function, or (a parameter) passed so by every call of
         the function in the file (``saliency(model, torch.randint(...))``)."""
-        got = _int_data(recv, at.lineno, ctx) if isinstance(recv, ast.Name) else None
+        got = _int_data(recv, at.lineno, ctx)
         dtype, where = got if got is not None else (int_dtype(recv, ctx), recv)
         if dtype:
             rel = [Related(ctx.path, where.lineno, "the integer tensor is made here",
@@ -410,9 +410,14 @@ def _int_data(e: ast.expr, line: int, ctx: Context) -> tuple[str, ast.expr] | No
     dtype = int_dtype(e, ctx)
     if dtype:
         return dtype, e
+    while isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and not e.args \
+            and not e.keywords and e.func.attr in SAME_DTYPE:
+        e = e.func.value  # `batch["input_ids"].clone()`: the same dtype
     root, attr = (e, None) if isinstance(e, ast.Name) else \
         (e.value, e.attr) if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) \
-        else (None, None)
+        else (e.value, e.slice.value) if isinstance(e, ast.Subscript) and isinstance(
+            e.value, ast.Name) and isinstance(e.slice, ast.Constant) and isinstance(
+            e.slice.value, str) else (None, None)
     if root is None:
         return None
     scope = ctx.scope()
@@ -444,4 +449,11 @@ def _field(v: ast.expr, attr: str | None) -> ast.expr | None:
     (``Namespace(mask=...)``, ``SimpleNamespace``, ``dict``)."""
     if attr is None:
         return v
+    if isinstance(v, ast.Dict):  # `batch["input_ids"]` of `batch = {"input_ids": ...}`
+        return next((val for k, val in zip(v.keys, v.values)
+                     if isinstance(k, ast.Constant) and k.value == attr), None)
     return keyword(v, attr) if isinstance(v, ast.Call) else None
+
+
+# methods whose result has the receiver's dtype
+SAME_DTYPE = frozenset({"clone", "detach", "contiguous", "cpu", "cuda"})

@@ -147,11 +147,27 @@ def optimizer_builds(scope: Scope) -> list[OptimizerBuild]:
                     k = scope.ctx.analysis.kind(v, scope, b.line)  # a helper of the file
                     if k is not None and k.what == OPTIMIZER and k.over:
                         out.append(OptimizerBuild(name, b.stmt, v, k.over))
+                    elif over := _params_keyword(v):
+                        out.append(OptimizerBuild(name, b.stmt, v, over))
                 elif isinstance(v, ast.Call) and (over := foreign_optimizer_over(
                         scope, v, b.line)):  # NOTE [foreign optimizer builders]
                     out.append(OptimizerBuild(name, b.stmt, v, over))
+                elif isinstance(v, ast.Call) and (over := _params_keyword(v)):
+                    out.append(OptimizerBuild(name, b.stmt, v, over))  # NOTE [params keyword]
         return sorted(out, key=lambda o: o.stmt.lineno)
     return scope.ctx.memo("gt4-optimizers", scope.node, make)
+
+
+def _params_keyword(v: ast.Call) -> frozenset[str]:
+    """# NOTE [params keyword]
+    ``instantiate(cfg.optim, params=model.parameters())`` (Hydra), ``make(spec,
+    params=self.net.parameters())``: a call handed a module's parameters as ``params=`` (the
+    name of every torch optimizer's first argument) builds the optimizer over them, whatever
+    the callee."""
+    kw = next((k.value for k in v.keywords if k.arg == "params"), None)
+    return frozenset(param_sources(kw)) if isinstance(kw, ast.Call) and isinstance(
+        kw.func, ast.Attribute) and kw.func.attr in ("parameters", "named_parameters") \
+        else frozenset()
 
 
 def step_lines(scope: Scope, opt: str) -> list[int]:
@@ -211,12 +227,14 @@ def rebound_between(scope: Scope, name: str, start: int, end: int) -> bool:
 
 
 def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int,
-                         init_too: bool = False) -> tuple[OptimizerBuild, ast.stmt] | None:
+                         init_too: bool = False, stepped_outside: bool = False
+                         ) -> tuple[OptimizerBuild, ast.stmt] | None:
     """For ``self.x = <new module>`` at ``line`` in method ``fn``: the optimizer ``__init__``
     built over ``self.x``'s parameters and a statement of another method that steps it, when
     no method but ``__init__`` builds an optimizer or adds a parameter group, and ``__init__``
     never calls ``fn`` (a set-up method); ``init_too``: ``fn`` may be ``__init__`` itself
-    (its re-creation after the build)."""
+    (its re-creation after the build); ``stepped_outside``: when no other method uses the
+    optimizer, the build itself stands for the step its users (the script) make."""
     an = ctx.analysis
     cls = an.class_of(fn)
     init = cls.methods.get("__init__") if cls is not None else None
@@ -247,4 +265,7 @@ def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int,
             st = next((s for s in sc.stmts if s.lineno == ln), None)
             if st is not None and not (m is fn and ln < line):
                 return build, st
+    if stepped_outside and not any(f"{build.name}." in ctx.source(n) for m in cls.methods.values()
+                                   if m is not init for n in walk(m) if isinstance(n, ast.Call)):
+        return build, build.stmt  # no method uses it: the script steps it (NOTE [built alike])
     return None

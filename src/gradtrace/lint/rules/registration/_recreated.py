@@ -86,3 +86,22 @@ def _stale_after_init(ctx: Context, node: ast.stmt, target: str
         return None
     got = stale_across_methods(ctx, fn, target, node.lineno, init_too=True)
     return (got[0], got[1].lineno) if got is not None and got[0] is prior[-1] else None
+
+
+def built_alike(cls: object, value: ast.Call, target: str) -> bool:
+    """# NOTE [built alike]
+    ``self.model = instantiate(self.cfg["model"])`` in a method (a ``setup``) of a class whose
+    ``__init__`` made ``self.model`` by a call of the same function (``instantiate(cfg["model"])``,
+    a builder of another file, a registry): a second object built the same way, whatever the
+    function returns, unless the call is handed the object itself (a wrapper: ``compile``,
+    ``DDP``). GT404 reports it when ``__init__`` built the optimizer over the first and no method
+    rebuilds it; when no method steps it either, the script does (``exp.optimizer.step()``)."""
+    new = _strip(value)
+    init = getattr(cls, "methods", {}).get("__init__")
+    if init is None or not isinstance(new, ast.Call) or dotted(new.func) is None or any(
+            dotted(n) == target for n in ast.walk(new)):
+        return False
+    func = dotted(new.func)
+    return any(isinstance(s, ast.Assign) and len(s.targets) == 1 and dotted(s.targets[0]) == target
+               and isinstance(old := _strip(s.value), ast.Call) and old is not new
+               and dotted(old.func) == func for s in init.body)

@@ -20,7 +20,7 @@ from gradtrace.lint.rules.registration.lazy_optim import new_leaf, stale_lazy_op
 from gradtrace.lint.rules.registration._aliases import (
     own_gradients, rebound_in, stepped_in_one_pass)
 from gradtrace.lint.rules.registration._recreated import (_same_constructor, _stale_after_init,
-                                                           all_builds)
+                                                           all_builds, built_alike)
 from gradtrace.lint.rules.registration._modules import (
     OptimizerBuild, _strip, module_ctor, optimizer_builds, step_lines, stale_across_methods,
 )
@@ -254,6 +254,8 @@ class ModelRecreatedAfterOptimizer(Rule):
                             and self._new_object(st.value, target, ctx, ctx.scope(m)) \
                             and ctx.call_name(st.value) != "copy.deepcopy":  # restoring a best copy
                         yield from self._across_methods(st, m, target, ctx)
+                    elif target.startswith("self.") and built_alike(cls, st.value, target):
+                        yield from self._across_methods(st, m, target, ctx, outside=True)
                     elif target.startswith("self.") and new_leaf(st.value, ctx):
                         yield from self._lazy(st, m, target, ctx)
 
@@ -273,16 +275,17 @@ class ModelRecreatedAfterOptimizer(Rule):
             (reused, f"`{ctx.source(reused)}` then steps the old tensor"))],
             target=target, opt=opt, opt_line=build.lineno)
 
-    def _across_methods(self, node: ast.Assign, fn: ast.AST, target: str, ctx: Context
-                        ) -> Iterator[Finding]:
-        got = stale_across_methods(ctx, fn, target, node.lineno)
+    def _across_methods(self, node: ast.Assign, fn: ast.AST, target: str, ctx: Context,
+                        outside: bool = False) -> Iterator[Finding]:
+        got = stale_across_methods(ctx, fn, target, node.lineno, stepped_outside=outside)
         if got is None:
             return
         build, step = got
         related = [Related(ctx.path, build.stmt.lineno, f"`{build.name}` is built here, in "
-                           "`__init__`", ctx.column(build.stmt)),
-                   Related(ctx.path, step.lineno, f"`{build.name}.step()` updates the old "
-                           "parameters", ctx.column(step))]
+                           "`__init__`", ctx.column(build.stmt))]
+        if step is not build.stmt:
+            related.append(Related(ctx.path, step.lineno, f"`{build.name}.step()` updates the "
+                                   "old parameters", ctx.column(step)))
         yield self.report(node, ctx, related=related, target=target, opt=build.name,
                           opt_line=build.stmt.lineno)
 
