@@ -47,6 +47,7 @@ from gradtrace.lint.analysis.calls import ascii_code, span
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
+from gradtrace.lint.analysis.caller_cuts import caller_cuts
 from gradtrace.lint.analysis.dispatchers import dispatch_returns
 from gradtrace.lint.analysis.entry_cuts import subscript_cut
 from gradtrace.lint.analysis.kinds import MODULE
@@ -132,6 +133,16 @@ class HelperTracer(Tracer):
                 and _made_of_arguments(fn, self.ctx):
             # a method made of its arguments: NOTE [pure methods]
             return self.args_trace(e, use, line)
+        return got
+
+    def _param(self, name: str) -> Trace:
+        """A parameter: live unless data (the base's reading), or the cuts every caller hands
+        it (NOTE [cuts handed by the callers])."""
+        got = super()._param(name)
+        if got.live:
+            handed = caller_cuts(self.ctx, self.scope.node, name)
+            if handed is not None:
+                return handed
         return got
 
     def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
@@ -229,7 +240,10 @@ def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef
         return Trace(False, ())
     node = cut.node
     path = shown_path(home_ctx.path, t.ctx.path)
-    away = cut_away(home_ctx, node) or Away(path, node.lineno, home_ctx.source(node),
+    code = home_ctx.source(node)
+    if home_ctx.line_text(node.lineno).lstrip().startswith("@" + code):
+        code = "@" + code  # a grad-off decorator
+    away = cut_away(home_ctx, node) or Away(path, node.lineno, code,
                                             home_ctx.source(cut.operand), fn.name)
     t.ctx.memo("project-away-cuts", t.ctx.tree, dict)[id(e)] = (e, away)
     forced = helper_band_aid(home_ctx, fn.name)

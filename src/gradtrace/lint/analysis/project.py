@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.foreign_kinds import DEFINITIONS
+from gradtrace.lint.analysis.foreign_params import carried_class
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.owners import home, shown_path  # noqa: F401 - the index's API
 from gradtrace.lint.analysis.project_files import (
@@ -258,9 +259,29 @@ def _handed_class(ctx: Context, scope: object, name: ast.Name, line: int) -> Cla
     ClassificationModel(...)``), when the instance is made in this file."""
     k = ctx.analysis.kind(name, scope, line)  # type: ignore[arg-type]
     node = k.node if k is not None and k.what == MODULE else None
+    if node is None and k is not None and k.what == MODULE:
+        return carried_class(k.cls)  # made by callers in another file (NOTE [handed class
+        # across files])
     if not isinstance(node, ast.Call) or id(node) not in file_parents(ctx):
         return None  # made in another file: its names are not this file's
     return foreign_class(ctx, node.func)
+
+
+def handed_mentioning(ctx: Context, fn: ast.AST, text: str, words: tuple[str, ...]) -> bool:
+    """Whether a parameter of ``fn`` (its code ``text``) that it calls a method of or calls
+    (``module.training_step(batch)``, ``net(x)``) is handed, by every caller, an instance of a
+    module class of another file whose code holds one of ``words`` (NOTE [handed class across
+    files]): a rule that needs such a word may find it through that class's methods."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.body:
+        return False
+    scope, line = ctx.scope(fn), fn.body[0].lineno
+    for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
+        if a.arg in ("self", "cls") or a.arg + "." not in text and a.arg + "(" not in text:
+            continue
+        cls = _handed_class(ctx, scope, ast.Name(a.arg, ast.Load()), line)
+        if cls is not None and any(w in home(ctx, cls.node).code for w in words):
+            return True
+    return False
 
 
 def held_foreign_method(ctx: Context, call: ast.Call, scope: object) -> Def | None:
