@@ -140,3 +140,127 @@ update(scores, torch.tensor(rewards))
 ])
 def test_cut_handed_by_a_caller_of_the_file(score, expected) -> None:
     assert _found(ONE_FILE.format(score=score), "GT202", "GT104", "GT102", "GT101") == expected
+
+
+# -- 2. an optimizer over what a holder's class freezes (probe m6: EMA teacher) ---------------
+# NOTE [frozen by its holder]; torch 2.13: the student never moves (Adam steps frozen weights)
+DISTILLER = """
+import torch.nn as nn
+
+
+class Distiller:
+    def __init__(self, dim):
+        self.teacher = nn.Linear(dim, 2)
+        self.teacher.eval().requires_grad_(False)
+        self.student = nn.Linear(dim, 2)
+
+    def loss(self, x):
+        return (self.student(x) - self.teacher(x)).pow(2).mean()
+{more}
+"""
+DISTILL = """
+import torch
+from models import Distiller
+
+d = Distiller(4)
+opt = torch.optim.Adam(list(d.{part}.parameters()), lr=0.1)
+for _ in range(2):
+    opt.zero_grad()
+    d.loss(torch.randn(8, 4)).backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("part,more,expected", [
+    ("teacher", "", [("train.py", "GT494", 5)]),
+    ("student", "", []),  # look-alike: the trained module
+    # look-alike: the class can unfreeze it (a later stage trains the teacher)
+    ("teacher", "\n    def unfreeze(self):\n        self.teacher.requires_grad_(True)\n", []),
+])
+def test_optimizer_over_what_the_holder_froze(tmp_path, part, more, expected) -> None:
+    files = {"models.py": DISTILLER.format(more=more), "train.py": DISTILL.format(part=part)}
+    assert _project(tmp_path, files, "GT494") == expected
+
+
+# -- 3. GAN losses built by helpers (probe m7): GT508 at the discriminator's `D(fake)` --------
+# NOTE [GAN losses in helpers]; torch 2.13: "Trying to backward through the graph a second time"
+GAN = """
+import torch
+import torch.nn as nn
+
+crit = nn.BCEWithLogitsLoss()
+
+
+def d_loss_fn(netD, x_real, x_fake):
+    ones, zeros = torch.ones(x_real.size(0), 1), torch.zeros(x_fake.size(0), 1)
+    return crit(netD(x_real), ones) + crit(netD({fake}), zeros)
+
+
+def g_loss_fn(netD, x_fake):
+    return crit(netD(x_fake), torch.ones(x_fake.size(0), 1))
+
+
+netG, netD = nn.Linear(2, 3), nn.Linear(3, 1)
+opt_g = torch.optim.SGD(netG.parameters(), lr=0.1)
+opt_d = torch.optim.SGD(netD.parameters(), lr=0.1)
+for real in [torch.randn(5, 3)] * 2:
+    fake = netG(torch.randn(5, 2))
+    opt_g.zero_grad()
+    g_loss_fn(netD, fake).backward()
+    opt_g.step()
+    opt_d.zero_grad()
+    d_loss_fn(netD, real, fake).backward()
+    opt_d.step()
+"""
+
+
+@pytest.mark.parametrize("fake,expected", [
+    ("x_fake", [("GT508", 9)]),        # the generator step first, helpers of the file
+    ("x_fake.detach()", []),           # look-alike: detached in the discriminator loss
+])
+def test_gan_losses_in_helpers(fake, expected) -> None:
+    assert _found(GAN.format(fake=fake), "GT508", "GT509") == expected
+
+
+LOSSES = """
+import torch
+import torch.nn.functional as F
+
+
+def discriminator_loss(D, real, fake):
+    real_logits = D(real)
+    fake_logits = D({fake})
+    return (F.binary_cross_entropy_with_logits(real_logits, torch.ones_like(real_logits))
+            + F.binary_cross_entropy_with_logits(fake_logits, torch.zeros_like(fake_logits)))
+
+
+def generator_loss(D, fake):
+    return F.binary_cross_entropy_with_logits(D(fake), torch.ones_like(D(fake)))
+"""
+GAN_TRAIN = """
+import torch
+import torch.nn as nn
+from losses import discriminator_loss, generator_loss
+
+G, D = nn.Linear(8, 4), nn.Linear(4, 1)
+opt_g = torch.optim.Adam(G.parameters())
+opt_d = torch.optim.Adam(D.parameters())
+for step in range(2):
+    real = torch.randn(8, 4)
+    fake = G(torch.randn(8, 8))
+    opt_d.zero_grad()
+    discriminator_loss(D, real, fake).backward()
+    opt_d.step()
+    opt_g.zero_grad()
+    generator_loss(D, fake).backward()
+    opt_g.step()
+"""
+
+
+@pytest.mark.parametrize("fake,expected", [
+    ("fake", [("train.py", "GT508", 12)]),  # at the call, naming losses.py:7
+    ("fake.detach()", []),
+])
+def test_gan_losses_in_another_file(tmp_path, fake, expected) -> None:
+    files = {"losses.py": LOSSES.format(fake=fake), "train.py": GAN_TRAIN}
+    assert _project(tmp_path, files, "GT508", "GT509") == expected
