@@ -19,21 +19,25 @@ unknown: live, as before. One call up (a caller's own parameters stay as they ar
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
+from gradtrace.lint.analysis.away_cuts import Away, cut_away
 from gradtrace.lint.analysis.cuts import Cut, Trace
+from gradtrace.lint.analysis.owners import shown_path
 from gradtrace.lint.grad_modes import FUNCTION_TYPES
 
 if TYPE_CHECKING:
+    from gradtrace.lint.analysis.origins import Tracer
     from gradtrace.lint.context import Context
 
 _BUSY: set[tuple[int, str]] = set()  # (function, parameter) being asked: one call up
 
 
-def caller_cuts(ctx: Context, fn: ast.AST, name: str) -> Trace | None:
-    """The cuts every caller passes for the parameter ``name`` of ``fn`` (NOTE [cuts handed by
-    the callers]; no cut: data); None: no caller seen, or one passes a value that may be
-    live."""
+def caller_cuts(ctx: Context, fn: ast.AST, name: str, tracer: Callable[[Context, ast.AST], Tracer]
+                ) -> Trace | None:
+    """The cuts every caller passes for the parameter ``name`` of ``fn``, each read by the
+    caller's ``tracer`` (no cut: data); None: no caller seen, or one passes a value that may
+    be live. See NOTE [cuts handed by the callers]."""
     if not isinstance(fn, FUNCTION_TYPES) or not _is_param(fn, name):
         return None
     memo: dict[tuple[int, str], Trace | None] = ctx.memo("caller-cuts", ctx.tree, dict)
@@ -44,7 +48,7 @@ def caller_cuts(ctx: Context, fn: ast.AST, name: str) -> Trace | None:
         return None  # asked from a caller's trace: one call up only
     _BUSY.add(key)
     try:
-        memo[key] = _caller_cuts(ctx, fn, name)
+        memo[key] = _caller_cuts(ctx, fn, name, tracer)
     finally:
         _BUSY.discard(key)
     return memo[key]
@@ -55,8 +59,8 @@ def _is_param(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
     return any(x.arg == name for x in (*a.posonlyargs, *a.args, *a.kwonlyargs))
 
 
-def _caller_cuts(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str
-                 ) -> Trace | None:
+def _caller_cuts(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
+                 tracer: Callable[[Context, ast.AST], Tracer]) -> Trace | None:
     from gradtrace.lint.analysis.callees import function_sites
     from gradtrace.lint.analysis.foreign_params import other_sites
     from gradtrace.lint.analysis.grad_values import callers
@@ -66,7 +70,7 @@ def _caller_cuts(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, name:
         return None
     cuts: list[Cut] = []
     for call, where, arg in given:
-        tr = _tracer(ctx, where).trace(arg, ctx.scope(where).statement_of(call), call.lineno)
+        tr = tracer(ctx, where).trace(arg, ctx.scope(where).statement_of(call), call.lineno)
         if tr.live:
             return None
         cuts.extend(Cut(c.kind, c.node, c.operand, ((name, call.lineno),) + c.via)
@@ -79,7 +83,7 @@ def _caller_cuts(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, name:
         arg = s.ctx.analysis.arguments(fn, s.call).get(name)  # type: ignore[arg-type]
         if arg is None:
             return None
-        tr = _tracer(s.ctx, s.where).trace(arg, s.ctx.scope(s.where).statement_of(s.call),
+        tr = tracer(s.ctx, s.where).trace(arg, s.ctx.scope(s.where).statement_of(s.call),
                                            s.call.lineno)
         if tr.live:
             return None
@@ -91,16 +95,9 @@ def _caller_cuts(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, name:
     return Trace(False, tuple(cuts))
 
 
-def _tracer(ctx: Context, where: ast.AST):  # type: ignore[no-untyped-def]
-    from gradtrace.lint.analysis.helper_cuts import HelperTracer
-    return ctx.memo("gt1-helper-tracer", where, lambda: HelperTracer(ctx.scope(where), ctx))
-
-
 def _carried(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str,
              octx: Context, c: Cut) -> Cut:
     """A cut of another file's caller, reported at the parameter with that file's code."""
-    from gradtrace.lint.analysis.helper_cuts import Away, cut_away
-    from gradtrace.lint.analysis.owners import shown_path
     a = fn.args
     node = next(x for x in (*a.posonlyargs, *a.args, *a.kwonlyargs) if x.arg == name)
     away = cut_away(octx, c.node)

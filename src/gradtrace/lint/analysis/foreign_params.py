@@ -34,7 +34,6 @@ from gradtrace.lint.statement_shapes import argument_default
 
 if TYPE_CHECKING:
     from gradtrace.lint.analysis.callers import Site
-    from gradtrace.lint.analysis.modules import ClassInfo
     from gradtrace.lint.context import Context
 
 
@@ -86,8 +85,7 @@ def _carried(k: Kind | None, octx: Context) -> Kind | None:
     return Kind(k.what, cls, k.requires_grad)
 
 
-# a carried module's class spelling -> (the other file, the call that built it there)
-_MADE: dict[str, tuple[Context, ast.Call]] = {}
+from gradtrace.lint.analysis.carried import _MADE  # noqa: E402 - the carried modules
 
 
 def carried_attr_kind(cls: str | None, attr: str) -> Kind | None:
@@ -107,26 +105,6 @@ def carried_attr_kind(cls: str | None, attr: str) -> Kind | None:
     if k is None or k.what != MODULE:
         return None
     return Kind(MODULE, cls=k.cls if (k.cls or "").startswith("torch.") else None)
-
-
-def carried_class(cls: str | None) -> ClassInfo | None:
-    """# NOTE [handed class across files]
-    The class of a module a parameter is handed by every caller, when those callers are in
-    another file (NOTE [kinds by the callers]: ``fit(LitRegressor(), loader)`` in ``train.py``,
-    ``def fit(module, loader)`` in ``loop.py``): the class that file's call builds, defined
-    there or imported there from a third file of the project; None otherwise. The methods run
-    through the parameter (``module.training_step(batch, i)``) are then that class's, read in
-    its own file's context, as for an instance made in the checked file."""
-    got = _MADE.get(cls or "")
-    if got is None:
-        return None
-    octx, call = got
-    f = call.func
-    if isinstance(f, ast.Name) and f.id in octx.analysis.classes:
-        own = octx.analysis.classes[f.id]
-        return own if own.node in octx.tree.body else None
-    from gradtrace.lint.analysis.project import foreign_class
-    return foreign_class(octx, f)
 
 
 from gradtrace.lint.analysis.callees import OTHER_KINDS  # noqa: E402 - after other_kinds

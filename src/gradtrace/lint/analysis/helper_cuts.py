@@ -47,6 +47,7 @@ from gradtrace.lint.analysis.calls import ascii_code, span
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
+from gradtrace.lint.analysis.away_cuts import Away, cut_away  # noqa: F401 - re-exported
 from gradtrace.lint.analysis.caller_cuts import caller_cuts
 from gradtrace.lint.analysis.dispatchers import dispatch_returns
 from gradtrace.lint.analysis.entry_cuts import subscript_cut
@@ -140,7 +141,7 @@ class HelperTracer(Tracer):
         it (NOTE [cuts handed by the callers])."""
         got = super()._param(name)
         if got.live:
-            handed = caller_cuts(self.ctx, self.scope.node, name)
+            handed = caller_cuts(self.ctx, self.scope.node, name, helper_tracer)
             if handed is not None:
                 return handed
         return got
@@ -172,6 +173,12 @@ class HelperTracer(Tracer):
                 return Trace(False, (Cut(cut.kind, cut.node, cut.operand, (
                     (f"{fn.name}()", s.value.lineno),) + cut.via),))  # type: ignore[union-attr]
         return super().binding_trace(b)
+
+
+def helper_tracer(ctx: Context, where: ast.AST) -> HelperTracer:
+    """The (memoised) helper tracer of the function or module ``where`` of ``ctx``'s file."""
+    return ctx.memo("gt1-helper-tracer", where,  # type: ignore[no-any-return]
+                    lambda: HelperTracer(ctx.scope(where), ctx))
 
 
 def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int,
@@ -251,23 +258,6 @@ def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef
         t.ctx.memo("gt1-helper-bandaids", t.ctx.tree, dict)[fn.name] = SimpleNamespace(
             lineno=f"{forced.lineno} of {path}")
     return Trace(False, (Cut(cut.kind, e, e, ((f"{fn.name}()", e.lineno),)),))
-
-
-class Away(NamedTuple):
-    """Where in another file a cut that a call of this file reaches is made."""
-
-    path: str
-    line: int
-    code: str  # the cutting expression
-    operand: str  # what it cuts
-    helper: str  # the function of that file the call runs
-
-
-def cut_away(ctx: Context, node: ast.AST) -> Away | None:
-    """The other file's cut that the call ``node`` of this file reaches
-    (NOTE [project index]), or None: the cut is ``node`` itself, in this file."""
-    got = ctx.memo("project-away-cuts", ctx.tree, dict).get(id(node))
-    return got[1] if got is not None and got[0] is node else None
 
 
 def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,

@@ -52,8 +52,8 @@ def instance_class(ctx: Context, expr: ast.expr, scope: object, line: int, depth
     of, by its kind; an instance of a plain class of another file (which has no kind here)
     by its binding, or, for a parameter, by what every caller passes (one call up); None:
     unknown."""
-    from gradtrace.lint.analysis.foreign_params import carried_class
-    from gradtrace.lint.analysis.project import _binding, _instance_class, foreign_class
+    from gradtrace.lint.analysis.project import (
+        _binding, _instance_class, carried_class, foreign_class)
     k = ctx.analysis.kind(expr, scope, line)  # type: ignore[arg-type]
     if k is None and isinstance(expr, ast.Name):
         b = _binding(ctx, scope, expr.id, line)

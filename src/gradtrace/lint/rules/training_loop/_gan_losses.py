@@ -12,8 +12,9 @@ the shared generator output in both helpers and something else (the real batch) 
 only: that helper's ``D(fake)`` is the discriminator's undetached call, the root line. A helper
 that rebinds the parameter (``fake = fake.detach()``), passes it through anything but the bare
 name, or runs ``backward()`` itself (a step helper: NOTE [GAN steps in helpers]) is left out.
-Helpers of another file of the project are read through the project index (NOTE [project
-index]); the finding is then at the caller's call of that helper, naming the other file's line.
+Helpers of another file of the project are read through the project index
+(NOTE [project index]); the finding is then at the caller's call of that helper, naming the
+other file's line.
 """
 from __future__ import annotations
 
