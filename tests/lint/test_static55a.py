@@ -26,7 +26,7 @@ def _project(tmp_path, files: dict[str, str], *codes: str) -> list[tuple[str, st
     return sorted((f.path.rpartition("/")[2], f.code, f.line) for f in found if f.code in codes)
 
 
-# -- 1. a parameter's facts from its callers, across files (probes54 m2, m5) -----------------
+# -- 1. a parameter's class from its callers, across files (probe m2) ------------------------
 # NOTE [handed class across files]: `run(model, ...)` in a torch-less file, handed a `Net` by
 # another file; the method it runs is that class's (torch 2.13: backward raises "element 0 of
 # tensors does not require grad")
@@ -72,74 +72,6 @@ run(net, [(torch.randn(4, 3), torch.randn(4, 1))] * 2, torch.optim.SGD(net.param
 def test_method_of_a_class_handed_by_another_file(tmp_path, body, expected) -> None:
     files = {"model.py": NET.format(body=body), "trainer.py": TRAINER, "main.py": MAIN}
     assert _project(tmp_path, files, "GT202") == expected
-
-
-# NOTE [cuts handed by the callers]: the cut is in the caller, the backward in the callee
-STEP = """
-import torch
-
-
-def apply(opt, feats, weight=1.0):
-    loss = weight * feats.pow(2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-"""
-CALLER = """
-import torch
-import torch.nn as nn
-from step import apply
-
-encoder = nn.Linear(5, 3)
-opt = torch.optim.SGD(encoder.parameters(), lr=0.1)
-for _ in range(2):
-    x = torch.randn(4, 5)
-    feats = {feats}
-    apply(opt, feats)
-"""
-
-
-@pytest.mark.parametrize("feats,expected", [
-    ("encoder(x).detach()", [("step.py", "GT107", 4)]),  # at the parameter, naming train.py:9
-    ("encoder(x)", []),                                   # look-alike: attached
-])
-def test_cut_handed_by_another_files_caller(tmp_path, feats, expected) -> None:
-    files = {"step.py": STEP, "train.py": CALLER.format(feats=feats)}
-    assert _project(tmp_path, files, "GT107", "GT102", "GT202") == expected
-
-
-# one file: the caller's own cut is the root line (probe m5 hands a grad-off helper's result
-# through a list; here a score rebuilt from `.item()` in the caller's loop)
-ONE_FILE = """
-import torch
-import torch.nn as nn
-
-net = nn.Linear(4, 2)
-opt = torch.optim.SGD(net.parameters(), lr=0.1)
-
-
-def update(scores, returns):
-    loss = -(torch.stack(scores) * returns).sum()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-
-
-scores, rewards = [], []
-for t in range(3):
-    score = {score}
-    scores.append(score)
-    rewards.append(1.0 if t % 2 else 0.0)
-update(scores, torch.tensor(rewards))
-"""
-
-
-@pytest.mark.parametrize("score,expected", [
-    ("torch.tensor(net(torch.randn(4))[0].item())", [("GT102", 17)]),
-    ("net(torch.randn(4))[0]", []),  # look-alike: with a graph
-])
-def test_cut_handed_by_a_caller_of_the_file(score, expected) -> None:
-    assert _found(ONE_FILE.format(score=score), "GT202", "GT104", "GT102", "GT101") == expected
 
 
 # -- 2. an optimizer over what a holder's class freezes (probe m6: EMA teacher) ---------------

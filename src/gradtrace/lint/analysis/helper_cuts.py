@@ -48,7 +48,6 @@ from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
 from gradtrace.lint.analysis.away_cuts import Away, cut_away  # noqa: F401 - re-exported
-from gradtrace.lint.analysis.caller_cuts import caller_cuts
 from gradtrace.lint.analysis.dispatchers import dispatch_returns
 from gradtrace.lint.analysis.entry_cuts import subscript_cut
 from gradtrace.lint.analysis.kinds import MODULE
@@ -136,16 +135,6 @@ class HelperTracer(Tracer):
             return self.args_trace(e, use, line)
         return got
 
-    def _param(self, name: str) -> Trace:
-        """A parameter: live unless data (the base's reading), or the cuts every caller hands
-        it (NOTE [cuts handed by the callers])."""
-        got = super()._param(name)
-        if got.live:
-            handed = caller_cuts(self.ctx, self.scope.node, name, helper_tracer)
-            if handed is not None:
-                return handed
-        return got
-
     def _subscript(self, e: ast.Subscript, use: ast.stmt | None, line: int) -> Trace:
         got = subscript_cut(self, e, use, line, lambda c, at: called_function(
             c, self.scope, at) if _plain_fn(c, self.scope, at, self.ctx) else None,
@@ -173,12 +162,6 @@ class HelperTracer(Tracer):
                 return Trace(False, (Cut(cut.kind, cut.node, cut.operand, (
                     (f"{fn.name}()", s.value.lineno),) + cut.via),))  # type: ignore[union-attr]
         return super().binding_trace(b)
-
-
-def helper_tracer(ctx: Context, where: ast.AST) -> HelperTracer:
-    """The (memoised) helper tracer of the function or module ``where`` of ``ctx``'s file."""
-    return ctx.memo("gt1-helper-tracer", where,  # type: ignore[no-any-return]
-                    lambda: HelperTracer(ctx.scope(where), ctx))
 
 
 def element_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef, j: int,
