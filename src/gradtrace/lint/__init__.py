@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from gradtrace.findings import Finding
 from gradtrace.lint.code_text import code_text
-from gradtrace.lint.prefilter import imports_torch_sibling, worth_checking
+from gradtrace.lint.prefilter import imported_by_torch_sibling, imports_torch_sibling, worth_checking
 from gradtrace.lint.config import Settings
 from gradtrace.errors import RuleError
 from gradtrace.lint.engine import FileChecker, internal_error, noqa_filter
@@ -180,7 +180,9 @@ def check_bytes(path: str, data: bytes, rules: Sequence[type[Rule]],
             result.findings.append(problem)
         return result
     code = code_text(text)  # type: ignore[arg-type]
-    if "torch" not in code and not imports_torch_sibling(path, code.encode("utf-8", "replace")):
+    raw = code.encode("utf-8", "replace") if "torch" not in code else b""
+    if "torch" not in code and not imports_torch_sibling(path, raw) \
+            and not imported_by_torch_sibling(path, raw):
         return result
     _check_text(text, path, rules, settings, result, code)  # type: ignore[arg-type]
     return result

@@ -85,8 +85,7 @@ def _carried(k: Kind | None, octx: Context) -> Kind | None:
     return Kind(k.what, cls, k.requires_grad)
 
 
-# a carried module's class spelling -> (the other file, the call that built it there)
-_MADE: dict[str, tuple[Context, ast.Call]] = {}
+from gradtrace.lint.analysis.carried import _MADE  # noqa: E402 - the carried modules
 
 
 def carried_attr_kind(cls: str | None, attr: str) -> Kind | None:

@@ -47,6 +47,7 @@ from gradtrace.lint.analysis.calls import ascii_code, span
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
 )
+from gradtrace.lint.analysis.away_cuts import Away, cut_away  # noqa: F401 - re-exported
 from gradtrace.lint.analysis.dispatchers import dispatch_returns
 from gradtrace.lint.analysis.entry_cuts import subscript_cut
 from gradtrace.lint.analysis.kinds import MODULE
@@ -229,7 +230,10 @@ def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef
         return Trace(False, ())
     node = cut.node
     path = shown_path(home_ctx.path, t.ctx.path)
-    away = cut_away(home_ctx, node) or Away(path, node.lineno, home_ctx.source(node),
+    code = home_ctx.source(node)
+    if home_ctx.line_text(node.lineno).lstrip().startswith("@" + code):
+        code = "@" + code  # a grad-off decorator
+    away = cut_away(home_ctx, node) or Away(path, node.lineno, code,
                                             home_ctx.source(cut.operand), fn.name)
     t.ctx.memo("project-away-cuts", t.ctx.tree, dict)[id(e)] = (e, away)
     forced = helper_band_aid(home_ctx, fn.name)
@@ -237,23 +241,6 @@ def _cut_away(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef
         t.ctx.memo("gt1-helper-bandaids", t.ctx.tree, dict)[fn.name] = SimpleNamespace(
             lineno=f"{forced.lineno} of {path}")
     return Trace(False, (Cut(cut.kind, e, e, ((f"{fn.name}()", e.lineno),)),))
-
-
-class Away(NamedTuple):
-    """Where in another file a cut that a call of this file reaches is made."""
-
-    path: str
-    line: int
-    code: str  # the cutting expression
-    operand: str  # what it cuts
-    helper: str  # the function of that file the call runs
-
-
-def cut_away(ctx: Context, node: ast.AST) -> Away | None:
-    """The other file's cut that the call ``node`` of this file reaches
-    (NOTE [project index]), or None: the cut is ``node`` itself, in this file."""
-    got = ctx.memo("project-away-cuts", ctx.tree, dict).get(id(node))
-    return got[1] if got is not None and got[0] is node else None
 
 
 def through_file_function(t: Tracer, e: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef,

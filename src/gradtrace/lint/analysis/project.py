@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.file_parents import file_parents
 from gradtrace.lint.analysis.foreign_kinds import DEFINITIONS
+from gradtrace.lint.analysis.carried import carried_call
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.owners import home, shown_path  # noqa: F401 - the index's API
 from gradtrace.lint.analysis.project_files import (
@@ -258,9 +259,48 @@ def _handed_class(ctx: Context, scope: object, name: ast.Name, line: int) -> Cla
     ClassificationModel(...)``), when the instance is made in this file."""
     k = ctx.analysis.kind(name, scope, line)  # type: ignore[arg-type]
     node = k.node if k is not None and k.what == MODULE else None
+    if node is None and k is not None and k.what == MODULE:
+        # made by callers in another file: NOTE [handed class across files]
+        return carried_class(k.cls)
     if not isinstance(node, ast.Call) or id(node) not in file_parents(ctx):
         return None  # made in another file: its names are not this file's
     return foreign_class(ctx, node.func)
+
+
+def carried_class(cls: str | None) -> ClassInfo | None:
+    """# NOTE [handed class across files]
+    The class of a module a parameter is handed by every caller, when those callers are in
+    another file (NOTE [kinds by the callers]: ``fit(LitRegressor(), loader)`` in ``train.py``,
+    ``def fit(module, loader)`` in ``loop.py``): the class that file's call builds, defined
+    there or imported there from a third file of the project; None otherwise. The methods run
+    through the parameter (``module.training_step(batch, i)``) are then that class's, read in
+    its own file's context, as for an instance made in the checked file."""
+    got = carried_call(cls)
+    if got is None:
+        return None
+    octx, call = got
+    f = call.func
+    if isinstance(f, ast.Name) and f.id in octx.analysis.classes:
+        own = octx.analysis.classes[f.id]
+        return own if own.node in octx.tree.body else None
+    return foreign_class(octx, f)
+
+
+def handed_mentioning(ctx: Context, fn: ast.AST, text: str, words: tuple[str, ...]) -> bool:
+    """Whether a parameter of ``fn`` (its code ``text``) that it calls a method of or calls
+    (``module.training_step(batch)``, ``net(x)``) is handed, by every caller, an instance of a
+    module class of another file whose code holds one of ``words``: a rule that needs such a
+    word may find it through that class's methods. NOTE [handed class across files]."""
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.body:
+        return False
+    scope, line = ctx.scope(fn), fn.body[0].lineno
+    for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
+        if a.arg in ("self", "cls") or a.arg + "." not in text and a.arg + "(" not in text:
+            continue
+        cls = _handed_class(ctx, scope, ast.Name(a.arg, ast.Load()), line)
+        if cls is not None and any(w in home(ctx, cls.node).code for w in words):
+            return True
+    return False
 
 
 def held_foreign_method(ctx: Context, call: ast.Call, scope: object) -> Def | None:

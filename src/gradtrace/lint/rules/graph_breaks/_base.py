@@ -14,7 +14,7 @@ import weakref
 from typing import ClassVar, Iterator
 
 from gradtrace.findings import Finding, Related
-from gradtrace.lint.analysis.project import imported_mentioning
+from gradtrace.lint.analysis.project import handed_mentioning, imported_mentioning
 from gradtrace.lint.context import Context
 from gradtrace.lint.rule import Rule
 from gradtrace.lint.rules.graph_breaks._paths import (
@@ -157,7 +157,7 @@ def _calls_away(ctx: Context, node: ast.AST, words: tuple[str, ...]) -> bool:
         return imported_mentioning(ctx, ctx.code, words)
     text = ctx.memo("gt1-code-of", node, lambda: "\n".join(
         ctx.code_lines[node.lineno - 1:node.end_lineno]))  # type: ignore[attr-defined]
-    if imported_mentioning(ctx, text, words):
+    if imported_mentioning(ctx, text, words) or handed_mentioning(ctx, node, text, words):
         return True
     cls = ctx.analysis.class_of(node) if "self." in text else None  # `self.enc.encode(x)`,
     return cls is not None and imported_mentioning(ctx, ctx.memo(  # `self.enc` made in

@@ -26,6 +26,7 @@ from gradtrace.lint.rules.training_loop._graphless_entries import name_reads, re
 from gradtrace.lint.rules.training_loop._base import (
     BACKWARD_CALLS, LoopRule, related_at, script_body)
 from gradtrace.lint.rules.training_loop._gan import gan_call, helper_pairs, step_mates
+from gradtrace.lint.rules.training_loop._gan_losses import loss_helper_finding, loss_helper_gan
 from gradtrace.lint.nodes import bfs_walk, function_scopes
 
 
@@ -250,6 +251,8 @@ class GanFakeNotDetached(LoopRule):
     def check(self, f: LoopFacts, ctx: Context) -> Iterator[Finding]:
         for b1, b2, t, d1, d2 in shared_pairs(f):
             call = gan_call(t.name, t.name, d1, d2, step_mates(f, b1), step_mates(f, b2))
+            if call is None:  # NOTE [GAN losses in helpers]
+                yield from loss_helper_finding(self, f.scope, b1, b2, t, d1, d2, ctx)
             if call is not None:
                 yield self.report(call, ctx, related=(
                     related_at(ctx, t.stmt, f"`{t.name}` is made by the generator here"),
@@ -354,8 +357,9 @@ class BackwardTwiceWithoutRetainGraph(LoopRule):
                       f"and `backward()` on line {b.call.lineno} on the next item"),
                 advice="sum the items and call `backward()` once, or pass `retain_graph=True`")
         for b1, b2, t, d1, d2 in shared_pairs(f):
-            if gan_call(t.name, t.name, d1, d2, step_mates(f, b1), step_mates(f, b2)) is not None:
-                continue
+            if gan_call(t.name, t.name, d1, d2, step_mates(f, b1), step_mates(f, b2)) is not None \
+                    or loss_helper_gan(ctx, f.scope, t, d1, d2) is not None:
+                continue  # GT508's (NOTE [GAN losses in helpers])
             if unpacked_graphless(ctx, f.scope, t):
                 continue  # NOTE [graphless tuple element]: data handed back through a helper
             g = graphs(f.scope)  # NOTE [proven shared graph]
