@@ -106,7 +106,8 @@ def _is_sub(ctx: Context, owner: ast.ClassDef, cls: ast.ClassDef, hops: int = 8)
     names = {getattr(b, "id", getattr(b, "attr", None)) for b in owner.bases}
     if cls.name in names:
         return True
-    tops = {c.name: c for c in ast.walk(ctx.tree) if isinstance(c, ast.ClassDef)}
+    tops = ctx.memo("init-data-classes", ctx.tree, lambda: {  # once per file, not per ask
+        c.name: c for c in ast.walk(ctx.tree) if isinstance(c, ast.ClassDef)})
     return any(_is_sub(ctx, tops[n], cls, hops - 1) for n in names if n in tops)
 
 

@@ -141,10 +141,15 @@ def _built_owners(ctx: Context) -> frozenset[str]:
                         made[d] = made.get(d, True) and isinstance(v, ast.Call) and (
                             ctx.qualified_name(v.func) or "") in BACKWARD_OWNER_CLASSES
         return frozenset(d for d, ok in made.items() if ok)
-    if ".backward(" not in ctx.code or not any(
-            q.rpartition(".")[2] in ctx.code for q in BACKWARD_OWNER_CLASSES):
-        return frozenset()  # (only spares the walk: the constructor decides)
-    return ctx.memo("built-backward-owners", ctx.tree, make)
+
+    def spelt() -> frozenset[str]:
+        # the text test once per file too: asked at every backward call, it scanned the whole
+        # code once per class there (quadratic in the file on generated training code)
+        if ".backward(" not in ctx.code or not any(
+                q.rpartition(".")[2] in ctx.code for q in BACKWARD_OWNER_CLASSES):
+            return frozenset()  # (only spares the walk: the constructor decides)
+        return make()
+    return ctx.memo("built-backward-owners", ctx.tree, spelt)
 
 
 def _own_owners(ctx: Context) -> frozenset[str]:
