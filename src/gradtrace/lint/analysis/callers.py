@@ -24,7 +24,8 @@ class: an over-approximation, so an *every caller* fact stays sound); its name r
 a value (``f = net.name``) makes the answer unknown.
 
 Answers are kept per process, keyed by the definition's file, name and the parsed readers
-(a reader whose bytes changed is parsed again, and the answer recomputed). The result cache
+(a reader whose bytes changed is parsed again, and the answer recomputed); an answer goes
+when one of its readers leaves the index's cache, so no reader's context outlives it. The result cache
 (NOTE [cache]) records the readers' bytes and the search itself (:data:`SEARCH` + folder and
 words, with a digest of the files that held the words): an edited caller, a new file naming
 the function, a file that stops naming it each make the cached result of the checked file
@@ -41,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.owners import READS
 from gradtrace.lint.analysis.project_files import (
-    FILES, ON_RUN, _bases, _load, _text, imports_of, real_path, roots, use)
+    FILES, ON_DROP, ON_RUN, _bases, _load, _text, imports_of, real_path, roots, use)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
 
 if TYPE_CHECKING:
@@ -57,6 +58,18 @@ _SEARCHED: dict[str, str] = {}
 _TOPS: dict[str, str] = {}  # file -> :func:`_top` (the roots and listings of this run)
 ON_RUN.append(lambda: (_LISTED.clear(), _SEARCHED.clear(), _TOPS.clear()))  # one tree a run
 _ANSWERS: dict[tuple[str, str, str], tuple[tuple[object, ...], list[Site] | None]] = {}
+
+
+def _forget(path: str) -> None:
+    """Drop the answers whose readers include ``path``'s context, dropped from the index:
+    an answer's sites hold their readers' contexts, which must not outlive the index's copy
+    (NOTE [reverse index]: they are parsed through its cache)."""
+    for key in [k for k, (stamp, _) in _ANSWERS.items()
+                if any(s[0] == path for s in stamp)]:  # type: ignore[index]
+        del _ANSWERS[key]
+
+
+ON_DROP.append(_forget)
 
 
 @dataclass(frozen=True)
@@ -196,7 +209,8 @@ def foreign_sites(ctx: Context, node: ast.AST) -> list[Site] | None:
         out += [Site(octx, c, w, _off_at(octx, c, w)) for c, w in sites]  # type: ignore[operator]
     if len(_ANSWERS) > 20_000:
         _ANSWERS.clear()
-    _ANSWERS[key] = (stamp, out)
+    if all(getattr(FILES.get(o.path), "ctx", None) is o for o in found):
+        _ANSWERS[key] = (stamp, out)  # not when a reader already left the index's cache
     return out
 
 

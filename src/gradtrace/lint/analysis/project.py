@@ -43,7 +43,7 @@ from gradtrace.lint.analysis.carried import carried_call
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.owners import home, shown_path  # noqa: F401 - the index's API
 from gradtrace.lint.analysis.project_files import (
-    FILES, TOUCHED, _find_module, imported_mentioning, imports_of, module_context, use)
+    FILES, ON_DROP, TOUCHED, _find_module, imported_mentioning, imports_of, module_context, use)
 from gradtrace.lint.analysis.module_names import (
     EVERY_PUBLIC, bound_names, module_names, public_names, stars_of)
 
@@ -114,6 +114,19 @@ def _star_lookup(ctx: Context, name: str, hops: int) -> object:
             if got is not _ABSENT:
                 return got
     return _ABSENT
+
+
+def _forget_imports(path: str) -> None:
+    """Forget, in the files the index keeps, what was resolved through ``path``, dropped from
+    the index: a kept file's resolution holds the dropped file's context, which must not
+    outlive the index's copy (NOTE [project index])."""
+    for f in FILES.values():
+        memo = f.ctx._memo.get(("project-imported", id(f.ctx.tree))) if f is not None else None
+        for name in [n for n, (_, used) in (memo or {}).items() if path in used]:
+            del memo[name]  # type: ignore[union-attr]
+
+
+ON_DROP.append(_forget_imports)
 
 
 def imported(ctx: Context, name: str, hops: int = 1

@@ -63,6 +63,7 @@ _ROOTS_ID = [0]  # a number per distinct list of roots (for keys: NOTE [project 
 _ROOT_IDS: dict[tuple[str, ...], int] = {(): 0}
 _NUMBERS = itertools.count(1)
 ON_RUN: list[Callable[[], None]] = []  # what a check run starts afresh (NOTE [reverse index])
+ON_DROP: list[Callable[[str], None]] = []  # what forgets a file dropped from FILES
 
 
 def roots() -> list[str]:
@@ -260,6 +261,8 @@ def _context(path: str, text: str, tree: ast.Module) -> Context:
 def _drop(path: str) -> None:
     got = FILES.pop(path, None)
     _STAMPS.pop(path, None)
+    for forget in ON_DROP:  # answers holding the dropped context (NOTE [reverse index])
+        forget(path)
     if got is not None:
         for n in ast.walk(got.ctx.tree):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
