@@ -398,8 +398,8 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
                                                            scope, ctx, args_may=False):
                     if id(old) not in kept:  # another output of the retained loss's
                         return first, (step, n.id)  # forward, or a value computed from
-                    # its graph: the step breaks what it needs (NOTE [value derived from the
-                    # kept graph])
+                    # its graph: the step breaks what it needs
+                    # (NOTE [value derived from the kept graph])
                     if x is b and value_of(b) is n:  # `info_loss = Info_xz`: a new name
                         return first, (later.call, n.id)  # only; the backward is the use
                     return first, (n, n.id)
