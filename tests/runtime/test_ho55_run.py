@@ -50,6 +50,24 @@ PARTIAL = PLANNER.replace(
     "objective = -1 * imagine(policy, dynamics, reward, start).mean()",
     "objective = (imagine(policy, dynamics, reward, start) - 2.0).pow(2).mean()")
 
+# buggy twin: a negated log-likelihood (fitted to labels), its classifier head forgotten
+LIKELIHOOD = """\
+import torch
+from torch import nn
+from torch.distributions import Categorical
+
+torch.manual_seed(0)
+body = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+head = nn.Linear(8, 3)
+opt = torch.optim.SGD(body.parameters(), lr=0.1)
+for step in range(3):
+    x, y = torch.randn(10, 4), torch.randint(0, 3, (10,))
+    nll = -Categorical(logits=head(body(x))).log_prob(y).mean()
+    opt.zero_grad()
+    nll.backward()
+    opt.step()
+"""
+
 
 def _run(tmp_path, src: str) -> list:
     import runpy
@@ -75,7 +93,8 @@ def test_models_the_negated_objective_runs_through_are_not_reported(tmp_path):
 
 
 @pytest.mark.parametrize("src, name", [(FORGOTTEN, "Linear.weight"), (REGRESSED, "Linear.weight"),
-                                       (PARTIAL, "Sequential.0.weight")])
+                                       (PARTIAL, "Sequential.0.weight"),
+                                       (LIKELIHOOD, "Linear.weight")])
 def test_models_left_out_otherwise_are_reported(tmp_path, src, name):
     assert src != PLANNER
     found = _run(tmp_path, src)

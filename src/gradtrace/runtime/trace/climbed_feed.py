@@ -14,7 +14,8 @@ input that itself reaches a parameter some optimizer holds (the model sits after
 weights). Reported still: a parameter any other loss reaches (a critic with its own regression
 loss left out of its optimizer), a model before the trained weights (a mapping network fed
 only noise: forgotten, not crossed), a loss compared with a target or summed with another
-term (``recon - kl``: only part of it is climbed). The negation is read from the loss's
+term (``recon - kl``: only part of it is climbed), a negated log-likelihood (a graph with a
+log node, ``-dist.log_prob(y).mean()``: fitted to data, its head forgotten). The negation is read from the loss's
 statement, plain AST (:func:`negated_loss`).
 """
 from __future__ import annotations
@@ -90,10 +91,19 @@ def _var(n: Any) -> Any:
     return getattr(n, "variable", None) if type(n).__name__ == "AccumulateGrad" else None
 
 
-def _walk(root: Any, in_opt: set[int]) -> tuple[set[int], set[int]] | None:
+def _likelihood(n: Any) -> bool:
+    """A log or log-likelihood node (``LogBackward0``, ``LogSoftmaxBackward0``,
+    ``NllLossBackward0``): a negated log-likelihood is fitted to data, not a value climbed."""
+    name = type(n).__name__
+    return name.startswith(("Log", "Nll", "BinaryCrossEntropy")) and name.endswith(
+        "Backward0") or name in ("XlogyBackward0", "SpecialXlog1pyBackward0")
+
+
+def _walk(root: Any, in_opt: set[int]) -> tuple[set[int], set[int], bool] | None:
     """(ids of the leaves reached, ids of those used beside an input that reaches an
-    optimized leaf); None past the walk's limit."""
+    optimized leaf, whether a log node is met); None past the walk's limit."""
     order, seen, stack = [], set(), [(root, False)]
+    logs = False
     while stack:
         n, done = stack.pop()
         if done:
@@ -102,6 +112,7 @@ def _walk(root: Any, in_opt: set[int]) -> tuple[set[int], set[int]] | None:
         if id(n) in seen:
             continue
         seen.add(id(n))
+        logs = logs or _likelihood(n)
         if len(seen) > _LIMIT:
             return None
         stack.append((n, True))
@@ -122,7 +133,7 @@ def _walk(root: Any, in_opt: set[int]) -> tuple[set[int], set[int]] | None:
             leaf = solo.get(id(k))
             if leaf is not None and any(trained.get(id(o), False) for o in kids if o is not k):
                 beside.add(leaf)
-    return reached, beside
+    return reached, beside, logs
 
 
 def note_backward(state: Any, data: Any, site: Any, roots: Any) -> None:
@@ -141,8 +152,8 @@ def note_backward(state: Any, data: Any, site: Any, roots: Any) -> None:
     got = _walk(root.grad_fn, in_opt)
     if got is None:
         return
-    reached, beside = got
-    seen["climbed" if _negated_at(site) else "plain"].update(reached)
+    reached, beside, logs = got
+    seen["climbed" if not logs and _negated_at(site) else "plain"].update(reached)
     seen["beside"].update(beside)
 
 
