@@ -12,6 +12,7 @@ from gradtrace.runtime.trace.after_wrap import after_wrap_findings
 from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
+from gradtrace.runtime.trace.climbed_feed import crossed_only
 from gradtrace.runtime.trace.detached_feed import DETACHED, detached_feed
 from gradtrace.runtime.trace.random_buffer import random_buffer_findings
 from gradtrace.runtime.trace.score_weight import score_weight_findings
@@ -355,9 +356,10 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                   and id(p) not in in_opt and state.cut_of(p) is None]
         if missed and (not m.training and training or rec.copied_into(m, data, in_opt)
                        or left_out_on_purpose(data, [param_name(data, q) for q in missed])
-                       or climbed_module(rec.site)):
+                       or climbed_module(rec.site) or crossed_only(state, missed)):
             continue  # eval mode, a copy the program refreshes (target net), left out on
-            # purpose, a critic the loss climbs (NOTE [maximized module output])
+            # purpose, a critic the loss climbs (NOTE [maximized module output]), a model it
+            # runs through (NOTE [model the climbed objective runs through])
         if missed:
             owner, owner_site = unregistered_owner(data, m)
             kind, why, fix = _not_optimized_reason(owner, len(stale),

@@ -425,6 +425,8 @@ class TraceState(GradEvents):
             from gradtrace.runtime.trace.unscaled import note_root
             from gradtrace.runtime.trace.windows import note_backward
             note_backward(self, self.hooks_data)  # NOTE [evaluation gradients applied]
+            from gradtrace.runtime.trace.climbed_feed import note_backward as note_climbed
+            note_climbed(self, self.hooks_data, self.backward_sites[-1] if raw else None, roots)
             if len(roots) == 1 and self.backward_count < 256:
                 note_root(self, roots)  # NOTE [accumulated means not scaled]
         if self.backward_count < 256 and self.cuts:

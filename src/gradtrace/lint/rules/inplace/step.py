@@ -403,12 +403,30 @@ def _kept_part(later, step: ast.Call, first, owners: frozenset[str], scope,  # t
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip:
                 old = scope.binding_before(n.id, x.line)
                 if old is not None and old.line < step.lineno and (
-                        id(old) in kept or id(old.stmt) in runs) and \
-                        not old.no_grad and _may_reach(_made_of(old), old.line, owners,
-                                                       scope, ctx, args_may=False):
+                        id(old) in kept or id(old.stmt) in runs or _derived(old, kept, scope)) \
+                        and not old.no_grad and _may_reach(_made_of(old), old.line, owners,
+                                                           scope, ctx, args_may=False):
                     if id(old) not in kept:  # another output of the retained loss's
-                        return first, (step, n.id)  # forward: the step breaks what it needs
+                        return first, (step, n.id)  # forward, or a value computed from
+                    # its graph: the step breaks what it needs
+                    # (NOTE [value derived from the kept graph])
                     if x is b and value_of(b) is n:  # `info_loss = Info_xz`: a new name
                         return first, (later.call, n.id)  # only; the backward is the use
                     return first, (n, n.id)
     return None
+
+
+# NOTE [value derived from the kept graph]
+# Dreamer's ``lambda_value_target = lambda_return(rewards, values, ...)`` is computed from
+# ``imaginated_values``, the value model's output that ``value_loss`` (backwarded with
+# ``retain_graph=True``, reading the target only detached) was built from; after
+# ``value_optimizer.step()`` the actor's loss reads the target live, and its backward crosses
+# the kept value-model nodes whose saved weights the step changed: torch raises '... modified
+# by an inplace operation'. A value bound before the step whose own bindings (a few levels)
+# include one the retained loss was computed from counts as part of that graph; the step,
+# which the fix moves after the later backward, is named.
+def _derived(old, kept: dict, scope) -> bool:  # type: ignore[no-untyped-def]
+    v = value_of(old)
+    return v is not None and any(
+        id(b) in kept for b in _bindings_of(v, old.line, scope, lambda b: True).values())
+
