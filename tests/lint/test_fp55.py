@@ -40,11 +40,42 @@ inverse = torch.allclose(F.linear(layer(x), layer.unmix), x, atol=1e-5)
 rule_unused = torch.allclose(x.grad, layer.mix.sum(0).expand(3, 4))
 '''
 
+# a dual variable held still in the network's loss, trained by its own optimizer and loss;
+# the twin holds it in the network's optimizer and only ever reads it detached: it never moves
+DUAL = '''
+class Learner:
+    def __init__(self):
+        self.net = nn.Linear(4, 1)
+        self.lam = torch.zeros((), requires_grad=True)
+        self.opt = torch.optim.SGD({params}, lr=0.1)
+        {lam_opt}
+
+    def update(self, x, y):
+        err = (self.net(x) - y).pow(2)
+        loss = err.mean() + self.lam.detach()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        {lam_step}
+
+
+learner = Learner()
+learner.update(torch.randn(8, 4), torch.randn(8, 1) + 3)
+moved = learner.lam.item() != 0.0
+'''
+OWN = dict(params="self.net.parameters()", lam_opt="self.lam_opt = torch.optim.Adam([self.lam])",
+           lam_step="self.lam_opt.zero_grad(); (-self.lam * (err.detach().mean() - 0.1))"
+                    ".backward(); self.lam_opt.step()")
+SHARED = dict(params="[*self.net.parameters(), self.lam]", lam_opt="", lam_step="")
+
 SHAPES = {
     "flow-inverse-named-backward-mirrors-forward": (
         Shape(MIRROR.format(init="torch.linalg.inv(self.mix)"), "GT795", holds="inverse"),
         Shape(MIRROR.format(init="-torch.eye(n)"), "GT795", line=1,
               holds="rule_unused and not inverse")),
+    "leaf-with-its-own-optimizer-detached-in-the-network-loss": (
+        Shape(DUAL.format(**OWN), "GT107", holds="moved"),
+        Shape(DUAL.format(**SHARED), "GT107", line=10, holds="not moved")),
 }
 
 
