@@ -7,7 +7,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.calls import call_sites
-from gradtrace.lint.analysis.hand_backwards import called_elsewhere
+from gradtrace.lint.analysis.hand_backwards import called_elsewhere, mirrors_forward
 from gradtrace.lint.analysis.modules import AUTOGRAD_FUNCTION_BASES, NOT_MODULES
 from gradtrace.lint.analysis.ranks import ONE, SCALAR, rank
 from gradtrace.lint.analysis.steps import step_calls
@@ -151,7 +151,9 @@ class ModuleBackwardNeverCalled(Rule):
     Known limits: only classes whose bases are `torch.nn` classes (or the file's own); a file
     that calls `x.backward(arg)` on anything but its losses (a hand-written backprop over its
     layers) is left alone, and so is a method another file of the project calls with the
-    arguments it takes (a flow layer's inverse, `layer.backward(z, log_df_dz)`).
+    arguments it takes (a flow layer's inverse, `layer.backward(z, log_df_dz)`), and a
+    `backward` that is `forward` with attributes `__init__` derives from forward's (a
+    permutation's inverse, `x[:, self.invperm]` beside `x[:, self.perm]`).
     """
 
     code = "GT795"
@@ -196,7 +198,8 @@ class ModuleBackwardNeverCalled(Rule):
                    and s.name == "backward"), None)
         if fn is None or fn.decorator_list or not _gradient_rule(fn) \
                 or not _plain_module_class(node, ctx) or _called_by_hand(ctx) \
-                or called_elsewhere(ctx, fn):  # NOTE [backward called elsewhere]
+                or called_elsewhere(ctx, fn) \
+                or mirrors_forward(node, fn):  # NOTE [an inverse that mirrors forward]
             return
         yield self.report(node, ctx, related=(Related(
             ctx.path, fn.lineno, "the gradient rule autograd never calls", ctx.column(fn)),),

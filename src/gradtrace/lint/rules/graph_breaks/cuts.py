@@ -21,6 +21,7 @@ from gradtrace.lint.rules.graph_breaks._paths import (
 from gradtrace.lint.names import dotted
 from gradtrace.lint.analysis.caller_roles import detached_by_callers
 from gradtrace.lint.analysis.cuts import objects_of
+from gradtrace.lint.analysis.own_optimizer import own_optimizer_leaf
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.rules.graph_breaks._param_data import parameter_data_reads
 from gradtrace.lint.rules.graph_breaks._layer_source import (
@@ -279,7 +280,9 @@ class DetachedLossTerm(LossCutRule):
     gradients, GradCache) and is not a cut; a helper returning a running total
     (`total += loss.detach(); return total`) hands out a value for logging, not a loss; a
     detached argument of a project function whose other calls (in any file) all detach it
-    too is that function's reference by the project's convention, not a cut.
+    too is that function's reference by the project's convention, not a cut; a leaf of the
+    class that an optimizer of its own trains (`Adam([self.eta])`) and another loss reads
+    undetached is a dual variable held still on purpose (NOTE [a leaf with its own optimizer]).
     """
 
     code = "GT107"
@@ -365,6 +368,8 @@ class DetachedLossTerm(LossCutRule):
         st = lp.scope.statement_of(c.node)  # NOTE [argument roles by the callers]
         if st is not None and detached_by_callers(ctx, st, c.node):
             return None  # the project's other calls detach this argument too: a reference
+        if own_optimizer_leaf(ctx, ctx.class_def, c.operand):
+            return None  # NOTE [a leaf with its own optimizer]
         return super().finding(c, v, lp, ctx)
 
 
