@@ -11,6 +11,7 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.after_wrap import after_wrap_findings
 from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
+from gradtrace.runtime.trace.bypassed_store import bypassed_store
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.detached_feed import DETACHED, detached_feed
 from gradtrace.runtime.trace.random_buffer import random_buffer_findings
@@ -363,6 +364,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
             kind, why, fix = _not_optimized_reason(owner, len(stale),
                                                    [state.frozen_at(q) for q in missed])
             site = owner_site
+            bypass = None if owner else bypassed_store(data, m)  # NOTE [layer stored past
+            if bypass is not None:  # registration]
+                kind, (site, why, fix) = "unregistered-submodule", bypass
             if kind == "model-recreated-after-optimizer":
                 from gradtrace.runtime.trace.wiring import other_instance_at, replaced_at
 
