@@ -364,9 +364,6 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
             kind, why, fix = _not_optimized_reason(owner, len(stale),
                                                    [state.frozen_at(q) for q in missed])
             site = owner_site
-            bypass = None if owner else bypassed_store(data, m)  # NOTE [layer stored past
-            if bypass is not None:  # registration]
-                kind, (site, why, fix) = "unregistered-submodule", bypass
             if kind == "model-recreated-after-optimizer":
                 from gradtrace.runtime.trace.wiring import other_instance_at, replaced_at
 
@@ -385,6 +382,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                     detached_feed(state, missed, in_opt) or (single_optimizer_built_at(data)
                                                              or partial_optimizer_site(data, m),
                                                              why, fix)
+            bypass = None if owner else bypassed_store(data, m)  # NOTE [layer stored past registration]
+            if bypass is not None:
+                kind, (site, why, fix) = "unregistered-submodule", bypass
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
