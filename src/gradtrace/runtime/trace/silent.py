@@ -11,6 +11,7 @@ from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.after_wrap import after_wrap_findings
 from gradtrace.runtime.trace.aliased import alias_findings
 from gradtrace.runtime.trace.applied import applied_findings
+from gradtrace.runtime.trace.bypassed_store import bypassed_store
 from gradtrace.runtime.trace.dead_terms import dead_term_findings
 from gradtrace.runtime.trace.climbed_feed import crossed_only
 from gradtrace.runtime.trace.detached_feed import DETACHED, detached_feed
@@ -383,6 +384,9 @@ def _params_in_no_optimizer(state: TraceState, data: HookState) -> list[Finding]
                     detached_feed(state, missed, in_opt) or (single_optimizer_built_at(data)
                                                              or partial_optimizer_site(data, m),
                                                              why, fix)
+            bypass = None if owner else bypassed_store(data, m)  # NOTE [layer stored past registration]
+            if bypass is not None:
+                kind, (site, why, fix) = "unregistered-submodule", bypass
             groups.setdefault((kind, site or rec.site, why, fix), []).extend(
                 param_name(data, q) for q in missed)
     _plain_tensor_attributes(data, in_opt, groups)
