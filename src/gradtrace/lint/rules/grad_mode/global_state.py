@@ -52,7 +52,8 @@ class SetGradEnabledNeverRestored(Rule):
     in a caller, anywhere in the file for a module-level call, or in the script after it runs a
     model whose `forward` makes the call, directly or through a method on `self`); callers and
     backward calls are followed through the functions and the methods of the file's classes,
-    three calls deep (NOTE [backward through calls]).
+    three calls deep (NOTE [backward through calls]). A class's `__enter__` making the call is
+    followed to each `with` of the class when its `__exit__` never turns grad back on.
     """
 
     code = "GT203"
@@ -148,6 +149,7 @@ class SetGradEnabledNeverRestored(Rule):
             return
         sink = _sink_after(fn or ctx.tree, node.lineno if fn else 0, ctx, follow=False)
         if sink is None and fn is not None:
+            # a context manager's __enter__: NOTE [grad left off by a with]
             sink = _sink_in_callers(fn, ctx, _switch(fn, node, ctx)) or _sink_after_with(fn, ctx)
         if sink is None and fn is not None:
             away = foreign_training_after(fn, ctx)  # NOTE [grad left off across files]
