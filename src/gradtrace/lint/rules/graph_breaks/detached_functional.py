@@ -117,7 +117,7 @@ class DetachedFunctionalParams(Rule):
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-            """, at=(6, 8)),
+            """, at=(6, 17)),
         Good("""
             import torch
             from torch.func import functional_call
