@@ -52,7 +52,8 @@ class SetGradEnabledNeverRestored(Rule):
     in a caller, anywhere in the file for a module-level call, or in the script after it runs a
     model whose `forward` makes the call, directly or through a method on `self`); callers and
     backward calls are followed through the functions and the methods of the file's classes,
-    three calls deep (NOTE [backward through calls]).
+    three calls deep (NOTE [backward through calls]). A class's `__enter__` making the call is
+    followed to each `with` of the class when its `__exit__` never turns grad back on.
     """
 
     code = "GT203"
@@ -148,7 +149,8 @@ class SetGradEnabledNeverRestored(Rule):
             return
         sink = _sink_after(fn or ctx.tree, node.lineno if fn else 0, ctx, follow=False)
         if sink is None and fn is not None:
-            sink = _sink_in_callers(fn, ctx, _switch(fn, node, ctx))
+            # a context manager's __enter__: NOTE [grad left off by a with]
+            sink = _sink_in_callers(fn, ctx, _switch(fn, node, ctx)) or _sink_after_with(fn, ctx)
         if sink is None and fn is not None:
             away = foreign_training_after(fn, ctx)  # NOTE [grad left off across files]
             if away is not None:
@@ -299,6 +301,42 @@ def _sink_in_callers(fn: ast.AST, ctx: Context, switch: tuple[str, int] | None =
                 if sink is not None:
                     return sink
     return _sink_in_script(name, ctx, fn) or _sink_after_model_run(fn, ctx)
+
+
+def _sink_after_with(fn: ast.AST, ctx: Context) -> ast.Call | None:
+    """# NOTE [grad left off by a with]
+    ``fn`` is the ``__enter__`` of a class of the file whose ``__exit__`` never turns grad back
+    on: each ``with Cls(...):`` leaves grad off after its block. A backward after such a ``with``
+    (or earlier in a loop around it), or after a call of the function holding it (as for a
+    plain call of a function that leaves grad off), runs with grad still off."""
+    if getattr(fn, "name", "") != "__enter__":
+        return None
+    cls = next((c for c in bfs_walk(ctx.tree) if isinstance(c, ast.ClassDef) and fn in c.body),
+               None)
+    exit_ = next((f for f in getattr(cls, "body", ()) if isinstance(f, FUNCTION_TYPES)
+                  and f.name in ("__exit__", "__aexit__")), None)
+    if exit_ is None or _restored(exit_, 0, ctx):
+        return None
+    for owner in bfs_walk(ctx.tree):
+        if not isinstance(owner, (*FUNCTION_TYPES, ast.Module)) or owner is fn:
+            continue
+        body = owner.body if isinstance(owner, ast.Module) else [owner]
+        holder = owner if not isinstance(owner, ast.Module) else ast.Module(body=[
+            s for s in body if not isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))], type_ignores=[])
+        for w in bfs_walk(holder):
+            if not isinstance(w, (ast.With, ast.AsyncWith)) or not any(
+                    isinstance(i.context_expr, ast.Call) and isinstance(i.context_expr.func, ast.Name)
+                    and i.context_expr.func.id == cls.name for i in w.items):
+                continue
+            if _restored(holder, 0, ctx):
+                continue
+            end = w.end_lineno or w.lineno
+            sink = _sink_after(holder, end, ctx) or _sink_in_loop_before(holder, w.items[0].context_expr, ctx)
+            if sink is None and isinstance(owner, FUNCTION_TYPES):
+                sink = _sink_in_callers(owner, ctx)
+            if sink is not None:
+                return sink
+    return None
 
 
 def _sink_after_model_run(fn: ast.AST, ctx: Context) -> ast.Call | None:
