@@ -101,11 +101,20 @@ def _weightless(cls: ast.ClassDef, ctx: Context, leaves: frozenset[int] | set[in
         if not isinstance(n, (ast.Assign, ast.AnnAssign)):
             continue
         targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-        for t in targets:
+        pairs: list[tuple[ast.expr, ast.expr | None]] = []
+        for t in targets:  # `self.emb, self.out = nn.Embedding(..), nn.Linear(..)`: each pair
+            if isinstance(t, (ast.Tuple, ast.List)):
+                vs = n.value.elts if isinstance(n.value, (ast.Tuple, ast.List)) \
+                    and len(n.value.elts) == len(t.elts) else None
+                if vs is None and any(isinstance(e, ast.Attribute) for e in t.elts):
+                    return False  # unpacked from a call: unknown
+                pairs.extend(zip(t.elts, vs or ()))
+            else:
+                pairs.append((t, n.value))
+        for t, v in pairs:
             if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
                     and t.value.id == "self"):
                 continue
-            v = n.value
             if v is None or isinstance(v, ast.Constant):
                 continue
             if isinstance(v, ast.Name) and v.id in args and t.attr not in called:
