@@ -49,6 +49,22 @@ def _new_part(e: ast.AST, ctx: Context) -> str | None:
     return "layer" if module_ctor(e, ctx) else None
 
 
+def _lists_by_hand(ctx: Context) -> bool:
+    """The file builds a `torch.optim` optimizer over something other than one
+    ``X.parameters()`` call (a list it assembles itself), once per file."""
+    def make() -> bool:
+        for n in ast.walk(ctx.tree):
+            q = ctx.qualified_name(n.func) or "" if isinstance(n, ast.Call) else ""
+            if q.startswith("torch.optim.") and q.count(".") == 2 and n.args \
+                    and q[12:13].isupper():  # an optimizer class, not a scheduler module
+                a = n.args[0]
+                if not (isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute)
+                        and a.func.attr in ("parameters", "named_parameters")):
+                    return True
+        return False
+    return ctx.memo("gt498-lists-by-hand", ctx.tree, make)
+
+
 class StoredPastRegistration(Rule):
     """A module stores a new layer or parameter past `nn.Module.__setattr__`.
 
@@ -63,7 +79,9 @@ class StoredPastRegistration(Rule):
     Known limits: only a layer or parameter built in the same method (a constructor of
     `torch.nn` or of a module class of the file, or a name bound only to one); a model handed
     in or loaded with `from_pretrained` may be hidden on purpose (a frozen teacher) and is left
-    alone.
+    alone; so is a file that builds an optimizer over a parameter list it assembles by hand
+    (`list(model.body.parameters()) + list(model.head.parameters())`): the stored layer may be
+    in it.
     """
 
     code = "GT498"
@@ -117,7 +135,7 @@ class StoredPastRegistration(Rule):
 
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
         targets = [t for t in node.targets if isinstance(t, ast.Subscript)]
-        if not targets:
+        if not targets or _lists_by_hand(ctx):
             return
         me = _self_name(ctx)
         if me is None or not any(_is_instance_dict(t.value, me) for t in targets):
@@ -131,7 +149,8 @@ class StoredPastRegistration(Rule):
         if dotted(node.func) != "object.__setattr__" or len(node.args) != 3:
             return
         me = _self_name(ctx)
-        if me is None or not (isinstance(node.args[0], ast.Name) and node.args[0].id == me):
+        if me is None or not (isinstance(node.args[0], ast.Name) and node.args[0].id == me) \
+                or _lists_by_hand(ctx):
             return
         kind = _new_part(node.args[2], ctx)
         if kind is not None:
