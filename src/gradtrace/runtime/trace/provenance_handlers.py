@@ -179,9 +179,8 @@ class SpecialHandlers:
     def _zeroish(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if args and isinstance(args[0], Tensor) and args[0].grad_fn is not None \
                 and call_name(func) == "detach_":  # NOTE [detached in place]: a cut, no clear
-            out = self._call(func, args, kwargs)
-            self.seq += 1
-            self._cut(args[0], None, "detach_", "detach")
+            out = self._inplace(func, args, kwargs)  # recorded as a write too (GT602's
+            self._cut(args[0], None, "detach_", "detach")  # saved tensor detached in place)
             return out
         # a fill with a number other than 0 (a GAN's `label.fill_(real_label)` between the
         # two steps) clears no gradient: it must not hide a missing zero_grad
