@@ -3,7 +3,7 @@
 source: https://github.com/facebookresearch/fairseq/issues/2789
 kind: bug
 symptom: silent
-verified: after dist.backward() fp.grad is None and 20 SGD steps on fp leave it at 660.0 while the conv weights do receive gradients; with the waveform passed as x.view(1, -1) fp.grad is -0.0077 and fp moves to 660.0137
+verified: after dist.backward() fp.grad is None and 8 SGD steps on fp leave it at 660.0 while the conv weights do receive gradients; with the waveform passed as x.view(1, -1) fp.grad is -0.0031 and fp moves to 660.0115
 """
 import warnings
 
@@ -43,7 +43,7 @@ torch.manual_seed(0)
 model = Wav2VecModel()
 model.eval()
 
-time = torch.linspace(0.0, 0.25, 4000)
+time = torch.linspace(0.0, 0.1, 1600)
 
 
 def sine(f0):
@@ -68,7 +68,7 @@ with torch.enable_grad():
     print(fp.grad)
 
     opt = torch.optim.SGD([fp], lr=0.5)
-    for step in range(20):
+    for step in range(8):
         opt.zero_grad()
         dist = wav2vecdist(sine(ft), sine(fp))
         dist.backward()
