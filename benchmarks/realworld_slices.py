@@ -63,7 +63,8 @@ BATCHES = (("development", "145a32a"), ("held-out 1 (session 6)", "3976443"),
            ("held-out 46 (session 52)", "5285129f"),
            ("held-out 47 (session 53)", "17891a0d"),
            ("held-out 48 (session 54)", "2c14540d"),
-           ("held-out 49 (session 55)", "d0254608"))
+           ("held-out 49 (session 55)", "d0254608"),
+           ("held-out 50 (session 56)", "c839e584"))
 
 
 # name -> (static root, run crash, run silent, look-alike alarms static, run) as first measured
@@ -116,6 +117,7 @@ FIRST_CONTACT = {
     "held-out 47 (session 53)": ("2/10", "3/5", "3/5", 0, 0),
     "held-out 48 (session 54)": ("4/10", "4/5", "3/5", 0, 0),
     "held-out 49 (session 55)": ("2/10", "0/5", "2/5", 0, 1),
+    "held-out 50 (session 56)": ("3/10", "4/5", "3/5", 0, 0),
 }
 
 
