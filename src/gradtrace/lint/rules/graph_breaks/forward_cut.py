@@ -111,22 +111,24 @@ def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AS
     return False
 
 
+def _derives(classes: dict, name: str, cls: str, depth: int = 0) -> bool:  # type: ignore[type-arg]
+    """Class ``name`` of the file derives from ``cls`` through classes of the file."""
+    info = classes.get(name)
+    if info is None or depth > 5:
+        return False
+    bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute)
+             else "" for b in info.node.bases]
+    return cls in bases or any(_derives(classes, b, cls, depth + 1) for b in bases if b != name)
+
+
 def _other_class_spans(ctx: Context, cls: str) -> list[tuple[int, int]]:
     """Line spans of the classes of the file that are not ``cls``, hold no class, and do not
     derive from ``cls`` through classes of the file (their ``self`` is never a ``cls``)."""
     classes = ctx.analysis.classes
-
-    def derives(name: str, depth: int = 0) -> bool:
-        info = classes.get(name)
-        if info is None or depth > 5:
-            return False
-        bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute)
-                 else "" for b in info.node.bases]
-        return cls in bases or any(derives(b, depth + 1) for b in bases if b != name)
     out = []
     for name, info in classes.items():
         node = info.node
-        if name == cls or derives(name) or any(
+        if name == cls or _derives(classes, name, cls) or any(
                 isinstance(c, ast.ClassDef) for c in ast.walk(node) if c is not node):
             continue
         out.append((node.lineno, node.end_lineno or node.lineno))
