@@ -9,7 +9,7 @@ class Classifier:
         self.net = nn.Sequential(nn.Linear(in_dim, 32), nn.ReLU(), nn.Linear(32, n_cls))
         self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
 
-    @torch.no_grad()
+    @torch.no_grad()  # ROOT
     def predict(self, x):
         return self.net(x)
 
