@@ -198,3 +198,28 @@ def test_no_stray_file_at_the_repository_root() -> None:
         pytest.skip("not a git checkout")
     stray = sorted({f for f in out.splitlines() if "/" not in f} - ROOT_FILES)
     assert not stray, f"untrack or move these files: {stray}"
+
+
+def _self_calling_closures(module: ast.Module) -> list[tuple[int, str]]:
+    """(line, name) of every function nested in another that reads its own name."""
+    out = []
+    for outer in ast.walk(module):
+        if not isinstance(outer, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for inner in ast.walk(outer):
+            if inner is not outer and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and any(isinstance(n, ast.Name) and n.id == inner.name
+                            for st in inner.body for n in ast.walk(st)):
+                out.append((inner.lineno, inner.name))
+    return out
+
+
+def test_no_recursive_closure() -> None:
+    """NOTE [gc] in gradtrace.lint: a nested function calling itself is a reference cycle that
+    keeps what it captures (a file's context, a user's frame) until the cyclic collector runs."""
+    found = {f"{p.relative_to(SRC.parent)}:{line} {name}" for p in SRC.rglob("*.py")
+             for line, name in _self_calling_closures(tree(p))}
+    assert not found, sorted(found)
+    bad = ast.parse("def f(t):\n    def go(n):\n        return go(n - 1) if n else t\n"
+                    "    return go(3)\n")
+    assert _self_calling_closures(bad) == [(2, "go")]

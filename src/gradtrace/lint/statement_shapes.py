@@ -30,21 +30,24 @@ def exit_after(fn: ast.AST, stmt: ast.stmt) -> int | None:
     blocks of ``fn`` around it (``if flag: finetune(model); return``): the statements after
     that block are never reached from ``stmt``. None when the flow may go on (no such exit,
     or a ``try`` with a ``finally`` or handlers in between, whose code may still run)."""
-    def find(body: list[ast.stmt]) -> tuple[bool, int | None]:
-        for i, s in enumerate(body):
-            if s is stmt:
-                return True, _exit_in(body[i + 1:])
-            if isinstance(s, _NESTED):
-                continue
-            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-                for sub in _blocks(getattr(s, field, None) or ()):
-                    found, line = find(sub)
-                    if found:
-                        if isinstance(s, ast.Try) and (s.finalbody or s.handlers):
-                            return True, None  # a finally or handler may still run
-                        return True, line if line is not None else _exit_in(body[i + 1:])
-        return False, None
-    return find(getattr(fn, "body", []))[1]
+    return _exit_from(getattr(fn, "body", []), stmt)[1]
+
+
+def _exit_from(body: list[ast.stmt], stmt: ast.stmt) -> tuple[bool, int | None]:
+    """(``stmt`` is in ``body``'s blocks, :func:`exit_after`'s line for it there)."""
+    for i, s in enumerate(body):
+        if s is stmt:
+            return True, _exit_in(body[i + 1:])
+        if isinstance(s, _NESTED):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for sub in _blocks(getattr(s, field, None) or ()):
+                found, line = _exit_from(sub, stmt)
+                if found:
+                    if isinstance(s, ast.Try) and (s.finalbody or s.handlers):
+                        return True, None  # a finally or handler may still run
+                    return True, line if line is not None else _exit_in(body[i + 1:])
+    return False, None
 
 
 def _blocks(sub: list[ast.AST] | tuple[()]) -> Iterator[list[ast.stmt]]:

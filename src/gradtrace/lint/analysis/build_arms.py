@@ -79,23 +79,26 @@ def build_flags(info: ClassInfo, call: ast.Call, scope: Scope) -> dict[str, obje
 
 def decided_against(fn: ast.AST, node: ast.AST, flags: dict[str, object]) -> bool:
     """Whether ``node`` of ``fn`` is in an ``if`` arm that ``flags`` rule out."""
-    def find(body: list[ast.stmt]) -> bool | None:
-        for s in body:
-            if not any(n is node for n in walk(s)):
-                continue
-            if isinstance(s, ast.If):
-                t = truth_under(s.test, flags)
-                if any(n is node for b in s.body for n in walk(b)):
-                    return True if t is False else find(s.body)
-                if any(n is node for b in s.orelse for n in walk(b)):
-                    return True if t is True else find(s.orelse)
-                return False
-            for field in ("body", "orelse", "finalbody"):
-                sub = getattr(s, field, None)
-                if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
-                    got = find(sub)
-                    if got is not None:
-                        return got
+    return bool(_against(getattr(fn, "body", []), node, flags))
+
+
+def _against(body: list[ast.stmt], node: ast.AST, flags: dict[str, object]) -> bool | None:
+    """:func:`decided_against` in ``body`` (None: ``node`` is not in it)."""
+    for s in body:
+        if not any(n is node for n in walk(s)):
+            continue
+        if isinstance(s, ast.If):
+            t = truth_under(s.test, flags)
+            if any(n is node for b in s.body for n in walk(b)):
+                return True if t is False else _against(s.body, node, flags)
+            if any(n is node for b in s.orelse for n in walk(b)):
+                return True if t is True else _against(s.orelse, node, flags)
             return False
-        return None
-    return bool(find(getattr(fn, "body", [])))
+        for field in ("body", "orelse", "finalbody"):
+            sub = getattr(s, field, None)
+            if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
+                got = _against(sub, node, flags)
+                if got is not None:
+                    return got
+        return False
+    return None

@@ -124,23 +124,26 @@ def _mode_arms(m: ast.AST) -> dict[int, tuple[tuple[int, bool], ...]]:
     """id(statement) -> the arms of the ``if``s testing an attribute of ``self`` that hold it
     (id of the ``if``, which arm), outermost first, for the statements of such arms."""
     out: dict[int, tuple[tuple[int, bool], ...]] = {}
-
-    def visit(body: list[ast.stmt], chain: tuple[tuple[int, bool], ...]) -> None:
-        for s in body:
-            if chain:
-                out[id(s)] = chain
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            mode = isinstance(s, ast.If) and any(_self_attr(n) for n in walk(s.test))
-            for f in ("body", "orelse", "finalbody"):
-                sub = getattr(s, f, None)
-                if sub and isinstance(sub[0], ast.stmt):
-                    visit(sub, chain + ((id(s), f == "body"),) if mode and f != "finalbody"
-                          else chain)
-            for h in getattr(s, "handlers", ()):
-                visit(h.body, chain)
-    visit(getattr(m, "body", []), ())
+    _mode_arms_into(out, getattr(m, "body", []), ())
     return out
+
+
+def _mode_arms_into(out: dict[int, tuple[tuple[int, bool], ...]], body: list[ast.stmt],
+                    chain: tuple[tuple[int, bool], ...]) -> None:
+    """:func:`_mode_arms` for the statements of ``body``, inside the arms ``chain``."""
+    for s in body:
+        if chain:
+            out[id(s)] = chain
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        mode = isinstance(s, ast.If) and any(_self_attr(n) for n in walk(s.test))
+        for f in ("body", "orelse", "finalbody"):
+            sub = getattr(s, f, None)
+            if sub and isinstance(sub[0], ast.stmt):
+                _mode_arms_into(out, sub, chain + ((id(s), f == "body"),)
+                                if mode and f != "finalbody" else chain)
+        for h in getattr(s, "handlers", ()):
+            _mode_arms_into(out, h.body, chain)
 
 
 def _other_arm(arms: dict[int, tuple[tuple[int, bool], ...]], s: ast.stmt, read: ast.Call,

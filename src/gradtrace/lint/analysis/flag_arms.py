@@ -95,32 +95,43 @@ def plain_in_arm(ctx: Context, fn: ast.AST, flags: dict[str, object], i: int, wi
     rets = [r for r in walk(fn) if isinstance(r, ast.Return) and not _dead(r, fn, parents, flags)]
     if not rets:
         return False
-    seen: set[int] = set()
+    arm = _Arm(scope, fn, parents, flags, loads)
+    for r in rets:
+        v = r.value
+        if not (isinstance(v, ast.Tuple) and len(v.elts) == width) \
+                or not arm.clean(v.elts[i], r.lineno, 0):
+            return False
+    return True
 
-    def clean(e: ast.expr, line: int, depth: int) -> bool:
+
+class _Arm:
+    """:func:`plain_in_arm`'s walk back through the bindings (an object, not a recursive
+    closure: NOTE [gc])."""
+
+    def __init__(self, scope: Scope, fn: ast.AST, parents: dict[int, ast.AST],
+                 flags: dict[str, object],
+                 loads: Callable[[ast.AST], Iterator[tuple[str, ast.AST]]]) -> None:
+        self.scope, self.fn, self.parents, self.flags, self.loads = scope, fn, parents, flags, loads
+        self.seen: set[int] = set()
+
+    def clean(self, e: ast.expr, line: int, depth: int) -> bool:
+        """``e`` (read at ``line``) is computed from values without history."""
         if depth > 6:
             return False
         while isinstance(e, ast.Subscript):
             e = e.value  # `z_all[:, :self.n_support]`: the index carries no history
-        for name, _ in loads(e):
-            bs = [b for b in scope.bindings_before(name.partition(".")[0], line)
-                  if not _dead(b.stmt, fn, parents, flags)]
+        for name, _ in self.loads(e):
+            bs = [b for b in self.scope.bindings_before(name.partition(".")[0], line)
+                  if not _dead(b.stmt, self.fn, self.parents, self.flags)]
             if not bs:
                 return False  # a parameter, a global: not known
             for b in bs:
-                if id(b) in seen:
+                if id(b) in self.seen:
                     continue
-                seen.add(id(b))
-                if b.value is None or not clean(b.value, b.line, depth + 1):
+                self.seen.add(id(b))
+                if b.value is None or not self.clean(b.value, b.line, depth + 1):
                     return False
         return True
-
-    for r in rets:
-        v = r.value
-        if not (isinstance(v, ast.Tuple) and len(v.elts) == width) \
-                or not clean(v.elts[i], r.lineno, 0):
-            return False
-    return True
 
 
 def _dead(node: ast.AST, fn: ast.AST, parents: dict[int, ast.AST],

@@ -107,7 +107,11 @@ class _Walk:
             info = self.cls.attrs.get(attr)
             return not (info is not None and isinstance(info.value, ast.Call) and any(
                 kw.arg == "requires_grad" for kw in info.value.keywords))
-        return k is not None and k.what == MODULE
+        if k is None:  # `self.encoder = encoder` (GT115 asks what every site hands it:
+            info = self.cls.attrs.get(attr)  # NOTE [handed a fresh module])
+            return info is not None and not info.later and isinstance(info.value, ast.Name) \
+                and getattr(info.method, "name", "") == "__init__"
+        return k.what == MODULE
 
     # -- statements -------------------------------------------------------------------------
     def block(self, body: list[ast.stmt]) -> None:

@@ -105,14 +105,22 @@ def _returns_graphless(ctx: Context, fn: ast.AST) -> bool:
     return all(ok(r.value, r) for r in rets)
 
 
-def _graphless_test(ctx: Context, fn: ast.AST):  # type: ignore[no-untyped-def]
+def _graphless_test(ctx: Context, fn: ast.AST) -> _Graphless:
     """The test ``ok(expr, stmt)``: ``expr`` read in ``fn`` holds no graph."""
-    scope = ctx.scope(fn)
-    params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}  # type: ignore
-    seen: set[str] = set()
+    return _Graphless(ctx, fn)
 
-    def name_ok(name: str, at: ast.stmt) -> bool:
-        if name in params:  # NOTE [known not a tensor]: handed back where it is none
+
+class _Graphless:
+    """:func:`_graphless_test`'s test (an object, not a recursive closure: NOTE [gc])."""
+
+    def __init__(self, ctx: Context, fn: ast.AST) -> None:
+        self.ctx, self.scope = ctx, ctx.scope(fn)
+        self.params = {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}  # type: ignore
+        self.seen: set[str] = set()
+
+    def name_ok(self, name: str, at: ast.stmt) -> bool:
+        scope, ctx, seen, ok = self.scope, self.ctx, self.seen, self
+        if name in self.params:  # NOTE [known not a tensor]: handed back where it is none
             return not scope.bindings.get(name) and no_tensor_at(name, at, scope, ctx)
         if name in seen:
             return True  # a cycle (``x = x.sum()``): decided by its other values
@@ -122,11 +130,12 @@ def _graphless_test(ctx: Context, fn: ast.AST):  # type: ignore[no-untyped-def]
             b.stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and ok(b.value, b.stmt)
             for b in bs)
 
-    def ok(e: ast.AST | None, at: ast.stmt) -> bool:
+    def __call__(self, e: ast.AST | None, at: ast.stmt) -> bool:
+        ctx, ok = self.ctx, self
         if e is None or isinstance(e, (ast.Constant, ast.JoinedStr, ast.Compare)):
             return True
         if isinstance(e, ast.Name):
-            return name_ok(e.id, at)
+            return self.name_ok(e.id, at)
         if isinstance(e, ast.BinOp):
             return ok(e.left, at) and ok(e.right, at)
         if isinstance(e, ast.UnaryOp):
@@ -146,8 +155,6 @@ def _graphless_test(ctx: Context, fn: ast.AST):  # type: ignore[no-untyped-def]
         if isinstance(e, ast.Call):
             return _call_ok(ctx, e, lambda x: ok(x, at))
         return False
-
-    return ok
 
 
 def _call_ok(ctx: Context, e: ast.Call, ok: object) -> bool:

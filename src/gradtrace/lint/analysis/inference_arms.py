@@ -108,20 +108,17 @@ def _binding_calls(octx: Context, fn: ast.FunctionDef, flag: str, at: int | None
     and the value given (None: a starred argument hides it)."""
     local = {s.name for s in octx.tree.body if isinstance(s, (*FUNCTION_TYPES, ast.ClassDef))}
     out: list[tuple[ast.Call, ast.AST, ast.expr | None]] = []
-
-    def visit(node: ast.AST, where: ast.AST, cls: ast.ClassDef | None) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.ClassDef):
-                visit(child, where, child)
-                continue
-            inner = child if isinstance(child, FUNCTION_TYPES) else where
-            if isinstance(child, ast.Call):
-                got = _bound(octx, child, fn, flag, at, local, cls)
-                if got is not False:
-                    out.append((child, where, got))  # type: ignore[arg-type]
-            visit(child, inner, cls)
-
-    visit(octx.tree, octx.tree, None)
+    todo: list[tuple[ast.AST, ast.AST, ast.ClassDef | None]] = [(octx.tree, octx.tree, None)]
+    while todo:  # (node, the function making its calls, its class), depth first, in order
+        node, where, cls = todo.pop()
+        if isinstance(node, ast.Call):
+            got = _bound(octx, node, fn, flag, at, local, cls)
+            if got is not False:
+                out.append((node, where, got))  # type: ignore[arg-type]
+        todo.extend(reversed([
+            (c, where, c) if isinstance(c, ast.ClassDef)
+            else (c, c if isinstance(c, FUNCTION_TYPES) else where, cls)
+            for c in ast.iter_child_nodes(node)]))
     return out
 
 

@@ -328,6 +328,21 @@ def imported_mentioning(ctx: Context, text: str, words: tuple[str, ...]) -> bool
     return False
 
 
+def import_holds(ctx: Context, local: str, words: tuple[str, ...]) -> bool | None:
+    """Whether what the import binding ``local`` names in ``ctx``'s file (a function of another
+    file, or a module) holds one of ``words`` in its text (:func:`imported_mentioning`, for
+    one name); None: ``local`` is not bound by an import of the project's files. A gate read
+    from bytes before a parse of the other file."""
+    spec = imports_of(ctx).get(local)
+    if spec is None:
+        return None
+    memo: dict[str, bool] = ctx.memo("project-mentions:" + "|".join(words), ctx.tree, dict)
+    got = memo.get(local)
+    if got is None:
+        got = memo[local] = _mentions(ctx, spec, words)
+    return got
+
+
 def _mentions(ctx: Context, spec: tuple[int, str, str | None], words: tuple[str, ...]
               ) -> bool:
     level, module, attr = spec

@@ -355,19 +355,17 @@ def scaler_order(pat: ErrorPattern, exc: BaseException, frame: types.FrameType, 
 def _skip_before(loop: ast.AST, line: int) -> ast.stmt | None:
     """A ``continue``/``break`` of ``loop`` (not of a nested loop) under an ``if``, before
     ``line``."""
-    def visit(node: ast.AST, in_if: bool) -> ast.stmt | None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.For, ast.While, ast.AsyncFor, ast.FunctionDef,
-                                  ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                continue
-            if isinstance(child, (ast.Continue, ast.Break)) and in_if and child.lineno < line:
-                return child
-            hit = visit(child, in_if or isinstance(child, ast.If))
-            if hit is not None:
-                return hit
-        return None
-
-    return visit(loop, False)
+    todo: list[tuple[ast.AST, bool]] = [(loop, False)]  # depth first, in source order
+    while todo:
+        node, in_if = todo.pop()
+        if isinstance(node, (ast.Continue, ast.Break)) and in_if and node.lineno < line:
+            return node
+        todo.extend(reversed([(c, in_if or isinstance(c, ast.If))
+                              for c in ast.iter_child_nodes(node)
+                              if not isinstance(c, (ast.For, ast.While, ast.AsyncFor,
+                                                    ast.FunctionDef, ast.AsyncFunctionDef,
+                                                    ast.ClassDef, ast.Lambda))]))
+    return None
 
 
 def _scope_at(tree: ast.AST, line: int) -> ast.AST:
@@ -403,18 +401,17 @@ def _calls_with_ifs(body: ast.AST, attr: str) -> list[tuple[ast.Call, list[ast.I
     """Every ``x.<attr>()`` call in ``body`` with the ``if`` statements around it (outermost
     first); nested functions are not entered."""
     out: list[tuple[ast.Call, list[ast.If]]] = []
-
-    def visit(node: ast.AST, ifs: list[ast.If]) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                  ast.ClassDef)):
-                continue
-            if isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) \
-                    and child.func.attr == attr and not child.args and not child.keywords:
-                out.append((child, ifs))
-            visit(child, ifs + [child] if isinstance(child, ast.If) else ifs)
-
-    visit(body, [])
+    todo: list[tuple[ast.AST, list[ast.If]]] = [(body, [])]  # depth first, in source order
+    while todo:
+        node, ifs = todo.pop()
+        if node is not body and isinstance(node, ast.Call) \
+                and isinstance(node.func, ast.Attribute) and node.func.attr == attr \
+                and not node.args and not node.keywords:
+            out.append((node, ifs))
+        todo.extend(reversed([(c, ifs + [c] if isinstance(c, ast.If) else ifs)
+                              for c in ast.iter_child_nodes(node)
+                              if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                    ast.Lambda, ast.ClassDef))]))
     return out
 
 

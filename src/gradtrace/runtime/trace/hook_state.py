@@ -44,6 +44,8 @@ class OptimizerRecord:
     last_graded: int = 0
     graded_backwards: int = 0  # backward() calls made by then
     trailing_empty: int = 0
+    graded_others: int = 0  # trailing empty steps seen with other tensors graded
+    stale: Any = None  # NOTE [replaced under the optimizer], as seen at its last due empty step
     frozen_steps: int = 0
     closure: Any = None
     pending: bool = False  # a step(closure) that found no gradient before the closure ran

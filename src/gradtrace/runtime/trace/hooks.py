@@ -274,7 +274,7 @@ class Hooks:
             rec.wiped = (st.wiped_at, st.backward_sites[-1] if st.backward_sites else None,
                          site)
         if grads:
-            rec.last_graded, rec.trailing_empty = rec.steps, 0
+            rec.last_graded, rec.trailing_empty, rec.graded_others = rec.steps, 0, 0
             rec.graded_backwards = st.backward_count
         elif rec.wiped is None:
             if not any(p.requires_grad for g in opt.param_groups for p in g["params"]):
@@ -307,8 +307,17 @@ class Hooks:
     def _empty(self, rec: OptimizerRecord, opt: torch.optim.Optimizer) -> None:
         rec.empty_steps += 1
         rec.trailing_empty += 1
-        if len(rec.graded_elsewhere) < 64:
-            rec.graded_elsewhere.append(_graded_other(self.data, opt))
+        n = rec.trailing_empty
+        due = rec.last_graded and n >= 2 and not n & (n - 1)  # 2, 4, 8...: NOTE [replaced
+        if len(rec.graded_elsewhere) < 64 or due:  # under the optimizer]
+            other = _graded_other(self.data, opt)
+            rec.graded_others += bool(other)
+            if len(rec.graded_elsewhere) < 64:
+                rec.graded_elsewhere.append(other)
+        if due:  # the optimizer may be gone when the run ends (a local of a `fit()`)
+            from gradtrace.runtime.trace.idle import stale_now
+
+            rec.stale = stale_now(self.state, self.data, rec)
 
     def _site(self) -> Site | None:
         """The user's line that called the hook running now."""
@@ -357,7 +366,7 @@ class Hooks:
                 if r is None or r() is not p:
                     self.data.had_grad[id(p)] = weakref.ref(p)
             if graded:
-                rec.last_graded, rec.trailing_empty = rec.steps, 0
+                rec.last_graded, rec.trailing_empty, rec.graded_others = rec.steps, 0, 0
                 rec.graded_backwards = self.state.backward_count
             else:
                 self._empty(rec, opt)

@@ -56,13 +56,24 @@ def idle_findings(state: TraceState, data: HookState) -> list[Finding]:
             out.append(_no_backward(empty[0]))
     if trained:
         out += moving_statistics(state, data) or probe_findings(state, data, param_name)
-    for rec in live:
+    for rec in stepped:
         if rec.last_graded and rec.trailing_empty >= 2 \
                 and rec.trailing_empty == rec.steps - rec.last_graded:
-            found = _toggled(state, data, rec) or _stale(state, data, rec)
+            if rec.ref() is None:  # gone with the function that built it: as seen then
+                found = rec.stale if rec.trailing_empty >= max(2, rec.steps // 4) else None
+            else:
+                found = _toggled(state, data, rec) or _stale(state, data, rec)
             if found is not None:
                 out.append(found)
     return out
+
+
+def stale_now(state: TraceState, data: HookState, rec: Any) -> Finding | None:
+    """:func:`_stale` at one of the optimizer's empty steps, while it lives (NOTE [replaced
+    under the optimizer]); the minimum count of empty steps is asked at the end of the run."""
+    if _toggled(state, data, rec) is not None:
+        return None
+    return _stale(state, data, rec, at_step=True)
 
 
 def _params(rec: Any) -> list[torch.Tensor]:
@@ -131,7 +142,8 @@ def _toggled(state: TraceState, data: HookState, rec: Any) -> Finding | None:
                 severity="warning")
 
 
-def _stale(state: TraceState, data: HookState, rec: Any) -> Finding | None:
+def _stale(state: TraceState, data: HookState, rec: Any, at_step: bool = False
+           ) -> Finding | None:
     """# NOTE [replaced under the optimizer]
     An optimizer found gradients up to some step, then none at the later steps although its
     tensors still require grad, nothing froze them, and backward() ran at least once per step
@@ -147,7 +159,8 @@ def _stale(state: TraceState, data: HookState, rec: Any) -> Finding | None:
     of the next ones), and a later loss that uses it reaches them again; not reported."""
     params = _params(rec)
     since = state.backward_count - rec.graded_backwards
-    if not params or since < rec.trailing_empty or rec.trailing_empty < max(2, rec.steps // 4) \
+    ran = since >= rec.trailing_empty or rec.graded_others >= 2  # backward() went elsewhere
+    if not params or not ran or not at_step and rec.trailing_empty < max(2, rec.steps // 4) \
             or not all(p.requires_grad and p.grad is None for p in params) \
             or _registered(data, params):
         return None
@@ -156,8 +169,8 @@ def _stale(state: TraceState, data: HookState, rec: Any) -> Finding | None:
     new = _remade(state, held, {tuple(p.shape) for p in params})
     return make(CODE_STALE, new or rec.site,
                 f"{', '.join(names)}{' and more' if len(params) > 3 else ''} got gradients up "
-                f"to step {rec.last_graded} only: {since} backward() calls since never reached "
-                "them although they still require grad, so the loss no longer uses the tensors "
+                f"to step {rec.last_graded} only: backward() ran at the {rec.trailing_empty} "
+                "steps since and never reached them although they still require grad, so the loss no longer uses the tensors "
                 "this optimizer holds; " + (
                     "the tensor the loss uses now was made here, after the optimizer was built, "
                     "and its gradients are applied by nothing" if new else

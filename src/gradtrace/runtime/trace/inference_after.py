@@ -64,22 +64,23 @@ def _function_node(tree: ast.Module, code: types.CodeType) -> ast.AST | None:
 def _block_of(fn: ast.AST, name: str, frame: types.FrameType) -> tuple[int, int] | None:
     """(with line, assignment line) of an assignment to ``name`` inside an inference_mode
     ``with`` of ``fn``'s own body (nested functions excluded)."""
-    def walk(node: ast.AST, block: int | None) -> tuple[int, int] | None:
+    todo: list[tuple[ast.AST, int | None]] = [(fn, None)]  # depth first, in source order
+    while todo:  # (a loop, not a recursive closure holding ``frame`` in a reference cycle)
+        node, block = todo.pop()
+        kids = []
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
                                   ast.ClassDef)):
                 continue
             inner = child.lineno if _is_inference_with(child, frame) else block
-            if inner is not None and isinstance(child, (ast.Assign, ast.AnnAssign)):
-                targets = child.targets if isinstance(child, ast.Assign) else [child.target]
-                if any(isinstance(n, ast.Name) and n.id == name
-                       for t in targets for n in ast.walk(t)):
-                    return inner, child.lineno
-            hit = walk(child, inner)
-            if hit is not None:
-                return hit
-        return None
-    return walk(fn, None)
+            kids.append((child, inner))
+        todo.extend(reversed(kids))
+        if node is fn or block is None or not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
+            return block, node.lineno
+    return None
 
 
 def _line_names(tree: ast.Module, line: int) -> set[str]:

@@ -247,6 +247,52 @@ def wrapped_by_earlier_call(attr: str, fn: ast.AST, line: int, ctx: Context) -> 
     return w
 
 
+class _WrapSearch:
+    """The walk of :func:`wrap_reached` (an object, not a recursive closure: NOTE [gc])."""
+
+    def __init__(self, attr: str, cls: ClassInfo, by_owner: dict[int, list[Wrap]],
+                 ctx: Context) -> None:
+        self.attr, self.cls, self.by_owner, self.ctx = attr, cls, by_owner, ctx
+        self.seen: set[int] = set()
+
+    def search(self, f: ast.AST, upto: tuple[int, int] | None, depth: int) -> Wrap | None:
+        seen, by_owner, attr, cls, ctx = self.seen, self.by_owner, self.attr, self.cls, self.ctx
+        if id(f) in seen or depth > 3:
+            return None
+        seen.add(id(f))
+        for w in by_owner.get(id(f), ()):
+            if upto is None or upto[0] < w.line < upto[1]:
+                if w.target == attr or dotted(_moved(w.call.args[0])) == attr:
+                    return w
+        here = ctx.analysis.class_of(f) or cls
+        for n in walk(f):
+            if not isinstance(n, ast.Call) or not isinstance(n.func, ast.Attribute) \
+                    or upto is not None and not upto[0] < n.lineno < upto[1]:
+                continue
+            r = n.func.value
+            if isinstance(r, ast.Name) and r.id == "self":
+                m = _base_method(cls, n.func.attr, ctx)
+            elif isinstance(r, ast.Call) and isinstance(r.func, ast.Name) \
+                    and r.func.id == "super" and not r.args:
+                m = next((x for b in here.node.bases
+                          if (bc := ctx.analysis.classes.get(dotted(b) or "")) is not None
+                          and (x := _base_method(bc, n.func.attr, ctx)) is not None), None)
+            else:
+                continue
+            got = self.search(m, None, depth + 1) if m is not None else None
+            if got is not None:
+                return got
+        return None
+
+
+def _moved(a: ast.AST) -> ast.AST:
+    """``a`` without its ``.to()``/``.cuda()``/``.cpu()`` calls."""
+    while isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) \
+            and a.func.attr in ("to", "cuda", "cpu"):
+        a = a.func.value
+    return a
+
+
 def wrap_reached(attr: str, fn: ast.AST, lo: int, hi: int, ctx: Context) -> Wrap | None:
     """The wrap of ``self.<x>`` (``attr``) that ``fn`` or a method it runs makes, from a
     statement of ``fn`` between lines ``lo`` and ``hi`` (NOTE [wrapped by an earlier method]).
@@ -268,39 +314,4 @@ def wrap_reached(attr: str, fn: ast.AST, lo: int, hi: int, ctx: Context) -> Wrap
         by_owner.setdefault(id(w.owner), []).append(w)
     if not by_owner:
         return None
-    seen: set[int] = set()
-
-    def moved(a: ast.AST) -> ast.AST:
-        while isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) \
-                and a.func.attr in ("to", "cuda", "cpu"):
-            a = a.func.value
-        return a
-
-    def search(f: ast.AST, upto: tuple[int, int] | None, depth: int) -> Wrap | None:
-        if id(f) in seen or depth > 3:
-            return None
-        seen.add(id(f))
-        for w in by_owner.get(id(f), ()):
-            if upto is None or upto[0] < w.line < upto[1]:
-                if w.target == attr or dotted(moved(w.call.args[0])) == attr:
-                    return w
-        here = ctx.analysis.class_of(f) or cls
-        for n in walk(f):
-            if not isinstance(n, ast.Call) or not isinstance(n.func, ast.Attribute) \
-                    or upto is not None and not upto[0] < n.lineno < upto[1]:
-                continue
-            r = n.func.value
-            if isinstance(r, ast.Name) and r.id == "self":
-                m = _base_method(cls, n.func.attr, ctx)
-            elif isinstance(r, ast.Call) and isinstance(r.func, ast.Name) \
-                    and r.func.id == "super" and not r.args:
-                m = next((x for b in here.node.bases
-                          if (bc := ctx.analysis.classes.get(dotted(b) or "")) is not None
-                          and (x := _base_method(bc, n.func.attr, ctx)) is not None), None)
-            else:
-                continue
-            got = search(m, None, depth + 1) if m is not None else None
-            if got is not None:
-                return got
-        return None
-    return search(fn, (lo, hi), 0)
+    return _WrapSearch(attr, cls, by_owner, ctx).search(fn, (lo, hi), 0)

@@ -80,24 +80,27 @@ def _flag_arms(fn: ast.AST, a: ast.stmt, b: ast.stmt, ctx: Context) -> bool:
     return any(k in got_b and got_b[k] != v for k, v in got_a.items())
 
 
+def _arms_into(out: dict[int, tuple[tuple[int, bool], ...]], body: list[ast.stmt],
+               path: tuple[tuple[int, bool], ...]) -> None:
+    """:func:`_arms` for the statements of ``body``, under ``path``."""
+    for st in body:
+        out[id(st)] = path
+        if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(st, ast.If) and _self_only(st.test):
+            _arms_into(out, st.body, (*path, (id(st), True)))
+            _arms_into(out, st.orelse, (*path, (id(st), False)))
+            continue
+        for f in ("body", "orelse", "finalbody"):
+            _arms_into(out, getattr(st, f, None) or [], path)
+        for h in getattr(st, "handlers", ()):
+            _arms_into(out, h.body, path)
+
+
 def _arms(fn: ast.AST) -> dict[int, tuple[tuple[int, bool], ...]]:
     """id(statement) -> the (``if`` on self flags, in its body?) pairs around it, one walk."""
     out: dict[int, tuple[tuple[int, bool], ...]] = {}
-
-    def visit(body: list[ast.stmt], path: tuple[tuple[int, bool], ...]) -> None:
-        for st in body:
-            out[id(st)] = path
-            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            if isinstance(st, ast.If) and _self_only(st.test):
-                visit(st.body, (*path, (id(st), True)))
-                visit(st.orelse, (*path, (id(st), False)))
-                continue
-            for f in ("body", "orelse", "finalbody"):
-                visit(getattr(st, f, None) or [], path)
-            for h in getattr(st, "handlers", ()):
-                visit(h.body, path)
-    visit(getattr(fn, "body", []), ())
+    _arms_into(out, getattr(fn, "body", []), ())
     return out
 
 

@@ -20,7 +20,7 @@ layers with weights (``self.norm(torch.relu(self.inp(x)))``).
 from __future__ import annotations
 
 import ast
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from gradtrace.lint.analysis.callees import function_sites
 from gradtrace.lint.analysis.grad_values import WEIGHTED
@@ -29,6 +29,9 @@ from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.rules.graph_breaks._data_uses import META_ATTRS
 from gradtrace.lint.rules.graph_breaks._layer_source import _return_deps
+
+if TYPE_CHECKING:
+    from gradtrace.lint.flow import Scope
 
 
 def _returned_data(fn: ast.AST, ctx: Context, param: str) -> ast.Attribute | None:
@@ -107,6 +110,22 @@ def forward_input_cut(fn: ast.AST, ctx: Context) -> tuple[ast.Attribute, ast.AST
     return (data, feed) if feed is not None else None
 
 
+def _layered(e: ast.AST, line: int, scope: Scope, weighted: set[str], depth: int = 0) -> bool:
+    """``e`` (read at ``line``) is computed from a call of one of the ``weighted`` layers of
+    ``self``, through the bindings before it (four steps back)."""
+    for n in ast.walk(e):
+        f = n.func if isinstance(n, ast.Call) else None
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                and f.value.id == "self" and f.attr in weighted:
+            return True
+        if isinstance(n, ast.Name) and depth < 4:
+            b = scope.binding_before(n.id, line)
+            v = getattr(b, "value", None) if b is not None else None
+            if v is not None and _layered(v, b.stmt.lineno, scope, weighted, depth + 1):
+                return True
+    return False
+
+
 def _held_and_fed(cls_name: str, ctx: Context) -> ast.Call | None:
     """A call ``self.<attr>(v)`` in the ``forward`` of another module class of the file, where
     ``self.<attr> = cls_name(...)`` and ``v`` is computed from a call of one of that class's
@@ -122,24 +141,12 @@ def _held_and_fed(cls_name: str, ctx: Context) -> ast.Call | None:
             continue
         weighted = {n for n, at in attrs.items() if _weighted(at.value, ctx)}
         scope = ctx.scope(fwd)
-
-        def layered(e: ast.AST, line: int, depth: int = 0) -> bool:
-            for n in ast.walk(e):
-                f = n.func if isinstance(n, ast.Call) else None
-                if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
-                        and f.value.id == "self" and f.attr in weighted:
-                    return True
-                if isinstance(n, ast.Name) and depth < 4:
-                    b = scope.binding_before(n.id, line)
-                    v = getattr(b, "value", None) if b is not None else None
-                    if v is not None and layered(v, b.stmt.lineno, depth + 1):
-                        return True
-            return False
         for n in ast.walk(fwd):
             f = n.func if isinstance(n, ast.Call) else None
             if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
                     and f.value.id == "self" and f.attr in held and n.args \
-                    and scope.grad_off_at(n) is None and layered(n.args[0], n.lineno):
+                    and scope.grad_off_at(n) is None \
+                    and _layered(n.args[0], n.lineno, scope, weighted):
                 return n
     return None
 

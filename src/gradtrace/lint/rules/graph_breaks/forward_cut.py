@@ -6,16 +6,18 @@ import bisect
 from typing import Callable, Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.constructed import constructor_values
 from gradtrace.lint.analysis.forward_cuts import forward_cuts
 from gradtrace.lint.analysis.grouped_params import param_calls
 from gradtrace.lint.analysis.grad_values import weighted
 from gradtrace.lint.analysis.keyed_children import keyed_children
+from gradtrace.lint.analysis.owners import home
 from gradtrace.lint.analysis.kinds import MODULE
 from gradtrace.lint.analysis.resizes import resize_statements
 from gradtrace.lint.analysis.trained_abroad import (
     in_project, named_abroad, trained_abroad, trainer_abroad)
 from gradtrace.lint.context import Context
-from gradtrace.lint.nodes import child_nodes, of_types
+from gradtrace.lint.nodes import child_nodes, of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 
 
@@ -111,22 +113,24 @@ def _used_elsewhere(ctx: Context, attr: str, walked: list[ast.AST], init: ast.AS
     return False
 
 
+def _derives(classes: dict, name: str, cls: str, depth: int = 0) -> bool:  # type: ignore[type-arg]
+    """Class ``name`` of the file derives from ``cls`` through classes of the file."""
+    info = classes.get(name)
+    if info is None or depth > 5:
+        return False
+    bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute)
+             else "" for b in info.node.bases]
+    return cls in bases or any(_derives(classes, b, cls, depth + 1) for b in bases if b != name)
+
+
 def _other_class_spans(ctx: Context, cls: str) -> list[tuple[int, int]]:
     """Line spans of the classes of the file that are not ``cls``, hold no class, and do not
     derive from ``cls`` through classes of the file (their ``self`` is never a ``cls``)."""
     classes = ctx.analysis.classes
-
-    def derives(name: str, depth: int = 0) -> bool:
-        info = classes.get(name)
-        if info is None or depth > 5:
-            return False
-        bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute)
-                 else "" for b in info.node.bases]
-        return cls in bases or any(derives(b, depth + 1) for b in bases if b != name)
     out = []
     for name, info in classes.items():
         node = info.node
-        if name == cls or derives(name) or any(
+        if name == cls or _derives(classes, name, cls) or any(
                 isinstance(c, ast.ClassDef) for c in ast.walk(node) if c is not node):
             continue
         out.append((node.lineno, node.end_lineno or node.lineno))
@@ -153,10 +157,59 @@ def _made_fresh(ctx: Context, info) -> bool:  # type: ignore[no-untyped-def]
                    and n.func.attr in ("from_pretrained", "load_state_dict") for n in ast.walk(v))
 
 
+# NOTE [handed a fresh module]
+# A submodule handed to the constructor (`self.encoder = encoder`) is often a pretrained or
+# separately trained network that a cut in `forward` keeps fixed on purpose, so only modules
+# made with random weights in the class count (`_made_fresh`). When every construction site
+# of the class in the project (NOTE [construction sites]) hands it a module built right there,
+# `Head(Encoder())` or `enc = Encoder()` read by nothing but that call (not loaded, frozen,
+# trained by its own loss), the handed module is as fresh as one built in `__init__`: a cut
+# on its only path to the outputs leaves it untrained (checked on torch 2.13: `.grad` None).
+
+
+def _handed_fresh(ctx: Context, cls, info) -> bool:  # type: ignore[no-untyped-def]
+    """``self.x = x``, a parameter of ``__init__`` assigned once, handed a fresh module by
+    every construction site (NOTE [handed a fresh module])."""
+    if info is None or info.later or not isinstance(info.value, ast.Name):
+        return False
+    sites = constructor_values(ctx, cls, info.value.id)
+    return bool(sites) and all(_fresh_value(sctx, v, where) for sctx, v, where in sites)
+
+
+def _fresh_value(sctx: Context, v: ast.expr, where: ast.AST) -> bool:
+    """``v`` (an argument of a construction in ``where`` of ``sctx``'s file) is a module built
+    right there with random weights, or a name bound once to one and read only there."""
+    if isinstance(v, ast.Name):
+        scope = sctx.scope(where)
+        bs = scope.bindings.get(v.id, ())
+        reads = [n for n in walk(where) if isinstance(n, ast.Name) and n.id == v.id
+                 and isinstance(n.ctx, ast.Load)]
+        if len(bs) != 1 or reads != [v] or bs[0].value is None:
+            return False
+        v = bs[0].value  # type: ignore[assignment]
+    if not isinstance(v, ast.Call):
+        return False
+    q = sctx.qualified_name(v.func) or ""
+    if isinstance(v.func, ast.Name) and v.func.id in sctx.analysis.classes:
+        fresh = weighted(sctx, v.func.id, v)
+    elif q.startswith("torch.nn."):
+        fresh = weighted(sctx, q, v)
+    else:  # a module class of another file of the project (`from models import Encoder`)
+        from gradtrace.lint.analysis.project import foreign_class
+
+        info = foreign_class(sctx, v.func)
+        fresh = info is not None and weighted(home(sctx, info.node), info.node.name, None)
+    return fresh and not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                             and n.func.attr in ("from_pretrained", "load_state_dict")
+                             for n in ast.walk(v))
+
+
 def _fresh(ctx: Context, cls, sub: str) -> bool:  # type: ignore[no-untyped-def]
     """``_made_fresh`` for ``self.<sub>``; a keyed child (``"body.embed"``,
     NOTE [keyed children]) also needs its own construction fresh and a weight to train."""
     attr, _, key = sub.partition(".")
+    if not key and _handed_fresh(ctx, cls, cls.attrs.get(attr)):
+        return True
     if not _made_fresh(ctx, cls.attrs.get(attr)):
         return False
     if not key:
@@ -253,7 +306,9 @@ class SubmoduleCutInForward(Rule):
     runs a backward, the submodule named in no other file (NOTE [trained abroad]); also through parameter groups built from
     its `named_parameters()` in the same function (NOTE [grouped parameters]); the keys of a
     `ModuleDict` built in one statement count as submodules of their own
-    (NOTE [keyed children]); a submodule named anywhere else in the
+    (NOTE [keyed children]); a submodule handed to the constructor counts only when every
+    construction site hands it a module built there (NOTE [handed a fresh module]); a
+    submodule named anywhere else in the
     file (frozen, trained by another method, given to an optimizer, updated as an EMA) is
     left alone; a call of another method of the class counts as keeping every submodule
     that method touches.

@@ -8,7 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.context import FUNCTION_TYPES, Context
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import of_types
 from gradtrace.lint.rule import Bad, Good, Rule
 
 # builders of a tensor that keep no history of what they are given (a tensor argument is copied)
@@ -37,15 +37,17 @@ def _cut(e: ast.AST, ctx: Context) -> bool:
 def _only_through_cuts(e: ast.AST, hit, ctx: Context) -> bool:  # type: ignore[no-untyped-def]
     """``e`` reads what ``hit`` matches, and every such read sits under a cut (:func:`_cut`)."""
     found = False
-
-    def go(n: ast.AST, under: bool) -> bool:
-        nonlocal found
+    todo: list[tuple[ast.AST, bool]] = [(e, False)]
+    while todo:
+        n, under = todo.pop()
         if hit(n):
+            if not under:
+                return False
             found = True
-            return under
+            continue
         under = under or _cut(n, ctx)
-        return all(go(c, under) for c in ast.iter_child_nodes(n))
-    return go(e, False) and found
+        todo.extend((c, under) for c in ast.iter_child_nodes(n))
+    return found
 
 
 class FieldRebuiltWithoutGraph(Rule):
@@ -112,8 +114,8 @@ class FieldRebuiltWithoutGraph(Rule):
     def visit_Assign(self, node: ast.Assign, ctx: Context) -> Iterator[Finding]:
         fn = ctx.function
         if not isinstance(fn, FUNCTION_TYPES) or fn.name not in INIT_METHODS or \
-                not fn.args.args or len(node.targets) != 1:
-            return
+                not fn.args.args or len(node.targets) != 1 or not ctx.mentions("backward"):
+            return  # (a file with no backward has no sink: asked before any walk)
         me, t = fn.args.args[0].arg, node.targets[0]
         if not (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
                 and t.value.id == me):
@@ -141,7 +143,7 @@ class FieldRebuiltWithoutGraph(Rule):
 def _field_backward(cls: str, field: str, ctx: Context) -> ast.Call | None:
     """A backward of the file on ``<x>.<field>`` itself (``out.loss.backward()``), in a file
     that builds an object of class ``cls``."""
-    calls = [c for c in bfs_walk(ctx.tree) if isinstance(c, ast.Call)]
+    calls = of_types(ctx.tree, (ast.Call,))
     if not any(isinstance(c.func, ast.Name) and c.func.id == cls for c in calls):
         return None
     for c in calls:

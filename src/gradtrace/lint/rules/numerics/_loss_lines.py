@@ -87,13 +87,16 @@ def _any_of(words: list[str]) -> re.Pattern[str]:
         for ch in w:
             node = node.setdefault(ch, {})
         node[""] = {}
-    def emit(node: dict) -> str:  # type: ignore[type-arg]
-        alts = [re.escape(ch) + emit(sub) for ch, sub in sorted(node.items()) if ch]
-        if not alts:
-            return ""
-        one = alts[0] if len(alts) == 1 and "" not in node else "(?:%s)" % "|".join(alts)
-        return one + ("?" if "" in node else "")
-    return re.compile(emit(trie) if words else "(?!)")
+    return re.compile(_emit(trie) if words else "(?!)")
+
+
+def _emit(node: dict) -> str:  # type: ignore[type-arg]
+    """The pattern of a trie node of :func:`_any_of`."""
+    alts = [re.escape(ch) + _emit(sub) for ch, sub in sorted(node.items()) if ch]
+    if not alts:
+        return ""
+    one = alts[0] if len(alts) == 1 and "" not in node else "(?:%s)" % "|".join(alts)
+    return one + ("?" if "" in node else "")
 
 
 def _defs(body: list[ast.stmt], lines: list[int]

@@ -359,21 +359,25 @@ def input_sized(call: ast.Call, fn: ast.AST, ctx: Context) -> bool:
             and e.func.attr == "size" and len(e.args) == 1 and num_index(e.args[0]) == 0 \
             and isinstance(e.func.value, ast.Name) and e.func.value.id in params
 
-    def sized(e: ast.AST) -> bool:
+    todo = list(call.args)  # an argument sized by the input's batch, through tuples and sums
+    while todo:
+        e = todo.pop()
         if batch_of_input(e):
             return True
         if isinstance(e, ast.Name):
             b = scope.binding_before(e.id, call.lineno)  # (`B, _, d = x.shape`: no value)
             st = b.stmt if b is not None else None
             if not isinstance(st, ast.Assign) or len(st.targets) != 1:
-                return False
+                continue
             t = st.targets[0]
             if isinstance(t, ast.Tuple) and t.elts and isinstance(t.elts[0], ast.Name):
-                return t.elts[0].id == e.id and shape_of_input(st.value)
-            return isinstance(t, ast.Name) and batch_of_input(st.value)
-        return isinstance(e, (ast.Tuple, ast.List, ast.BinOp)) and any(
-            sized(x) for x in child_nodes(e) if isinstance(x, ast.expr))
-    return any(sized(x) for x in call.args)
+                if t.elts[0].id == e.id and shape_of_input(st.value):
+                    return True
+            elif isinstance(t, ast.Name) and batch_of_input(st.value):
+                return True
+        elif isinstance(e, (ast.Tuple, ast.List, ast.BinOp)):
+            todo.extend(x for x in child_nodes(e) if isinstance(x, ast.expr))
+    return False
 
 
 def num_index(e: ast.AST) -> int | None:

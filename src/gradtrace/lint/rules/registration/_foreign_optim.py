@@ -18,6 +18,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.owners import home
+from gradtrace.lint.analysis.project_files import import_holds
 from gradtrace.lint.analysis.returned_terms import returns
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
@@ -44,6 +45,9 @@ def foreign_optimizer_over(scope: Scope, call: ast.Call, line: int) -> frozenset
     if any(isinstance(a, ast.Starred) for a in call.args) or not any(
             isinstance(a, (ast.Name, ast.Attribute)) for a in call.args):
         return None
+    if isinstance(call.func, ast.Name) and import_holds(
+            scope.ctx, call.func.id, ("parameters",)) is False:
+        return None  # a builder reads `.parameters()`: its text says so before any parse
     fn = _foreign(scope, call, line)
     if fn is None:
         return None

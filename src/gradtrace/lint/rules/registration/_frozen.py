@@ -172,26 +172,28 @@ def unguarded_grad_use(loop: ast.stmt, var: str,
     """The first statement of ``loop`` that dereferences ``var.grad`` (``var.grad.data``,
     ``var.grad /= n``, ``var.grad.mul_()``) with no test of ``grad``/``requires_grad`` on the
     way (a test naming one of ``guards`` guards what follows)."""
-    def visit(body: list[ast.stmt]) -> ast.stmt | None:
-        for s in body:
-            if isinstance(s, (ast.If, ast.While, ast.Try, ast.With)):
-                test = getattr(s, "test", None)
-                if test is not None and any(isinstance(n, ast.Attribute) and n.attr in guards
-                        for n in walk(test)):
-                    return None  # guarded (and anything after it may rely on the guard)
-                if isinstance(s, ast.Try):
-                    continue
-                got = visit(s.body)
-                if got is not None:
-                    return got
+    return _unguarded_in(loop.body, var, guards)  # type: ignore[attr-defined]
+
+
+def _unguarded_in(body: list[ast.stmt], var: str, guards: tuple[str, ...]) -> ast.stmt | None:
+    for s in body:
+        if isinstance(s, (ast.If, ast.While, ast.Try, ast.With)):
+            test = getattr(s, "test", None)
+            if test is not None and any(isinstance(n, ast.Attribute) and n.attr in guards
+                                        for n in walk(test)):
+                return None  # guarded (and anything after it may rely on the guard)
+            if isinstance(s, ast.Try):
                 continue
-            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                              ast.For, ast.AsyncFor)):
-                continue
-            if _derefs_grad(s, var):
-                return s
-        return None
-    return visit(loop.body)  # type: ignore[attr-defined]
+            got = _unguarded_in(s.body, var, guards)
+            if got is not None:
+                return got
+            continue
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                          ast.For, ast.AsyncFor)):
+            continue
+        if _derefs_grad(s, var):
+            return s
+    return None
 
 
 def _derefs_grad(s: ast.stmt, var: str) -> bool:

@@ -15,7 +15,7 @@ from gradtrace.lint.rules.leaf._tensors import is_optimizer_call
 from gradtrace.lint.rules.registration._foreign_layers import foreign_layer
 from gradtrace.lint.rules.registration._foreign_optim import (
     foreign_optimizer_over, foreign_steppers)
-from gradtrace.lint.nodes import statements, walk  # noqa: F401 (statements: re-exported)
+from gradtrace.lint.nodes import of_types, statements, walk  # noqa: F401 (statements: re-exported)
 from gradtrace.lint.rules.registration._stateless import (
     PARAM_LAYER_RE, module_classes, param_free_classes, stateless_classes,
 )
@@ -242,13 +242,11 @@ def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int,
             not ctx.mentions("optim"):
         return None
     builds = [b for b in optimizer_builds(ctx.scope(init)) if b.name.startswith("self.")]
-    if any(b.name.startswith("self.") for m in cls.methods.values() if m is not init
-           for b in optimizer_builds(ctx.scope(m))):
-        return None  # an optimizer is (re)built elsewhere: maybe after this re-creation
     build = next((b for b in builds if any(covers(target, s) or covers(s, target)
                                            for s in b.sources)), None)
-    if build is None:
-        return None
+    if build is None or any(b.name.startswith("self.") for m in cls.methods.values()
+                            if m is not init for b in optimizer_builds(ctx.scope(m))):
+        return None  # (or an optimizer is (re)built elsewhere: maybe after this re-creation)
     name = getattr(fn, "name", "")
     for m in cls.methods.values():
         for n in walk(m):
@@ -265,7 +263,9 @@ def stale_across_methods(ctx: Context, fn: ast.AST, target: str, line: int,
             st = next((s for s in sc.stmts if s.lineno == ln), None)
             if st is not None and not (m is fn and ln < line):
                 return build, st
-    if stepped_outside and not any(f"{build.name}." in ctx.source(n) for m in cls.methods.values()
-                                   if m is not init for n in walk(m) if isinstance(n, ast.Call)):
+    used = f"{build.name}."
+    if stepped_outside and not any(used in ctx.source(n) for m in cls.methods.values()
+                                   if m is not init and used in ctx.source(m)  # (a call's text
+                                   for n in of_types(m, (ast.Call,))):  # is inside its method's)
         return build, build.stmt  # no method uses it: the script steps it (NOTE [built alike])
     return None

@@ -253,23 +253,25 @@ def _built(ctx: Context, v: ast.Call, scope: Scope, line: int,
                                 keywords=[])
 
 
-def _only_called(ctx: Context, cls: ClassInfo, name: str, bind: ast.stmt,
-                 handled: frozenset[str]) -> list[tuple[ast.Call, ast.AST]] | None:
-    """(call, method) of every ``self.<name>(...)`` in the class's own methods when every
-    other reading of ``<name>`` in the file (``bind``, its first assignment, aside) is
-    ``self.<name>.<attr>`` there with no handling attribute (None: it is handed over, stored,
-    assigned, frozen, loaded, read through another object or in another class)."""
-    out: list[tuple[ast.Call, ast.AST]] = []
-    methods = {id(m) for m in cls.node.body if isinstance(m, (ast.FunctionDef,
-                                                                  ast.AsyncFunctionDef))}
-    owner: list[ast.AST] = []
+class _SelfReads:
+    """The walk of :func:`_only_called` (an object, not a recursive closure: NOTE [gc])."""
 
-    def method() -> ast.AST | None:
-        return next((o for o in owner if id(o) in methods), None)
+    def __init__(self, cls: ClassInfo, name: str, bind: ast.stmt, handled: frozenset[str]
+                 ) -> None:
+        self.name, self.bind, self.handled = name, bind, handled
+        self.out: list[tuple[ast.Call, ast.AST]] = []
+        self.methods = {id(m) for m in cls.node.body if isinstance(m, (ast.FunctionDef,
+                                                                          ast.AsyncFunctionDef))}
+        self.owner: list[ast.AST] = []
+        self.skip: set[int] = set()
 
-    skip: set[int] = set()
+    def method(self) -> ast.AST | None:
+        return next((o for o in self.owner if id(o) in self.methods), None)
 
-    def visit(n: ast.AST) -> bool:
+    def visit(self, n: ast.AST) -> bool:
+        name, bind, handled, out, owner, skip, visit, method = (
+            self.name, self.bind, self.handled, self.out, self.owner, self.skip, self.visit,
+            self.method)
         if id(n) in skip:
             return True
         if isinstance(n, COMPREHENSIONS):  # `[p.clone() for p in t.<name>.parameters()]`
@@ -302,7 +304,15 @@ def _only_called(ctx: Context, cls: ClassInfo, name: str, bind: ast.stmt,
                     and method() is not None
         return all(visit(c) for c in child_nodes(n))
 
-    return out if visit(ctx.tree) else None
+
+def _only_called(ctx: Context, cls: ClassInfo, name: str, bind: ast.stmt,
+                 handled: frozenset[str]) -> list[tuple[ast.Call, ast.AST]] | None:
+    """(call, method) of every ``self.<name>(...)`` in the class's own methods when every
+    other reading of ``<name>`` in the file (``bind``, its first assignment, aside) is
+    ``self.<name>.<attr>`` there with no handling attribute (None: it is handed over, stored,
+    assigned, frozen, loaded, read through another object or in another class)."""
+    w = _SelfReads(cls, name, bind, handled)
+    return w.out if w.visit(ctx.tree) else None
 
 
 def _is_self_attr(e: ast.AST, name: str) -> bool:

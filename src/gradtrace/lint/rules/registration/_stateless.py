@@ -210,14 +210,15 @@ def _returns_plain(fn: ast.FunctionDef | ast.AsyncFunctionDef, stateless: set[st
         elif isinstance(n, ast.Return):
             rets.append(n.value if n.value is not None else ast.Constant(None))
 
-    def plain(e: ast.AST, names: bool = True) -> bool:
+    def plain_value(e: ast.AST) -> bool:
         if isinstance(e, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare)):
             return True
-        if isinstance(e, ast.Call):
-            return _plain_value_call(e, stateless, ctx, depth)
-        if names and isinstance(e, ast.Name) and e.id in binds:
-            return all(plain(x, False) for x in binds[e.id])
-        return False
+        return isinstance(e, ast.Call) and _plain_value_call(e, stateless, ctx, depth)
+
+    def plain(e: ast.AST) -> bool:  # a value, or a name bound only to values
+        if isinstance(e, ast.Name) and e.id in binds:
+            return all(plain_value(x) for x in binds[e.id])
+        return plain_value(e)
     return bool(rets) and all(plain(r) for r in rets)
 
 

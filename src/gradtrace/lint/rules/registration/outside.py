@@ -93,21 +93,20 @@ def _meant_to_train(call: ast.Call, name: str) -> bool:
         args[0], ast.Constant) and args[0].value is True)
 
 
-def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
-                 handoffs: list[ast.Call] | None = None, allow_eval: bool = False
-                 ) -> list[ast.Call] | None:
-    """The calls ``name(...)`` in the scope when every other read of ``name`` is an
-    attribute read (``m.fc.weight``), a ``.to()``/``.train()``-style call on it or a
-    comprehension measuring its parameters (None: it is handed to something, loaded, frozen,
-    stored or its parameters are read). With ``handoffs``, a call handing ``name`` to a
-    function of the file is collected there instead
-    (NOTE [module handed to a training function]); ``allow_eval``: ``name.eval()`` too."""
-    calls: list[ast.Call] = []
-    an = scope.ctx.analysis
-    skip: set[int] = set()
-    handled = HANDLED - {"eval"} if allow_eval else HANDLED
+class _OnlyCalls:
+    """The walk of :func:`_only_called` (an object, not a recursive closure: NOTE [gc])."""
 
-    def visit(n: ast.AST) -> bool:
+    def __init__(self, scope: Scope, name: str, handoffs: list[ast.Call] | None,
+                 handled: frozenset[str] | set[str]) -> None:
+        self.scope, self.name, self.handoffs, self.handled = scope, name, handoffs, handled
+        self.an = scope.ctx.analysis
+        self.calls: list[ast.Call] = []
+        self.skip: set[int] = set()
+
+    def visit(self, n: ast.AST) -> bool:
+        scope, name, handoffs, handled, an = (self.scope, self.name, self.handoffs,
+                                              self.handled, self.an)
+        calls, skip, visit = self.calls, self.skip, self.visit
         if id(n) in skip:
             return True
         if isinstance(n, ast.Name) and n.id == name:
@@ -133,6 +132,17 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
         skip.update(id(c) for c in measured(n, name))
         return all(visit(c) for c in child_nodes(n))
 
+
+def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
+                 handoffs: list[ast.Call] | None = None, allow_eval: bool = False
+                 ) -> list[ast.Call] | None:
+    """The calls ``name(...)`` in the scope when every other read of ``name`` is an
+    attribute read (``m.fc.weight``), a ``.to()``/``.train()``-style call on it or a
+    comprehension measuring its parameters (None: it is handed to something, loaded, frozen,
+    stored or its parameters are read). With ``handoffs``, a call handing ``name`` to a
+    function of the file is collected there instead
+    (NOTE [module handed to a training function]); ``allow_eval``: ``name.eval()`` too."""
+    w = _OnlyCalls(scope, name, handoffs, HANDLED - {"eval"} if allow_eval else HANDLED)
     for s in scope.stmts:
         if s is bind or isinstance(s, DEFS):
             continue
@@ -140,9 +150,9 @@ def _only_called(scope: Scope, name: str, bind: ast.stmt | None,
             if field in ("body", "orelse", "finalbody", "handlers", "cases"):
                 continue
             for v in (value if isinstance(value, list) else [value]):
-                if isinstance(v, ast.AST) and not visit(v):
+                if isinstance(v, ast.AST) and not w.visit(v):
                     return None
-    return calls
+    return w.calls
 
 
 def _detached(call: ast.Call, scope: Scope) -> bool:

@@ -20,12 +20,12 @@ def _enclosing(ctx: Context, node: ast.AST) -> dict[int, ast.AST]:
     """id of every node -> its innermost enclosing function (or the module), one walk."""
     def make() -> dict[int, ast.AST]:
         out: dict[int, ast.AST] = {}
-
-        def visit(n: ast.AST, owner: ast.AST) -> None:
+        todo = [(node, node)]
+        while todo:
+            n, owner = todo.pop()
             for child in child_nodes(n):
                 out[id(child)] = owner
-                visit(child, child if isinstance(child, FUNCS) else owner)
-        visit(node, node)
+                todo.append((child, child if isinstance(child, FUNCS) else owner))
         return out
     return ctx.memo("gt527-owner", node, make)
 

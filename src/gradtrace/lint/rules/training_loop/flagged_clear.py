@@ -36,25 +36,7 @@ def _flag_guard(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Gua
     defaults = _defaults(fn)
     guards: list[tuple[str | None, ast.Call]] = []
     flag_of: dict[int, str | None] = {}
-
-    def visit(stmts: list[ast.stmt], flag: str | None) -> None:
-        for s in stmts:
-            if isinstance(s, ast.If):
-                t = s.test
-                name = t.id if isinstance(t, ast.Name) else None
-                visit(s.body, flag or (name if name in defaults else None))
-                visit(s.orelse, flag)
-                continue
-            for c in calls_in(s):
-                flag_of[id(c)] = flag
-                if isinstance(c.func, ast.Attribute) and c.func.attr == "zero_grad":
-                    guards.append((flag, c))
-            for field in ("body", "orelse", "finalbody"):
-                inner = getattr(s, field, None)
-                if inner and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                ast.ClassDef)):
-                    visit(inner, flag)
-    visit(fn.body, None)
+    _flags_in(fn.body, None, defaults, guards, flag_of)
     flags = {f for f, _ in guards}
     if len(flags) != 1 or None in flags:
         return None
@@ -63,6 +45,29 @@ def _flag_guard(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Gua
         return None
     default = defaults[flag]  # type: ignore[index]
     return (flag, default, guards[0][1]) if _falsy(default) else None
+
+
+def _flags_in(stmts: list[ast.stmt], flag: str | None, defaults: dict[str, ast.expr],
+              guards: list[tuple[str | None, ast.Call]], flag_of: dict[int, str | None]) -> None:
+    """:func:`_flag_guard`'s walk: the flag parameter each call of ``stmts`` runs under
+    (``flag_of``) and each gradient clear with it (``guards``)."""
+    for s in stmts:
+        if isinstance(s, ast.If):
+            t = s.test
+            name = t.id if isinstance(t, ast.Name) else None
+            _flags_in(s.body, flag or (name if name in defaults else None), defaults, guards,
+                      flag_of)
+            _flags_in(s.orelse, flag, defaults, guards, flag_of)
+            continue
+        for c in calls_in(s):
+            flag_of[id(c)] = flag
+            if isinstance(c.func, ast.Attribute) and c.func.attr == "zero_grad":
+                guards.append((flag, c))
+        for field in ("body", "orelse", "finalbody"):
+            inner = getattr(s, field, None)
+            if inner and not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                            ast.ClassDef)):
+                _flags_in(inner, flag, defaults, guards, flag_of)
 
 
 def _wrappers(ctx: Context) -> dict[int, Guard]:

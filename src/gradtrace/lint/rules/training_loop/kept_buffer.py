@@ -9,7 +9,7 @@ from gradtrace.findings import Finding, Related
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
-from gradtrace.lint.nodes import walk
+from gradtrace.lint.nodes import of_types, walk
 from gradtrace.lint.rule import Bad, Good, Rule
 from gradtrace.lint.rules.training_loop.kept_list import _graph_value
 
@@ -84,7 +84,13 @@ class GraphKeptInBuffer(Rule):
     def visit_Call(self, node: ast.Call, ctx: Context) -> Iterator[Finding]:
         f = node.func
         if not (isinstance(f, ast.Attribute) and f.attr in ("append", "appendleft")
-                and len(node.args) == 1 and isinstance(f.value, ast.Name)):
+                and len(node.args) == 1 and isinstance(f.value, ast.Name)) \
+                or not ctx.mentions("backward"):
+            return
+        where = ctx.function or ctx.tree  # a backward after the append, before any scope is built
+        if not any(ln > node.lineno for ln in ctx.memo("gt577-backwards", where, lambda: [
+                c.lineno for c in of_types(where, (ast.Call,)) if isinstance(c.func, ast.Attribute)
+                and c.func.attr == "backward"])):
             return
         scope = ctx.scope()
         buf = f.value.id

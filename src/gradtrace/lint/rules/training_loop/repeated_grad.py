@@ -51,14 +51,17 @@ def _changed(n: ast.AST, wanted: set[str]) -> bool:
 def _runs_every_pass(loop: ast.stmt, stmt: ast.stmt) -> bool:
     """``stmt`` sits in ``loop``'s body itself or in a ``with``/``try`` there (not under an
     ``if`` of the loop, which may pick one pass)."""
-    def find(body: list[ast.stmt]) -> bool:
+    body: list[ast.stmt] | None = loop.body  # type: ignore[attr-defined]
+    while body is not None:
+        inner = None
         for s in body:
             if s is stmt:
                 return True
             if isinstance(s, _BLOCKS) and s.lineno <= stmt.lineno <= (s.end_lineno or 0):
-                return find(s.body)
-        return False
-    return find(loop.body)  # type: ignore[attr-defined]
+                inner = s.body
+                break
+        body = inner
+    return False
 
 
 def _more_than_once(loop: ast.stmt) -> bool:
