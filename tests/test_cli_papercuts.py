@@ -1,6 +1,9 @@
 """Issue 15's command-line papercuts, each as a user meets it: real `gradtrace` subprocesses
-(`cli`) for standard input, `run` and Ctrl-C; the same `main(argv)` in this process
-(`cli_inproc`, tests/conftest.py) for what `check`, `explain` and `rules` print."""
+(`cli`) for `run`'s output options and a script's encoding; the same `main(argv)` in this
+process (`cli_inproc`, tests/conftest.py) for standard input and Ctrl-C under `run` (the real
+stream and the real `run` process: tests/test_cli.py::test_stdin,
+tests/runtime/test_runner.py::test_cli_subprocess_crash_stdin_stdout) and for what `check`,
+`explain` and `rules` print."""
 from __future__ import annotations
 
 import sys
@@ -35,7 +38,8 @@ def test_statistics_with_quiet_prints_only_the_counts(cli_inproc):
     assert r.stdout == b"1\tGT101\tbackward-on-python-number\n"
 
 
-def test_stdin_fix_prints_the_source_and_reports_what_remains(cli):
+def test_stdin_fix_prints_the_source_and_reports_what_remains(cli_inproc):
+    cli = cli_inproc  # stdin's real stream: tests/test_cli.py::test_stdin
     two = BUG + "y = torch.tensor(3.0)\ny.item().backward()\n"
     r = cli("check", "--select", "GT101", "--stdin-filename", "m.py", "--fix",
             input=two.encode())
@@ -48,7 +52,8 @@ def test_stdin_fix_prints_the_source_and_reports_what_remains(cli):
     assert r.returncode == 1 and b"m.py:6:5: GT505" in r.stderr
 
 
-def test_dash_reads_standard_input(cli):
+def test_dash_reads_standard_input(cli_inproc):
+    cli = cli_inproc  # stdin's real stream: tests/test_cli.py::test_stdin
     r = cli("check", *SEL, "-", "--no-show-source", input=BUG.encode())
     assert r.returncode == 1 and r.stdout.startswith(b"-:3:1: GT101 ")
     r = cli("check", *SEL, "-", "other.py", input=BUG.encode())
@@ -98,7 +103,10 @@ def test_explain_unknown_words_still_exit_2(cli_inproc):
     assert r.returncode == 2 and b"no rule and no known PyTorch error" in r.stderr
 
 
-def test_ctrl_c_under_run_prints_pythons_traceback_only(cli):
+def test_ctrl_c_under_run_prints_pythons_traceback_only(cli_inproc):
+    # in this process (`gradtrace run`'s real subprocess face: tests/runtime/test_runner.py's
+    # test_cli_subprocess_crash_stdin_stdout): the runner turns KeyboardInterrupt into 130 itself
+    cli = cli_inproc
     cli.write("k.py", """
         import torch
         def f():

@@ -13,8 +13,11 @@ from gradtrace.lint import check_source
 pytest.importorskip("torch")
 # find_spec, not an import: the snippets import lightning when they run; an import here would
 # cost every xdist worker ~4 s of CPU at collection
-pytestmark = pytest.mark.skipif(find_spec("lightning") is None,
-                                reason="lightning is not installed")
+# the "frameworks" xdist group (tests/conftest.py _SHARED_SETUP): lightning (with transformers
+# and scipy, ~4 s of CPU) is imported by the worker that runs tests/integrations' Lightning tests
+pytestmark = [pytest.mark.skipif(find_spec("lightning") is None,
+                                 reason="lightning is not installed"),
+              pytest.mark.xdist_group("frameworks")]
 
 HEAD = """
 import torch

@@ -151,6 +151,7 @@ moved = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 """
 
 
+@pytest.mark.xdist_group("frameworks")  # lightning imported once (tests/conftest.py)
 @pytest.mark.parametrize("configure,line", [
     ("return None", None),  # the look-alike: no optimizer, a feature-collecting fit
     ("return torch.optim.SGD(self.parameters(), lr=0.1)", 15),  # the twin

@@ -236,6 +236,7 @@ moved = any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
 STEPS = "loss.backward()\n        opt = self.optimizers()\n        opt.step()\n        opt.zero_grad()"
 
 
+@pytest.mark.xdist_group("frameworks")  # lightning imported once (tests/conftest.py)
 @pytest.mark.parametrize("body,line", [
     (STEPS, None),  # the look-alike: the method steps `self.optimizers()` itself
     ("self.log('train_loss', loss)", 22),  # the twin: nothing steps, the batch is skipped

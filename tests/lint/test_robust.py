@@ -2,8 +2,6 @@
 findings on that file (a GT002 finding, exit 2), in the CLI and under real flake8."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -84,19 +82,21 @@ def test_cli_reports_every_file_and_exits_2(crashing_gt101, tmp_path, capsys):
     assert "GT101" in err and "a.py" in err
 
 
-def test_flake8_reports_a_crash_as_a_finding(tmp_path):
+def test_flake8_reports_a_crash_as_a_finding(tmp_path, capsys, monkeypatch):
+    """flake8's own `main` in this process (tests/lint/test_flake8_plugin.py runs the real
+    `python -m flake8` entry point once): a rule raising RecursionError is a GT002 finding."""
+    from flake8.main.cli import main as flake8_main
+
     (tmp_path / "t.py").write_text(BAD)
-    script = textwrap.dedent("""
-        import sys
-        from gradtrace.lint.registry import all_rules
-        def boom(self, node, ctx):
-            raise RecursionError("maximum recursion depth exceeded")
-        next(r for r in all_rules() if r.code == "GT101").visit_Call = boom
-        from flake8.main.cli import main
-        sys.exit(main(["--select=GT", "t.py"]))
-    """)
-    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=120)
-    assert "Traceback" not in r.stderr, r.stderr
-    assert r.stdout.startswith("t.py:3:1: GT002 internal error in GT101 at gradtrace/")
-    assert r.returncode == 1
+
+    def boom(self, node, ctx):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(next(r for r in all_rules() if r.code == "GT101"), "visit_Call", boom)
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    code = flake8_main(["--select=GT", "t.py"])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err, err
+    assert out.startswith("t.py:3:1: GT002 internal error in GT101 at gradtrace/")
+    assert code == 1
