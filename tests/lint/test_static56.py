@@ -1,7 +1,8 @@
 """Static facts of session 56 (docs/triage/static56.md): held-out 49's PredRNN (GT115: a
 weight's distance from a snapshot is a look, not a use), keras-core (GT302 through a helper that
 gives its argument back: NOTE [argument given back]), picotron (GT146: a post-accumulate-grad
-hook is given the parameter), GT155 through `loss = out.loss`, GT157 with the caller's backward.
+hook is given the parameter), GT155 through `loss = out.loss`, GT157 with the caller's backward,
+Shift-Net (GT566: NOTE [attribute freed by an earlier method]).
 Each buggy snippet was run on torch 2.13 (the crash or the silent symptom its comment names)."""
 from __future__ import annotations
 
@@ -301,6 +302,108 @@ class Trainer:
 Trainer(torch.nn.Linear(3, 1)).fit(torch.randn(4, 3), torch.randn(4, 1))
 '''
 
+FREED_BUG = '''\
+import torch
+import torch.nn as nn
+
+
+class Agent:
+    def __init__(self):
+        self.actor = nn.Linear(3, 1)
+        self.critic = nn.Linear(4, 1)
+        self.a_opt = torch.optim.Adam(self.actor.parameters())
+        self.c_opt = torch.optim.Adam(self.critic.parameters())
+
+    def update_critic(self, obs, act, ret):
+        self.q = self.critic(torch.cat([obs, act], 1))
+        closs = (self.q - ret).pow(2).mean()
+        self.c_opt.zero_grad()
+        closs.backward()
+        self.c_opt.step()
+
+    def update_actor(self, obs):
+        aloss = -self.q.mean()
+        self.a_opt.zero_grad()
+        aloss.backward()
+        self.a_opt.step()
+
+    def update(self, obs, act, ret):
+        self.update_critic(obs, act, ret)
+        self.update_actor(obs)
+
+
+Agent().update(torch.randn(5, 3), torch.randn(5, 1), torch.randn(5, 1))
+'''
+
+FREED_OK = '''\
+import torch
+import torch.nn as nn
+
+
+class Agent:
+    def __init__(self):
+        self.actor = nn.Linear(3, 1)
+        self.critic = nn.Linear(4, 1)
+        self.a_opt = torch.optim.Adam(self.actor.parameters())
+        self.c_opt = torch.optim.Adam(self.critic.parameters())
+
+    def update_critic(self, obs, act, ret):
+        self.q = self.critic(torch.cat([obs, act], 1))
+        closs = (self.q - ret).pow(2).mean()
+        self.c_opt.zero_grad()
+        closs.backward()
+        self.c_opt.step()
+
+    def update_actor(self, obs):
+        aloss = -self.critic(torch.cat([obs, self.actor(obs)], 1)).mean()
+        self.a_opt.zero_grad()
+        aloss.backward()
+        self.a_opt.step()
+
+    def update(self, obs, act, ret):
+        self.update_critic(obs, act, ret)
+        self.update_actor(obs)
+
+
+Agent().update(torch.randn(5, 3), torch.randn(5, 1), torch.randn(5, 1))
+'''
+
+FREED_OK2 = '''\
+import torch
+import torch.nn as nn
+
+
+class Pix2Pix:
+    def __init__(self):
+        self.net_g = nn.Linear(3, 3)
+        self.net_d = nn.Linear(3, 1)
+        self.opt_g = torch.optim.Adam(self.net_g.parameters())
+        self.opt_d = torch.optim.Adam(self.net_d.parameters())
+
+    def forward(self, a):
+        self.fake_b = self.net_g(a)
+
+    def backward_d(self, b):
+        self.loss_d = self.net_d(self.fake_b.detach()).mean() - self.net_d(b).mean()
+        self.loss_d.backward()
+
+    def backward_g(self, b):
+        self.loss_g = -self.net_d(self.fake_b).mean() + (self.fake_b - b).abs().mean()
+        self.loss_g.backward()
+
+    def optimize(self, a, b):
+        self.forward(a)
+        self.opt_d.zero_grad()
+        self.backward_d(b)
+        self.opt_d.step()
+        self.opt_g.zero_grad()
+        self.backward_g(b)
+        self.opt_g.step()
+
+
+Pix2Pix().optimize(torch.randn(4, 3), torch.randn(4, 3))
+'''
+
 CASES = [
     # (source, code, expected lines)
     (PRED_BUG, "GT115", [14]),    # `(m.aux.weight - w0).norm()` only measures it
@@ -315,11 +418,14 @@ CASES = [
     (FUNC_BUG, "GT157", [11]),    # `fit` backpropagates what `loss_on` returns
     (FUNC_OK, "GT157", []),
     (FUNC_OK2, "GT157", []),      # nobody backpropagates it
+    (FREED_BUG, "GT566", [20]),   # the actor's loss reads the critic's freed `self.q`
+    (FREED_OK, "GT566", []),      # the actor runs the critic again
+    (FREED_OK2, "GT566", []),     # pix2pix: D reads `self.fake_b.detach()`, G the live one
 ]
 
 
 @pytest.mark.parametrize("src,code,lines", CASES, ids=[
     "pred", "pred-ok", "keras", "keras-ok", "keras-ok2", "hook", "hook-ok", "field", "field-ok",
-    "func", "func-ok", "func-ok2"])
+    "func", "func-ok", "func-ok2", "freed", "freed-ok", "freed-ok2"])
 def test_static56(src: str, code: str, lines: list[int]) -> None:
     assert [f.line for f in check_source(src, select=[code]) if f.code == code] == lines
