@@ -67,19 +67,24 @@ def _own_calls(s: ast.AST) -> Iterator[ast.Call]:
                         yield n
 
 
-def _binds(fn: Fn | None, attr: str) -> bool:
-    return fn is not None and any(
-        isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and any(
-            dotted(t) == attr for tg in (n.targets if isinstance(n, ast.Assign) else [n.target])
-            for t in ast.walk(tg)) for n in ast.walk(fn))
+def _callers(ctx: Context, cls: ClassInfo) -> dict[str, list[tuple[Fn, list[ast.Call]]]]:
+    """Method name -> the methods of ``cls`` calling ``self.<name>(...)``, with their
+    ``self.<m>(...)`` calls in source order (one walk of the class, cached)."""
+    def make() -> dict[str, list[tuple[Fn, list[ast.Call]]]]:
+        out: dict[str, list[tuple[Fn, list[ast.Call]]]] = {}
+        for caller in cls.methods.values():
+            calls = _self_calls(caller)
+            for name in {c.func.attr for c in calls}:  # type: ignore[attr-defined]
+                out.setdefault(name, []).append((caller, calls))
+        return out
+    return ctx.memo("self-callers", cls.node, make)
 
 
-def earlier_methods(cls: ClassInfo, fn: Fn) -> list[tuple[Fn, frozenset[str]]]:
+def earlier_methods(ctx: Context, cls: ClassInfo, fn: Fn) -> list[tuple[Fn, frozenset[str]]]:
     """Methods ``A`` of ``cls`` that one of its methods runs (``self.A()``) before
     ``self.<fn>()``, each with the attributes bound by the methods run in between."""
     out: list[tuple[Fn, frozenset[str]]] = []
-    for caller in cls.methods.values():
-        calls = _self_calls(caller)
+    for caller, calls in _callers(ctx, cls).get(fn.name, ()):
         at = [i for i, c in enumerate(calls) if c.func.attr == fn.name]  # type: ignore[attr-defined]
         if not at:
             continue
@@ -115,7 +120,7 @@ def later_reads(ctx: Context, cls: ClassInfo, fn: Fn
     if not bws:
         return
     freed: dict[str, tuple[Fn, Backward]] = {}
-    for a, bound in earlier_methods(cls, fn):
+    for a, bound in earlier_methods(ctx, cls, fn):
         for attr, bw in freed_attrs(ctx, a).items():
             if attr not in bound:
                 freed.setdefault(attr, (a, bw))
