@@ -25,9 +25,15 @@ if TYPE_CHECKING:
 def backpropagated(ctx: Context) -> frozenset[int]:
     """``id`` of every function of the file whose result some caller calls ``backward()`` on
     (NOTE [backpropagated returns])."""
-    def make() -> frozenset[int]:
+    return ctx.memo("backpropagated", ctx.tree, lambda: frozenset(backpropagated_at(ctx)))
+
+
+def backpropagated_at(ctx: Context) -> dict[int, ast.Call]:
+    """``id`` of each function of :func:`backpropagated` -> the first ``backward()`` call that
+    backpropagates its result."""
+    def make() -> dict[int, ast.Call]:
         from gradtrace.lint.analysis.facts import unpacked_value
-        out: set[int] = set()
+        out: dict[int, ast.Call] = {}
         for call, _, outer in call_sites(ctx, "backward"):
             f = call.func
             if not isinstance(f, ast.Attribute):
@@ -42,6 +48,6 @@ def backpropagated(ctx: Context) -> frozenset[int]:
             if isinstance(v, ast.Call):
                 got = resolve(ctx, where, v)
                 if got is not None:
-                    out.add(id(got[0]))
-        return frozenset(out)
-    return ctx.memo("backpropagated", ctx.tree, make)
+                    out.setdefault(id(got[0]), call)
+        return out
+    return ctx.memo("backpropagated-at", ctx.tree, make)

@@ -6,6 +6,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.backpropagated import backpropagated_at
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.names import dotted
@@ -95,8 +96,11 @@ class DetachedFunctionalParams(Rule):
     `opt.step()` does nothing) (pytorch-facts.md#no-graph-loss). Pass `dict(model.named_parameters())`.
     A script that differentiates the copies on purpose (`requires_grad_()`,
     `torch.autograd.grad`, `torch.func.grad`/`vmap`) is left alone.
-    Known limits: the dict is built in the function (or script) that calls `backward()`, and
-    handed to `functional_call` there or through one function of the file.
+    The backward may also be its caller's, on what the function returns (`loss =
+    compute_loss(model, batch); loss.backward()`: NOTE [backpropagated returns]).
+    Known limits: the dict is built in the function (or script) that calls `backward()`, or in
+    a function whose result a caller of the file backpropagates, and handed to
+    `functional_call` there or through one function of the file.
     """
 
     code = "GT157"
@@ -174,6 +178,10 @@ class DetachedFunctionalParams(Rule):
             return
         sink = next((c for c in calls if c.lineno > use.lineno and backward_loss(c, ctx)
                      is not None), None)
+        if sink is None and isinstance(ctx.function, FUNCTION_TYPES) and any(
+                isinstance(r, ast.Return) and r.value is not None and r.lineno >= use.lineno
+                for r in bfs_walk(ctx.function)):  # its caller backpropagates what it returns
+            sink = backpropagated_at(ctx).get(id(ctx.function))
         if sink is None:
             return
         yield self.report(node.value, ctx, name=name, call=ctx.source(use), line=use.lineno,

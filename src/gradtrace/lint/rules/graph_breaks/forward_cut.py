@@ -226,7 +226,8 @@ def _index(ctx: Context) -> tuple[dict[str, list[ast.Attribute]], dict[int, obje
     """Every ``.attr`` of the file by name, but those only looked at: inside ``print(...)`` or
     a resize (``m.w = nn.Parameter(m.w[:n])``),
     or read through ``.weight``/``.bias`` down to a ``.grad``, a ``.detach()``, a
-    ``.clone()`` (inspection, not training); and, by id, the further attribute or constant
+    ``.clone()``, or a difference with a snapshot reduced at once (``(m.w - w0).abs()``: how far
+    it moved) (inspection, not training); and, by id, the further attribute or constant
     key that opens one (``self.body.embed``, ``self.body["embed"]``)."""
     out: dict[str, list[ast.Attribute]] = {}
     parent: dict[int, ast.AST] = {}
@@ -252,6 +253,8 @@ def _index(ctx: Context) -> tuple[dict[str, list[ast.Attribute]], dict[int, obje
             opened[id(n)] = p.slice.value
         if isinstance(p, ast.Attribute) and p.attr in ("weight", "bias"):
             p = parent.get(id(p))
+            if isinstance(p, ast.BinOp) and isinstance(p.op, ast.Sub):
+                p = parent.get(id(p))  # `(m.w - before).abs().max()`: how far it moved
         if isinstance(p, ast.Attribute) and p.attr in LOOKS and isinstance(p.ctx, ast.Load):
             continue
         if isinstance(p, ast.Attribute) and p.attr in ("parameters", "named_parameters") \

@@ -6,6 +6,7 @@ import ast
 from typing import Iterator
 
 from gradtrace.findings import Finding, Related
+from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.steps import backward_loss
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.nodes import of_types
@@ -62,7 +63,8 @@ class FieldRebuiltWithoutGraph(Rule):
     only a copy for logging: `self.loss_value = float(self.loss)`).
     Known limits: the field is rebuilt in `__post_init__`/`__init__` from itself (or from the
     `__init__` parameter of its name), and a `.backward()` of the file is called on an attribute
-    of that name of an object the class builds (or that a call returns).
+    of that name of an object the class builds (or that a call returns), or on a name bound once
+    to it (`loss = out.loss`, or its `.mean()`/`.sum()`).
     """
 
     code = "GT155"
@@ -149,5 +151,18 @@ def _field_backward(cls: str, field: str, ctx: Context) -> ast.Call | None:
     for c in calls:
         loss = backward_loss(c, ctx)
         if isinstance(loss, ast.Attribute) and loss.attr == field:
+            return c
+    for c, _, outer in call_sites(ctx, "backward"):  # `loss = out.loss`, then `loss.backward()`
+        loss = backward_loss(c, ctx)
+        if not isinstance(loss, ast.Name):
+            continue
+        where = next((o for o in reversed(outer) if isinstance(o, FUNCTION_TYPES)), ctx.tree)
+        b = ctx.scope(where).binding_before(loss.id, c.lineno)
+        v = b.value if b is not None else None
+        while isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and \
+                v.func.attr in ("mean", "sum") and not v.args and not v.keywords:
+            v = v.func.value  # a reduction of it carries no graph either
+        if isinstance(v, ast.Attribute) and v.attr == field and \
+                len(ctx.scope(where).bindings.get(loss.id, ())) == 1:
             return c
     return None

@@ -11,6 +11,7 @@ from gradtrace.lint.analysis.calls import call_sites
 from gradtrace.lint.analysis.grad_values import runs_with_grad
 from gradtrace.lint.analysis.kinds import MODULE, PARAMETER
 from gradtrace.lint.analysis.layer_params import VIEWS
+from gradtrace.lint.analysis.same_object import gives_back
 from gradtrace.lint.analysis.param_attrs import (
     asks_no_grad, file_freezes, forward_methods, trained_parameter,
 )
@@ -163,7 +164,9 @@ def passed_parameter_writes(ctx: Context) -> Iterator[Write]:
                     continue
                 scope = ctx.scope(fn)
                 bound = scope.bindings if bound is None else bound
-                if t.id in bound or scope.grad_off_at(stmt) is not None:
+                if t.id in bound and not all(  # `x = convert_to_tensor(x)` gives `x` back
+                        gives_back(ctx, b.value, t.id) for b in bound[t.id]  # type: ignore[arg-type]
+                ) or scope.grad_off_at(stmt) is not None:  # NOTE [argument given back]
                     continue
                 origin = passed_parameter(fn, t.id, ctx)
                 if origin is not None:
