@@ -34,7 +34,9 @@ class SingularOpOutsideWhereGuard(Rule):
     (`torch.where(x < 1, torch.sqrt(1 - x ** 2), ...)`, judged at the bound and just beyond,
     not when the arithmetic adds a constant or the op sits under a rounding); a condition on
     another tensor is not judged; nor is a method of a `torch.utils.data.Dataset` subclass (it
-    prepares samples: a graph's degree normalisation in its `collate`).
+    prepares samples: a graph's degree normalisation in its `collate`). A guarded division
+    (`torch.where(union > 0, inter / union, 0)`) is judged only in a function whose result a
+    caller backpropagates, on a denominator no `+ eps` or clamp keeps off 0.
     """
 
     code = "GT751"
@@ -190,8 +192,8 @@ def _tensor_operand(e: ast.AST, ctx: Context, line: int, division: bool = False)
 
 
 def _unshifted(e: ast.AST, ctx: Context, node: ast.AST) -> bool:
-    """A denominator nothing keeps off 0: no clamp-like call in its expression (NOTE
-    [guarded division in a loss]), and no sum with a constant, an attribute (``self.eps``) or
+    """A denominator nothing keeps off 0 (NOTE [guarded division in a loss]): no clamp-like
+    call in its expression, and no sum with a constant, an attribute (``self.eps``) or
     a name the function does not bind (a parameter ``smooth``, a global ``EPS``); a sum of
     the function's own tensors (``area_p + area_g - inter``) may be 0."""
     inner = resolve(e, ctx, getattr(node, "lineno", 0))
