@@ -18,6 +18,7 @@ import ast
 from typing import TYPE_CHECKING, Callable
 
 from gradtrace.lint.analysis.callees import resolve
+from gradtrace.lint.analysis.returned_closures import returned_closure
 from gradtrace.lint.grad_modes import GRAD_CONTEXTS, FUNCTION_TYPES, grad_mode_of
 from gradtrace.lint.nodes import bfs_walk
 
@@ -33,6 +34,9 @@ def called_function(ctx: Context, where: ast.AST, call: ast.Call) -> Fn | None:
     got = resolve(ctx, where, call)
     if got is not None:
         return got[0]
+    closure = returned_closure(ctx, where, call)  # NOTE [returned closure]
+    if closure is not None and closure[0] is ctx:
+        return closure[1]
     f = call.func
     if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call) \
             and isinstance(f.value.func, ast.Name):

@@ -43,6 +43,7 @@ from gradtrace.lint.flow import NUMBER as FLOW_NUMBER
 from gradtrace.lint.flow import NUMPY as FLOW_NUMPY
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
+from gradtrace.lint.analysis.yielded import yielded
 from gradtrace.lint.analysis.calls import ascii_code, span
 from gradtrace.lint.analysis.cuts import (
     CUT_FUNCS, CUT_METHODS, NUMBER, NUMPY, REBUILD_FUNCS, Cut, Trace, asks_grad,
@@ -78,11 +79,14 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     if decos and not off_deco or len(fn.body) > 60:
         return None
     scope = ctx.scope(fn)
-    returns = [s for s in scope.stmts if isinstance(s, ast.Return)]
-    if not returns or any(s.value is None for s in returns) or _runs_backward(ctx, fn):
+    returns: list = [(s, s.value) for s in scope.stmts if isinstance(s, ast.Return)]
+    yields = [] if returns else yielded(fn)  # NOTE [yielded values]
+    if yields and not _runs_backward(ctx, fn):
+        returns = yields
+    elif not returns or any(v is None for _, v in returns) or _runs_backward(ctx, fn):
         return None  # (any receiver: mammoth's ``(reg_loss - dp_loss).backward()``)
-    if any(scope.kind(s.value) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(s.value, ctx)
-           for s in returns if s.value is not None):
+    elif any(scope.kind(v) in (FLOW_NUMBER, FLOW_NUMPY) or _number_call(v, ctx)
+             for _, v in returns):
         return None
     off = grad_off_cut(ctx, fn)  # NOTE [grad-off returns]
     if off is not None or off_deco:
@@ -91,10 +95,10 @@ def helper_cut(ctx: Context, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Cut 
     t = ctx.memo("gt1-helper-tracer", fn, lambda: HelperTracer(ctx.scope(fn), ctx))
     cuts: list[Cut] = []
     dispatch = dispatch_returns(ctx, fn)  # NOTE [type-dispatch helpers]
-    for s in returns:
+    for s, v in returns:
         if dispatch and id(s) in dispatch:
             continue
-        tr = t.trace(s.value, s, s.lineno)  # type: ignore[arg-type]
+        tr = t.trace(v, s, s.lineno)
         if tr.live or not tr.cuts:
             return None
         cuts.extend(tr.cuts)

@@ -34,7 +34,7 @@ from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE, INPUT_RE, OBJECT_RE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
 from gradtrace.lint.statement_shapes import comprehension_counter, drawn_from, slice_writes
-
+from gradtrace.lint.analysis.yielded import generator_call
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Binding, Scope
@@ -288,7 +288,7 @@ class Tracer(CallTraces):
             return self.trace(s.value, s, b.line)
         if isinstance(s, (ast.For, ast.AsyncFor)):
             it = drawn_from(s, b.name)  # `zip(range(n), rets)`: the range is not `rets`
-            if DATA_ITER_RE.search(self.ctx.code_of(it)):
+            if DATA_ITER_RE.search(self.ctx.code_of(it)) and not generator_call(it, self.scope):
                 return DEAD
             return self.trace(it, s, b.line)
         return LIVE

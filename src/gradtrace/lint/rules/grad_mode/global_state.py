@@ -177,6 +177,7 @@ def foreign_training_after(fn: ast.AST, ctx: Context) -> tuple[Context, ast.Call
     does not turn grad on first): that caller's file and the training call."""
     from gradtrace.lint.analysis.callers import foreign_sites
     from gradtrace.lint.analysis.project import foreign_callee, home
+    from gradtrace.lint.analysis.returned_closures import returned_closure
 
     if fn not in ctx.tree.body:
         return None
@@ -197,8 +198,12 @@ def foreign_training_after(fn: ast.AST, ctx: Context) -> tuple[Context, ast.Call
                 return octx, c
             callee = foreign_callee(octx, c, scope, c.lineno) \
                 if isinstance(c.func, (ast.Name, ast.Attribute)) else None
-            if isinstance(callee, FUNCTION_TYPES):
+            closure = returned_closure(octx, s.where, c) if callee is None else None
+            if closure is not None:  # NOTE [returned closure]
+                cctx, callee = closure
+            elif isinstance(callee, FUNCTION_TYPES):
                 cctx = home(octx, callee)
+            if isinstance(callee, FUNCTION_TYPES):
                 if not _restored(callee, 0, cctx) and \
                         _sink_after(callee, 0, cctx, follow=False) is not None:
                     return octx, c

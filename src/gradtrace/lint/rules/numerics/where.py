@@ -11,7 +11,7 @@ from gradtrace.lint.flow import DETACHED, NUMBER
 from gradtrace.lint.rules.numerics._ops import (
     DIV, ROOT, carries_graph, has_positive_shift, in_training, resolve, singular_uses, spelled,
     torch_op)
-from gradtrace.lint.nodes import bfs_walk
+from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.rules.numerics._where_helpers import helper_branch_uses
 from gradtrace.lint.rules.numerics._where_guard import (
     BOUNDED, METHOD_COMPARE, OVERFLOW, _const, _unguarded,
@@ -34,7 +34,9 @@ class SingularOpOutsideWhereGuard(Rule):
     (`torch.where(x < 1, torch.sqrt(1 - x ** 2), ...)`, judged at the bound and just beyond,
     not when the arithmetic adds a constant or the op sits under a rounding); a condition on
     another tensor is not judged; nor is a method of a `torch.utils.data.Dataset` subclass (it
-    prepares samples: a graph's degree normalisation in its `collate`).
+    prepares samples: a graph's degree normalisation in its `collate`). A guarded division
+    (`torch.where(union > 0, inter / union, 0)`) is judged only in a function whose result a
+    caller backpropagates, on a denominator no `+ eps` or clamp keeps off 0.
     """
 
     code = "GT751"
@@ -114,8 +116,9 @@ class SingularOpOutsideWhereGuard(Rule):
             inline = [(u, False) for u in singular_uses(expr, ctx)]
             helper = [(u, True) for u in helper_branch_uses(expr, ctx, node.lineno)]
             for (n, op, operand, why), in_helper in inline + helper:
-                if op in ("/", "div", "true_divide", "divide") or not _tensor_operand(
-                        operand, ctx, node.lineno):
+                division = op in ("/", "div", "true_divide", "divide")
+                if division and not (_loss_division(ctx) and _unshifted(operand, ctx, node)) \
+                        or not _tensor_operand(operand, ctx, node.lineno, division):
                     continue  # a guarded division: mostly counts in metrics (UNDECIDABLE)
                 if op in OVERFLOW and _overflows_too(operand, branch, branches, ctx, node):
                     continue  # `where(s < 0.5, expm1(s), exp(s) - 1)`: no guard, a precision pick
@@ -177,15 +180,42 @@ def _mask_like(e: ast.AST) -> bool:
         e.func, ast.Attribute) and e.func.attr in METHOD_COMPARE
 
 
-def _tensor_operand(e: ast.AST, ctx: Context, line: int) -> bool:
+def _tensor_operand(e: ast.AST, ctx: Context, line: int, division: bool = False) -> bool:
     """Not a constant, a new tensor, a number or a value already kept off the singular point
-    (``x = x.clamp(min=1)`` before the guard)."""
+    (``x = x.clamp(min=1)`` before the guard; a denominator: judged by :func:`_unshifted`)."""
     if _const(e) is not None:
         return False
     if ctx.scope().kind(e) in (NUMBER, DETACHED):
         return False
     inner = resolve(e, ctx, line)
-    return inner is e or not has_positive_shift(inner, ctx)
+    return inner is e or division or not has_positive_shift(inner, ctx)
+
+
+def _unshifted(e: ast.AST, ctx: Context, node: ast.AST) -> bool:
+    """A denominator nothing keeps off 0 (NOTE [guarded division in a loss]): no clamp-like
+    call in its expression, and no sum with a constant, an attribute (``self.eps``) or
+    a name the function does not bind (a parameter ``smooth``, a global ``EPS``); a sum of
+    the function's own tensors (``area_p + area_g - inter``) may be 0."""
+    inner = resolve(e, ctx, getattr(node, "lineno", 0))
+    bound = ctx.scope().bindings
+    for n in walk(inner):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add) and any(
+                _const(x) is not None or isinstance(x, ast.Attribute)
+                or isinstance(x, ast.Name) and x.id not in bound for x in (n.left, n.right)):
+            return False
+        if isinstance(n, ast.Call) and not isinstance(n.func, ast.Name) \
+                and has_positive_shift(n, ctx):
+            return False
+    return True
+
+
+def _loss_division(ctx: Context) -> bool:
+    """# NOTE [guarded division in a loss]
+    A division guarded by ``torch.where`` is judged only in a function whose result a caller
+    backpropagates (NOTE [backpropagated returns]: ``loss = iou_loss(p, g); loss.backward()``):
+    elsewhere such a ratio is mostly a count in a metric."""
+    from gradtrace.lint.analysis.backpropagated import backpropagated
+    return ctx.function is not None and id(ctx.function) in backpropagated(ctx)
 
 
 def _why(op: str, why: str) -> str:

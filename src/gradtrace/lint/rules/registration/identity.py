@@ -8,6 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.params import (
     builds_module, foreign_replacement, replaces_submodules_of)
+from gradtrace.lint.analysis.reparametrized import reparametrized
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
 from gradtrace.lint.flow import MODULE, Scope
@@ -39,7 +40,7 @@ class ModelRecreatedAfterOptimizer(Rule):
 
     Why: an optimizer holds the parameter *objects* it was given. `model = Net()`,
     `model = copy.deepcopy(model)`, `model.fc = nn.Linear(...)`, `layer.weight =
-    nn.Parameter(...)` or `model.load_state_dict(sd, assign=True)` after
+    nn.Parameter(...)`, `model.load_state_dict(sd, assign=True)` or `weight_norm(layer)` after
     `opt = SGD(model.parameters())` leave the optimizer updating the old tensors: the new
     ones get gradients but never change, silently (pytorch-facts.md#optimizer-identity). Default
     `load_state_dict` and `.to()` keep identity and are fine. Build the optimizer after the
@@ -151,6 +152,8 @@ class ModelRecreatedAfterOptimizer(Rule):
             target = dotted(call.func.value)
             if target:
                 yield from self._report(node, target, ctx)
+        elif isinstance(call, ast.Call) and (target := reparametrized(call, ctx.scope())):
+            yield from self._report(node, target, ctx)
         elif isinstance(call, ast.Call) and _may_report(ctx):  # NOTE [stale optimizer first]
             target = replaces_submodules_of(call, ctx.scope(), node.lineno)
             if target:
