@@ -133,3 +133,51 @@ def test_numpy_network_with_its_own_backward(tmp_imports) -> None:
     found = check_paths([str(tmp_imports)], Settings()).findings
     assert sorted({(f.path.rpartition("/")[2], f.code) for f in found}) == [("engine.py", "GT105")]
     exec(compile(NUMPY_MLP, "numpy_mlp.py", "exec"), {})
+
+
+# recall: a U-Net of another file built again after the optimizer over the parameter `net`
+UNET = '''
+import torch.nn as nn
+class UNet(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, 1)
+    def forward(self, x):
+        return self.fc(x)
+'''
+TRAIN = '''
+import torch
+from torch import optim
+from model.unet import UNet
+def train_net(net, loader):
+{first}
+    optimizer = optim.RMSprop(net.parameters(), lr=0.01)
+{second}
+    before = net.fc.weight.detach().clone()
+    for x, y in loader:
+        loss = (net(x) - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return torch.equal(before, net.fc.weight)
+'''
+
+
+@pytest.mark.parametrize("first,second,line", [
+    ("    net = UNet(4).to('cpu')", "", None),
+    ("", "    net = UNet(4).to('cpu')", 8)])
+def test_module_of_another_file_rebuilt_after_optimizer(tmp_imports, first: str, second: str,
+                                                        line: int | None) -> None:
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    (tmp_imports / "model").mkdir()
+    (tmp_imports / "model" / "__init__.py").write_text("")
+    (tmp_imports / "model" / "unet.py").write_text(UNET)
+    src = TRAIN.format(first=first, second=second)
+    (tmp_imports / "train.py").write_text(src)
+    found = check_paths([str(tmp_imports)], Settings(select=("GT404",))).findings
+    assert [f.line for f in found] == ([] if line is None else [line])
+    env: dict = {}
+    exec(compile(src, "train.py", "exec"), env)
+    batches = [(torch.randn(3, 4), torch.randn(3, 1))]
+    assert env["train_net"](torch.nn.Linear(4, 1), batches) is (line is not None)
