@@ -13,6 +13,10 @@ with nothing of torch in it (``loop.py``: ``def fit(module, loader): ... out["lo
 is checked when a file beside it that mentions ``torch`` imports it (``from loop import fit``
 in ``train.py``, which hands it the module): what the loop runs is known from those callers
 (NOTE [handed class across files]). At most ``_SIBLINGS`` files of the folder are read.
+Neither exception holds for a file that defines a ``backward`` method itself (``def
+backward(self, ...)`` in a class of its own, a network written from scratch in NumPy whose
+``mlp.backward()`` is that method, imported by its PyTorch twin for comparison): its
+``.backward(`` calls are its own, not autograd's.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import re
 
 _IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+([A-Za-z_][\w.]*)[ \t]+import|import[ \t]+([A-Za-z_][\w.]*))",
                      re.M)
+_OWN_BACKWARD = re.compile(rb"^[ \t]+def[ \t]+backward[ \t]*\(", re.M)
 _MAX = 1 << 20
 _SIBLINGS = 200
 
@@ -38,7 +43,7 @@ def _mentions_torch(path: str) -> bool:
 def imports_torch_sibling(path: str, data: bytes) -> bool:
     """``data`` (the bytes of ``path``) calls ``.backward(`` and imports a module beside it
     whose text mentions ``torch``."""
-    if b".backward(" not in data:
+    if b".backward(" not in data or _OWN_BACKWARD.search(data):
         return False
     here = os.path.dirname(os.path.abspath(path))
     for m in _IMPORT.finditer(data):
@@ -54,7 +59,7 @@ def imported_by_torch_sibling(path: str, data: bytes) -> bool:
     """``data`` (the bytes of ``path``) calls ``.backward(`` and a file beside it that
     mentions ``torch`` imports it (``from loop import fit``, ``import loop``, ``from . import
     loop``): NOTE [torch prefilter]."""
-    if b".backward(" not in data:
+    if b".backward(" not in data or _OWN_BACKWARD.search(data):
         return False
     here = os.path.dirname(os.path.abspath(path))
     me = os.path.splitext(os.path.basename(path))[0]

@@ -36,6 +36,7 @@ from gradtrace.lint.analysis.module_receivers import handled_as_module
 from gradtrace.lint.analysis.reach import (
     decorated_off, off_mode, reaching, value_of)
 from gradtrace.lint.analysis.kinds import LOADER
+from gradtrace.lint.analysis.loop_targets import iterated_call
 from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE, INFERENCE_NAME_RE
 from gradtrace.lint.context import FUNCTION_TYPES
 from gradtrace.lint.flow import GRAPH, MODULE, NEW_TENSOR_FUNCS, PARAMETER, PARAMS, Binding
@@ -225,8 +226,9 @@ class Tracer:
             d.live = True
             return d
         stmt = b.stmt
-        if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            return d  # a batch from a loader: data
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):  # a batch from a loader: data, or
+            it = iterated_call(self.ctx, self.scope, stmt)  # NOTE [elements of a model's output]
+            return self.trace(it, stmt.lineno, depth + 1) if it is not None else d
         value = value_of(b)  # tuple unpacking: the whole right-hand side
         if value is None:
             d.unknown = True

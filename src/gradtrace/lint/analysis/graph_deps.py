@@ -22,6 +22,7 @@ from gradtrace.lint.analysis.cuts import (
 from gradtrace.lint.analysis.flag_arms import known_flags, plain_in_arm
 from gradtrace.lint.analysis.method_freezes import frozen_callee
 from gradtrace.lint.analysis.grad_off_returns import returns_off
+from gradtrace.lint.analysis.handed_back import carried_as_given
 from gradtrace.lint.analysis.graphless_returns import plain_return, text_method
 from gradtrace.lint.analysis.param_cuts import CutParams, cut_params, instance_skips
 from gradtrace.lint.analysis.plain_classes import module_method
@@ -312,6 +313,8 @@ class Graphs:
         if not (isinstance(s, ast.Assign) and len(s.targets) == 1
                 and isinstance(s.value, ast.Call)):
             return False
+        if carried_as_given(ctx, self.scope, b):  # NOTE [handed back as given]
+            return True
         fn = called_function(s.value, self.scope, b.line) or foreign_callee(
             ctx, s.value, self.scope, b.line) or foreign_method(
             ctx, s.value, self.scope, b.line)  # NOTE [project index]

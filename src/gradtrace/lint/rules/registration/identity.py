@@ -8,6 +8,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.params import (
     builds_module, foreign_replacement, replaces_submodules_of)
+from gradtrace.lint.analysis.project import foreign_class
 from gradtrace.lint.analysis.reparametrized import reparametrized
 from gradtrace.lint.analysis.reach import called_function
 from gradtrace.lint.context import Context
@@ -162,7 +163,13 @@ class ModelRecreatedAfterOptimizer(Rule):
     def _new_object(self, value: ast.Call, target: str, ctx: Context,
                     scope: Scope | None = None) -> bool:
         """``value`` makes a new object for ``target`` (read in ``scope``: the function being
-        visited by default, the method for ``visit_ClassDef``)."""
+        visited by default, the method for ``visit_ClassDef``).
+
+        # NOTE [module class of another file rebuilt]
+        ``net = UNet(n_channels=3).to(device)`` with ``UNet`` an ``nn.Module`` subclass of
+        another file of the project (the project index's class facts, ``foreign_class``) is
+        a new module as much as a class of this file: the optimizer built before it over the
+        old ``net`` (a parameter of the function) holds none of its weights."""
         scope = scope or ctx.scope()
         root = target.partition(".")[0]
         q = ctx.call_name(value) or ""
@@ -181,6 +188,9 @@ class ModelRecreatedAfterOptimizer(Rule):
         if module_ctor(_strip(value), ctx):
             return True
         inner = _strip(value)
+        if isinstance(inner, ast.Call) and (c := foreign_class(ctx, inner.func)) is not None \
+                and c.is_module:  # NOTE [module class of another file rebuilt]
+            return True
         fn = called_function(inner, scope, value.lineno) \
             if isinstance(inner, ast.Call) else None
         if fn is not None and builds_module(fn, ctx):  # `model = build()`
