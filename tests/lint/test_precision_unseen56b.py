@@ -123,3 +123,44 @@ SHAPES: dict[str, tuple[Shape, Shape]] = {
 @pytest.mark.parametrize("which", [0, 1], ids=["look-alike", "twin"])
 def test_shape(name: str, which: int) -> None:
     judge(PRELUDE, SHAPES[name][which])
+
+
+# recall (conditional-musegan's generator step): two terms of one loss, each cut by its own
+# grad-off block (a frozen encoder's embedding under `inference_mode`, the critic's score
+# under `no_grad`): each is named at its block, not the first only. Look-alike: both terms
+# with grad on (the encoder frozen by `requires_grad_(False)`): silent; the generator trains.
+TWO_TERMS = '''
+gen, enc, critic = nn.Linear(4, 4), nn.Linear(4, 2), nn.Linear(4, 1)
+enc.requires_grad_(False)
+opt_g = torch.optim.Adam(gen.parameters())
+opt_c = torch.optim.Adam(critic.parameters())
+for z, cond in [(torch.randn(8, 4), torch.randn(8, 2))]:
+    fake = gen(z)
+    {emb}
+    emb_loss = F.cosine_similarity(emb, cond).mean()
+    {score}
+    loss = F.mse_loss(fake, z) - emb_loss - score.mean()
+    opt_g.zero_grad()
+    loss.backward()
+    opt_g.step()
+    opt_c.zero_grad()
+    critic(fake.detach()).mean().backward()
+    opt_c.step()
+'''
+
+
+@pytest.mark.parametrize("cut,lines", [(False, []), (True, [7, 10])])
+def test_every_grad_off_term_of_one_loss_is_named(cut: bool, lines: list[int]) -> None:
+    import textwrap
+
+    from gradtrace.lint import check_source
+    emb, score = "emb = enc(fake)", "score = critic(fake)"
+    if cut:
+        emb = "with torch.inference_mode():\n        emb = enc(fake)"
+        score = "with torch.no_grad():\n        score = critic(fake)"
+    src = PRELUDE + textwrap.dedent(TWO_TERMS.format(emb=emb, score=score)).lstrip("\n")
+    found = check_source(src, "shape.py", select=["GT218"])
+    assert sorted(f.line - PRELUDE.count("\n") for f in found) == lines
+    env: dict = {}
+    exec(compile(src, "shape.py", "exec"), env)
+    assert env["gen"].weight.grad is not None
