@@ -164,3 +164,59 @@ def test_every_grad_off_term_of_one_loss_is_named(cut: bool, lines: list[int]) -
     env: dict = {}
     exec(compile(src, "shape.py", "exec"), env)
     assert env["gen"].weight.grad is not None
+
+
+# Precipitation_Downscaling's `shared_step` (and GNNs_precipitation_merging's metrics helper):
+# the loss and an RMSE computed together and returned as one tuple; the caller unpacks it,
+# backpropagates the loss and reads the RMSE only as a number (NOTE [metric element of a
+# returned tuple]). The model predicts its zero target exactly: the root is at 0. Twin: the
+# caller trains on `loss + rmse`: reported at the root, the weights become NaN.
+STEPPER = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Stepper:
+    def __init__(self):
+        self.net = nn.Linear(3, 2)
+        nn.init.zeros_(self.net.weight)
+        nn.init.zeros_(self.net.bias)
+        self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+        self.rmse_sum = 0.0
+
+    def shared_step(self, x, y):
+        pred = self.net(x)
+        loss = F.l1_loss(pred, y)
+        rmse = torch.sqrt(F.mse_loss(pred, y))
+        return loss, rmse
+
+    def train(self, x, y):
+        loss, rmse = self.shared_step(x, y)
+        self.opt.zero_grad()
+        {backward}
+        self.opt.step()
+        self.rmse_sum += rmse if isinstance(rmse, float) else rmse.detach().item()
+'''
+RUN = '''
+import torch
+from stepper import Stepper
+
+s = Stepper()
+s.train(torch.randn(4, 3), torch.zeros(4, 2))
+'''
+
+
+@pytest.mark.parametrize("backward,line", [("loss.backward()", None),
+                                           ("(loss + rmse).backward()", 18)])
+def test_metric_element_of_a_returned_tuple(tmp_imports, backward: str,
+                                            line: int | None) -> None:
+    from gradtrace.lint import check_paths
+    from gradtrace.lint.config import Settings
+    (tmp_imports / "stepper.py").write_text(STEPPER.format(backward=backward))
+    (tmp_imports / "run.py").write_text(RUN)
+    found = check_paths([str(tmp_imports)], Settings(select=("GT753",))).findings
+    assert [f.line for f in found] == ([] if line is None else [line])
+    env: dict = {}
+    exec(compile(RUN, "run.py", "exec"), env)
+    assert torch.isnan(env["s"].net.weight).any() == (line is not None)
