@@ -276,6 +276,7 @@ class SqrtOfPossibleZero(Rule):
                 and not only_selects(ctx.scope(), node) \
                 and not dropped_element(ctx, ctx.statement, ctx.function, _callers) \
                 and not returned_as_metric(ctx, ctx.function, node):
+            # (the last: NOTE [metric element of a returned tuple])
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
                 "add an epsilon inside the sqrt: `torch.sqrt(mse + 1e-8)`" if what == MSE else \
