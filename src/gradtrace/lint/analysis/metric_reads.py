@@ -67,3 +67,76 @@ def _number_use(n: ast.AST, parents: dict[int, ast.AST]) -> bool:
             n = p
             continue
         return False
+
+
+def returned_as_metric(ctx: Context, fn: ast.AST, node: ast.AST) -> bool:
+    """# NOTE [metric element of a returned tuple]
+    A helper computes the loss and its metrics together and returns them as one tuple
+    (``return loss, rmse, psnr``; a Lightning ``shared_step``, a metrics helper returning
+    ``mse, rmse, bias, cc, kge``); each caller unpacks it (``loss, rmse, psnr =
+    self.shared_step(...)``), backpropagates ``loss`` and reads ``rmse`` only as a number
+    (``rmse.detach().item()``, ``rmse if isinstance(rmse, float) else rmse.item()``) or hands
+    it to ``self.log``. The root bound to ``rmse`` then never meets a backward: the name holding
+    ``node`` leaves ``fn`` only at positions of its returned tuples (or as numbers), every call
+    of ``fn`` (in the file, and none in the project's other files: NOTE [reverse index]) unpacks
+    it into names of the same length, and the name at each such position is read only so."""
+    from gradtrace.lint.analysis.callees import function_sites
+    from gradtrace.lint.analysis.callers import foreign_sites
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    parents = file_parents(ctx)
+    st = ctx.scope(fn).statement_of(node)
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1
+            and isinstance(st.targets[0], ast.Name) and any(n is node for n in walk(st.value))):
+        return False
+    name, positions = st.targets[0].id, set()
+    for n in walk(fn):
+        if not (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)):
+            continue
+        p = parents.get(id(n))
+        if isinstance(p, ast.Tuple) and isinstance(parents.get(id(p)), ast.Return):
+            positions.add((next(i for i, e in enumerate(p.elts) if e is n), len(p.elts)))
+        elif not _read_as_number(n, name, parents):
+            return False
+    sites = function_sites(ctx.analysis, fn) if positions else None
+    if not sites or foreign_sites(ctx, fn) != []:
+        return False
+    for call, maker in sites:
+        s = parents.get(id(call))
+        if not (isinstance(s, ast.Assign) and s.value is call and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Tuple)):
+            return False
+        elts = s.targets[0].elts
+        for i, k in positions:
+            if len(elts) != k or not isinstance(elts[i], ast.Name):
+                return False
+            got = elts[i].id
+            uses = [u for u in walk(maker) if isinstance(u, ast.Name) and u.id == got
+                    and isinstance(u.ctx, ast.Load)]
+            if not all(_read_as_number(u, got, parents) for u in uses):
+                return False
+    return True
+
+
+def _read_as_number(n: ast.Name, name: str, parents: dict[int, ast.AST]) -> bool:
+    """``n`` (a read of ``name``) ends in a number (NOTE [read only as numbers]), is handed to
+    ``self.log(...)``, is the type test of ``isinstance(name, float)``, or is the arm of
+    ``name if isinstance(name, float|int) else ...`` that test picks (a number there)."""
+    from gradtrace.lint.analysis.loss_evidence import LOG_METHODS
+    if _number_use(n, parents):
+        return True
+    p = parents.get(id(n))
+    if isinstance(p, ast.Call) and n in p.args and isinstance(p.func, ast.Attribute) \
+            and p.func.attr in LOG_METHODS and isinstance(p.func.value, ast.Name) \
+            and p.func.value.id == "self" and isinstance(parents.get(id(p)), ast.Expr):
+        return True
+    if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) \
+            and p.func.id == "isinstance" and p.args and p.args[0] is n:
+        return True
+    if isinstance(p, ast.IfExp) and p.body is n:
+        t = p.test
+        return isinstance(t, ast.Call) and isinstance(t.func, ast.Name) \
+            and t.func.id == "isinstance" and len(t.args) == 2 \
+            and isinstance(t.args[0], ast.Name) and t.args[0].id == name \
+            and isinstance(t.args[1], ast.Name) and t.args[1].id in ("float", "int")
+    return False

@@ -44,7 +44,8 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
     head(feats)` added to the loss): the block cuts it from them, e.g. a perceptual loss
     whose features of the generated image are taken under `no_grad`
     (NOTE [term read under no_grad]). Compute those outputs with grad (detach only what must
-    be a target, e.g. pseudo-labels from `logits.detach().argmax(1)`).
+    be a target, e.g. pseudo-labels from `logits.detach().argmax(1)`). Each such term of one
+    loss is reported at its own block (a critic's score and a frozen encoder's embedding).
     Known limits: the no-grad block, the live run and the `backward()` (or the loss a
     Lightning `training_step` returns, or the loss a helper returns to a caller of the file
     that backpropagates it: NOTE [returned loss backpropagated by the caller]) are in one
@@ -188,7 +189,8 @@ class NoGradRunOfTrainedModelAsLossTerm(Rule):
                 term=short(ctx.source(term), 40), line=line,
                 sink="the caller's backward of what it returns" if isinstance(sink, ast.Return)
                 else f"`{short(ctx.source(sink), 30)}`")
-            return
+            # every term of the loss cut by its own grad-off block is named, not the first
+            # only (conditional-musegan: the critic's term and the encoder's embedding term)
 
 
 def _trained_run(dead: list[Dead], scope: Scope, ctx: Context

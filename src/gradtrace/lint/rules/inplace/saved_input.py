@@ -13,6 +13,7 @@ from gradtrace.lint.analysis.module_results import first_layer
 from gradtrace.lint.analysis.modules import ClassInfo, _own_statements
 from gradtrace.lint.analysis.trained_methods import runs_with_graph
 from gradtrace.lint.analysis.paths import place, statement_paths
+from gradtrace.lint.analysis.selectors import only_selects
 from gradtrace.lint.context import LOOP_TYPES, Context
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import statements, walk
@@ -245,8 +246,10 @@ class InplaceWriteToSavedInput(Rule):
                 break
             hit = self._saved(prev, name, ctx)
             if hit is not None:
-                if _output_never_differentiated(prev, hit, fn) or _under_cut(prev, hit):
-                    hit = None  # `y = self.ln(x)` read only as `y.detach()`: no backward
+                if _output_never_differentiated(prev, hit, fn) or _under_cut(prev, hit) \
+                        or only_selects(ctx.scope(), hit):
+                    hit = None  # `y = self.ln(x)` read only as `y.detach()`, `x.abs() < eps`:
+                    # no backward (NOTE [output never differentiated])
                 break
         sym = {ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}.get(type(getattr(s, "op", None)), "+")
         remedy = f"write `{name} = {name} {sym} ...` (out of place) instead"

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.dropped_returns import dropped_element
+from gradtrace.lint.analysis.metric_reads import returned_as_metric
 from gradtrace.lint.analysis.selectors import only_selects
 from gradtrace.lint.context import Context
 from gradtrace.lint.names import dotted
@@ -273,7 +274,9 @@ class SqrtOfPossibleZero(Rule):
                                 through_forward=not floor and not input_feature(ctx)) \
                 and carries_graph(ctx, operand, node, numeric=True) \
                 and not only_selects(ctx.scope(), node) \
-                and not dropped_element(ctx, ctx.statement, ctx.function, _callers):
+                and not dropped_element(ctx, ctx.statement, ctx.function, _callers) \
+                and not returned_as_metric(ctx, ctx.function, node):
+            # (the last: NOTE [metric element of a returned tuple])
             remedy = ("use `torch.linalg.norm(a - b, dim=...)` (gradient 0 at 0) or add an epsilon "
                    "inside the sqrt") if what == DISTANCE else \
                 "add an epsilon inside the sqrt: `torch.sqrt(mse + 1e-8)`" if what == MSE else \

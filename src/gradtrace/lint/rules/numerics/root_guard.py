@@ -7,6 +7,7 @@ from typing import Iterator
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.cuts import constant_default_args, self_assignments
 from gradtrace.lint.analysis.calls import call_sites
+from gradtrace.lint.analysis.selectors import only_selects
 from gradtrace.lint.context import FUNCTION_TYPES, Context
 from gradtrace.lint.flow import Scope
 from gradtrace.lint.names import dotted
@@ -164,7 +165,8 @@ class EpsilonAfterRootOfSquares(Rule):
             return  # (a squared distance is GT753's, whatever is added after the root)
         got = self._guard(root, ctx)
         if got is None or not _trains(ctx, root) \
-                or not carries_graph(ctx, operand, root):  # type: ignore[arg-type]
+                or not carries_graph(ctx, operand, root) \
+                or only_selects(ctx.scope(), root):  # (NOTE [output never differentiated])
             return
         guard, text = got
         line = guard.lineno  # type: ignore[attr-defined]

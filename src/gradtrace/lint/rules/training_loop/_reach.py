@@ -142,8 +142,8 @@ def _unpacked_from(d: Binding) -> ast.expr | None:
     st = d.stmt
     if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call) and any(
             isinstance(t, (ast.Tuple, ast.List)) and any(
-                isinstance(e, ast.Name) and e.id == d.name for e in t.elts)
-            for t in st.targets):
+                isinstance(e, ast.Name) and e.id == d.name for e in ast.walk(t))
+            for t in st.targets):  # nested too: ``_, (h, c) = lstm(x)``
         return st.value
     return None
 

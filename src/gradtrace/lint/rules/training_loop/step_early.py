@@ -11,7 +11,9 @@ from gradtrace.lint.names import dotted
 from gradtrace.lint.rule import Bad, Good
 from gradtrace.lint.rules.training_loop._base import LoopRule, related_at
 from gradtrace.lint.analysis.graph_deps import graphs
-from gradtrace.lint.rules.training_loop._reach import _live_calls, _reached, for_another
+from gradtrace.lint.rules.training_loop._reach import (
+    _live_calls, _reached, _unpacked_from, for_another,
+)
 from gradtrace.lint.analysis.params import param_loop_var
 from gradtrace.lint.rules.training_loop._loop import (
     Backward, LoopFacts, Named, Step, _owners, _stepped_expr,
@@ -216,7 +218,8 @@ def _made_by(f: LoopFacts, a: ast.expr, models: set[str], line: int) -> bool:
     ``line``."""
     if isinstance(a, ast.Name):
         bd = f.scope.binding_before(a.id, line)
-        a = bd.value if bd is not None and bd.value is not None else a
+        if bd is not None:  # an output unpacked from the call: ``_, (z, _) = E(x)``
+            a = bd.value if bd.value is not None else (_unpacked_from(bd) or a)
     d = dotted(a.func) if isinstance(a, ast.Call) else None
     return bool(d) and any(d == m or d.startswith(m + ".") for m in models)  # type: ignore
 
