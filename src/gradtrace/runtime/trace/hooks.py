@@ -23,6 +23,7 @@ from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, sett
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.hook_input import note_hooked_input
 from gradtrace.runtime.trace.layer_sites import note_built
+from gradtrace.runtime.trace.param_names import param_name  # noqa: F401 - re-exported
 from gradtrace.runtime.trace.loaded_in_train import note_first_nograd
 from gradtrace.runtime.trace.leaked_step import watch_call
 from gradtrace.runtime.trace.loop_order import step_window
@@ -308,14 +309,15 @@ class Hooks:
         rec.empty_steps += 1
         rec.trailing_empty += 1
         n = rec.trailing_empty
-        due = rec.last_graded and n >= 2 and not n & (n - 1)  # 2, 4, 8...: NOTE [replaced
-        if len(rec.graded_elsewhere) < 64 or due:  # under the optimizer]
+        # at 2, 4, 8... empty steps: NOTE [replaced under the optimizer]
+        due = rec.last_graded and n >= 2 and not n & (n - 1)
+        if len(rec.graded_elsewhere) < 64 or due:
             other = _graded_other(self.data, opt)
             rec.graded_others += bool(other)
             if len(rec.graded_elsewhere) < 64:
                 rec.graded_elsewhere.append(other)
         if due:  # the optimizer may be gone when the run ends (a local of a `fit()`)
-            from gradtrace.runtime.trace.idle import stale_now
+            from gradtrace.runtime.trace.stale_steps import stale_now
 
             rec.stale = stale_now(self.state, self.data, rec)
 
@@ -431,38 +433,6 @@ def _safe(hook: Any) -> Any:
         return None
 
     return wrapper
-
-
-def param_name(data: HookState, p: Tensor) -> str:
-    """``Model.fc.weight``-style name of a parameter, from the modules that ran."""
-    best, depth = "", -1
-    for rec in list(data.modules.values()):
-        m = rec.ref()
-        if m is None:
-            continue
-        for name, q in m.named_parameters(recurse=True):
-            if q is p and name.count(".") > depth:
-                best, depth = f"{type(m).__name__}.{name}", name.count(".")
-    if depth <= 0:
-        best = _in_plain_container(data, p) or best
-    return best or f"tensor of shape {list(p.shape)}"
-
-
-def _in_plain_container(data: HookState, p: Tensor) -> str:
-    """``MLP.blocks[0].weight`` for a layer held in a plain list/tuple/dict attribute."""
-    for rec in list(data.modules.values()):
-        m = rec.ref()
-        if m is None:
-            continue
-        for attr, value in vars(m).items():
-            items = value.items() if isinstance(value, dict) else enumerate(value) \
-                if isinstance(value, (list, tuple)) else ()
-            for key, child in items:
-                if isinstance(child, torch.nn.Module):
-                    for name, q in child.named_parameters():
-                        if q is p:
-                            return f"{type(m).__name__}.{attr}[{key!r}].{name}"
-    return ""
 
 
 def unregistered_owner(data: HookState, module: torch.nn.Module) -> tuple[str, Site | None]:
