@@ -8,15 +8,18 @@ hands uncut to one of NumPy's reductions or array builders, directly or through 
 appended to (``rwds.append(rwd)``, then ``np.sum(rwds)``), holds no graph there: a reward from
 ``env.step(act)`` summed for the log is a Python number, and the discounted returns built
 from it (``torch.tensor([sum(disc[i:]) ...])``) lose nothing. Only a name with one binding
-statement in the function is read so (every value it holds is made by that statement);
-a cut before NumPy (``np.sum(l.item())``) says nothing about the name, so it is not a raw read.
+statement in the function is read so (every value it holds is made by that statement), and
+only a read in an expression statement whose value nothing keeps (``print(np.sum(rwds))``,
+``log.append(np.mean(rwds))``): a NumPy result bound or returned may be the loss's own cut
+(``loss = np.mean(losses)``, GT103), where the tracer must see the value it reads as live.
+A cut before NumPy (``np.sum(l.item())``) says nothing about the name: not a raw read.
 """
 from __future__ import annotations
 
 import ast
 from typing import TYPE_CHECKING
 
-from gradtrace.lint.nodes import scope_nodes
+from gradtrace.lint.nodes import scope_nodes, walk
 
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
@@ -44,13 +47,16 @@ def read_by_numpy(ctx: Context, scope: Scope, name: str) -> bool:
 
 def _raw_reads(ctx: Context, scope: Scope) -> frozenset[str]:
     direct: set[str] = set()
-    for n in scope_nodes(scope.node):
-        if not (isinstance(n, ast.Call) and n.args):
-            continue
-        qual = ctx.qualified_name(n.func) or ""
-        if qual.startswith("numpy.") and qual.count(".") == 1 \
-                and qual.rpartition(".")[2] in _CONVERTING:
-            direct.update(_bare_names(n.args[0]))
+    for s in scope_nodes(scope.node):
+        if not isinstance(s, ast.Expr):
+            continue  # a read whose result is kept may be the cut itself (GT103's own case)
+        for n in walk(s.value):
+            if not (isinstance(n, ast.Call) and n.args):
+                continue
+            qual = ctx.qualified_name(n.func) or ""
+            if qual.startswith("numpy.") and qual.count(".") == 1 \
+                    and qual.rpartition(".")[2] in _CONVERTING:
+                direct.update(_bare_names(n.args[0]))
     if not direct:
         return frozenset()
     out = set(direct)
