@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gradtrace.lint.analysis.owners import READS
+from gradtrace.lint.analysis.partial_files import partial_reader
 from gradtrace.lint.analysis.project_files import (
     FILES, ON_DROP, ON_RUN, _bases, _load, _text, imports_of, real_path, roots, use)
 from gradtrace.lint.grad_modes import FUNCTION_TYPES, grad_mode_of
@@ -169,7 +170,7 @@ def readers(ctx: Context, *words: bytes, limit: int = MAX_READERS) -> list[Conte
         return None
     out = []
     for p in paths:
-        f = _load(p, 1)
+        f = _load(p, 1) or partial_reader(p, words)  # NOTE [unparsable reader]
         if f is None:
             return None
         out.append(use(f))

@@ -22,9 +22,11 @@ from gradtrace.lint.analysis.arg_roles import loss_inputs, model_fed
 from gradtrace.lint.analysis.attr_origins import constructor_input, cut_attribute, setting_attr
 from gradtrace.lint.analysis.batches import batch_objects, batch_unpackings, field
 from gradtrace.lint.analysis.call_traces import CallTraces
+from gradtrace.lint.analysis.name_traces import NameTraces
 from gradtrace.lint.analysis.hook_stores import run_between
-from gradtrace.lint.analysis.kinds import BUFFER, NUMBER
 from gradtrace.lint.analysis.loss_evidence import passed_graph
+from gradtrace.lint.analysis.numpy_reads import read_by_numpy
+from gradtrace.lint.analysis.data_sites import closure_owner, grad_off_call, nested_sites
 from gradtrace.lint.analysis.objects import is_record_class
 from gradtrace.lint.analysis.paths import statement_paths
 from gradtrace.lint.analysis.reach import reaching
@@ -33,8 +35,9 @@ from gradtrace.lint.analysis.toplevel import module_level_functions, module_valu
 from gradtrace.lint.analysis.vocabulary import DATA_ITER_RE, INPUT_RE, OBJECT_RE, TARGET_RE
 from gradtrace.lint.names import dotted
 from gradtrace.lint.nodes import walk
-from gradtrace.lint.statement_shapes import comprehension_counter, drawn_from, slice_writes
+from gradtrace.lint.statement_shapes import comprehension_counter, drawn_from
 from gradtrace.lint.analysis.yielded import generator_call
+
 if TYPE_CHECKING:
     from gradtrace.lint.context import Context
     from gradtrace.lint.flow import Binding, Scope
@@ -43,7 +46,7 @@ if TYPE_CHECKING:
 MAX_DEPTH = 120  # nested trace calls; each is a few Python frames
 
 
-class Tracer(CallTraces):
+class Tracer(CallTraces, NameTraces):
     """Trace queries over one function scope; memoised, read-only for callers."""
 
     def __init__(self, scope: Scope, ctx: Context) -> None:
@@ -170,10 +173,21 @@ class Tracer(CallTraces):
             if name in self.params:
                 return self._param(name)
             if id(self.scope.node) not in module_level_functions(self.ctx):
-                return LIVE  # a closure variable: unknown
+                return self._closure(name)  # NOTE [calls handing data]
             # a global: NOTE [module constants]
             return module_value(origins(self.ctx, self.ctx.tree), name)
+        if read_by_numpy(self.ctx, self.scope, name):
+            return DEAD  # NOTE [read raw by NumPy]
         return self._detached_after(name, bs, use, line, self._bound(name, bs, line))
+
+    def _closure(self, name: str) -> Trace:
+        outer = closure_owner(self.ctx, self.scope.node, name)
+        if outer is None:
+            return LIVE  # unknown
+        t = origins(self.ctx, outer)
+        bs = list(t.scope.bindings.get(name, ()))
+        return t._name(name, None, 0) if not bs else t._bound(name, bs, 1 << 30) | (
+            t._param(name) if name in t.params else DEAD)
 
     def _param(self, name: str) -> Trace:
         """Live unless data (NOTE [parameters given data]); NOTE [parameter rebound on one path]."""
@@ -206,52 +220,6 @@ class Tracer(CallTraces):
             return LIVE
         return out
 
-    def _slice_fed(self, name: str, line: int) -> bool:
-        """A slice write before ``line`` puts a value that may carry a graph into ``name``
-        (``buf = torch.zeros(...)``, then ``buf[:, 0] = logits[:, 0]``: the copy keeps the
-        history), PLOP's distillation buffers filled from the model's logits."""
-        writes = self.ctx.memo("origins-slice-writes", self.scope.node, lambda: slice_writes(
-            self.scope)).get(name, ())
-        for s in writes:
-            if s.lineno >= line or (name, -s.lineno) in self._busy:
-                continue
-            self._busy.add((name, -s.lineno))
-            try:
-                if self.trace(s.value, s, s.lineno).live:
-                    return True
-            finally:
-                self._busy.discard((name, -s.lineno))
-        return False
-
-    def _given_no_graph(self, name: str) -> bool:
-        """Every call of the function in the file passes a registered buffer or a number for
-        ``name`` (NOTE [parameter kinds]): moshi's ``_compute_entropy(self.cluster_usage)``,
-        a statistic of a buffer, whose ops are never differentiated."""
-        from gradtrace.lint.analysis.callees import param_kind
-        k = param_kind(self.ctx.analysis, self.scope.node, name)
-        return k is not None and k.what in (BUFFER, NUMBER)
-
-    def _filled(self, name: str, line: int) -> Trace:
-        """What ``name.append(x)`` / ``extend`` / ``insert`` put into a container."""
-        if (name, -1) in self._busy:
-            return DEAD
-        self._busy.add((name, -1))
-        try:
-            return self._filled_uncached(name)
-        finally:
-            self._busy.discard((name, -1))
-
-    def _filled_uncached(self, name: str) -> Trace:
-        out = DEAD
-        for mc in self.scope.method_calls:
-            if mc.receiver == name and mc.method in ("append", "extend", "insert", "add",
-                                                     "update", "setdefault"):
-                t = self._all(mc.call.args, mc.stmt, mc.stmt.lineno)
-                out = out | Trace(t.live, tuple(Cut(c.kind, c.node, c.operand,
-                                                    ((name, mc.stmt.lineno),) + c.via)
-                                                for c in t.cuts))
-        return out
-
     def _model_inputs(self) -> frozenset[str]:
         """Arguments named like input data (``x``, ``inputs``, ``obs``) that the function feeds
         to a callee named like a model (``self.model(x)``, ``net(inputs)``) and never makes
@@ -261,14 +229,6 @@ class Tracer(CallTraces):
             self._inputs = frozenset(n for n in model_fed(self.scope) if n in self.params
                                      and INPUT_RE.match(n) and not self.made_trainable(n))
         return self._inputs
-
-    def made_trainable(self, name: str) -> bool:
-        """``name.requires_grad = ...`` or ``name.requires_grad_(...)`` somewhere in the scope."""
-        if self.scope.bindings.get(name + ".requires_grad"):
-            return True
-        scope = self.scope  # the receivers, once per scope: asked for every name traced
-        return name in self.ctx.memo("requires-grad-receivers", scope.node, lambda: {
-            mc.receiver for mc in scope.method_calls if mc.method == "requires_grad_"})
 
     def binding_trace(self, b: Binding) -> Trace:
         """What the value bound by ``b`` carries (graph, cuts), read at its own line."""
@@ -443,14 +403,16 @@ def given_data(ctx: Context, fn: ast.AST, name: str) -> bool:
                                                            ast.AsyncFunctionDef)):
         return memo.get(key, False)
     memo[key] = False  # (while asked)
-    if not (sites := function_sites(ctx.analysis, fn)):
+    nested = nested_sites(ctx, fn)  # NOTE [calls handing data]
+    if not (sites := function_sites(ctx.analysis, fn) if nested is None else nested):
         return False
     hops[0] += 1  # (callers(), below, skips a call with a starred argument: then not all)
     try:
-        given = list(callers(ctx, fn, name))
-        memo[key] = len(given) == len(sites) and all(
-            not origins(ctx, w).trace(a, ctx.scope(w).statement_of(c), c.lineno).live
-            for c, w, a in given) and foreign_sites(ctx, fn) == []
+        given = list(callers(ctx, fn, name)) if nested is None else [
+            (c, w, a) for c, w in nested if (a := ctx.analysis.arguments(fn, c).get(name))]
+        memo[key] = len(given) == len(sites) and all(grad_off_call(ctx, c, w) or (
+            not origins(ctx, w).trace(a, ctx.scope(w).statement_of(c), c.lineno).live)
+            for c, w, a in given) and (nested is not None or foreign_sites(ctx, fn) == [])
     finally:
         hops[0] -= 1
     return memo[key]
