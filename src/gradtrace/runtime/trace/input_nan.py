@@ -12,8 +12,9 @@ On armed steps (NOTE [trace arming]) with grad on, the global forward pre-hook c
 floating-point tensor arguments that do not require grad (data, not another model's output) of
 a module called from user code that is not a ``forward`` (the model's call in the training
 step, not a layer inside a model): one ``isnan(...).any()`` per such argument per call. The
-check stops once a non-finite gradient has been seen. The last such input holding NaN is kept
-with where the program bound it to a name of its own (the frame walk of
+check stops once a non-finite gradient has been seen. An input holding NaN is kept only when
+that call's output holds NaN too (a one-shot forward hook on the model; a model that masks or
+fills missing values itself is left alone), the last one with where the program bound it to a name of its own (the frame walk of
 :func:`hook_input._made_at`: ``input_sequence, target = batch``; a loader's ``for`` target)
 and the model's call.
 
@@ -71,9 +72,24 @@ def note_input(data: Any, module: torch.nn.Module, args: tuple) -> None:
         g = g.f_back
     made = _made_at(bad, frames)
     call = Site(f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
-    data.input_nan = InputNaN(data.steps, weakref.ref(module), made, call,
-                              type(module).__name__)
+    rec = InputNaN(data.steps, weakref.ref(module), made, call, type(module).__name__)
     del frames, f, g
+    handle: Any = None
+
+    def after(_m: Any, _args: Any, out: Any) -> None:  # this call's output: NaN, or masked?
+        handle.remove()
+        if _has_nan(out):
+            data.input_nan = rec
+
+    handle = module.register_forward_hook(after)
+
+
+def _has_nan(out: Any) -> bool:
+    items = out.values() if isinstance(out, dict) else out if isinstance(
+        out, (tuple, list)) else (out,)
+    with torch._C.DisableTorchFunction(), torch.no_grad():
+        return any(isinstance(t, Tensor) and t.is_floating_point() and bool(torch.isnan(t).any())
+                   for t in list(items)[:16])
 
 
 def confirm(data: Any) -> None:
