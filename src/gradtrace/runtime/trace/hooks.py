@@ -22,6 +22,7 @@ from gradtrace.runtime.trace.partial_clear import check_partial
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.hook_input import note_hooked_input
+from gradtrace.runtime.trace.first_break import note_step
 from gradtrace.runtime.trace.input_nan import confirm, note_input
 from gradtrace.runtime.trace.layer_sites import note_built
 from gradtrace.runtime.trace.loaded_in_train import note_first_nograd
@@ -383,6 +384,7 @@ class Hooks:
         self.state.clear_wiped()
         self.state.in_step = False
         self.state.step_seq = self.mode.seq if self.mode is not None else 0
+        note_step(self.state, self.state.step_seq, rec.site if rec is not None else None, opt)
         self.state.steps_ended += 1
         self.data.steps += 1
         if _due(self.data.steps):
