@@ -50,9 +50,11 @@ class InputNaN:
 
 def note_input(data: Any, module: torch.nn.Module, args: tuple) -> None:
     """From the forward pre-hook (armed, grad on): keep a model input holding NaN (the NOTE)."""
+    cand = [a for a in args if type(a) is Tensor and not a.requires_grad]
+    if not cand:  # (a layer's activations require grad: most calls stop here)
+        return
     with torch._C.DisableTorchFunction():
-        cand = [a for a in args if type(a) is Tensor and not a.requires_grad
-                and a.is_floating_point() and a.numel()]
+        cand = [a for a in cand if a.is_floating_point() and a.numel()]
         if not cand:
             return
         f = user_frame(1)
