@@ -108,8 +108,8 @@ class HookState:
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
     rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
-    # NOTE [NaN in the model's input]: the last model input holding NaN, checks stopped,
-    # HookState.steps at the last finite gradient check
+    # the last model input holding NaN, checks stopped, HookState.steps at the last finite
+    # gradient check (see NOTE [NaN in the model's input])
     input_nan: Any = None
     input_nan_closed: bool = False
     finite_at: int = 0
