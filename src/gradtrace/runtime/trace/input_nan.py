@@ -21,7 +21,9 @@ and the model's call.
 It is used only when the first non-finite gradient reaches a step, that input came after the
 last step whose gradients were checked finite, and the model's parameters were still finite
 then (a model already holding NaN makes NaN of anything): GT825 names the binding (the call
-when the input has no name), before the backward hunt's op.
+when the input has no name), before the backward hunt's op and after a NaN the first forward
+saw made from finite inputs (NOTE [forward NaN origin]: ``x.std(0)`` of one sample, the NaN's
+own op, then handed to the model).
 """
 from __future__ import annotations
 

@@ -73,9 +73,6 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
             if (made := step_nan_finding(state, name, step, site)) is not None:
                 out.append(made)  # NOTE [NaN made by a step]
                 continue
-            if (fed := input_nan_finding(data, name, step, site)) is not None:
-                out.append(fed)  # NOTE [NaN in the model's input]
-                continue
             where = next((k[1] for k in state.events if k[0] == "where-nonfinite"), None)
             if where is not None:
                 out.append(make("GT825", where, f"non-finite gradient (NaN/Inf) first seen in "
@@ -89,6 +86,9 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                 continue
             if (fwd := forward_origin(state, name, step, site)) is not None:
                 out.append(fwd)  # NOTE [forward NaN origin]
+                continue
+            if (fed := input_nan_finding(data, name, step, site)) is not None:
+                out.append(fed)  # NOTE [NaN in the model's input]
                 continue
             origin = state.loss_nan or state.nan_origin  # NOTE [NaN loss hunted] first
             if origin is not None:
