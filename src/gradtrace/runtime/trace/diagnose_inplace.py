@@ -201,7 +201,8 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      "still needed the old values",
                      fix="call optimizer.step() only after every backward() of this graph",
                      related=[(state.after_step if first else None, "a later step changed "
-                               "more of the graph's parameters here"), (site, "backward() failed here")])]
+                               "more of the graph's parameters here"),
+                              (site, "backward() failed here")])]
     return view_write_finding(_roots(args, kwargs), node, saver, shape, pat, site) \
         or saved_view_or_saver(node, saver, shape, state, pat, site)
 

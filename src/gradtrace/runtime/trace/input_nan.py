@@ -14,9 +14,9 @@ a module called from user code that is not a ``forward`` (the model's call in th
 step, not a layer inside a model): one ``isnan(...).any()`` per such argument per call. The
 check stops once a non-finite gradient has been seen. An input holding NaN is kept only when
 that call's output holds NaN too (a one-shot forward hook on the model; a model that masks or
-fills missing values itself is left alone), the last one with where the program bound it to a name of its own (the frame walk of
-:func:`hook_input._made_at`: ``input_sequence, target = batch``; a loader's ``for`` target)
-and the model's call.
+fills missing values itself is left alone), the last one with where the program bound it to
+a name of its own (the frame walk of :func:`hook_input._made_at`: ``input_sequence, target =
+batch``; a loader's ``for`` target) and the model's call.
 
 It is used only when the first non-finite gradient reaches a step, that input came after the
 last step whose gradients were checked finite, and the model's parameters were still finite
@@ -128,4 +128,3 @@ def input_nan_finding(data: Any, name: str, step: int, site: Site | None) -> Fin
                 related=[(rec.call if rec.call != at else None, "the model is given it here"),
                          (site, "the NaN gradient reached optimizer.step() here")],
                 severity="warning")
-
