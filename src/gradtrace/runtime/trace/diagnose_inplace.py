@@ -13,6 +13,7 @@ from gradtrace.runtime.build import code_for, make, src
 from gradtrace.runtime.catalogue import ErrorPattern
 from gradtrace.runtime.frames import Site
 from gradtrace.runtime.trace.diagnose_alias import alias_site, saved_view_or_saver
+from gradtrace.runtime.trace.first_break import first_breaking_step
 from gradtrace.runtime.trace.first_write import earlier_breaking_write
 from gradtrace.runtime.trace.graph_walk import leaves_below, reaches_marked, roots_of as _roots
 from gradtrace.runtime.trace.root_sites import (caller_of_argument_write, init_built_attribute,
@@ -192,13 +193,16 @@ def inplace_saved_finding(pat: ErrorPattern, exc: BaseException, func: Any, args
                      fix="make this update after every backward() through those parameters",
                      related=[(state.after_step, "optimizer.step() ran here"),
                               (site, "backward() failed here")])]
-    if state.after_step is not None:
-        return [make(code_for("step-between-backwards", pat.code), state.after_step,
+    if state.after_step is not None:  # NOTE [first step that broke the graph]
+        first = first_breaking_step(state, _roots(args, kwargs))
+        return [make(code_for("step-between-backwards", pat.code), first or state.after_step,
                      f"optimizer.step() here updated the parameters in place (shape "
                      f"{list(shape)}) after the forward pass saved them, and a later backward() "
                      "still needed the old values",
                      fix="call optimizer.step() only after every backward() of this graph",
-                     related=[(site, "backward() failed here")])]
+                     related=[(state.after_step if first else None, "a later step changed "
+                               "more of the graph's parameters here"),
+                              (site, "backward() failed here")])]
     return view_write_finding(_roots(args, kwargs), node, saver, shape, pat, site) \
         or saved_view_or_saver(node, saver, shape, state, pat, site)
 

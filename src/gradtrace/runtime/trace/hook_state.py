@@ -110,6 +110,11 @@ class HookState:
     train_eval_step: dict[int, int] = field(default_factory=dict)  # its last grad-off pass
     born_frozen: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # registered frozen
     rows_used: dict[int, list[Any]] = field(default_factory=dict)  # NOTE [decayed rows]
+    # the last model input holding NaN, checks stopped, HookState.steps at the last finite
+    # gradient check (see NOTE [NaN in the model's input])
+    input_nan: Any = None
+    input_nan_closed: bool = False
+    finite_at: int = 0
     built: dict[int, Any] = field(default_factory=dict)  # NOTE [layer built here]
     # (NOTE [after the DDP wrap]) (DDP ref, builder code); param id -> (ref, site)
     ddp_wraps: list[Any] = field(default_factory=list)

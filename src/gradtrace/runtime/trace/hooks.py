@@ -22,6 +22,8 @@ from gradtrace.runtime.trace.partial_clear import check_partial
 from gradtrace.runtime.trace.eval_in_train import DROPOUT, note_train_eval, settle, train_run
 from gradtrace.runtime.trace.graph_walk import note_called_with
 from gradtrace.runtime.trace.hook_input import note_hooked_input
+from gradtrace.runtime.trace.first_break import note_step
+from gradtrace.runtime.trace.input_nan import confirm, note_input
 from gradtrace.runtime.trace.layer_sites import note_built
 from gradtrace.runtime.trace.param_names import param_name  # noqa: F401 - re-exported
 from gradtrace.runtime.trace.loaded_in_train import note_first_nograd
@@ -131,6 +133,8 @@ class Hooks:
             note_hooked_input(self.data, module, args)
         if _grad_enabled():
             note_called_with(args)  # NOTE [module input stamp]
+            if not self.data.input_nan_closed:  # NOTE [NaN in the model's input]
+                note_input(self.data, module, args)
             if id(module) in self.data.leak_watch:  # NOTE [another optimizer's gradient applied again]
                 raw = raw_site()
                 watch_call(self.state, self.data, module, raw and self.state.site(raw))
@@ -346,12 +350,14 @@ class Hooks:
             except (RuntimeError, TypeError, AttributeError):
                 return
         if math.isfinite(total):
+            self.data.finite_at = self.data.steps  # NOTE [NaN in the model's input]
             return
         for group in opt.param_groups:
             for p in group["params"]:
                 if p.grad is not None and not bool(torch.isfinite(p.grad).all()):
                     rec.nonfinite = (param_name(self.data, p), rec.steps, site)
                     self.state.nan_hunt_next = True  # NOTE [NaN origin]
+                    confirm(self.data)  # NOTE [NaN in the model's input]
                     return
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
@@ -389,6 +395,7 @@ class Hooks:
         self.state.clear_wiped()
         self.state.in_step = False
         self.state.step_seq = self.mode.seq if self.mode is not None else 0
+        note_step(self.state, self.state.step_seq, rec.site if rec is not None else None, opt)
         self.state.steps_ended += 1
         self.data.steps += 1
         if _due(self.data.steps):

@@ -9,6 +9,7 @@ from gradtrace.runtime.trace.eps_underflow import eps_underflow
 from gradtrace.runtime.trace.extra_step import accumulation_findings
 from gradtrace.runtime.trace.fix_lines import zero_gradient_op
 from gradtrace.runtime.trace.hooks import HookState, param_name
+from gradtrace.runtime.trace.input_nan import input_nan_finding
 from gradtrace.runtime.trace.loop_order import step_early_finding, wiped_step_early
 from gradtrace.runtime.trace.nonfinite import NAN_FIX, forward_origin, nan_text
 from gradtrace.runtime.trace.state import TraceState
@@ -85,6 +86,9 @@ def _optimizer_events(data: HookState, state: TraceState) -> list[Finding]:
                 continue
             if (fwd := forward_origin(state, name, step, site)) is not None:
                 out.append(fwd)  # NOTE [forward NaN origin]
+                continue
+            if (fed := input_nan_finding(data, name, step, site)) is not None:
+                out.append(fed)  # NOTE [NaN in the model's input]
                 continue
             origin = state.loss_nan or state.nan_origin  # NOTE [NaN loss hunted] first
             if origin is not None:

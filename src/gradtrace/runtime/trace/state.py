@@ -121,6 +121,7 @@ class TraceState(GradEvents):
         self.fresh_count = 0  # backward() calls since the last optimizer step
         self.order: Any = None  # loop_order.Order, once an optimizer has stepped
         self.after_step: Site | None = None
+        self.recent_steps: list[Any] = []  # NOTE [first step that broke the graph]
         self.step_raw: Any = None  # the cheap form of the last step's own line (not its first)
         self.step_caller: Site | None = None  # NOTE [step in a helper handed the optimizer]
         self.grad_scaler = False  # a GradScaler unscaled gradients (it may skip steps)
