@@ -453,28 +453,6 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         net = Net()
         optimizer = torch.optim.SGD(net, lr=0.01)
         """, "GT419", 8, (TypeError, "not iterable"))]),
-    # GT419 on a call spread over lines: the traceback names the call's first line, so is the
-    # finding (VAC_CSLR#42's shape, written as a builder function; NOTE [raised at the call])
-    "module-given-to-optimizer-multiline": (Shape("""
-        def build(net, wd):
-            return torch.optim.RMSprop(
-                net.parameters(),
-                lr=0.01,
-                weight_decay=wd)
-        opt = build(nn.Sequential(nn.Linear(3, 2), nn.Tanh()), 1e-4)
-        """, "GT419", holds="len(opt.param_groups[0]['params']) == 2"), [Shape("""
-        encoder = nn.Sequential(nn.Linear(3, 2), nn.Tanh())
-        opt = torch.optim.RMSprop(
-            encoder,
-            lr=0.01,
-            weight_decay=1e-4)
-        """, "GT419", 2, (TypeError, "can only optimize Tensors")), Shape("""
-        encoder = nn.Linear(3, 2)
-        opt = torch.optim.Adam(
-            [{"params": [encoder]},
-             {"params": [torch.zeros(2, requires_grad=True)], "lr": 0.1}],
-            lr=0.01)
-        """, "GT419", 2, (TypeError, "can only optimize Tensors"))]),
 }
 
 

@@ -1,0 +1,106 @@
+"""General facts from held-out batch 50's misses (docs/triage/ho56.md).
+
+- a call spread over lines raises on its first line, the line its traceback names: GT419 reports
+  there (NOTE [raised at the call]; VAC_CSLR#42);
+- a new leaf that requires grad kept in a local of `forward`, made by a factory, `Variable` or a
+  function of the file given `requires_grad=True`, is new at every call and never trained
+  (GT445; NOTE [made leaves]; HiMol#3).
+
+Each entry: a look-alike that must stay silent and run, and buggy twins reported on the given
+line; all run on real torch (tests/lint/shape_runner.py).
+"""
+from __future__ import annotations
+
+import pytest
+
+from tests.lint.shape_runner import Shape, judge
+
+torch = pytest.importorskip("torch")
+
+PRELUDE = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.autograd import Variable
+torch.manual_seed(0)
+"""
+
+SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
+    "module-given-to-optimizer-multiline": (Shape("""
+        def build(net, wd):
+            return torch.optim.RMSprop(
+                net.parameters(),
+                lr=0.01,
+                weight_decay=wd)
+        opt = build(nn.Sequential(nn.Linear(3, 2), nn.Tanh()), 1e-4)
+        """, "GT419", holds="len(opt.param_groups[0]['params']) == 2"), [Shape("""
+        encoder = nn.Sequential(nn.Linear(3, 2), nn.Tanh())
+        opt = torch.optim.RMSprop(
+            encoder,
+            lr=0.01,
+            weight_decay=1e-4)
+        """, "GT419", 2, (TypeError, "can only optimize Tensors")), Shape("""
+        encoder = nn.Linear(3, 2)
+        opt = torch.optim.Adam(
+            [{"params": [encoder]},
+             {"params": [torch.zeros(2, requires_grad=True)], "lr": 0.1}],
+            lr=0.01)
+        """, "GT419", 2, (TypeError, "can only optimize Tensors"))]),
+    # the leaf leaves forward with the output and the caller reads its gradient (an input
+    # perturbation): not a weight meant to train
+    "local-leaf-in-forward": (Shape("""
+        def as_var(t, grad=False):
+            return Variable(t, requires_grad=grad)
+        class Probe(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 1)
+                self.mix = nn.Parameter(torch.zeros(2))
+            def forward(self, x):
+                delta = torch.zeros_like(x, requires_grad=True)
+                plain = as_var(torch.ones(2))
+                w = F.softmax(self.mix * plain, dim=0)
+                return w[0] * self.fc(x + delta), delta
+        m = Probe()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        out, delta = m(torch.ones(2, 3))
+        out.sum().backward()
+        opt.step()
+        """, "GT445", holds="delta.grad is not None and len(list(m.parameters())) == 3"), [
+        Shape("""
+        class Gated(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+            def forward(self, x):
+                gate = torch.randn(3, requires_grad=True).to(x.device)
+                return self.fc(x) * torch.sigmoid(gate)
+        m = Gated()
+        opt = torch.optim.Adam(m.parameters(), lr=0.1)
+        m(torch.ones(2, 3)).sum().backward()
+        opt.step()
+        """, "GT445", 6, holds="len(list(m.parameters())) == 2"), Shape("""
+        def as_var(t, grad=False):
+            return Variable(t, requires_grad=grad)
+        class Mix(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(3, 1)
+                self.b = nn.Linear(3, 1)
+            def forward(self, x):
+                mix = as_var(torch.zeros(2), True)
+                w = F.softmax(mix, dim=0)
+                return w[0] * self.a(x) + w[1] * self.b(x)
+        m = Mix()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        m(torch.ones(2, 3)).sum().backward()
+        opt.step()
+        """, "GT445", 9, holds="len(list(m.parameters())) == 4")]),
+}
+
+
+@pytest.mark.parametrize("name,i", [(n, i) for n in sorted(SHAPES)
+                                    for i in range(len(SHAPES[n][1]) + 1)])
+def test_shape(name: str, i: int) -> None:
+    good, bads = SHAPES[name]
+    judge(PRELUDE, good if i == 0 else bads[i - 1])
