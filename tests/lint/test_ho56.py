@@ -4,7 +4,10 @@
   there (NOTE [raised at the call]; VAC_CSLR#42);
 - a new leaf that requires grad kept in a local of `forward`, made by a factory, `Variable` or a
   function of the file given `requires_grad=True`, is new at every call and never trained
-  (GT445; NOTE [made leaves]; HiMol#3).
+  (GT445; NOTE [made leaves]; HiMol#3);
+- `torch.tensor(t)` in a helper copies the tensor requiring grad its caller passes, known
+  through the callers' parameters and the file's helpers computing from theirs (GT151;
+  NOTE [helper results that require grad]; fairseq#2789).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins reported on the given
 line; all run on real torch (tests/lint/shape_runner.py).
@@ -96,6 +99,44 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         m(torch.ones(2, 3)).sum().backward()
         opt.step()
         """, "GT445", 9, holds="len(list(m.parameters())) == 4")]),
+    # torch.as_tensor keeps the tensor, a copy kept for a log is not returned, a copy of data
+    "passed-tensor-copied": (Shape("""
+        t = torch.linspace(0.0, 1.0, 8)
+        conv = nn.Conv1d(1, 2, 3)
+        seen = []
+        def wave(f):
+            return torch.sin(f * t) * 0.5
+        def feat(s):
+            seen.append(torch.tensor(s))
+            return conv(torch.as_tensor(s).view(1, 1, -1)).mean()
+        def prior(s):
+            return conv(torch.tensor(s).view(1, 1, -1)).mean()
+        freq = torch.tensor(3.0, requires_grad=True)
+        (feat(wave(freq)) + prior(torch.ones(8))).backward()
+        """, "GT151", holds="freq.grad is not None"), [Shape("""
+        t = torch.linspace(0.0, 1.0, 8)
+        conv = nn.Conv1d(1, 2, 3)
+        def wave(f):
+            return torch.sin(f * t) * 0.5
+        def feat(s):
+            out = conv(torch.tensor(s).view(1, 1, -1))
+            return out.mean()
+        freq = torch.tensor(3.0, requires_grad=True)
+        feat(wave(freq)).backward()
+        """, "GT151", 6, holds="freq.grad is None and conv.weight.grad is not None"), Shape("""
+        class Renderer:
+            def __init__(self):
+                self.net = nn.Linear(3, 1)
+            def embed(self, v):
+                return self.net(torch.tensor(v.unsqueeze(0)))
+        def loss_of(r, angle):
+            return (r.embed(angle * torch.ones(3)) ** 2).sum()
+        r = Renderer()
+        theta = torch.zeros(1, requires_grad=True)
+        for _ in range(2):
+            loss = loss_of(r, theta)
+            loss.backward()
+        """, "GT151", 5, holds="theta.grad is None")]),
 }
 
 

@@ -9,7 +9,8 @@ given for that parameter does (``sine(fp)`` with ``def sine(f0): return a * torc
 and ``fp = torch.tensor(660.0, requires_grad=True)``), two helpers deep at most.
 :func:`passed_grad` is :func:`grad_values.passed_requiring` with that fact: a call of ``fn``
 made with grad enabled passes, for ``param``, a value that requires grad, through the callers'
-own parameters (two calls up), from a function the file runs with grad enabled.
+own parameters (two calls up; a value computed from one through graph-keeping ops, as
+``angle * torch.ones(3)``, counts), from a function the file runs with grad enabled.
 """
 from __future__ import annotations
 
@@ -93,8 +94,14 @@ def passed_grad(ctx: Context, fn: ast.AST, param: str, hops: int = 0
             if runs_with_grad(ctx, w):
                 return src, [call], w
             continue
-        p = passed_param(ctx, w, arg, call.lineno) if hops < MAX_HOPS else None
-        got = passed_grad(ctx, w, p, hops + 1) if p is not None else None
-        if got is not None:
-            return got[0], [*got[1], call], got[2]
+        if hops >= MAX_HOPS or not isinstance(w, FUNCTION_TYPES):
+            continue
+        p = passed_param(ctx, w, arg, call.lineno)
+        params: set[str] = {p} if p is not None else set()
+        if p is None and ctx.scope(w).grad_off_at(call) is None:
+            _carried(ctx, w, arg, params)  # `angle * torch.ones(3)`: computed from `angle`
+        for p in sorted(params):
+            got = passed_grad(ctx, w, p, hops + 1)
+            if got is not None:
+                return got[0], [*got[1], call], got[2]
     return None
