@@ -105,3 +105,34 @@ def passed_grad(ctx: Context, fn: ast.AST, param: str, hops: int = 0
             if got is not None:
                 return got[0], [*got[1], call], got[2]
     return None
+
+
+# NOTE [divided graph]
+# A division kept out by ``torch.where(n > 0, total / n, total)`` still runs where ``n == 0``
+# and autograd sends the numerator ``0 * (1 / 0)`` = NaN (pytorch#36923, checked on torch
+# 2.13). Most such guards divide counts (a metric, an average of data) and carry no gradient,
+# so a division is judged only when its numerator surely requires grad: known where it is
+# read (NOTE [values that require grad], a helper's result included), or a parameter of the
+# function that its callers pass requiring grad (:func:`passed_grad`).
+
+
+def sure_numerator(n: ast.AST, ctx: Context, line: int) -> bool:
+    """Whether the numerator of the division ``n`` (``a / b``, ``torch.div(a, b)``) surely
+    requires grad (NOTE [divided graph])."""
+    num: ast.AST | None = None
+    if isinstance(n, ast.BinOp):
+        num = n.left
+    elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) \
+            and not (ctx.qualified_name(n.func) or "").startswith("torch."):
+        num = n.func.value  # `a.div(b)`
+    elif isinstance(n, ast.Call) and len(n.args) > 1:
+        num = n.args[0]  # `torch.div(a, b)`
+    if num is None or isinstance(num, ast.Starred):
+        return False
+    fn = ctx.function or ctx.tree
+    if carried_requiring(ctx, fn, num, line) is not None:
+        return True
+    if not isinstance(fn, FUNCTION_TYPES):
+        return False
+    p = passed_param(ctx, fn, num, line)
+    return p is not None and passed_grad(ctx, fn, p) is not None

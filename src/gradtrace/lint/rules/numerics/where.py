@@ -13,6 +13,7 @@ from gradtrace.lint.rules.numerics._ops import (
     torch_op)
 from gradtrace.lint.nodes import bfs_walk
 from gradtrace.lint.rules.numerics._where_helpers import helper_branch_uses
+from gradtrace.lint.analysis.helper_grad import sure_numerator
 from gradtrace.lint.rules.numerics._where_guard import (
     BOUNDED, METHOD_COMPARE, OVERFLOW, _const, _unguarded,
 )
@@ -34,7 +35,8 @@ class SingularOpOutsideWhereGuard(Rule):
     (`torch.where(x < 1, torch.sqrt(1 - x ** 2), ...)`, judged at the bound and just beyond,
     not when the arithmetic adds a constant or the op sits under a rounding); a condition on
     another tensor is not judged; nor is a method of a `torch.utils.data.Dataset` subclass (it
-    prepares samples: a graph's degree normalisation in its `collate`).
+    prepares samples: a graph's degree normalisation in its `collate`). A division is judged
+    only when what it divides surely requires grad (NOTE [divided graph]).
     """
 
     code = "GT751"
@@ -114,9 +116,11 @@ class SingularOpOutsideWhereGuard(Rule):
             inline = [(u, False) for u in singular_uses(expr, ctx)]
             helper = [(u, True) for u in helper_branch_uses(expr, ctx, node.lineno)]
             for (n, op, operand, why), in_helper in inline + helper:
-                if op in ("/", "div", "true_divide", "divide") or not _tensor_operand(
-                        operand, ctx, node.lineno):
-                    continue  # a guarded division: mostly counts in metrics (UNDECIDABLE)
+                if op in ("/", "div", "true_divide", "divide") \
+                        and not sure_numerator(n, ctx, node.lineno):
+                    continue  # a guarded division of counts (a metric): NOTE [divided graph]
+                if not _tensor_operand(operand, ctx, node.lineno):
+                    continue
                 if op in OVERFLOW and _overflows_too(operand, branch, branches, ctx, node):
                     continue  # `where(s < 0.5, expm1(s), exp(s) - 1)`: no guard, a precision pick
                 if _unguarded(op, operand, test, selected_when, ctx,
