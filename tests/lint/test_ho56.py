@@ -7,7 +7,9 @@
   (GT445; NOTE [made leaves]; HiMol#3);
 - `torch.tensor(t)` in a helper copies the tensor requiring grad its caller passes, known
   through the callers' parameters and the file's helpers computing from theirs (GT151;
-  NOTE [helper results that require grad]; fairseq#2789).
+  NOTE [helper results that require grad]; fairseq#2789);
+- a `torch.where`-guarded division whose numerator surely requires grad gets NaN gradients
+  where the divisor is 0 (GT751; NOTE [divided graph]; pytorch#36923).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins reported on the given
 line; all run on real torch (tests/lint/shape_runner.py).
@@ -137,6 +139,36 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
             loss = loss_of(r, theta)
             loss.backward()
         """, "GT151", 5, holds="theta.grad is None")]),
+    # a guarded division of counts (a metric) and one fed a safe divisor stay silent
+    "where-guarded-division": (Shape("""
+        def accuracy(pred, y, n):
+            correct = (pred.argmax(-1) == y).float().sum(-1)
+            return torch.where(n > 0, correct / n, torch.zeros_like(n))
+        def per_mean(total, n):
+            return torch.where(n > 0, total / n.clamp(min=1), total)
+        lin = nn.Linear(2, 3)
+        x = torch.ones(4, 2)
+        n = torch.tensor([0.0, 1.0, 2.0, 3.0])
+        out = lin(x)
+        acc = accuracy(out.unsqueeze(1), torch.zeros(4, 1, dtype=torch.long), n)
+        per_mean(out.sum(-1) * n, n).sum().backward()
+        """, "GT751", holds="not torch.isnan(lin.weight.grad).any()"), [Shape("""
+        w = torch.ones(3, requires_grad=True)
+        d = torch.tensor([0.0, 1.0, 2.0])
+        s = w * 2.0
+        r = torch.where(d != 0, torch.div(s, d), s)
+        r.sum().backward()
+        """, "GT751", 4, holds="torch.isnan(w.grad).any()"), Shape("""
+        class Norm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 1)
+            def forward(self, x, k):
+                s = self.fc(x).squeeze(-1)
+                return torch.where(k > 0, s.div(k), torch.zeros_like(s))
+        m = Norm()
+        m(torch.ones(3, 2), torch.tensor([0.0, 1.0, 2.0])).sum().backward()
+        """, "GT751", 7, holds="torch.isnan(m.fc.weight.grad).any()")]),
 }
 
 

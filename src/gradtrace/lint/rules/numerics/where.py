@@ -116,15 +116,16 @@ class SingularOpOutsideWhereGuard(Rule):
             inline = [(u, False) for u in singular_uses(expr, ctx)]
             helper = [(u, True) for u in helper_branch_uses(expr, ctx, node.lineno)]
             for (n, op, operand, why), in_helper in inline + helper:
-                if op in ("/", "div", "true_divide", "divide") \
-                        and not sure_numerator(n, ctx, node.lineno):
+                div = op in ("/", "div", "true_divide", "divide")
+                if div and not sure_numerator(n, ctx, node.lineno):
                     continue  # a guarded division of counts (a metric): NOTE [divided graph]
                 if not _tensor_operand(operand, ctx, node.lineno):
                     continue
                 if op in OVERFLOW and _overflows_too(operand, branch, branches, ctx, node):
                     continue  # `where(s < 0.5, expm1(s), exp(s) - 1)`: no guard, a precision pick
                 if _unguarded(op, operand, test, selected_when, ctx,
-                              not _rounded(n, expr, ctx)) and carries_graph(ctx, operand, node):
+                              not _rounded(n, expr, ctx)) \
+                        and (div or carries_graph(ctx, operand, node)):
                     # (a statistic of a buffer carries none: moshi's `_compute_entropy`)
                     shown = {"/": "/", "**": "**"}.get(op, op)
                     related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]
