@@ -9,7 +9,10 @@
   through the callers' parameters and the file's helpers computing from theirs (GT151;
   NOTE [helper results that require grad]; fairseq#2789);
 - a `torch.where`-guarded division whose numerator surely requires grad gets NaN gradients
-  where the divisor is 0 (GT751; NOTE [divided graph]; pytorch#36923).
+  where the divisor is 0 (GT751; NOTE [divided graph]; pytorch#36923);
+- a loop over a module's parameters re-registering each as `nn.Parameter(f(p))` (the call
+  written inside, the loop over `dict(named_parameters()).items()`) un-freezes the frozen ones
+  (GT409; NOTE [parameters re-wrapped]; torchtitan#3885).
 
 Each entry: a look-alike that must stay silent and run, and buggy twins reported on the given
 line; all run on real torch (tests/lint/shape_runner.py).
@@ -169,6 +172,45 @@ SHAPES: dict[str, tuple[Shape, list[Shape]]] = {
         m = Norm()
         m(torch.ones(3, 2), torch.tensor([0.0, 1.0, 2.0])).sum().backward()
         """, "GT751", 7, holds="torch.isnan(m.fc.weight.grad).any()")]),
+    # re-wrapped with the old flag, or in a file that freezes nothing: silent
+    "parameters-re-wrapped": (Shape("""
+        def shard(t, world=1):
+            return t.detach().clone()
+        def replicate(model):
+            for mod in model.modules():
+                named = dict(mod.named_parameters(recurse=False))
+                for key, w in named.items():
+                    mod.register_parameter(key, nn.Parameter(shard(w, 1),
+                                                             requires_grad=w.requires_grad))
+            return model
+        net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+        net[0].weight.requires_grad_(False)
+        replicate(net)
+        """, "GT409", holds="not net[0].weight.requires_grad"), [Shape("""
+        def shard(t, world=1):
+            return t.detach().clone()
+        def replicate(model):
+            for mod in model.modules():
+                named = dict(mod.named_parameters(recurse=False))
+                for key, w in named.items():
+                    mod.register_parameter(key, nn.Parameter(shard(w, 1)))
+            return model
+        net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+        net[0].weight.requires_grad_(False)
+        replicate(net)
+        """, "GT409", 7, holds="net[0].weight.requires_grad"), Shape("""
+        class Half(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = nn.Linear(2, 2)
+            def to_half(self):
+                for n, p in list(self.body.named_parameters()):
+                    setattr(self.body, n, nn.Parameter(torch.clone(p).half()))
+                return self
+        m = Half()
+        m.body.bias.requires_grad = False
+        m.to_half()
+        """, "GT409", 7, holds="m.body.bias.requires_grad")]),
 }
 
 
