@@ -55,8 +55,8 @@ def _carried(ctx: Context, fn: ast.AST, e: ast.AST | None, out: set[str], depth:
 
 def carried_requiring(ctx: Context, where: ast.AST, e: ast.AST, line: int, depth: int = 0
                       ) -> ast.AST | None:
-    """The node a value's gradient comes from, helpers' results included (NOTE [helper
-    results that require grad])."""
+    """The node a value's gradient comes from, helpers' results included
+    (NOTE [helper results that require grad])."""
     src = requires_grad(ctx, where, e, line)
     if src is not None or depth >= MAX_HELPERS or not isinstance(e, ast.Call) \
             or not isinstance(e.func, ast.Name) or ctx.scope(where).grad_off_at(e) is not None:
