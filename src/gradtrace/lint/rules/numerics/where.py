@@ -13,6 +13,7 @@ from gradtrace.lint.rules.numerics._ops import (
     torch_op)
 from gradtrace.lint.nodes import bfs_walk, walk
 from gradtrace.lint.rules.numerics._where_helpers import helper_branch_uses
+from gradtrace.lint.analysis.helper_grad import sure_numerator
 from gradtrace.lint.rules.numerics._where_guard import (
     BOUNDED, METHOD_COMPARE, OVERFLOW, _const, _unguarded,
 )
@@ -36,7 +37,8 @@ class SingularOpOutsideWhereGuard(Rule):
     another tensor is not judged; nor is a method of a `torch.utils.data.Dataset` subclass (it
     prepares samples: a graph's degree normalisation in its `collate`). A guarded division
     (`torch.where(union > 0, inter / union, 0)`) is judged only in a function whose result a
-    caller backpropagates, on a denominator no `+ eps` or clamp keeps off 0.
+    caller backpropagates, or when what it divides surely requires grad
+    (NOTE [divided graph]), and on a denominator no `+ eps` or clamp keeps off 0.
     """
 
     code = "GT751"
@@ -117,13 +119,15 @@ class SingularOpOutsideWhereGuard(Rule):
             helper = [(u, True) for u in helper_branch_uses(expr, ctx, node.lineno)]
             for (n, op, operand, why), in_helper in inline + helper:
                 division = op in ("/", "div", "true_divide", "divide")
-                if division and not (_loss_division(ctx) and _unshifted(operand, ctx, node)) \
+                if division and not ((_loss_division(ctx) or sure_numerator(n, ctx, node.lineno))
+                                     and _unshifted(operand, ctx, node)) \
                         or not _tensor_operand(operand, ctx, node.lineno, division):
-                    continue  # a guarded division: mostly counts in metrics (UNDECIDABLE)
+                    continue  # a guarded division of counts (a metric): NOTE [divided graph]
                 if op in OVERFLOW and _overflows_too(operand, branch, branches, ctx, node):
                     continue  # `where(s < 0.5, expm1(s), exp(s) - 1)`: no guard, a precision pick
                 if _unguarded(op, operand, test, selected_when, ctx,
-                              not _rounded(n, expr, ctx)) and carries_graph(ctx, operand, node):
+                              not _rounded(n, expr, ctx)) \
+                        and (div or carries_graph(ctx, operand, node)):
                     # (a statistic of a buffer carries none: moshi's `_compute_entropy`)
                     shown = {"/": "/", "**": "**"}.get(op, op)
                     related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]

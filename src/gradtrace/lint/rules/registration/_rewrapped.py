@@ -8,8 +8,11 @@ A function that walks ``module.named_parameters()`` (or ``parameters()``) and re
 old one's was: in a file that freezes parameters (a ``requires_grad_(False)`` call or a
 ``.requires_grad = False``), the frozen ones come back trainable. The value wrapped is followed
 back through its rebindings by calls given it (``t = distribute(t, mesh)``, ``t.to(dtype)``)
-to the loop's target, in the same function or, for a parameter of the function, at every call
-site of the file. Passing ``requires_grad=`` (the old flag) is the fix and silences it.
+to the loop's target, or by a call written inside the Parameter call
+(``nn.Parameter(distribute_tensor(p, mesh))``: torchtitan#3885), in the same function or, for a
+parameter of the function, at every call site of the file. The loop may walk the parameters
+through ``list``/``dict``, ``.items()``/``.values()`` or a name bound to one of those
+(``params = dict(mod.named_parameters()); for n, p in params.items()``). Passing ``requires_grad=`` (the old flag) is the fix and silences it.
 """
 from __future__ import annotations
 
@@ -67,23 +70,45 @@ def _strip(e: ast.AST) -> ast.AST:
     """``p.data``, ``p.detach().to(dtype)``...: the same values, without the casts."""
     while isinstance(e, ast.Attribute) and e.attr == "data" or isinstance(e, ast.Call) \
             and isinstance(e.func, ast.Attribute) and e.func.attr in (
-                "detach", "clone", "to", "float", "half", "double", "bfloat16", "contiguous"):
+                "detach", "clone", "to", "float", "half", "double", "bfloat16", "contiguous") \
+            and not (isinstance(e.func.value, ast.Name) and e.func.value.id == "torch"):
         e = e.value if isinstance(e, ast.Attribute) else e.func.value  # type: ignore[union-attr]
     return e
+
+
+def _params_iter(it: ast.AST, scope: object, line: int) -> ast.AST:
+    """The ``named_parameters()`` call a loop walks, through ``list(...)``, ``dict(...)``,
+    ``.items()``/``.values()`` and a name bound once to one of those
+    (``params = dict(mod.named_parameters()); for n, p in params.items()``)."""
+    for _ in range(4):
+        if isinstance(it, ast.Call) and getattr(it.func, "id", "") in ("list", "dict",
+                                                                          "tuple") and it.args:
+            it = it.args[0]
+        elif isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
+                and it.func.attr in ("items", "values") and not it.args:
+            it = it.func.value
+        elif isinstance(it, ast.Name):
+            b = scope.binding_before(it.id, line)  # type: ignore[attr-defined]
+            if b is None or not isinstance(b.stmt, ast.Assign) or b.value is None:
+                return it
+            it = b.value
+        else:
+            break
+    return it
 
 
 def _origin(e: ast.AST, ctx: Context, fn: ast.AST, line: int, depth: int) -> ast.AST | None:
     if depth > 4:
         return None
     e = _strip(e)
+    if isinstance(e, ast.Call) and e.args and isinstance(_strip(e.args[0]), ast.Name):
+        e = _strip(e.args[0])  # `distribute_tensor(p, mesh)` written in the call
     if not isinstance(e, ast.Name):
         return None
     scope = ctx.scope(fn)
     b = scope.binding_before(e.id, line)
     if b is not None and isinstance(b.stmt, (ast.For, ast.AsyncFor)):
-        it = b.stmt.iter
-        if isinstance(it, ast.Call) and getattr(it.func, "id", "") == "list" and it.args:
-            it = it.args[0]
+        it = _params_iter(b.stmt.iter, scope, b.line)
         if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) \
                 and it.func.attr in PARAM_ITERS \
                 and "requires_grad" not in ctx.code_of(b.stmt):  # no `if p.requires_grad:`

@@ -6,6 +6,7 @@ from typing import Iterator
 
 from gradtrace.findings import Finding, Related
 from gradtrace.lint.analysis.facts import TENSOR_FACTORIES
+from gradtrace.lint.analysis.local_leaves import kept_local, made_leaf
 from gradtrace.lint.analysis.params import PARAMETER_CTORS
 from gradtrace.lint.analysis.step_methods import per_step_methods
 from gradtrace.lint.context import FUNCTION_TYPES, Context
@@ -38,6 +39,11 @@ def _unguarded_ctors(m: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Context
                 isinstance(t, ast.Attribute) and dotted(t.value) == "self" for t in n.targets) \
                 and _grad_leaf(n.value, ctx):
             yield n.value  # type: ignore[misc]
+            continue
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 \
+                and isinstance(n.targets[0], ast.Name) and made_leaf(n.value, ctx) \
+                and kept_local(n.targets[0].id, n, m, ctx):
+            yield n.value  # a local leaf (NOTE [made leaves]): its gradient dies with the call
             continue
         todo.extend(child_nodes(n))
 
@@ -119,7 +125,9 @@ class ParameterBuiltInForward(Rule):
     A method the training loop calls on the model at every step (`model.set_weights()` next
     to `backward()`: NOTE [per-step methods]) is the same as `forward`.
     A tensor made there with `requires_grad=True` and stored on `self` (`self.h0 =
-    torch.zeros(n, requires_grad=True)`) is the same: a new leaf no optimizer holds.
+    torch.zeros(n, requires_grad=True)`) is the same: a new leaf no optimizer holds; so is
+    one kept in a local that never leaves the call (`w = make(torch.rand(5),
+    requires_grad=True)` weighting the loss: HiMol#3; NOTE [made leaves]).
     Known limits: the class must be of this file and the file must train (build an optimizer
     or call `backward()`); a construction under an `if`/`try` (lazy initialisation on the first
     call) is left alone, and so is a module whose `forward` calls build an optimizer

@@ -51,6 +51,8 @@ class ModuleGivenToOptimizer(Rule):
     not iterable` (geotorch#7; checked on torch 2.13). Pass `R.parameters()`. What is a module
     comes from the code (a constructor of `torch.nn` or of a module class of this file, through
     names, attributes, loops over lists of modules and constructor fields: NOTE [kinds]).
+    A call spread over lines is reported on its first line, the line its traceback names
+    (NOTE [raised at the call]).
     Known limits: only a list/tuple literal, a group dict's `"params"` entry, or the module
     itself, written in the optimizer call.
     """
@@ -97,7 +99,14 @@ class ModuleGivenToOptimizer(Rule):
             made = k.node if isinstance(k.node, ast.expr) else None
             rel = [Related(ctx.path, made.lineno, "the module is made here", ctx.column(made))] \
                 if made is not None and made.lineno != node.lineno else []
-            yield self.report(e, ctx, related=rel, expr=ctx.source(e),
+            # NOTE [raised at the call]: the call raises, and its traceback names the call's
+            # first line: an argument written on a later line is a related place
+            at: ast.expr = e
+            if e.lineno != node.lineno:
+                at = node
+                rel.append(Related(ctx.path, e.lineno, "the module is passed here",
+                                   ctx.column(e)))
+            yield self.report(at, ctx, related=rel, expr=ctx.source(e),
                               opt=ctx.source(node.func), why=why)
 
 
