@@ -119,7 +119,8 @@ class SingularOpOutsideWhereGuard(Rule):
             helper = [(u, True) for u in helper_branch_uses(expr, ctx, node.lineno)]
             for (n, op, operand, why), in_helper in inline + helper:
                 division = op in ("/", "div", "true_divide", "divide")
-                if division and not ((_loss_division(ctx) or sure_numerator(n, ctx, node.lineno))
+                sure = division and sure_numerator(n, ctx, node.lineno)
+                if division and not ((sure or _loss_division(ctx))
                                      and _unshifted(operand, ctx, node)) \
                         or not _tensor_operand(operand, ctx, node.lineno, division):
                     continue  # a guarded division of counts (a metric): NOTE [divided graph]
@@ -127,7 +128,7 @@ class SingularOpOutsideWhereGuard(Rule):
                     continue  # `where(s < 0.5, expm1(s), exp(s) - 1)`: no guard, a precision pick
                 if _unguarded(op, operand, test, selected_when, ctx,
                               not _rounded(n, expr, ctx)) \
-                        and (div or carries_graph(ctx, operand, node)):
+                        and (sure or carries_graph(ctx, operand, node)):
                     # (a statistic of a buffer carries none: moshi's `_compute_entropy`)
                     shown = {"/": "/", "**": "**"}.get(op, op)
                     related = [] if n.lineno == node.lineno else [  # type: ignore[attr-defined]
