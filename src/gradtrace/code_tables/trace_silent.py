@@ -263,7 +263,7 @@ CODES = (
          """,
          "Build the optimizer after the last replacement, or re-create it (or "
          "`add_param_group`) when the tensors are replaced.",
-         "gradtrace.runtime.trace.idle", severity="warning"),
+         "gradtrace.runtime.trace.stale_steps", severity="warning"),
     Code("GT865", "grad-of-rewritten-input",
          "autograd.grad is asked for the gradient of a tensor an in-place op rewrote into its "
          "own output",

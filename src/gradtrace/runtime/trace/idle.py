@@ -35,7 +35,9 @@ from gradtrace.runtime.trace.probe_stats import probe_findings
 from gradtrace.runtime.trace.state import TraceState
 from gradtrace.runtime.trace.wiring import built_at
 
-from gradtrace.runtime.trace.stale_steps import CODE, _last_freeze, _params, _stale, _toggled
+from gradtrace.runtime.trace.stale_steps import _last_freeze, _params, _stale, _toggled
+
+CODE = "GT840"  # (stale_steps makes it too, for a freeze toggled around the steps)
 
 
 def idle_findings(state: TraceState, data: HookState) -> list[Finding]:
