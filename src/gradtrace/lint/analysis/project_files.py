@@ -316,16 +316,8 @@ def imported_mentioning(ctx: Context, text: str, words: tuple[str, ...]) -> bool
     through such a function (NOTE [project index])."""
     if depth_of(ctx) >= MAX_DEPTH:
         return False
-    memo: dict[str, bool] = ctx.memo("project-mentions:" + "|".join(words), ctx.tree, dict)
-    for local, spec in imports_of(ctx).items():
-        if local + "(" not in text and local + "." not in text:
-            continue
-        got = memo.get(local)
-        if got is None:
-            got = memo[local] = _mentions(ctx, spec, words)
-        if got:
-            return True
-    return False
+    return any(import_holds(ctx, local, words) for local in imports_of(ctx)
+               if local + "(" in text or local + "." in text)
 
 
 def import_holds(ctx: Context, local: str, words: tuple[str, ...]) -> bool | None:
